@@ -32,6 +32,8 @@ machine's id (``key.sms``).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -118,7 +120,7 @@ def _intern(names: list, ids: dict, name) -> int:
     return found
 
 
-class TraceSource:
+class TraceSource(ABC):
     """A readable trace: a growing :class:`TraceKey` and an ordered stream of chunks.
 
     Readers (columnar files, JSON Lines, in-memory lists) subclass this.  The
@@ -130,6 +132,6 @@ class TraceSource:
     name: str = "<trace>"
     key: TraceKey
 
-    def chunks(self):
+    @abstractmethod
+    def chunks(self) -> Iterator[np.ndarray]:
         """Yield numpy arrays of :data:`RECORD_DTYPE`, in trace order."""
-        raise NotImplementedError
