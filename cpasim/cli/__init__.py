@@ -22,6 +22,11 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _root() -> None:
+    """What-if simulator of the network stack: simulate, find the critical path, predict."""
+
+
 def _register() -> None:
     # Imported for their side effect of adding commands to ``app``.
     from cpasim.cli import commands  # noqa: F401

@@ -1,0 +1,23 @@
+"""Scenario configuration: parameter declarations, loading, overrides, digest.
+
+>>> from cpasim.config import load_scenario
+>>> cfg = load_scenario(None, sets=["link.rate=10Gbps"])
+>>> cfg.link.rate, cfg.tx.tcp.wmem
+(10000000000.0, 65536)
+"""
+
+from cpasim.config.config import Config
+from cpasim.config.load import load_scenario, parse_set
+from cpasim.config.params import HOSTS, HostParams, ParamSpec, parameters
+from cpasim.config.resolve import spec_of
+
+__all__ = [
+    "HOSTS",
+    "Config",
+    "HostParams",
+    "ParamSpec",
+    "load_scenario",
+    "parameters",
+    "parse_set",
+    "spec_of",
+]

@@ -1,0 +1,187 @@
+"""The resolved configuration of one run: immutable, picklable, with a digest."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cpasim.config import resolve
+from cpasim.config.params import (
+    GLOBAL_SECTIONS,
+    HOSTS,
+    SPECS,
+    HostParams,
+    LinkParams,
+    SimParams,
+    WorkloadParams,
+)
+from cpasim.errors import CpasimError
+
+
+def _build(cls: type, prefix: str, flat: Mapping[str, Any]) -> Any:
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        key = prefix + f.name
+        if f.metadata.get("section"):
+            kwargs[f.name] = _build(f.default_factory, key + ".", flat)
+        else:
+            kwargs[f.name] = flat[key]
+    return cls(**kwargs)
+
+
+def _digest(flat: Mapping[str, Any]) -> str:
+    canonical = json.dumps(flat, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every parameter of a run, validated, in internal units (ns, bit/s, bytes, Hz, cycles).
+
+    Build one with :func:`cpasim.config.load_scenario`; derive variants with
+    :meth:`with_overrides`.  Sections are attributes (``cfg.link.rate``,
+    ``cfg.tx.tcp.wmem``); ``digest`` identifies the resolved values.
+    """
+
+    sim: SimParams
+    workload: WorkloadParams
+    link: LinkParams
+    tx: HostParams
+    rx: HostParams
+    source: str | None = field(default=None, compare=False)
+    digest: str = field(init=False, compare=False)
+    _flat: dict[str, Any] = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        flat: dict[str, Any] = {}
+        for name in GLOBAL_SECTIONS:
+            flat.update(_flatten(getattr(self, name), name + "."))
+        for host in HOSTS:
+            flat.update(_flatten(getattr(self, host), f"hosts.{host}."))
+        object.__setattr__(self, "_flat", flat)
+        object.__setattr__(self, "digest", _digest(flat))
+
+    @classmethod
+    def from_flat(cls, flat: Mapping[str, Any], source: str | None = None) -> Config:
+        """A Config from already validated full keys (see :mod:`cpasim.config.resolve`)."""
+        sections = {name: _build(sec, name + ".", flat) for name, sec in GLOBAL_SECTIONS.items()}
+        hosts = {h: _build(HostParams, f"hosts.{h}.", flat) for h in HOSTS}
+        return cls(**sections, **hosts, source=source)
+
+    # --- reading ----------------------------------------------------------------------
+
+    def host(self, name: str) -> HostParams:
+        """The parameters of host ``name`` (``"tx"`` or ``"rx"``)."""
+        if name not in HOSTS:
+            raise CpasimError(f"unknown host {name!r}: expected one of {', '.join(HOSTS)}")
+        return getattr(self, name)
+
+    def flat(self) -> dict[str, Any]:
+        """Every resolved full key -> value (``link.rate``, ``hosts.tx.tcp.wmem`` ...)."""
+        return dict(self._flat)
+
+    def value(self, key: str) -> Any:
+        """One resolved value.  A per-host key without prefix (``tcp.wmem``) is answered
+        only when both hosts agree."""
+        if key in self._flat:
+            return self._flat[key]
+        full, _ = resolve.targets(key, "config")
+        values = {self._flat[k] for k in full}
+        if len(values) != 1:
+            spec = SPECS[key]
+            per_host = ", ".join(
+                f"{h}: {spec.format(self._flat[f'hosts.{h}.{key}'])}" for h in HOSTS
+            )
+            raise CpasimError(
+                f"{key} differs between hosts ({per_host}); ask for hosts.<host>.{key}"
+            )
+        return values.pop()
+
+    def changes(self, other: Config) -> dict[str, tuple[Any, Any]]:
+        """Full key -> (value here, value in ``other``) for every key that differs."""
+        return {k: (v, other._flat[k]) for k, v in self._flat.items() if other._flat[k] != v}
+
+    # --- deriving ---------------------------------------------------------------------
+
+    def with_overrides(self, overrides: Mapping[str, Any], *, where: str = "override") -> Config:
+        """A copy with ``overrides`` applied, validated like a scenario file.
+
+        Values are written as in TOML: strings with units (``"10Gbps"``), booleans,
+        and plain numbers in SI base units (seconds, bit/s, bytes, Hz).  A string
+        that is a TOML literal (``"2"``, ``"false"``) is read as that literal, as
+        with ``--set``.  Use :meth:`with_values` for values in internal units.
+        """
+        entries = [
+            (k, resolve.parse_text(v) if isinstance(v, str) else v) for k, v in overrides.items()
+        ]
+        flat = resolve.apply(self._flat, entries, where)
+        resolve.check(flat, where)
+        return Config.from_flat(flat, self.source)
+
+    def with_values(self, values: Mapping[str, Any], *, where: str = "override") -> Config:
+        """A copy with ``values`` in internal units (as :meth:`value` returns them: ns,
+        bit/s, bytes, Hz), checked against each parameter's type and range."""
+        entries = []
+        for key, value in values.items():
+            _, spec = resolve.targets(key, where)
+            text = spec.format(value) if spec.type in _QUANTITY_KINDS else value
+            entries.append((key, text))
+        flat = resolve.apply(self._flat, entries, where)
+        resolve.check(flat, where)
+        return Config.from_flat(flat, self.source)
+
+    # --- writing ----------------------------------------------------------------------
+
+    def to_toml(self) -> str:
+        """A complete scenario file that loads back to this digest.
+
+        Per-host values both hosts share are written once without prefix; the rest
+        under ``[hosts.tx.*]`` / ``[hosts.rx.*]``.
+        """
+        tables: dict[str, list[str]] = {}
+        host_tables: dict[str, list[str]] = {}
+        for key, spec in SPECS.items():
+            if not spec.per_host:
+                _add(tables, key, _toml_value(spec, self._flat[key]))
+                continue
+            values = [self._flat[f"hosts.{h}.{key}"] for h in HOSTS]
+            if all(v == values[0] for v in values):
+                _add(tables, key, _toml_value(spec, values[0]))
+            else:
+                for h, v in zip(HOSTS, values, strict=True):
+                    _add(host_tables, f"hosts.{h}.{key}", _toml_value(spec, v))
+        lines = [f"# cpasim scenario, fully resolved; digest {self.digest}"]
+        if self.source:
+            lines.append(f"# resolved from {self.source}")
+        for name, body in [*tables.items(), *host_tables.items()]:
+            lines += ["", f"[{name}]", *body]
+        return "\n".join(lines) + "\n"
+
+
+_QUANTITY_KINDS = ("time", "rate", "size", "freq")
+
+
+def _flatten(section: Any, prefix: str) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for f in dataclasses.fields(section):
+        value = getattr(section, f.name)
+        if f.metadata.get("section"):
+            flat.update(_flatten(value, prefix + f.name + "."))
+        else:
+            flat[prefix + f.name] = value
+    return flat
+
+
+def _add(tables: dict[str, list[str]], key: str, text: str) -> None:
+    table, name = key.rsplit(".", 1)
+    tables.setdefault(table, []).append(f"{name} = {text}")
+
+
+def _toml_value(spec: Any, value: Any) -> str:
+    if spec.type in _QUANTITY_KINDS or spec.type == "enum":
+        return json.dumps(spec.format(value))
+    return spec.format(value)

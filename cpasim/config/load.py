@@ -1,0 +1,59 @@
+"""Reading a scenario: TOML file, then ``--set KEY=VALUE`` overrides, into a Config."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable
+from pathlib import Path
+
+from cpasim.config import resolve
+from cpasim.config.config import Config
+from cpasim.errors import CpasimError
+
+
+def load_scenario(path: str | Path | None = None, sets: Iterable[str] = ()) -> Config:
+    """The Config of a scenario file (defaults if ``path`` is None) with ``--set`` overrides.
+
+    Later ``sets`` win over earlier ones and over the file.
+    """
+    flat = resolve.default_flat()
+    source = None if path is None else str(path)
+    where = "scenario"
+    if path is not None:
+        where = source
+        flat = resolve.apply(flat, read_entries(path), source, once=True)
+    for text in sets:
+        key, value = parse_set(text)
+        flat = resolve.apply(flat, [(key, value)], "--set")
+        where = f"{source} with --set" if source else "--set"
+    resolve.check(flat, where)
+    return Config.from_flat(flat, source)
+
+
+def read_entries(path: str | Path) -> list[tuple[str, object]]:
+    """The dotted (key, raw value) pairs of a scenario file."""
+    p = Path(path)
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise CpasimError(f"{path}: scenario file not found") from None
+    except IsADirectoryError:
+        raise CpasimError(f"{path}: is a directory, expected a scenario file (.toml)") from None
+    except PermissionError:
+        raise CpasimError(f"{path}: cannot read scenario file (permission denied)") from None
+    except UnicodeDecodeError as exc:
+        raise CpasimError(f"{path}: not UTF-8 text (byte {exc.start}); expected TOML") from None
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CpasimError(f"{path}: malformed TOML: {exc}") from None
+    return resolve.flatten_toml(doc, str(path))
+
+
+def parse_set(text: str) -> tuple[str, object]:
+    """``"link.rate=10Gbps"`` -> ``("link.rate", "10Gbps")``; values read as in TOML."""
+    key, sep, value = text.partition("=")
+    key, value = key.strip(), value.strip()
+    if not sep or not key or not value or " " in key:
+        raise CpasimError(f"--set {text!r}: expected KEY=VALUE, e.g. --set link.rate=10Gbps")
+    return key, resolve.parse_text(value)

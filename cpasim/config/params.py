@@ -1,0 +1,337 @@
+"""Every scenario parameter, declared once: type, unit, default, valid range, doc.
+
+Each section is a frozen dataclass; each parameter is a field made by
+:func:`param`, whose metadata carries its :class:`Kind`, range and one-line doc.
+Defaults and bounds are written as a user would write them (``"20ms"``) and
+stored in cpasim's internal units (ns, bit/s, bytes, Hz, cycles).
+
+Global sections (``sim``, ``workload``, ``link``) exist once.  The sections of
+:class:`HostParams` exist once per host: a scenario key without a host prefix
+(``tcp.wmem``) sets both hosts, ``hosts.tx.tcp.wmem`` one of them.
+
+To add a parameter, add one field to its section below; loading, ``--set``,
+``cpasim params``, the digest and ``to_toml`` all pick it up from here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from cpasim import units
+
+HOSTS = ("tx", "rx")
+
+# Kinds of parameter.  Quantities are parsed by cpasim.units; the rest by type.
+TIME, RATE, SIZE, FREQ = units.TIME, units.RATE, units.SIZE, units.FREQ
+INT, FLOAT, BOOL, ENUM = "int", "float", "bool", "enum"
+QUANTITIES = (TIME, RATE, SIZE, FREQ)
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter as listed by ``cpasim params`` (values in internal units)."""
+
+    key: str  # dotted key; per-host keys without the ``hosts.<h>.`` prefix
+    type: str  # time | rate | size | freq | int | float | bool | enum
+    unit: str  # internal unit: ns, bit/s, B, Hz, cycles, segments, ... ('' if none)
+    default: Any
+    lo: Any  # inclusive bounds, None = unbounded
+    hi: Any
+    choices: tuple | None
+    doc: str
+    per_host: bool
+
+    def format(self, value: Any) -> str:
+        """Human text for a value of this parameter, as it would be written in TOML."""
+        if self.type in QUANTITIES:
+            return units.format_quantity(value, self.type)
+        if self.type == BOOL:
+            return "true" if value else "false"
+        if self.type == FLOAT:
+            return repr(float(value))
+        return str(value)
+
+    def range_text(self) -> str:
+        if self.choices is not None:
+            return "|".join(self.format(c) for c in self.choices)
+        if self.lo is None and self.hi is None:
+            return ""
+        lo = "" if self.lo is None else self.format(self.lo)
+        hi = "" if self.hi is None else self.format(self.hi)
+        return f"{lo}..{hi}"
+
+
+def _internal(value: Any, kind: str) -> Any:
+    if value is None:
+        return None
+    if kind in QUANTITIES:
+        return units.parse_quantity(value, kind, what="declared default")
+    if kind == FLOAT:
+        return float(value)
+    return value
+
+
+def param(
+    default: Any,
+    kind: str,
+    doc: str,
+    *,
+    lo: Any = None,
+    hi: Any = None,
+    choices: tuple | None = None,
+    unit: str = "",
+) -> Any:
+    """Declare a parameter field.  ``default``/``lo``/``hi``/``choices`` as a user writes them."""
+    if kind in QUANTITIES:
+        unit = units.internal_unit(kind)
+    meta = {
+        "kind": kind,
+        "doc": doc,
+        "lo": _internal(lo, kind),
+        "hi": _internal(hi, kind),
+        "choices": None if choices is None else tuple(_internal(c, kind) for c in choices),
+        "unit": unit,
+    }
+    return field(default=_internal(default, kind), metadata={"param": meta})
+
+
+def section(cls: type) -> Any:
+    """Declare a nested section field (``cpu.cost`` inside ``cpu``)."""
+    return field(default_factory=cls, metadata={"section": True})
+
+
+# --- global sections -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SimParams:
+    duration: float = param(
+        "20ms", TIME, "simulated time when workload.bytes is 0", lo="1ns", hi="1000s"
+    )
+    warmup: float = param("2ms", TIME, "metrics ignore the first part of the run", lo=0, hi="1000s")
+    seed: int = param(1, INT, "seed of the run's random generator", lo=0)
+
+
+@dataclass(frozen=True)
+class WorkloadParams:
+    kind: str = param(
+        "tcp_stream",
+        ENUM,
+        "traffic pattern",
+        choices=("tcp_stream", "udp_stream", "pingpong", "webserver"),
+    )
+    bytes: int = param(0, SIZE, "bytes to transfer; 0 = run for sim.duration", lo=0)
+    write_size: int = param("64KiB", SIZE, "bytes per application write()", lo=1, hi="1GiB")
+    read_size: int = param("64KiB", SIZE, "bytes per application read()", lo=1, hi="1GiB")
+    message_size: int = param(
+        "16KiB", SIZE, "ping-pong message and UDP datagram size", lo=1, hi="1GiB"
+    )
+    connections: int = param(1, INT, "concurrent connections", lo=1, hi=100_000)
+    processes: int = param(1, INT, "webserver event-loop processes", lo=1, hi=1024)
+    file_size_min: int = param("500kB", SIZE, "smallest file the webserver serves", lo=1)
+    file_size_max: int = param("4MB", SIZE, "largest file the webserver serves", lo=1)
+    request_size: int = param("256B", SIZE, "webserver request size", lo=1, hi="1MiB")
+    think_time: float = param(0, TIME, "client pause between requests", lo=0, hi="1000s")
+
+
+@dataclass(frozen=True)
+class LinkParams:
+    rate: float = param("1Gbps", RATE, "link bit rate per direction", lo="1kbps", hi="10Tbps")
+    delay: float = param("10us", TIME, "one-way propagation delay", lo=0, hi="10s")
+    mtu: int = param("1500B", SIZE, "largest IP packet on the link", lo="68B", hi="64KiB")
+    loss: float = param(0.0, FLOAT, "probability that a frame is lost", lo=0.0, hi=1.0)
+
+
+# --- per-host sections -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TcpParams:
+    wmem: int = param("64KiB", SIZE, "socket send buffer", lo=1, hi="1GiB")
+    rmem: int = param("64KiB", SIZE, "socket receive buffer (advertised window)", lo=1, hi="1GiB")
+    init_cwnd: int = param(10, INT, "initial congestion window", lo=1, hi=1000, unit="segments")
+    delayed_ack: bool = param(True, BOOL, "ACK every second segment or on the delack timer")
+    delack_timeout: float = param("40ms", TIME, "delayed-ACK timer", lo="1us", hi="10s")
+    nagle: bool = param(True, BOOL, "hold small segments while data is unacknowledged")
+    cc: str = param("newreno", ENUM, "congestion control", choices=("reno", "newreno"))
+    timestamps: bool = param(True, BOOL, "TCP timestamp option (12 B per segment)")
+    rto_min: float = param("200ms", TIME, "lower bound of the retransmission timeout", lo="1ms")
+    dupack_threshold: int = param(3, INT, "duplicate ACKs that trigger fast retransmit", lo=1)
+
+
+@dataclass(frozen=True)
+class IpParams:
+    netfilter: bool = param(False, BOOL, "pass every packet through netfilter (extra CPU cost)")
+
+
+@dataclass(frozen=True)
+class QdiscParams:
+    len: int = param(1000, INT, "device queue length", lo=1, hi=1_000_000, unit="packets")
+
+
+@dataclass(frozen=True)
+class DriverParams:
+    napi_budget: int = param(64, INT, "packets per NAPI poll before yielding", lo=1, hi=65536)
+    tx_clean_batch: int = param(
+        32, INT, "completed TX descriptors freed per clean-up", lo=1, hi=65536
+    )
+    tx_batch: int = param(16, INT, "queued packets posted per doorbell at most", lo=1, hi=65536)
+
+
+@dataclass(frozen=True)
+class NicParams:
+    tx_ring: int = param(256, INT, "TX descriptor ring entries", lo=2, hi=65536)
+    rx_ring: int = param(256, INT, "RX descriptor ring entries", lo=2, hi=65536)
+    desc_size: int = param("16B", SIZE, "DMA descriptor size", lo="4B", hi="256B")
+    desc_fetch_batch: int = param(8, INT, "descriptors fetched per DMA read", lo=1, hi=65536)
+    tx_fifo: int = param("48KiB", SIZE, "on-NIC transmit FIFO", lo="64B", hi="64MiB")
+    rx_fifo: int = param(
+        "48KiB", SIZE, "on-NIC receive FIFO (frames dropped when full)", lo="64B", hi="64MiB"
+    )
+    coalesce_usecs: float = param(0, TIME, "interrupt moderation delay", lo=0, hi="1s")
+    coalesce_frames: int = param(1, INT, "frames per interrupt at most", lo=1, hi=65536)
+    tso: bool = param(False, BOOL, "TCP segmentation offload")
+    csum_offload: bool = param(True, BOOL, "checksums computed by the NIC")
+
+
+@dataclass(frozen=True)
+class PcieParams:
+    gen: int = param(1, INT, "PCIe generation (1-2: 8b/10b, 3+: 128b/130b)", lo=1, hi=5)
+    lanes: int = param(1, INT, "lanes per direction", choices=(1, 2, 4, 8, 16, 32))
+    max_payload: int = param(
+        "256B", SIZE, "largest TLP payload", choices=(128, 256, 512, 1024, 2048, 4096)
+    )
+    max_read_request: int = param(
+        "512B", SIZE, "largest DMA read request", choices=(128, 256, 512, 1024, 2048, 4096)
+    )
+    tlp_overhead: int = param("24B", SIZE, "header, framing and CRC per TLP", lo=0, hi="256B")
+    latency: float = param("100ns", TIME, "I/O bridge one-way latency", lo=0, hi="1ms")
+    mmio_latency: float = param(
+        "100ns", TIME, "CPU stall per MMIO write (doorbell)", lo=0, hi="1ms"
+    )
+
+
+@dataclass(frozen=True)
+class BusParams:
+    kind: str = param("pcie", ENUM, "I/O bus between NIC and memory", choices=("pcie", "pci"))
+    pci_width: int = param(64, INT, "legacy PCI data width", choices=(32, 64), unit="bit")
+    pci_clock: float = param("33MHz", FREQ, "legacy PCI clock", lo="1MHz", hi="1GHz")
+    pci_burst: int = param("256B", SIZE, "legacy PCI burst length", lo="4B", hi="64KiB")
+    # Defaults fitted to seed 002 (GEDP on 64-bit 33 MHz PCI): gs = 18.76 us at
+    # 1500 B and reads ~47% slower than writes.
+    pci_burst_overhead: float = param(
+        16.0, FLOAT, "legacy PCI cycles per burst (arbitration, address)", lo=0, unit="cycles"
+    )
+    pci_read_wait: float = param(
+        42.0,
+        FLOAT,
+        "legacy PCI extra cycles per read burst (target latency)",
+        lo=0,
+        unit="cycles",
+    )
+
+
+@dataclass(frozen=True)
+class CpuCostParams:
+    syscall: float = param(1000.0, FLOAT, "entering and leaving a system call", lo=0, unit="cycles")
+    copy: float = param(300.0, FLOAT, "fixed cost of one user/kernel copy", lo=0, unit="cycles")
+    copy_per_byte: float = param(0.5, FLOAT, "per byte copied user/kernel", lo=0, unit="cycles/B")
+    csum_per_byte: float = param(
+        0.5, FLOAT, "per byte checksummed in software", lo=0, unit="cycles/B"
+    )
+    tx_packet: float = param(2000.0, FLOAT, "TCP/IP send path per packet", lo=0, unit="cycles")
+    rx_packet: float = param(2500.0, FLOAT, "TCP/IP receive path per packet", lo=0, unit="cycles")
+    ack: float = param(1500.0, FLOAT, "processing one received ACK", lo=0, unit="cycles")
+    interrupt: float = param(2000.0, FLOAT, "interrupt entry and exit", lo=0, unit="cycles")
+    descriptor: float = param(150.0, FLOAT, "driver work per descriptor", lo=0, unit="cycles")
+    context_switch: float = param(4000.0, FLOAT, "switching threads", lo=0, unit="cycles")
+    skb_alloc: float = param(400.0, FLOAT, "allocating a packet buffer", lo=0, unit="cycles")
+    skb_free: float = param(200.0, FLOAT, "freeing a sent packet buffer", lo=0, unit="cycles")
+    netfilter: float = param(
+        1500.0, FLOAT, "netfilter per packet (ip.netfilter)", lo=0, unit="cycles"
+    )
+    fragment: float = param(600.0, FLOAT, "IP fragmentation per fragment", lo=0, unit="cycles")
+    reassemble: float = param(800.0, FLOAT, "IP reassembly per fragment", lo=0, unit="cycles")
+    user: float = param(200.0, FLOAT, "application work per call", lo=0, unit="cycles")
+
+
+@dataclass(frozen=True)
+class CpuParams:
+    cores: int = param(1, INT, "CPU cores", lo=1, hi=1024)
+    freq: float = param("4GHz", FREQ, "clock; scales every cycle cost", lo="1MHz", hi="100GHz")
+    cost: CpuCostParams = section(CpuCostParams)
+
+
+@dataclass(frozen=True)
+class CopyEngineParams:
+    enabled: bool = param(False, BOOL, "copies done by a DMA copy engine instead of the CPU")
+    location: str = param("on_die", ENUM, "where the engine sits", choices=("io_bus", "on_die"))
+    latency: float = param("200ns", TIME, "start-up latency per copy", lo=0, hi="1ms")
+    rate: float = param("40Gbps", RATE, "copy bandwidth", lo="1Mbps", hi="10Tbps")
+
+
+@dataclass(frozen=True)
+class HostParams:
+    """Everything one host is made of; ``cfg.tx`` and ``cfg.rx`` are these."""
+
+    tcp: TcpParams = section(TcpParams)
+    ip: IpParams = section(IpParams)
+    qdisc: QdiscParams = section(QdiscParams)
+    driver: DriverParams = section(DriverParams)
+    nic: NicParams = section(NicParams)
+    pcie: PcieParams = section(PcieParams)
+    bus: BusParams = section(BusParams)
+    cpu: CpuParams = section(CpuParams)
+    copy_engine: CopyEngineParams = section(CopyEngineParams)
+
+
+#: Global sections, in listing order.
+GLOBAL_SECTIONS: dict[str, type] = {
+    "sim": SimParams,
+    "workload": WorkloadParams,
+    "link": LinkParams,
+}
+
+
+def _walk(cls: type, prefix: str, per_host: bool) -> list[ParamSpec]:
+    specs: list[ParamSpec] = []
+    for f in dataclasses.fields(cls):
+        key = f"{prefix}{f.name}"
+        if f.metadata.get("section"):
+            specs.extend(_walk(f.default_factory, key + ".", per_host))
+            continue
+        meta = f.metadata["param"]
+        specs.append(
+            ParamSpec(
+                key=key,
+                type=meta["kind"],
+                unit=meta["unit"],
+                default=f.default,
+                lo=meta["lo"],
+                hi=meta["hi"],
+                choices=meta["choices"],
+                doc=meta["doc"],
+                per_host=per_host,
+            )
+        )
+    return specs
+
+
+def _all_specs() -> tuple[ParamSpec, ...]:
+    specs: list[ParamSpec] = []
+    for name, cls in GLOBAL_SECTIONS.items():
+        specs.extend(_walk(cls, name + ".", per_host=False))
+    specs.extend(_walk(HostParams, "", per_host=True))
+    return tuple(specs)
+
+
+_SPECS = _all_specs()
+#: key -> spec; per-host keys are listed without the ``hosts.<h>.`` prefix.
+SPECS: dict[str, ParamSpec] = {s.key: s for s in _SPECS}
+
+
+def parameters() -> list[ParamSpec]:
+    """Every parameter, global ones first, in declaration order."""
+    return list(_SPECS)

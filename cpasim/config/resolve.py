@@ -1,0 +1,250 @@
+"""From raw scenario entries to one flat dict of validated values.
+
+A *flat* configuration maps every full key to its value in internal units:
+global keys as ``link.rate``, per-host keys as ``hosts.tx.tcp.wmem`` and
+``hosts.rx.tcp.wmem``.  Entries arrive in *layers* (the scenario file, then each
+``--set``, or a ``with_overrides`` mapping); each layer is applied on top of the
+previous one.  Inside a layer, keys without a host prefix are applied first so
+that ``hosts.<h>.`` keys override them whatever their order.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import tomllib
+from collections.abc import Iterable
+from typing import Any
+
+from cpasim import units
+from cpasim.config.params import BOOL, ENUM, FLOAT, HOSTS, INT, QUANTITIES, SPECS, ParamSpec
+from cpasim.errors import CpasimError
+from cpasim.units import show
+
+#: (key as written, raw value) pairs of one layer.
+Entries = Iterable[tuple[str, Any]]
+
+_GLOBAL_KEYS = [k for k, s in SPECS.items() if not s.per_host]
+_HOST_KEYS = [k for k, s in SPECS.items() if s.per_host]
+
+
+def default_flat() -> dict[str, Any]:
+    """Every full key with its declared default."""
+    flat = {k: SPECS[k].default for k in _GLOBAL_KEYS}
+    for host in HOSTS:
+        flat.update({f"hosts.{host}.{k}": SPECS[k].default for k in _HOST_KEYS})
+    return flat
+
+
+def _prefixes(key: str) -> list[str]:
+    parts = key.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+#: Section names (``link``, ``cpu.cost``, ``hosts.tx.cpu`` ...), for clearer errors.
+_SECTIONS = {p for k in [*SPECS, *default_flat()] for p in _prefixes(k)}
+
+
+def spec_of(full_key: str) -> ParamSpec:
+    """The spec of a full key (``hosts.rx.cpu.cores`` -> the ``cpu.cores`` spec)."""
+    if full_key.startswith("hosts."):
+        return SPECS[full_key.split(".", 2)[2]]
+    return SPECS[full_key]
+
+
+def targets(key: str, where: str) -> tuple[list[str], ParamSpec]:
+    """The full keys a key as written sets, and its spec; unknown keys are errors."""
+    if key in SPECS:
+        spec = SPECS[key]
+        if spec.per_host:
+            return [f"hosts.{h}.{key}" for h in HOSTS], spec
+        return [key], spec
+    if key.startswith("hosts.") or key == "hosts":
+        parts = key.split(".", 2)
+        if len(parts) < 3:
+            raise CpasimError(
+                f"{where}: {key!r} needs a parameter key after it, e.g. 'hosts.rx.cpu.cores'"
+            )
+        host, rest = parts[1], parts[2]
+        if host not in HOSTS:
+            raise CpasimError(
+                f"{where}: unknown host {host!r} in {key!r}: expected one of {', '.join(HOSTS)}"
+            )
+        if rest in SPECS and SPECS[rest].per_host:
+            return [key], SPECS[rest]
+        raise CpasimError(_unknown(key, where, rest, _HOST_KEYS, f"hosts.{host}."))
+    raise CpasimError(_unknown(key, where, key, list(SPECS), ""))
+
+
+def _unknown(key: str, where: str, lookup: str, candidates: list[str], prefix: str) -> str:
+    if key in _SECTIONS:
+        return (
+            f"{where}: {key!r} is a section, not a parameter: expected keys such as "
+            + ", ".join(repr(k) for k in _keys_under(key)[:3])
+        )
+    if lookup in SPECS:  # a global key under hosts.<h>.
+        return f"{where}: {key!r}: {lookup!r} is global and cannot be set per host"
+    close = difflib.get_close_matches(lookup, candidates, n=1, cutoff=0.6)
+    hint = f"; did you mean {prefix + close[0]!r}?" if close else "; see `cpasim params`"
+    return f"{where}: unknown key {key!r}{hint}"
+
+
+def _keys_under(section: str) -> list[str]:
+    flat = default_flat()
+    return [k for k in flat if k.startswith(section + ".")] or list(flat)
+
+
+def coerce(spec: ParamSpec, raw: Any, what: str) -> Any:
+    """Check and convert one raw value (TOML type) for ``spec``; ``what`` names it in errors."""
+    kind = spec.type
+    if kind in QUANTITIES:
+        value = units.parse_quantity(raw, kind, what=what)
+    elif kind == BOOL:
+        if not isinstance(raw, bool):
+            raise CpasimError(f"{what} = {show(raw)}: expected true or false")
+        value = raw
+    elif kind == INT:
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise CpasimError(f"{what} = {show(raw)}: expected an integer")
+        value = raw
+    elif kind == FLOAT:
+        try:
+            value = (
+                float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else None
+            )
+        except OverflowError:
+            value = None
+        if value is None or not math.isfinite(value):
+            raise CpasimError(f"{what} = {show(raw)}: expected a finite number{_unit(spec)}")
+    elif kind == ENUM:
+        if not isinstance(raw, str) or raw not in spec.choices:
+            raise CpasimError(f"{what} = {show(raw)}: expected one of " + ", ".join(spec.choices))
+        return raw
+    else:  # pragma: no cover - params.py declares only the kinds above
+        raise AssertionError(kind)
+    if spec.choices is not None and value not in spec.choices:
+        raise CpasimError(
+            f"{what} = {show(raw)}: expected one of {spec.range_text().replace('|', ', ')}"
+        )
+    if (spec.lo is not None and value < spec.lo) or (spec.hi is not None and value > spec.hi):
+        raise CpasimError(f"{what} = {show(raw)} is out of range: expected {spec.range_text()}")
+    return value
+
+
+def _unit(spec: ParamSpec) -> str:
+    return f" in {spec.unit}" if spec.unit else ""
+
+
+def parse_text(text: str) -> Any:
+    """A value written on the command line, read as TOML would (``false``, ``2``, ``1.5``);
+    anything that is not a TOML value (``10Gbps``, ``pingpong``) stays a string."""
+    if "\n" in text or "\r" in text:
+        return text
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply(
+    flat: dict[str, Any], entries: Entries, where: str, *, once: bool = False
+) -> dict[str, Any]:
+    """``flat`` with one layer of raw entries applied (validated); ``flat`` is not changed.
+
+    ``once``: a key may appear only once in this layer (a scenario file).
+    """
+    generic: list[tuple[list[str], Any]] = []
+    specific: list[tuple[list[str], Any]] = []
+    seen: set[str] = set()
+    for key, raw in entries:
+        if once and key in seen:
+            raise CpasimError(f"{where}: {key!r} is set twice")
+        seen.add(key)
+        full, spec = targets(key, where)
+        value = coerce(spec, raw, f"{where}: {key}")
+        (specific if key.startswith("hosts.") else generic).append((full, value))
+    out = dict(flat)
+    for full, value in generic + specific:
+        for k in full:
+            out[k] = value
+    return out
+
+
+def flatten_toml(doc: dict[str, Any], where: str) -> list[tuple[str, Any]]:
+    """Dotted (key, value) pairs of a parsed TOML document, tables followed down."""
+    entries: list[tuple[str, Any]] = []
+
+    def walk(table: dict[str, Any], prefix: str) -> None:
+        for name, value in table.items():
+            key = prefix + name
+            if isinstance(value, dict):
+                if key in SPECS or _host_leaf(key):
+                    spec = SPECS[key] if key in SPECS else spec_of(key)
+                    raise CpasimError(f"{where}: {key} is a table: expected a {spec.type} value")
+                walk(value, key + ".")
+            else:
+                entries.append((key, value))
+
+    walk(doc, "")
+    return entries
+
+
+def _host_leaf(key: str) -> bool:
+    parts = key.split(".", 2)
+    return len(parts) == 3 and parts[0] == "hosts" and parts[1] in HOSTS and parts[2] in SPECS
+
+
+def check(flat: dict[str, Any], where: str) -> None:
+    """Combinations of values that cannot work; each message names every key involved."""
+    mtu = flat["link.mtu"]
+    duration, warmup = flat["sim.duration"], flat["sim.warmup"]
+    if flat["workload.bytes"] == 0 and warmup >= duration:
+        raise CpasimError(
+            f"{where}: sim.warmup ({_fmt('sim.warmup', warmup)}) must be shorter than "
+            f"sim.duration ({_fmt('sim.duration', duration)})"
+        )
+    lo, hi = flat["workload.file_size_min"], flat["workload.file_size_max"]
+    if lo > hi:
+        raise CpasimError(
+            f"{where}: workload.file_size_min ({_fmt('workload.file_size_min', lo)}) is larger "
+            f"than workload.file_size_max ({_fmt('workload.file_size_max', hi)})"
+        )
+    if flat["workload.kind"] == "udp_stream" and flat["workload.message_size"] > MAX_UDP_PAYLOAD:
+        raise CpasimError(
+            f"{where}: workload.message_size ({flat['workload.message_size']} B) exceeds the "
+            f"largest UDP datagram ({MAX_UDP_PAYLOAD} B) for workload.kind = udp_stream"
+        )
+    for host in HOSTS:
+        h = f"hosts.{host}."
+        mss = tcp_mss(mtu, flat[h + "tcp.timestamps"])
+        for buf in ("tcp.rmem", "tcp.wmem"):
+            if flat[h + buf] < mss:
+                raise CpasimError(
+                    f"{where}: {h}{buf} ({flat[h + buf]} B) is smaller than one MSS "
+                    f"({mss} B from link.mtu = {mtu} B and {h}tcp.timestamps)"
+                )
+        frame = mtu + ETHERNET_HEADER_FCS
+        for fifo in ("nic.tx_fifo", "nic.rx_fifo"):
+            if flat[h + fifo] < frame:
+                raise CpasimError(
+                    f"{where}: {h}{fifo} ({_fmt(fifo, flat[h + fifo])}) cannot hold one frame "
+                    f"({frame} B from link.mtu = {mtu} B)"
+                )
+
+
+#: IPv4 + TCP headers without options, and the timestamp option, in bytes.
+TCP_IP_HEADERS = 40
+TCP_TIMESTAMP_OPTION = 12
+#: Ethernet header (14 B) and FCS (4 B): what a FIFO stores with each IP packet.
+ETHERNET_HEADER_FCS = 18
+#: 65535 - 20 (IPv4 header) - 8 (UDP header).
+MAX_UDP_PAYLOAD = 65507
+
+
+def tcp_mss(mtu: int, timestamps: bool) -> int:
+    """Payload bytes per TCP segment for an MTU."""
+    return mtu - TCP_IP_HEADERS - (TCP_TIMESTAMP_OPTION if timestamps else 0)
+
+
+def _fmt(key: str, value: Any) -> str:
+    return spec_of(key).format(value)
