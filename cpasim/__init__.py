@@ -6,3 +6,12 @@ bottleneck, and predicts what a parameter change would buy.
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # The sweep machinery pulls in rich and concurrent.futures; load it on first use.
+    if name == "sweep":
+        from cpasim.sweeps import sweep
+
+        return sweep
+    raise AttributeError(f"module 'cpasim' has no attribute {name!r}")

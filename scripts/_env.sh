@@ -12,8 +12,13 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     echo "cpasim: installing cpasim and its dependencies into $venv" >&2
-    "$venv/bin/python" -m pip install --quiet --upgrade pip
-    "$venv/bin/python" -m pip install --quiet -e "$root[test,dask,table]"
+    log="$venv/install.log"
+    if ! { "$venv/bin/python" -m pip install --upgrade pip &&
+           "$venv/bin/python" -m pip install -e "$root[test,dask,table]"; } >"$log" 2>&1; then
+        tail -n 20 "$log" >&2
+        echo "cpasim: installation failed; the whole log is in $log" >&2
+        exit 1
+    fi
     echo "$want" > "$stamp"
 fi
 export PATH="$venv/bin:$PATH"

@@ -1,1 +1,12 @@
-"""Imports every sub-command module so that each registers itself on the app."""
+"""Imports every sub-command module so that each registers itself on the app.
+
+The order here is the order of ``cpasim --help``: the pipeline first
+(simulate, analyze, predict), then the tools around it.
+"""
+
+import importlib
+
+COMMAND_MODULES = ("run", "analyze", "predict", "sweep", "calibrate", "trace", "params")
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(f"cpasim.cli.{_name}")

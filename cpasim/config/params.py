@@ -185,13 +185,28 @@ class NicParams:
     tx_ring: int = param(256, INT, "TX descriptor ring entries", lo=2, hi=65536)
     rx_ring: int = param(256, INT, "RX descriptor ring entries", lo=2, hi=65536)
     desc_size: int = param("16B", SIZE, "DMA descriptor size", lo="4B", hi="256B")
-    desc_fetch_batch: int = param(8, INT, "descriptors fetched per DMA read", lo=1, hi=65536)
+    desc_fetch_batch: int = param(
+        8, INT, "descriptors fetched (TX: also written back) per DMA at most", lo=1, hi=65536
+    )
     tx_fifo: int = param("48KiB", SIZE, "on-NIC transmit FIFO", lo="64B", hi="64MiB")
     rx_fifo: int = param(
         "48KiB", SIZE, "on-NIC receive FIFO (frames dropped when full)", lo="64B", hi="64MiB"
     )
-    coalesce_usecs: float = param(0, TIME, "interrupt moderation delay", lo=0, hi="1s")
-    coalesce_frames: int = param(1, INT, "frames per interrupt at most", lo=1, hi=65536)
+    coalesce_usecs: float = param(
+        0, TIME, "interrupt delay after the first completion (rx-usecs)", lo=0, hi="1s"
+    )
+    coalesce_frames: int = param(
+        1, INT, "pending completions that interrupt without delay", lo=1, hi=65536
+    )
+    itr: str = param(
+        "adaptive",
+        ENUM,
+        "interrupt throttling: e1000 dynamic ITR, fixed throttle_usecs, or none",
+        choices=("adaptive", "fixed", "off"),
+    )
+    throttle_usecs: float = param(
+        0, TIME, "smallest time between two interrupts with nic.itr=fixed", lo=0, hi="1s"
+    )
     tso: bool = param(False, BOOL, "TCP segmentation offload")
     csum_offload: bool = param(True, BOOL, "checksums computed by the NIC")
 
@@ -222,10 +237,10 @@ class BusParams:
     # Defaults fitted to seed 002 (GEDP on 64-bit 33 MHz PCI): gs = 18.76 us at
     # 1500 B and reads ~47% slower than writes.
     pci_burst_overhead: float = param(
-        16.0, FLOAT, "legacy PCI cycles per burst (arbitration, address)", lo=0, unit="cycles"
+        21.5, FLOAT, "legacy PCI cycles per burst (arbitration, address)", lo=0, unit="cycles"
     )
     pci_read_wait: float = param(
-        42.0,
+        47.4,
         FLOAT,
         "legacy PCI extra cycles per read burst (target latency)",
         lo=0,

@@ -1,0 +1,163 @@
+"""What-if transforms applied while the critical path is computed.
+
+Patterns are shell globs (:mod:`fnmatch`, case-sensitive) over display names:
+
+- states: ``sys:sm:state``; an SM instance other than ``"0"`` is also tried as
+  ``sys:sm#inst:state``, so a pattern without ``#`` covers every instance;
+- queues: ``qsys:q`` and, likewise, ``qsys:q#qinst``.
+
+A pattern must name its system (contain ``:``) and have balanced ``[ ]``.
+``scale_comm`` patterns match the queue a communication latency went through.
+Each name is matched once, when its id first appears in the trace key.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+
+from cpasim.errors import CpasimError
+
+
+def sm_display(sys: str, sm: str, inst: str) -> str:
+    """``sys:sm`` for instance ``"0"``, else ``sys:sm#inst``."""
+    return f"{sys}:{sm}" if inst == "0" else f"{sys}:{sm}#{inst}"
+
+
+def check_pattern(pattern: str, what: str) -> str:
+    """Validate a glob; raise :class:`CpasimError` naming ``what``."""
+    if not isinstance(pattern, str) or not pattern.strip():
+        raise CpasimError(f"{what}: empty pattern")
+    if ":" not in pattern:
+        raise CpasimError(f"{what}: pattern {pattern!r} must name the system, e.g. 'tx:NIC*'")
+    depth = 0
+    for ch in pattern:
+        if ch == "[":
+            if depth:
+                raise CpasimError(f"{what}: pattern {pattern!r} has nested '['")
+            depth = 1
+        elif ch == "]" and depth:
+            depth = 0
+    if depth:
+        raise CpasimError(f"{what}: pattern {pattern!r} has an unclosed '['")
+    return pattern
+
+
+def check_factor(value, what: str) -> float:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise CpasimError(f"{what}: factor {value!r} is not a number") from None
+    if not math.isfinite(f) or f < 0:
+        raise CpasimError(f"{what}: factor {value!r} must be a finite number >= 0")
+    return f
+
+
+@dataclass(frozen=True)
+class Transforms:
+    """A what-if: the same trace, with edges rescaled, resources removed or grown.
+
+    - ``scale``: ``(state pattern, f)``: intra-SM edges of matching states x f;
+    - ``scale_comm``: ``(queue pattern, f)``: communication latencies through
+      matching queues x f;
+    - ``breaks``: queue patterns whose dependencies are ignored (infinite resource);
+    - ``capacity``: ``(queue pattern, k)``: grow matching queues by k > 0 units.
+
+    The first matching entry of each list wins.  ``Transforms()`` is the identity.
+    """
+
+    scale: list[tuple[str, float]] = field(default_factory=list)
+    scale_comm: list[tuple[str, float]] = field(default_factory=list)
+    breaks: list[str] = field(default_factory=list)
+    capacity: list[tuple[str, int]] = field(default_factory=list)
+
+    def __post_init__(self):
+        for pat, f in self.scale:
+            check_pattern(pat, "scale")
+            check_factor(f, f"scale {pat}")
+        for pat, f in self.scale_comm:
+            check_pattern(pat, "scale_comm")
+            check_factor(f, f"scale_comm {pat}")
+        for pat in self.breaks:
+            check_pattern(pat, "break")
+        for pat, k in self.capacity:
+            check_pattern(pat, "capacity")
+            if isinstance(k, bool) or not isinstance(k, int):
+                raise CpasimError(f"capacity {pat}: growth {k!r} must be a whole number of units")
+            if k <= 0:
+                raise CpasimError(
+                    f"capacity {pat}: growth must be positive (+k); shrinking a queue "
+                    "would reorder causality and cannot be predicted from this trace"
+                )
+
+    @property
+    def is_identity(self) -> bool:
+        return not (self.scale or self.scale_comm or self.breaks or self.capacity)
+
+    def describe(self) -> list[str]:
+        out = [f"scale {p}={f:g}" for p, f in self.scale]
+        out += [f"scale-comm {p}={f:g}" for p, f in self.scale_comm]
+        out += [f"break {p}" for p in self.breaks]
+        out += [f"capacity {p}=+{k}" for p, k in self.capacity]
+        return out
+
+    # -- matching, once per name ---------------------------------------------------
+
+    def state_factor(self, sys: str, sm: str, inst: str, state: str) -> float:
+        names = _variants(sys, sm, inst, state)
+        for pat, f in self.scale:
+            if any(fnmatchcase(n, pat) for n in names):
+                return float(f)
+        return 1.0
+
+    def queue_rules(self, qsys: str, q: str, qinst: str) -> tuple[bool, float, int]:
+        """``(broken, comm factor, extra capacity)`` for one queue instance."""
+        names = _variants(qsys, q, qinst, None)
+        broken = any(fnmatchcase(n, p) for p in self.breaks for n in names)
+        comm = 1.0
+        for pat, f in self.scale_comm:
+            if any(fnmatchcase(n, pat) for n in names):
+                comm = float(f)
+                break
+        extra = 0
+        for pat, k in self.capacity:
+            if any(fnmatchcase(n, pat) for n in names):
+                extra = int(k)
+                break
+        return broken, comm, extra
+
+
+def _variants(sys: str, name: str, inst: str, state: str | None) -> tuple[str, ...]:
+    tail = "" if state is None else f":{state}"
+    plain = f"{sys}:{name}{tail}"
+    if inst == "0":
+        return (plain,)
+    return (plain, f"{sys}:{name}#{inst}{tail}")
+
+
+def parse_assignment(text: str, what: str) -> tuple[str, str]:
+    """Split ``PATTERN=VALUE`` (the last ``=`` separates)."""
+    pat, sep, value = text.rpartition("=")
+    if not sep or not pat:
+        raise CpasimError(f"{what}: expected PATTERN=VALUE, got {text!r}")
+    return check_pattern(pat, what), value.strip()
+
+
+def parse_capacity(text: str) -> tuple[str, int]:
+    """``QPATTERN=+K`` from the command line."""
+    pat, value = parse_assignment(text, "--capacity")
+    if not value.startswith("+"):
+        raise CpasimError(
+            f"--capacity {text!r}: growth must be written +K (e.g. 'tx:TX ring=+64'); "
+            "only growth can be predicted"
+        )
+    try:
+        k = int(value[1:])
+    except ValueError:
+        raise CpasimError(
+            f"--capacity {text!r}: {value!r} is not +K with K a whole number"
+        ) from None
+    if k <= 0:
+        raise CpasimError(f"--capacity {text!r}: K must be at least 1")
+    return pat, k

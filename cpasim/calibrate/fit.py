@@ -1,0 +1,265 @@
+"""Fit scenario parameters so that simulated figures reproduce measured ones.
+
+A *target* is one measured figure (today: goodput, the figure every
+measurement kind and every run share) under one condition: a measurement file
+plus the overrides it was taken under (``capture.pcap@link.rate=20Mbps``).  The
+free parameters are searched in log space with ``scipy.optimize.least_squares``
+on relative residuals.  The simulator is deterministic but piecewise constant
+(integer packets, discrete events), so derivatives are taken with a wide 10 %
+step rather than the solver's default; a parameter whose step changes no figure
+cannot be identified from the data and is left at its scenario value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from cpasim.calibrate.inspect import inspect_capture
+from cpasim.calibrate.iperf import read_iperf
+from cpasim.calibrate.pcap import read_capture
+from cpasim.config import Config
+from cpasim.config.params import BOOL, ENUM, INT, SIZE
+from cpasim.config.resolve import targets as resolve_key
+from cpasim.errors import CpasimError
+
+_STEP = math.log(1.10)  # finite-difference step in log space
+_PCAP_MAGICS = (
+    b"\x0a\x0d\x0d\x0a",
+    b"\xd4\xc3\xb2\xa1",
+    b"\xa1\xb2\xc3\xd4",
+    b"\x4d\x3c\xb2\xa1",
+    b"\xa1\xb2\x3c\x4d",
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One measured figure and the condition it was measured under."""
+
+    figure: str  # key of Result.to_json(), e.g. "goodput_bps"
+    measured: float
+    source: str  # the measurement as given on the command line
+    overrides: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Residual:
+    target: Target
+    simulated: float
+
+    @property
+    def relative(self) -> float:
+        return (self.simulated - self.target.measured) / self.target.measured
+
+
+@dataclass(frozen=True)
+class FitResult:
+    config: Config  # the scenario with the fitted values
+    fitted: dict[str, tuple[float, float]]  # key → (start, fitted), internal units
+    unidentifiable: dict[str, str]  # key → why the data cannot fix it
+    residuals: list[Residual]
+    start_residuals: list[Residual]
+    simulations: int
+    notes: list[str]
+
+    @property
+    def rms_error(self) -> float:
+        return math.sqrt(sum(r.relative**2 for r in self.residuals) / len(self.residuals))
+
+
+def read_targets(spec: str) -> list[Target]:
+    """Targets from ``FILE[@key=value,key=value]``; the kind is told by the file's content."""
+    path_text, _, cond = spec.partition("@")
+    overrides = {}
+    for item in filter(None, cond.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise CpasimError(f"{spec}: condition {item!r} should be KEY=VALUE")
+        overrides[key.strip()] = value.strip()
+    path = Path(path_text)
+    try:
+        with path.open("rb") as f:
+            head = f.read(64)
+    except OSError as exc:
+        raise CpasimError(f"{path}: cannot read measurement ({exc.strerror or exc})") from None
+    if head[:4] in _PCAP_MAGICS:
+        report = inspect_capture(read_capture(path))
+        return [Target("goodput_bps", report.goodput_bps, spec, overrides)]
+    if head.lstrip()[:1] == b"{":
+        run = read_iperf(path)
+        totals = run.received or run.sent
+        if totals is None:
+            raise CpasimError(f"{path}: iperf3 report has no end-of-test totals")
+        return [Target("goodput_bps", totals.bps, spec, overrides)]
+    raise CpasimError(
+        f"{path}: expected a capture or an iperf3 --json report; "
+        "microbenchmark tables carry no figure a stream simulation produces"
+    )
+
+
+def fit(
+    cfg: Config,
+    targets: list[Target],
+    keys: list[str],
+    simulate: Callable[[Config], dict],
+    *,
+    max_simulations: int = 60,
+) -> FitResult:
+    """Least-squares fit of ``keys``; ``simulate(cfg)`` returns ``Result.to_json()``."""
+    if not targets:
+        raise CpasimError("calibrate fit: no measured figures to fit")
+    specs = {}
+    for key in keys:
+        _, spec = resolve_key(key, "--params")
+        if spec.type in (BOOL, ENUM):
+            raise CpasimError(f"--params: {key} is a {spec.type}; only numeric parameters fit")
+        specs[key] = spec
+    for t in targets:
+        for key in t.overrides:
+            resolve_key(key, t.source)
+            if key in specs:
+                raise CpasimError(
+                    f"{t.source}: {key} is being fitted; it cannot also be a condition"
+                )
+    start = {k: float(cfg.value(k)) for k in keys}
+    for k, v in start.items():
+        if v <= 0:
+            raise CpasimError(f"--params: {k} starts at {v}; a log-space fit needs it positive")
+
+    # The starting point and one step per parameter must fit in the budget.
+    needed = (1 + len(keys)) * len(targets)
+    if max_simulations < needed:
+        raise CpasimError(
+            f"--max-simulations {max_simulations} is too few: {len(keys)} parameter(s) and "
+            f"{len(targets)} figure(s) need {needed} simulations for the first step alone"
+        )
+    conditions = [cfg.with_overrides(t.overrides, where=t.source) for t in targets]
+    cache: dict[tuple, np.ndarray] = {}
+
+    def values_at(free: list[str], x) -> dict[str, float]:
+        out = dict(start)
+        for k, xi in zip(free, x, strict=True):
+            v = start[k] * math.exp(xi)
+            out[k] = round(v) if specs[k].type in (INT, SIZE) else v
+        return out
+
+    def residuals(free: list[str], x) -> np.ndarray:
+        values = values_at(free, x)
+        key = tuple(sorted(values.items()))
+        if key not in cache:
+            if (len(cache) + 1) * len(targets) > max_simulations:
+                raise _Budget
+            res = []
+            for t, base in zip(targets, conditions, strict=True):
+                result = simulate(base.with_values(values, where="calibrate fit"))
+                if not math.isfinite(result[t.figure]):
+                    shown = ", ".join(f"{k}={v:.6g}" for k, v in values.items())
+                    raise CpasimError(
+                        f"{t.source}: simulated {t.figure} is not a number at {shown}"
+                    )
+                res.append((result[t.figure] - t.measured) / t.measured)
+            cache[key] = np.array(res)
+        return cache[key]
+
+    def jacobian(free: list[str], x) -> np.ndarray:
+        base = residuals(free, x)
+        cols = []
+        for i in range(len(free)):
+            step = np.array(x, dtype=float)
+            step[i] += _STEP
+            cols.append((residuals(free, step) - base) / _STEP)
+        return np.array(cols).T
+
+    free = list(keys)
+    x0 = np.zeros(len(free))
+    r0 = residuals(free, x0)
+    start_res = _residual_list(targets, r0)
+    unidentifiable = {}
+    for key, col in zip(free, jacobian(free, x0).T, strict=True):
+        if not np.any(col):
+            unidentifiable[key] = "zero sensitivity: a 10 % change moves no fitted figure"
+    free = [k for k in free if k not in unidentifiable]
+    notes = []
+    if len(free) > len(targets):
+        notes.append(
+            f"{len(free)} free parameters from {len(targets)} figure(s): the fit is one of "
+            "many that match equally well"
+        )
+    x = np.zeros(len(free))
+    if free:
+        lo, hi = [], []
+        for k in free:
+            spec = specs[k]
+            lo.append(math.log(spec.lo / start[k]) if spec.lo else -np.inf)
+            hi.append(math.log(spec.hi / start[k]) if spec.hi else np.inf)
+        try:
+            sol = least_squares(
+                lambda x: residuals(free, x),
+                np.zeros(len(free)),
+                jac=lambda x: jacobian(free, x),
+                bounds=(lo, hi),
+                x_scale=1.0,
+                xtol=1e-3,
+                ftol=1e-6,
+            )
+            x = sol.x
+        except _Budget:
+            notes.append(
+                f"stopped at the budget of {max_simulations} simulations "
+                f"({len(cache) * len(targets)} run); best point so far kept"
+            )
+            x = _best(cache, free, start)
+    try:
+        final = residuals(free, x)
+    except _Budget:
+        x = _best(cache, free, start)
+        final = residuals(free, x)
+    values = values_at(free, x)
+    fitted = {k: (start[k], values[k]) for k in free}
+    return FitResult(
+        config=cfg.with_values(values, where="calibrate fit"),
+        fitted=fitted,
+        unidentifiable=unidentifiable,
+        residuals=_residual_list(targets, final),
+        start_residuals=start_res,
+        simulations=len(cache) * len(targets),
+        notes=notes,
+    )
+
+
+class _Budget(Exception):
+    """The simulation budget is spent."""
+
+
+def _best(cache, free, start) -> np.ndarray:
+    best = min(cache.items(), key=lambda kv: float(np.sum(kv[1] ** 2)))[0]
+    values = dict(best)
+    return np.array([math.log(values[k] / start[k]) for k in free])
+
+
+def _residual_list(targets: list[Target], rel: np.ndarray) -> list[Residual]:
+    return [Residual(t, t.measured * (1 + r)) for t, r in zip(targets, rel, strict=True)]
+
+
+def calibrated_toml(result: FitResult, scenario: str | None) -> str:
+    """The fitted scenario, headed by where its numbers came from."""
+    lines = ["# Calibrated by `cpasim calibrate fit`"]
+    lines.append(f"# base scenario: {scenario or '(built-in defaults)'}")
+    for r in result.residuals:
+        t = r.target
+        lines.append(
+            f"# measured {t.figure} = {t.measured:.6g} from {t.source}; simulated {r.simulated:.6g}"
+            f" ({r.relative:+.2%})"
+        )
+    for k, (a, b) in result.fitted.items():
+        lines.append(f"# fitted {k}: {a:.6g} -> {b:.6g} (internal units)")
+    for k, why in result.unidentifiable.items():
+        lines.append(f"# not identifiable, left as in the base scenario: {k} ({why})")
+    lines.append(f"# rms relative error {result.rms_error:.3%}")
+    return "\n".join(lines) + "\n" + result.config.to_toml()

@@ -1,0 +1,479 @@
+"""What one capture of a transfer says about the path and the two TCP stacks.
+
+The figures are the ones a cpasim scenario needs: the bottleneck rate (from
+the dispersion of back-to-back packets), the round-trip time (data→ACK pairs,
+Karn's rule: never a segment that was sent twice), MSS and TSO/GSO
+super-segments, the receiver's ACK policy, the advertised window, the
+sender's window limit (bytes-in-flight plateau), retransmissions and goodput.
+
+A capture only sees one point of the path, so some figures depend on where it
+was taken; :func:`inspect_capture` infers the side when it can and says how.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from cpasim.calibrate.pcap import ACK, PROTO_TCP, SYN, Capture, PacketRecord
+from cpasim.errors import CpasimError
+
+# Bytes a Linux qdisc (tbf, htb) charges per frame beyond the IP packet: the
+# Ethernet header.  Pass 38 for a real Ethernet wire (+ FCS, preamble, gap).
+DEFAULT_L2_OVERHEAD = 14
+# Dispersion samples that fall in the densest ±5 % band of rates are taken as
+# back-to-back packets spaced by the bottleneck.
+_MODE_HALF_WIDTH = math.log(1.05)
+_MIN_DISPERSION_SAMPLES = 20
+_SEQ_SPACE = 1 << 32
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Order statistics of a sample (same unit as the figure it belongs to)."""
+
+    n: int
+    min: float
+    p10: float
+    p50: float
+    p90: float
+    max: float
+
+    @classmethod
+    def of(cls, values) -> Distribution | None:
+        if len(values) == 0:
+            return None
+        a = np.asarray(values, dtype=float)
+        p10, p50, p90 = np.percentile(a, [10, 50, 90])
+        return cls(len(a), float(a.min()), float(p10), float(p50), float(p90), float(a.max()))
+
+
+@dataclass(frozen=True)
+class FlowSummary:
+    """One conversation (both directions) of a capture."""
+
+    index: int  # 1-based, in order of first packet; what ``--flow`` accepts
+    proto: str  # "tcp" or "udp"
+    a: str  # "addr:port" of the endpoint that sent more payload
+    b: str
+    packets: int
+    payload_bytes: int  # both directions
+
+
+@dataclass(frozen=True)
+class RateEstimate:
+    """A bottleneck rate from packet dispersion."""
+
+    bps: float
+    method: str  # what was measured
+    samples: int  # packet pairs considered
+    in_mode: int  # pairs within ±5 % of the estimate (back-to-back at the bottleneck)
+
+
+@dataclass(frozen=True)
+class FlowReport:
+    """Everything :func:`inspect_capture` found; time in ns, sizes in bytes, rates in bit/s."""
+
+    capture: str
+    flows: list[FlowSummary]
+    flow: FlowSummary
+    sender: str
+    receiver: str
+    side: str  # "sender", "receiver" or "unknown"
+    side_evidence: str
+    duration_ns: int
+    data_bytes: int  # distinct payload bytes carried sender → receiver
+    goodput_bps: float
+    bottleneck: RateEstimate | None
+    bottleneck_alternatives: list[RateEstimate]
+    data_packets: int
+    retransmitted_segments: int = 0
+    retransmitted_bytes: int = 0
+    rtt_ns: Distribution | None = None
+    rtt_method: str = ""
+    mss: int | None = None
+    mss_source: str = ""
+    super_segments: int = 0  # segments carrying more than one MSS (TSO/GSO, or GRO at a receiver)
+    largest_segment: int = 0
+    segments_per_ack: float | None = None
+    ack_delay_ns: Distribution | None = None
+    single_segment_ack_delay_ns: Distribution | None = None
+    window_scale: int | None = None
+    adv_window: Distribution | None = None
+    adv_window_growth: list[tuple[int, int]] = field(default_factory=list)  # (ns from start, B)
+    in_flight: Distribution | None = None
+    in_flight_plateau: int | None = None
+    rwnd_limited_fraction: float | None = None  # of ACKs arriving when flight filled the window
+    limited_by: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def inspect_capture(
+    capture: Capture, *, flow: str | None = None, l2_overhead: int = DEFAULT_L2_OVERHEAD
+) -> FlowReport:
+    """Analyse the dominant TCP flow of ``capture`` (or the one ``flow`` names)."""
+    flows, members = _group_flows(capture.packets)
+    if not flows:
+        raise CpasimError(f"{capture.path}: no TCP or UDP packets found")
+    chosen = _choose_flow(capture.path, flows, flow)
+    packets = members[chosen.index]
+    if chosen.proto == "udp":
+        return _inspect_udp(capture, flows, chosen, packets, l2_overhead)
+    return _TcpAnalysis(capture, flows, chosen, packets, l2_overhead).report()
+
+
+def _endpoint(addr: str, port: int) -> str:
+    return f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
+
+
+def _group_flows(packets: list[PacketRecord]):
+    by_key: dict[tuple, list[PacketRecord]] = {}
+    for p in packets:
+        ends = sorted([(p.src, p.sport), (p.dst, p.dport)])
+        by_key.setdefault((p.proto, *ends), []).append(p)
+    flows: list[FlowSummary] = []
+    members: dict[int, list[PacketRecord]] = {}
+    for i, (key, pkts) in enumerate(by_key.items(), start=1):
+        sent: dict[str, int] = {}
+        for p in pkts:
+            src = _endpoint(p.src, p.sport)
+            sent[src] = sent.get(src, 0) + p.payload
+        e1, e2 = (_endpoint(*key[1]), _endpoint(*key[2]))
+        a, b = (e1, e2) if sent.get(e1, 0) >= sent.get(e2, 0) else (e2, e1)
+        proto = "tcp" if key[0] == PROTO_TCP else "udp"
+        flows.append(FlowSummary(i, proto, a, b, len(pkts), sum(sent.values())))
+        members[i] = sorted(pkts, key=lambda p: p.t_ns)
+    return flows, members
+
+
+def _choose_flow(path: str, flows: list[FlowSummary], wanted: str | None) -> FlowSummary:
+    if wanted is None:
+        tcp = [f for f in flows if f.proto == "tcp"]
+        if not tcp:
+            raise CpasimError(
+                f"{path}: no TCP flow in the capture ({len(flows)} UDP flow(s); "
+                "choose one with --flow INDEX or --flow ADDR:PORT)"
+            )
+        return max(tcp, key=lambda f: (f.payload_bytes, -f.index))
+    if wanted.isdigit():
+        for f in flows:
+            if f.index == int(wanted):
+                return f
+        raise CpasimError(f"--flow {wanted}: no such flow; the capture has flows 1..{len(flows)}")
+    matches = [
+        f for f in flows if wanted in (f.a, f.b) or f.a.endswith(wanted) or f.b.endswith(wanted)
+    ]
+    if len(matches) != 1:
+        found = "none" if not matches else ", ".join(f"{f.index} ({f.a}-{f.b})" for f in matches)
+        raise CpasimError(
+            f"--flow {wanted}: expected exactly one flow with that endpoint, found {found}"
+        )
+    return matches[0]
+
+
+def _wire_bytes(payload: int, header_bytes: int, mss: int | None, l2_overhead: int) -> int:
+    """Bytes a super-segment occupies once cut into MSS-sized frames."""
+    segments = max(1, math.ceil(payload / mss)) if mss else 1
+    return payload + segments * (header_bytes + l2_overhead)
+
+
+def _mode_rate(rates: list[float], method: str) -> RateEstimate | None:
+    """The densest ±5 % band of the rates: packets that left the bottleneck back to back."""
+    if len(rates) < _MIN_DISPERSION_SAMPLES:
+        return None
+    logs = np.sort(np.log(np.asarray(rates, dtype=float)))
+    # For every sample, how many samples lie within +2·half-width above it.
+    hi = np.searchsorted(logs, logs + 2 * _MODE_HALF_WIDTH, side="right")
+    counts = hi - np.arange(len(logs))
+    start = int(np.argmax(counts))
+    band = logs[start : hi[start]]
+    return RateEstimate(float(np.exp(np.median(band))), method, len(rates), len(band))
+
+
+def _dispersion(times: list[int], sizes: list[int]) -> list[float]:
+    """Rate of each packet pair: the later packet's bits over the gap before it."""
+    out = []
+    for i in range(1, len(times)):
+        gap = times[i] - times[i - 1]
+        if gap > 0:
+            out.append(sizes[i] * 8e9 / gap)
+    return out
+
+
+def _inspect_udp(capture, flows, chosen, packets, l2_overhead) -> FlowReport:
+    data = [p for p in packets if _endpoint(p.src, p.sport) == chosen.a and p.payload > 0]
+    duration = data[-1].t_ns - data[0].t_ns if len(data) > 1 else 0
+    total = sum(p.payload for p in data)
+    rates = _dispersion([p.t_ns for p in data], [p.ip_bytes + l2_overhead for p in data])
+    estimate = _mode_rate(rates, "dispersion of consecutive datagrams")
+    return FlowReport(
+        capture=capture.path,
+        flows=flows,
+        flow=chosen,
+        sender=chosen.a,
+        receiver=chosen.b,
+        side="unknown",
+        side_evidence="UDP carries no acknowledgements to tell the side by",
+        duration_ns=duration,
+        data_bytes=total,
+        goodput_bps=total * 8e9 / duration if duration else 0.0,
+        bottleneck=estimate,
+        bottleneck_alternatives=[],
+        data_packets=len(data),
+        largest_segment=max((p.payload for p in data), default=0),
+        notes=["UDP: no RTT, window or retransmission figures"],
+    )
+
+
+def _unwrap(base: int, value: int, near: int) -> int:
+    """Sequence number as a 64-bit offset from ``base``, on the lap closest to ``near``."""
+    rel = (value - base) % _SEQ_SPACE
+    lap = (near - rel + _SEQ_SPACE // 2) // _SEQ_SPACE
+    return rel + lap * _SEQ_SPACE
+
+
+class _TcpAnalysis:
+    """One pass over a TCP flow in time order, keeping the sender's view of the sequence space."""
+
+    def __init__(self, capture, flows, chosen, packets, l2_overhead):
+        self.capture, self.flows, self.chosen = capture, flows, chosen
+        self.l2 = l2_overhead
+        self.packets = packets
+        self.notes: list[str] = []
+        self.fwd = [p for p in packets if _endpoint(p.src, p.sport) == chosen.a]
+        self.rev = [p for p in packets if _endpoint(p.src, p.sport) != chosen.a]
+        self._handshake()
+
+    # -- connection set-up -------------------------------------------------------------
+    def _handshake(self):
+        syn_a = next((p for p in self.fwd if p.flags & SYN), None)
+        syn_b = next((p for p in self.rev if p.flags & SYN), None)
+        self.isn = (syn_a.seq + 1) if syn_a else None
+        if self.isn is None:
+            first = next((p for p in self.fwd if p.payload > 0), self.fwd[0] if self.fwd else None)
+            self.isn = first.seq if first else 0
+            self.notes.append(
+                "no SYN from the sender in the capture: sequence space starts mid-flow"
+            )
+        # The receiver's shift scales the windows it advertises, if both sides offered scaling.
+        if syn_a and syn_b and syn_a.wscale_option is not None and syn_b.wscale_option is not None:
+            self.wscale = syn_b.wscale_option
+        elif syn_a and syn_b:
+            self.wscale = 0
+        else:
+            self.wscale = None
+            self.notes.append("handshake not captured: window scale unknown, windows left unscaled")
+        timestamps = syn_a is not None and syn_a.tsval is not None
+        offered = [s.mss_option for s in (syn_a, syn_b) if s is not None and s.mss_option]
+        self.mss, self.mss_source = None, ""
+        if offered:
+            self.mss = min(offered) - (12 if timestamps else 0)
+            self.mss_source = "SYN option" + (" minus 12 B of timestamps" if timestamps else "")
+        else:
+            sizes = [p.payload for p in self.fwd if p.payload > 0]
+            if sizes:
+                values, counts = np.unique(sizes, return_counts=True)
+                self.mss = int(values[int(np.argmax(counts))])
+                self.mss_source = "most common segment size (no SYN in the capture)"
+
+    # -- the pass ----------------------------------------------------------------------
+    def report(self) -> FlowReport:
+        snd_max = 0  # highest sequence offset sent (exclusive)
+        snd_una = 0  # highest cumulative ACK seen
+        outstanding: deque[list] = deque()  # [start, end, t_first, retransmitted]
+        rtts, ack_delays, single_delays = [], [], []
+        retrans_segs = retrans_bytes = 0
+        data_t, data_size = [], []  # first transmissions, for dispersion
+        ack_t, ack_size = [], []  # advancing ACKs, for ACK-clock dispersion
+        flight, rwnd_limited, acks_seen = [], 0, 0
+        adv_windows: list[tuple[int, int]] = []
+        adv = None
+        d2a, a2d = [], []  # data→next-ACK and ACK→next-data spacings (side inference)
+        last_data_t = last_ack_t = None
+        new_acks = acked_total = 0
+        super_segments = largest = 0
+        data_packets = 0
+        first_data_t = last_data_seen = None
+        t0 = self.packets[0].t_ns
+        fwd_outgoing = [p.outgoing for p in self.fwd if p.outgoing is not None]
+
+        for p in self.packets:
+            if _endpoint(p.src, p.sport) == self.chosen.a:
+                if p.payload == 0:
+                    continue
+                data_packets += 1
+                first_data_t = p.t_ns if first_data_t is None else first_data_t
+                last_data_seen = p.t_ns
+                start = _unwrap(self.isn, p.seq, snd_max)
+                end = start + p.payload
+                largest = max(largest, p.payload)
+                if self.mss and p.payload > self.mss:
+                    super_segments += 1
+                if start < snd_max:  # resent (partly) known data: Karn rules it out for RTT
+                    retrans_segs += 1
+                    retrans_bytes += min(end, snd_max) - start
+                    for seg in outstanding:
+                        if seg[1] > start and seg[0] < end:
+                            seg[3] = True
+                    if end > snd_max:
+                        outstanding.append([snd_max, end, p.t_ns, True])
+                        snd_max = end
+                    continue
+                if last_ack_t is not None:
+                    a2d.append(p.t_ns - last_ack_t)
+                last_data_t = p.t_ns
+                outstanding.append([start, end, p.t_ns, False])
+                snd_max = end
+                data_t.append(p.t_ns)
+                data_size.append(_wire_bytes(p.payload, p.header_bytes, self.mss, self.l2))
+                flight.append(snd_max - snd_una)
+            else:
+                if p.flags & SYN or not p.flags & ACK:
+                    continue
+                # Window-limited: the flight filled the last advertised window before this ACK.
+                if adv is not None and self.mss and snd_max > snd_una:
+                    acks_seen += 1
+                    if snd_max - snd_una > adv - self.mss:
+                        rwnd_limited += 1
+                if self.wscale is not None:
+                    adv = p.window << self.wscale
+                    adv_windows.append((p.t_ns - t0, adv))
+                else:
+                    adv = None
+                # A FIN takes one sequence number; clamp so that its ACK counts no phantom byte.
+                ack = min(_unwrap(self.isn, p.ack, snd_una), snd_max)
+                if ack <= snd_una:
+                    continue
+                acked = ack - snd_una
+                snd_una = ack
+                new_acks += 1
+                acked_total += acked
+                if last_data_t is not None:
+                    d2a.append(p.t_ns - last_data_t)
+                last_ack_t = p.t_ns
+                ack_t.append(p.t_ns)
+                ack_size.append(_wire_bytes(acked, self._header_bytes(), self.mss, self.l2))
+                covered = []
+                while outstanding and outstanding[0][1] <= snd_una:
+                    covered.append(outstanding.popleft())
+                if covered and not any(seg[3] for seg in covered):
+                    delay = p.t_ns - covered[-1][2]
+                    rtts.append(delay)
+                    ack_delays.append(delay)
+                    if len(covered) == 1:
+                        single_delays.append(delay)
+
+        duration = (last_data_seen - first_data_t) if data_packets > 1 else 0
+        side, evidence = self._side(fwd_outgoing, d2a, a2d)
+        data_rate = _mode_rate(
+            _dispersion(data_t, data_size), "dispersion of back-to-back data segments"
+        )
+        ack_rate = _mode_rate(_dispersion(ack_t, ack_size), "spacing of returning ACKs")
+        primary, alternatives = (ack_rate, data_rate) if side == "sender" else (data_rate, ack_rate)
+        if primary is None:
+            primary, alternatives = alternatives, None
+        goodput = snd_max * 8e9 / duration if duration else 0.0
+
+        if side == "receiver":
+            rtt_method = "not measurable at the receiver from data→ACK pairs (these are ACK delays)"
+            rtt_dist = None
+            ack_dist = Distribution.of(ack_delays)
+            single_dist = Distribution.of(single_delays)
+        else:
+            rtt_method = "data→ACK pairs, retransmitted segments excluded (Karn)"
+            if side == "unknown":
+                rtt_method += "; capture side unknown, so these may be receiver ACK delays"
+            rtt_dist = Distribution.of(rtts)
+            ack_dist = single_dist = None
+
+        plateau = int(np.percentile(flight, 95)) if flight else None
+        rwnd_fraction = rwnd_limited / acks_seen if acks_seen else None
+        limited = self._limited_by(rwnd_fraction, primary, goodput)
+        if side == "receiver" and flight:
+            self.notes.append(
+                "bytes in flight seen at the receiver miss the bytes still on the way"
+            )
+        return FlowReport(
+            capture=self.capture.path,
+            flows=self.flows,
+            flow=self.chosen,
+            sender=self.chosen.a,
+            receiver=self.chosen.b,
+            side=side,
+            side_evidence=evidence,
+            duration_ns=duration,
+            data_bytes=snd_max,
+            goodput_bps=goodput,
+            bottleneck=primary,
+            bottleneck_alternatives=[alternatives] if alternatives else [],
+            data_packets=data_packets,
+            retransmitted_segments=retrans_segs,
+            retransmitted_bytes=retrans_bytes,
+            rtt_ns=rtt_dist,
+            rtt_method=rtt_method,
+            mss=self.mss,
+            mss_source=self.mss_source,
+            super_segments=super_segments,
+            largest_segment=largest,
+            segments_per_ack=(acked_total / self.mss / new_acks) if self.mss and new_acks else None,
+            ack_delay_ns=ack_dist,
+            single_segment_ack_delay_ns=single_dist,
+            window_scale=self.wscale,
+            adv_window=Distribution.of([w for _, w in adv_windows]),
+            adv_window_growth=_downsample(adv_windows, 20),
+            in_flight=Distribution.of(flight),
+            in_flight_plateau=plateau,
+            rwnd_limited_fraction=rwnd_fraction,
+            limited_by=limited,
+            notes=self.notes,
+        )
+
+    def _header_bytes(self) -> int:
+        sizes = [p.header_bytes for p in self.fwd if p.payload > 0]
+        return sizes[0] if sizes else 52
+
+    def _side(self, outgoing, d2a, a2d) -> tuple[str, str]:
+        if outgoing:
+            share = sum(outgoing) / len(outgoing)
+            if share > 0.9:
+                return "sender", "the capture marks the data packets as outgoing"
+            if share < 0.1:
+                return "receiver", "the capture marks the data packets as incoming"
+        if len(d2a) < 10 or len(a2d) < 10:
+            return "unknown", "too few data/ACK exchanges to tell"
+        m_d2a, m_a2d = float(np.median(d2a)), float(np.median(a2d))
+        detail = f"median data→ACK {m_d2a / 1e3:.1f} us, ACK→data {m_a2d / 1e3:.1f} us"
+        if m_d2a * 3 < m_a2d:
+            return "receiver", f"ACKs follow data closely ({detail})"
+        if m_a2d * 3 < m_d2a:
+            return "sender", f"data follows ACKs closely ({detail})"
+        return "unknown", f"neither direction clearly triggers the other ({detail})"
+
+    @staticmethod
+    def _limited_by(rwnd_fraction, bottleneck, goodput) -> str:
+        # A full bottleneck explains the rate whatever the windows do; only a
+        # transfer below it is held back by the receiver or by the sender itself.
+        if bottleneck is not None and goodput >= 0.85 * bottleneck.bps:
+            return "bottleneck link (goodput within 15 % of the dispersion rate)"
+        if rwnd_fraction is not None and rwnd_fraction > 0.5:
+            return "receive window (flight reaches the advertised window)"
+        if bottleneck is not None:
+            return "sender (congestion window, send buffer or application)"
+        return "unknown"
+
+
+def _downsample(points: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
+    """At most ``n`` points: the first, the last and every change in between, evenly picked."""
+    changes = [pt for i, pt in enumerate(points) if i == 0 or pt[1] != points[i - 1][1]]
+    if points and changes[-1] != points[-1]:
+        changes.append(points[-1])
+    if len(changes) <= n:
+        return changes
+    idx = np.linspace(0, len(changes) - 1, n).round().astype(int)
+    return [changes[i] for i in idx]

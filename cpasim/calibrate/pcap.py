@@ -1,0 +1,327 @@
+"""Packet captures (pcap and pcapng) as plain per-packet records.
+
+Only headers are needed, so short snap lengths (``tcpdump -s 128``) are fine:
+sizes come from the IP header, never from the captured bytes.  Timestamps are
+kept as integer nanoseconds because inter-arrival gaps at 10 Gb/s are around
+a microsecond, below the resolution of a float holding seconds since 1970.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+
+import dpkt
+
+from cpasim.errors import CpasimError
+
+# Link types (https://www.tcpdump.org/linktypes.html).  Raw IP has two numbers
+# for historical reasons (DLT_RAW differs between BSDs and Linux).
+LINKTYPE_NULL = 0
+LINKTYPE_ETHERNET = 1
+LINKTYPE_RAW = 101
+LINKTYPE_LOOP = 108
+LINKTYPE_LINUX_SLL = 113
+LINKTYPE_IPV4 = 228
+LINKTYPE_IPV6 = 229
+LINKTYPE_LINUX_SLL2 = 276
+SUPPORTED_LINKTYPES = {
+    LINKTYPE_NULL: "BSD loopback",
+    LINKTYPE_ETHERNET: "Ethernet",
+    LINKTYPE_RAW: "raw IP",
+    12: "raw IP",
+    14: "raw IP",
+    LINKTYPE_LOOP: "OpenBSD loopback",
+    LINKTYPE_LINUX_SLL: "Linux cooked (SLL)",
+    LINKTYPE_IPV4: "raw IPv4",
+    LINKTYPE_IPV6: "raw IPv6",
+    LINKTYPE_LINUX_SLL2: "Linux cooked v2 (SLL2)",
+}
+
+PROTO_TCP = 6
+PROTO_UDP = 17
+
+# TCP flag bits.
+FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
+
+_PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
+_PCAP_MAGICS = {
+    b"\xd4\xc3\xb2\xa1",
+    b"\xa1\xb2\xc3\xd4",
+    b"\x4d\x3c\xb2\xa1",
+    b"\xa1\xb2\x3c\x4d",
+}
+_PCAPNG_IDB, _PCAPNG_EPB, _PCAPNG_SPB = 1, 6, 3
+
+
+@dataclass(frozen=True, slots=True)
+class PacketRecord:
+    """One TCP or UDP packet of a capture (transport headers only)."""
+
+    t_ns: int  # capture timestamp, ns since the epoch
+    src: str
+    sport: int
+    dst: str
+    dport: int
+    proto: int  # PROTO_TCP or PROTO_UDP
+    ip_bytes: int  # IP datagram length from the IP header (may exceed the MTU with TSO/GRO)
+    payload: int  # transport payload bytes, from the headers
+    header_bytes: int  # IP + transport header bytes
+    seq: int = 0
+    ack: int = 0
+    flags: int = 0
+    window: int = 0  # raw 16-bit window field; scale it with the SYN's shift
+    mss_option: int | None = None
+    wscale_option: int | None = None
+    tsval: int | None = None
+    tsecr: int | None = None
+    outgoing: bool | None = None  # Linux cooked captures record the direction; others cannot
+
+
+@dataclass(frozen=True)
+class Capture:
+    """Every TCP/UDP packet of a capture file, in file order."""
+
+    path: str
+    format: str  # "pcap" or "pcapng"
+    linktype: str
+    snaplen: int
+    packets: list[PacketRecord] = field(repr=False)
+    skipped: int = 0  # frames that were not TCP/UDP over IPv4/IPv6 (ARP, ICMP, ...)
+
+
+def read_capture(path: str | Path) -> Capture:
+    """Read a pcap or pcapng file; raises :class:`CpasimError` if it is not one."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            magic = f.read(4)
+            f.seek(0)
+            if magic == _PCAPNG_MAGIC:
+                fmt, frames, linktypes, snaplen = "pcapng", *_pcapng_frames(f, path)
+            elif magic in _PCAP_MAGICS:
+                fmt, frames, linktypes, snaplen = "pcap", *_pcap_frames(f, path)
+            else:
+                raise CpasimError(
+                    f"{path}: not a pcap or pcapng capture (first bytes {magic.hex() or 'empty'})"
+                )
+            packets: list[PacketRecord] = []
+            skipped = 0
+            for t_ns, linktype, buf in frames:
+                rec = _decode(linktype, t_ns, buf)
+                if rec is None:
+                    skipped += 1
+                else:
+                    packets.append(rec)
+    except OSError as exc:
+        raise CpasimError(f"{path}: cannot read capture ({exc.strerror or exc})") from None
+    names = sorted({SUPPORTED_LINKTYPES[lt] for lt in linktypes})
+    return Capture(str(path), fmt, ", ".join(names), snaplen, packets, skipped)
+
+
+def _check_linktype(path: Path, linktype: int) -> None:
+    if linktype not in SUPPORTED_LINKTYPES:
+        known = ", ".join(f"{n} ({k})" for k, n in sorted(SUPPORTED_LINKTYPES.items()))
+        raise CpasimError(f"{path}: link type {linktype} is not supported; expected one of {known}")
+
+
+def _pcap_frames(f, path: Path):
+    try:
+        reader = dpkt.pcap.Reader(f)
+    except (ValueError, dpkt.NeedData, dpkt.UnpackError) as exc:
+        raise CpasimError(f"{path}: unreadable pcap header ({exc})") from None
+    linktype = reader.datalink()
+    _check_linktype(path, linktype)
+
+    def frames():
+        try:
+            for ts, buf in reader:
+                # Nanosecond files give Decimal seconds (exact); microsecond files give a
+                # float whose error (< 1 us) disappears when rounded to microseconds.
+                if isinstance(ts, Decimal):
+                    t_ns = int(ts * 1_000_000_000)
+                else:
+                    t_ns = round(ts * 1_000_000) * 1000
+                yield t_ns, linktype, buf
+        except (ValueError, struct.error, dpkt.NeedData) as exc:
+            raise CpasimError(f"{path}: truncated or corrupt pcap record ({exc})") from None
+
+    return frames(), {linktype}, reader.snaplen
+
+
+def _pcapng_frames(f, path: Path):
+    """Walk the blocks ourselves so that timestamps stay exact integers and every
+    interface (each with its own link type and resolution) is honoured."""
+    head = f.read(12)
+    f.seek(0)
+    if len(head) < 12:
+        raise CpasimError(f"{path}: unreadable pcapng header (file too short)")
+    little = head[8:12] == b"\x4d\x3c\x2b\x1a"
+    try:
+        dpkt.pcapng.Reader(f)  # validates the section header and the first interface
+    except (ValueError, struct.error, dpkt.NeedData, dpkt.UnpackError) as exc:
+        raise CpasimError(f"{path}: unreadable pcapng header ({exc})") from None
+    f.seek(0)
+    endian = "<" if little else ">"
+    idb_cls = (
+        dpkt.pcapng.InterfaceDescriptionBlockLE if little else dpkt.pcapng.InterfaceDescriptionBlock
+    )
+    epb_cls = dpkt.pcapng.EnhancedPacketBlockLE if little else dpkt.pcapng.EnhancedPacketBlock
+    interfaces: list[tuple[int, int, int]] = []  # (linktype, ticks per second, offset s)
+
+    def read_block():
+        hdr = f.read(8)
+        if len(hdr) < 8:
+            return None
+        btype, blen = struct.unpack(endian + "II", hdr)
+        if blen < 12:
+            raise CpasimError(f"{path}: corrupt pcapng block (length {blen})")
+        body = f.read(blen - 8)
+        if len(body) < blen - 8:
+            raise CpasimError(f"{path}: truncated pcapng block at the end of the file")
+        return btype, hdr + body
+
+    def add_interface(buf):
+        idb = idb_cls(buf)
+        ticks, offset = 1_000_000, 0
+        for opt in idb.opts:
+            if opt.code == dpkt.pcapng.PCAPNG_OPT_IF_TSRESOL:
+                v = opt.data[0]
+                ticks = 2 ** (v & 0x7F) if v & 0x80 else 10 ** (v & 0x7F)
+            elif opt.code == dpkt.pcapng.PCAPNG_OPT_IF_TSOFFSET:
+                offset = struct.unpack(endian + "q", opt.data)[0]
+        _check_linktype(path, idb.linktype)
+        interfaces.append((idb.linktype, ticks, offset))
+        return idb.snaplen
+
+    # Blocks up to and including the first interface description.
+    snaplen = 0
+    while True:
+        block = read_block()
+        if block is None:
+            raise CpasimError(f"{path}: pcapng file has no interface description block")
+        if block[0] == _PCAPNG_IDB:
+            snaplen = add_interface(block[1])
+            break
+
+    def frames():
+        try:
+            while (block := read_block()) is not None:
+                btype, buf = block
+                if btype == _PCAPNG_IDB:
+                    add_interface(buf)
+                elif btype == _PCAPNG_EPB:
+                    epb = epb_cls(buf)
+                    if epb.iface_id >= len(interfaces):
+                        raise CpasimError(
+                            f"{path}: packet names interface {epb.iface_id}, "
+                            f"but only {len(interfaces)} are described"
+                        )
+                    linktype, ticks, offset = interfaces[epb.iface_id]
+                    raw = (epb.ts_high << 32) | epb.ts_low
+                    t_ns = offset * 1_000_000_000 + raw * 1_000_000_000 // ticks
+                    yield t_ns, linktype, epb.pkt_data
+                # Simple packet blocks carry no timestamp; other blocks carry no packets.
+        except (ValueError, struct.error, dpkt.NeedData, dpkt.UnpackError) as exc:
+            raise CpasimError(f"{path}: corrupt pcapng block ({exc})") from None
+
+    return frames(), {lt for lt, _, _ in interfaces}, snaplen
+
+
+_PACKET_OUTGOING = 4  # Linux packet type "sent by this host"
+
+
+def _network_layer(linktype: int, buf: bytes):
+    """(IP packet inside a link-layer frame or None, outgoing flag or None)."""
+    try:
+        if linktype == LINKTYPE_ETHERNET:
+            return dpkt.ethernet.Ethernet(buf).data, None  # strips 802.1Q tags too
+        if linktype in (LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2):
+            cooked = (dpkt.sll.SLL if linktype == LINKTYPE_LINUX_SLL else dpkt.sll2.SLL2)(buf)
+            return cooked.data, cooked.type == _PACKET_OUTGOING
+        if linktype in (LINKTYPE_NULL, LINKTYPE_LOOP):
+            return dpkt.loopback.Loopback(buf).data, None
+        version = buf[0] >> 4 if buf else 0
+        if version == 4:
+            return dpkt.ip.IP(buf), None
+        if version == 6:
+            return dpkt.ip6.IP6(buf), None
+    except (dpkt.NeedData, dpkt.UnpackError, struct.error, IndexError):
+        pass
+    return None, None
+
+
+def _decode(linktype: int, t_ns: int, buf: bytes) -> PacketRecord | None:
+    ip, outgoing = _network_layer(linktype, buf)
+    if isinstance(ip, dpkt.ip.IP):
+        src, dst = _ntoa(ip.src), _ntoa(ip.dst)
+        ip_hdr = ip.hl * 4
+        ip_bytes = ip.len or (ip_hdr + len(ip.data))  # 0 under TSO on some drivers
+        proto = ip.p
+        if ip.offset != 0:
+            return None  # a later IP fragment carries no transport header
+    elif isinstance(ip, dpkt.ip6.IP6):
+        src, dst = _ntoa(ip.src), _ntoa(ip.dst)
+        # dpkt has already walked the extension headers; what remains is transport.
+        ip_hdr = 40 + sum(len(h) for h in getattr(ip, "extension_hdrs", {}).values() if h)
+        ip_bytes = 40 + ip.plen
+        proto = ip.nxt
+    else:
+        return None
+    seg = ip.data
+    if proto == PROTO_TCP and isinstance(seg, dpkt.tcp.TCP):
+        tcp_hdr = seg.off * 4
+        mss = wscale = tsval = tsecr = None
+        try:
+            opts = dpkt.tcp.parse_opts(seg.opts)
+        except (dpkt.NeedData, struct.error):
+            opts = []
+        for kind, data in opts:
+            if kind == dpkt.tcp.TCP_OPT_MSS and len(data) == 2:
+                mss = struct.unpack(">H", data)[0]
+            elif kind == dpkt.tcp.TCP_OPT_WSCALE and len(data) == 1:
+                wscale = data[0]
+            elif kind == dpkt.tcp.TCP_OPT_TIMESTAMP and len(data) == 8:
+                tsval, tsecr = struct.unpack(">II", data)
+        return PacketRecord(
+            t_ns,
+            src,
+            seg.sport,
+            dst,
+            seg.dport,
+            PROTO_TCP,
+            ip_bytes,
+            max(0, ip_bytes - ip_hdr - tcp_hdr),
+            ip_hdr + tcp_hdr,
+            seg.seq,
+            seg.ack,
+            seg.flags,
+            seg.win,
+            mss,
+            wscale,
+            tsval,
+            tsecr,
+            outgoing,
+        )
+    if proto == PROTO_UDP and isinstance(seg, dpkt.udp.UDP):
+        udp_payload = max(0, ip_bytes - ip_hdr - 8)
+        return PacketRecord(
+            t_ns,
+            src,
+            seg.sport,
+            dst,
+            seg.dport,
+            PROTO_UDP,
+            ip_bytes,
+            udp_payload,
+            ip_hdr + 8,
+            outgoing=outgoing,
+        )
+    return None
+
+
+def _ntoa(addr: bytes) -> str:
+    return socket.inet_ntop(socket.AF_INET if len(addr) == 4 else socket.AF_INET6, addr)

@@ -1,0 +1,210 @@
+"""``cpasim calibrate``: read measurements of real systems (``inspect``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from cpasim.calibrate.inspect import DEFAULT_L2_OVERHEAD, Distribution, FlowReport, inspect_capture
+from cpasim.calibrate.iperf import read_iperf
+from cpasim.calibrate.microbench import read_microbench
+from cpasim.calibrate.pcap import read_capture
+from cpasim.cli import app
+from cpasim.errors import CpasimError
+
+calibrate_app = typer.Typer(
+    help="Measurements of real systems: read them, inspect captures (bottleneck, RTT, windows).",
+    no_args_is_help=True,
+)
+app.add_typer(calibrate_app, name="calibrate")
+
+
+@calibrate_app.command("inspect")
+def inspect_cmd(
+    capture: Path = typer.Argument(..., help="pcap or pcapng file of a TCP (or UDP) transfer."),
+    flow: str = typer.Option(
+        None, "--flow", help="Flow to analyse: index from the listing, or ADDR:PORT of one end."
+    ),
+    l2_overhead: int = typer.Option(
+        DEFAULT_L2_OVERHEAD,
+        "--l2-overhead",
+        min=0,
+        help="Bytes per frame beyond the IP packet that the bottleneck carries "
+        "(14: what a Linux qdisc counts; 38: Ethernet wire incl. FCS, preamble, gap).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
+) -> None:
+    """Figures a capture tells about the path: bottleneck rate, RTT, MSS, ACKs, windows."""
+    report = inspect_capture(read_capture(capture), flow=flow, l2_overhead=l2_overhead)
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2, sort_keys=True))
+    else:
+        typer.echo(format_report(report))
+
+
+@calibrate_app.command("show")
+def show_cmd(
+    measurement: Path = typer.Argument(
+        ..., help="pcap/pcapng capture, iperf3 --json report, or microbenchmark CSV."
+    ),
+) -> None:
+    """Print what cpasim reads from a measurement file, as JSON (checks that it is usable)."""
+    typer.echo(json.dumps(read_measurement(measurement), indent=2, sort_keys=True))
+
+
+def read_measurement(path: Path) -> dict:
+    """A measurement file's contents as plain data; the kind is told by the file's content."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(64)
+    except OSError as exc:
+        raise CpasimError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if head[:4] in (
+        b"\x0a\x0d\x0d\x0a",
+        b"\xd4\xc3\xb2\xa1",
+        b"\xa1\xb2\xc3\xd4",
+        b"\x4d\x3c\xb2\xa1",
+        b"\xa1\xb2\x3c\x4d",
+    ):
+        cap = read_capture(path)
+        return {
+            "kind": "capture",
+            "path": cap.path,
+            "format": cap.format,
+            "linktype": cap.linktype,
+            "snaplen": cap.snaplen,
+            "packets": len(cap.packets),
+            "skipped": cap.skipped,
+        }
+    if head.lstrip()[:1] == b"{":
+        return {"kind": "iperf3", **read_iperf(path).to_json()}
+    table = read_microbench(path)
+    return {
+        "kind": "microbench",
+        "path": table.path,
+        "metrics": table.metrics,
+        "rows": [{"size_bytes": r.size_bytes, **r.values, **r.labels} for r in table.rows],
+    }
+
+
+@calibrate_app.command("fit")
+def fit_cmd(
+    scenario: Path = typer.Argument(..., help="Scenario TOML to start from."),
+    measurements: list[str] = typer.Argument(
+        ...,
+        help="Capture or iperf3 --json report, optionally with the conditions it was "
+        "measured under: FILE@link.rate=20Mbps,tcp.rmem=64KiB",
+    ),
+    params: str = typer.Option("link.rate", "--params", help="Comma-separated keys to fit."),
+    out: Path = typer.Option(..., "--out", help="Where to write the calibrated scenario."),
+    sets: list[str] = typer.Option([], "--set", help="Override KEY=VALUE before fitting."),
+    max_simulations: int = typer.Option(60, "--max-simulations", min=2),
+) -> None:
+    """Fit scenario parameters so that simulated goodput matches the measurements."""
+    from cpasim.calibrate.fit import calibrated_toml, fit, read_targets
+    from cpasim.config import load_scenario
+    from cpasim.simulate import simulate
+
+    cfg = load_scenario(scenario, sets=sets)
+    targets = [t for m in measurements for t in read_targets(m)]
+    keys = [k.strip() for k in params.split(",") if k.strip()]
+    if not keys:
+        raise CpasimError("--params: expected at least one parameter key")
+    result = fit(
+        cfg, targets, keys, lambda c: simulate(c).to_json(), max_simulations=max_simulations
+    )
+    for before, after in zip(result.start_residuals, result.residuals, strict=True):
+        t = after.target
+        typer.echo(
+            f"{t.source}: {t.figure} measured {t.measured:.6g}, simulated "
+            f"{before.simulated:.6g} -> {after.simulated:.6g} ({after.relative:+.2%})"
+        )
+    for k, (a, b) in result.fitted.items():
+        typer.echo(f"fitted {k}: {a:.6g} -> {b:.6g}")
+    for k, why in result.unidentifiable.items():
+        typer.echo(f"not identifiable: {k} ({why}); left unchanged")
+    for note in result.notes:
+        typer.echo(f"note: {note}")
+    typer.echo(f"rms relative error {result.rms_error:.3%} after {result.simulations} simulations")
+    try:
+        out.write_text(calibrated_toml(result, str(scenario)))
+    except OSError as exc:
+        raise CpasimError(f"{out}: cannot write calibrated scenario ({exc.strerror})") from None
+    typer.echo(f"wrote {out}")
+
+
+def _us(ns: float) -> str:
+    return f"{ns / 1e3:.1f} us" if ns < 1e6 else f"{ns / 1e6:.2f} ms"
+
+
+def _dist(d: Distribution | None, fmt=_us) -> str:
+    if d is None:
+        return "-"
+    return f"min {fmt(d.min)}, median {fmt(d.p50)}, p90 {fmt(d.p90)}, max {fmt(d.max)} (n={d.n})"
+
+
+def _bytes(v: float) -> str:
+    return f"{v:,.0f} B"
+
+
+def _mbps(bps: float) -> str:
+    return f"{bps / 1e6:.3f} Mb/s"
+
+
+def format_report(r: FlowReport) -> str:
+    lines = [f"capture  {r.capture}", "flows"]
+    for f in r.flows:
+        mark = "*" if f.index == r.flow.index else " "
+        lines.append(
+            f" {mark}{f.index:3d} {f.proto} {f.a} -> {f.b}  {f.packets} packets, "
+            f"{f.payload_bytes:,} payload bytes"
+        )
+    lines += [
+        f"sender   {r.sender}",
+        f"receiver {r.receiver}",
+        f"side     {r.side}: {r.side_evidence}",
+        f"goodput  {_mbps(r.goodput_bps)} ({r.data_bytes:,} B in {r.duration_ns / 1e9:.3f} s)",
+    ]
+    if r.bottleneck:
+        b = r.bottleneck
+        lines.append(
+            f"bottleneck {_mbps(b.bps)} from {b.method} "
+            f"({b.in_mode} of {b.samples} pairs within 5 %)"
+        )
+        for alt in r.bottleneck_alternatives:
+            lines.append(f"           {_mbps(alt.bps)} from {alt.method}")
+    else:
+        lines.append("bottleneck - (too few back-to-back packets)")
+    if r.flow.proto == "tcp":
+        lines += [
+            f"rtt      {_dist(r.rtt_ns)}  [{r.rtt_method}]",
+            f"mss      {r.mss} ({r.mss_source}); largest segment {r.largest_segment:,} B, "
+            f"{r.super_segments} super-segments (TSO/GSO/GRO)",
+            "acks     "
+            + (f"{r.segments_per_ack:.2f} segments per ACK" if r.segments_per_ack else "-"),
+        ]
+        if r.ack_delay_ns:
+            lines.append(f"ack delay {_dist(r.ack_delay_ns)}")
+            lines.append(
+                f"  single-segment ACKs (delayed-ACK timer) {_dist(r.single_segment_ack_delay_ns)}"
+            )
+        scale = "unknown" if r.window_scale is None else str(r.window_scale)
+        lines.append(f"rwnd     {_dist(r.adv_window, _bytes)}, window scale {scale}")
+        if r.adv_window_growth:
+            steps = ", ".join(f"{t / 1e6:.0f} ms: {w:,}" for t, w in r.adv_window_growth[:8])
+            lines.append(f"  growth {steps}{' ...' if len(r.adv_window_growth) > 8 else ''}")
+        lines.append(
+            f"in flight {_dist(r.in_flight, _bytes)}; plateau (p95) "
+            f"{_bytes(r.in_flight_plateau) if r.in_flight_plateau is not None else '-'}"
+        )
+        if r.rwnd_limited_fraction is not None:
+            lines.append(
+                f"  flight filled the advertised window before "
+                f"{r.rwnd_limited_fraction:.0%} of ACKs"
+            )
+        lines.append(f"retrans  {r.retransmitted_segments} segments, {r.retransmitted_bytes:,} B")
+        lines.append(f"limited by {r.limited_by}")
+    lines += [f"note     {n}" for n in r.notes]
+    return "\n".join(lines)

@@ -1,0 +1,160 @@
+"""``cpasim predict``, ``cpasim validate``, ``cpasim ladder``: what-ifs from a trace."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cpasim.cli import app
+from cpasim.config import load_scenario
+from cpasim.errors import CpasimError
+from cpasim.predict import ladder as ladder_mod
+from cpasim.predict.predict import changed_config, parse_changes, predict
+from cpasim.predict.runs import PathSummary, baseline
+from cpasim.predict.validate import validate
+
+Scenario = Annotated[Path, typer.Argument(help="Scenario file (TOML).")]
+Sets = Annotated[
+    list[str] | None, typer.Option("--set", help="KEY=VALUE applied to the scenario first.")
+]
+Changes = Annotated[
+    list[str] | None,
+    typer.Option("--change", help="KEY=VALUE to predict (e.g. link.rate=10Gbps); repeatable."),
+]
+TraceOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--trace",
+        help="Baseline trace: reused if it exists (its .run.json sidecar must match the "
+        "scenario), else recorded there.",
+    ),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")]
+
+
+def _fmt(metric: str, value: float) -> str:
+    if metric == "goodput_bps":
+        return f"{value / 1e6:.1f} Mb/s"
+    return f"{value / 1e3:.2f} µs"
+
+
+def _bottleneck(path: PathSummary) -> str:
+    if path.bottleneck is None:
+        return "(none)"
+    return f"{path.bottleneck} ({path.share:.0%})"
+
+
+def _cp(path: PathSummary) -> str:
+    return ", ".join(f"{v / 1e6:.3f} ms" for v in path.critical_path_ns.values())
+
+
+def _echo_json(obj: dict) -> None:
+    typer.echo(json.dumps(obj, indent=1, sort_keys=True))
+
+
+@app.command("predict")
+def predict_cmd(
+    scenario: Scenario,
+    change: Changes = None,
+    trace: TraceOpt = None,
+    set_: Sets = None,
+    as_json: AsJson = False,
+) -> None:
+    """Predict a parameter change from the baseline's trace, without re-simulating it."""
+    changes = parse_changes(change or [])
+    cfg = load_scenario(scenario, sets=list(set_ or []))
+    new_cfg = changed_config(cfg, changes)
+    with tempfile.TemporaryDirectory(prefix="cpasim-predict-") as tmp:
+        run = baseline(cfg, trace, Path(tmp))
+        p = predict(run, new_cfg)
+    if as_json:
+        _echo_json(p.to_json())
+        return
+    m = p.metric
+    typer.echo(f"baseline   {_fmt(m, p.baseline)}  critical path {_cp(p.baseline_path)}")
+    typer.echo(f"           bottleneck {_bottleneck(p.baseline_path)}")
+    for line in p.effects:
+        typer.echo(f"what-if    {line}")
+    ratio = p.predicted / p.baseline if p.baseline else float("nan")
+    typer.echo(
+        f"predicted  {_fmt(m, p.predicted)} (× {ratio:.3f})  critical path {_cp(p.predicted_path)}"
+    )
+    typer.echo(f"           bottleneck {_bottleneck(p.predicted_path)}")
+
+
+@app.command("validate")
+def validate_cmd(
+    scenario: Scenario,
+    change: Changes = None,
+    trace: TraceOpt = None,
+    set_: Sets = None,
+    as_json: AsJson = False,
+) -> None:
+    """Predict a change, then re-simulate it and report the prediction's error."""
+    changes = parse_changes(change or [])
+    cfg = load_scenario(scenario, sets=list(set_ or []))
+    new_cfg = changed_config(cfg, changes)
+    with tempfile.TemporaryDirectory(prefix="cpasim-validate-") as tmp:
+        run = baseline(cfg, trace, Path(tmp))
+        v = validate(run, new_cfg, Path(tmp) / "changed.cpt")
+    if as_json:
+        _echo_json(v.to_json())
+        return
+    p = v.prediction
+    m = p.metric
+    typer.echo(f"baseline   {_fmt(m, p.baseline)}  bottleneck {_bottleneck(p.baseline_path)}")
+    for line in p.effects:
+        typer.echo(f"what-if    {line}")
+    typer.echo(f"predicted  {_fmt(m, p.predicted)}  bottleneck {_bottleneck(p.predicted_path)}")
+    typer.echo(f"actual     {_fmt(m, v.actual)}  bottleneck {_bottleneck(v.actual_path)}")
+    typer.echo(f"error      {v.error:.1%}")
+
+
+@app.command("ladder")
+def ladder_cmd(
+    scenario: Scenario,
+    steps: Annotated[
+        int, typer.Option("--steps", help="Bottlenecks to remove one after the other.", min=1)
+    ] = 3,
+    set_: Sets = None,
+    as_json: AsJson = False,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Write a bar chart (PNG) like Saidi's fig. 6.2.")
+    ] = None,
+    markdown: Annotated[
+        Path | None, typer.Option("--markdown", help="Also write the table as markdown here.")
+    ] = None,
+    keep: Annotated[
+        Path | None, typer.Option("--keep", help="Keep the traces of every run in this directory.")
+    ] = None,
+) -> None:
+    """Remove bottlenecks one by one; predict each configuration from every earlier run."""
+    cfg = load_scenario(scenario, sets=list(set_ or []))
+    if keep is not None:
+        try:
+            keep.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CpasimError(f"--keep {keep}: cannot create directory: {exc.strerror}") from None
+        lad = ladder_mod.ladder(cfg, steps, keep)
+    else:
+        with tempfile.TemporaryDirectory(prefix="cpasim-ladder-") as tmp:
+            lad = ladder_mod.ladder(cfg, steps, Path(tmp))
+    table = ladder_mod.markdown(lad)
+    for target, write in ((plot, lambda p: ladder_mod.plot(lad, p)), (markdown, None)):
+        if target is None:
+            continue
+        try:
+            if write is not None:
+                write(target)
+            else:
+                target.write_text(table)
+        except OSError as exc:
+            raise CpasimError(f"{target}: cannot write: {exc.strerror}") from None
+    if as_json:
+        _echo_json(lad.to_json())
+        return
+    typer.echo(table, nl=False)

@@ -1,0 +1,107 @@
+"""``cpasim run``: simulate one scenario and print what it measured."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cpasim.cli import app
+from cpasim.config import load_scenario
+from cpasim.model.cpu import CATEGORIES
+from cpasim.simulate import Result, simulate
+
+
+@app.command("run")
+def run_cmd(
+    scenario: Annotated[Path, typer.Argument(help="Scenario file (.toml).")],
+    sets: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="KEY=VALUE: override a parameter (repeatable)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    trace: Annotated[
+        Path | None,
+        typer.Option("--trace", help="Write the annotation trace here (.cpt or .jsonl)."),
+    ] = None,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="Progress bar on stderr for long runs.")
+    ] = True,
+) -> None:
+    """Simulate SCENARIO and report goodput, utilisation, CPU split, latency and drops."""
+    cfg = load_scenario(scenario, sets=sets or [])
+    result = simulate(cfg, trace_path=trace, progress=progress)
+    if as_json:
+        out = result.to_json()
+        out["scenario"] = str(scenario)
+        if trace is not None:
+            out["trace"] = str(trace)
+        json.dump(out, sys.stdout, sort_keys=True)
+        sys.stdout.write("\n")
+        return
+    typer.echo(summary(result, cfg, scenario, trace))
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:5.1f}%"
+
+
+def _si(value: float, unit: str) -> str:
+    for factor, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.4g} {prefix}{unit}"
+    return f"{value:.4g} {unit}"
+
+
+def _ns(value: float) -> str:
+    for factor, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
+        if abs(value) >= factor:
+            return f"{value / factor:.4g} {unit}"
+    return f"{value:.4g} ns"
+
+
+def summary(r: Result, cfg, scenario: Path, trace: Path | None) -> str:
+    """The human-readable report of one run."""
+    wl = cfg.workload
+    measured = r.sim_time_ns - cfg.sim.warmup
+    lines = [
+        f"scenario     {scenario}  (config {r.config_digest})",
+        f"workload     {wl.kind}, {wl.connections} connection(s)",
+        f"goodput      {_si(r.goodput_bps, 'b/s')}  ({_si(r.bytes_measured, 'B')} read in "
+        f"{_ns(measured)} after {_ns(cfg.sim.warmup)} warm-up)",
+        "link         "
+        + "  ".join(f"{k.replace('_to_', '->')} {_pct(v)}" for k, v in r.link_utilization.items()),
+    ]
+    for host, bus in r.io_bus_utilization.items():
+        lines.append(f"I/O bus {host:4} up {_pct(bus['up'])}  down {_pct(bus['down'])}")
+    for host, cpu in r.cpu_utilization.items():
+        parts = "  ".join(f"{c} {_pct(cpu[c])}" for c in (*CATEGORIES, "idle"))
+        lines.append(f"CPU {host:8} {parts}")
+    if r.latency_ns is not None:
+        lat = r.latency_ns
+        if lat["count"]:
+            lines.append(
+                f"latency      mean {_ns(lat['mean'])}  p50 {_ns(lat['p50'])}  "
+                f"p99 {_ns(lat['p99'])}  ({lat['count']} samples)"
+            )
+        else:
+            lines.append("latency      no request completed after the warm-up")
+    drops = {k: v for k, v in r.drops.items() if v}
+    lines.append(
+        "drops        " + (", ".join(f"{k} {v}" for k, v in drops.items()) if drops else "none")
+    )
+    lines.append(f"retransmits  {r.retransmits}")
+    rate = r.events / r.wall_s if r.wall_s > 0 else 0.0
+    lines.append(
+        f"simulated    {_ns(r.sim_time_ns)}, {r.events} events, wall {r.wall_s:.2f} s "
+        f"({_si(rate, 'events/s')})"
+    )
+    if trace is not None:
+        lines.append(
+            f"trace        {trace}  (analyze: cpasim analyze {trace} "
+            f"--start {':'.join(r.analysis_start)} --end {':'.join(r.analysis_end)})"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,82 @@
+"""``cpasim sweep`` and ``cpasim plot``: run a parameter grid, draw its results."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from cpasim.cli import app
+
+
+@app.command("sweep")
+def sweep_command(
+    scenario: Path | None = typer.Argument(None, help="Scenario file (TOML); defaults if omitted."),
+    grid: list[str] = typer.Option(
+        [], "--grid", "-g", help="KEY=V1,V2,... an axis of the sweep; repeat for more axes."
+    ),
+    zip_axes: bool = typer.Option(
+        False, "--zip", help="Pair the i-th values of every axis instead of crossing them."
+    ),
+    repeat: int = typer.Option(1, "--repeat", "-r", help="Runs per point, each with its own seed."),
+    workers: int | None = typer.Option(
+        None, "--workers", "-w", help="Local worker processes (default: one per core; 1 = here)."
+    ),
+    dask: str | None = typer.Option(
+        None, "--dask", help="Run on a Dask scheduler (tcp://HOST:PORT) or 'local' (LocalCluster)."
+    ),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Results file: .csv or .parquet."),
+    resume: bool = typer.Option(False, "--resume", help="Skip the points --out already holds."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --out file."),
+    analyze: bool = typer.Option(
+        False, "--analyze", help="Also trace each run: most critical state, strongest loop."
+    ),
+    sets: list[str] = typer.Option([], "--set", help="KEY=VALUE applied to every point."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
+) -> None:
+    """Run SCENARIO over a grid of parameter values; one row per point and repeat."""
+    from cpasim.sweeps import SweepInterrupted, sweep_rows, table
+    from cpasim.sweeps.grid import parse_axes
+
+    try:
+        rows, keys = sweep_rows(
+            scenario,
+            parse_axes(grid),
+            zip=zip_axes,
+            repeat=repeat,
+            workers=workers,
+            dask=dask,
+            out=out,
+            resume=resume,
+            analyze=analyze,
+            sets=sets,
+            overwrite=overwrite,
+            progress=progress,
+        )
+    except SweepInterrupted as stop:
+        print(f"cpasim: {stop}", file=sys.stderr)
+        raise typer.Exit(130) from None
+    console = Console()
+    if not console.is_terminal:  # a file or pipe: do not squeeze to 80 columns
+        console.width = 160
+    console.print(table.render(rows, keys))
+    if out is not None:
+        print(f"wrote {len(rows)} rows to {out}", file=sys.stderr)
+
+
+@app.command("plot")
+def plot_command(
+    results: Path = typer.Argument(..., help="Sweep results (.csv or .parquet)."),
+    x: str = typer.Option(..., "--x", help="Column on the x axis (a varied key)."),
+    y: str = typer.Option(..., "--y", help="Metric on the y axis."),
+    hue: str | None = typer.Option(None, "--hue", help="One line per value of this column."),
+    heatmap: bool = typer.Option(False, "--heatmap", help="Heat map of --y over --x and --hue."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Image file (default RESULTS.png)."),
+) -> None:
+    """Draw a sweep: mean with min/max band over repeats, or a heat map."""
+    from cpasim.plot import plot
+
+    written = plot(results, x=x, y=y, hue=hue, heatmap=heatmap, out=out)
+    print(f"wrote {written}", file=sys.stderr)

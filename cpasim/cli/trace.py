@@ -1,0 +1,113 @@
+"""``cpasim trace``: convert trace files between formats and summarise them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import typer
+
+from cpasim.cli import app
+from cpasim.errors import CpasimError
+from cpasim.trace import TRACE_SUFFIXES, open_trace, write_trace
+from cpasim.trace.records import OPS, TraceSource
+
+trace_app = typer.Typer(
+    help="Trace files: convert between .cpt and .jsonl, summarise.", no_args_is_help=True
+)
+app.add_typer(trace_app, name="trace")
+
+
+class _Counting(TraceSource):
+    """Passes a source through, counting its records on the way."""
+
+    def __init__(self, source: TraceSource):
+        self.source = source
+        self.name = source.name
+        self.records = 0
+
+    @property
+    def key(self):
+        return self.source.key
+
+    def chunks(self) -> Iterator[np.ndarray]:
+        for chunk in self.source.chunks():
+            self.records += len(chunk)
+            yield chunk
+
+
+@trace_app.command("convert")
+def convert(
+    src: Path = typer.Argument(..., metavar="IN", help="Trace file (.cpt or JSON Lines)."),
+    dst: Path = typer.Argument(..., metavar="OUT", help="Output; its extension picks the format."),
+) -> None:
+    """Convert a trace: the format of OUT follows its extension (.cpt or .jsonl).
+
+    OUT appears only once complete; on error nothing already there is touched.
+    """
+    if dst.suffix.lower() not in TRACE_SUFFIXES:
+        raise CpasimError(
+            f"{dst}: unknown trace format {dst.suffix or '(no extension)'!r}; "
+            f"expected one of {', '.join(TRACE_SUFFIXES)}"
+        )
+    if dst.exists() and src.exists() and dst.resolve() == src.resolve():
+        raise CpasimError(f"{dst}: output is the input file")
+    source = _Counting(open_trace(src))
+    write_trace(source, dst)
+    size = dst.stat().st_size
+    typer.echo(f"{dst}: {source.records} records, {size:,} bytes")
+
+
+@trace_app.command("info")
+def info(
+    path: Path = typer.Argument(..., metavar="FILE", help="Trace file (.cpt or JSON Lines)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Summarise a trace: records per op, state machines, queues, time span, size."""
+    source = open_trace(path)
+    records = 0
+    per_op = np.zeros(len(OPS), dtype=np.int64)
+    first = last = None
+    for chunk in source.chunks():
+        if not len(chunk):
+            continue
+        records += len(chunk)
+        per_op += np.bincount(chunk["op"], minlength=len(OPS))[: len(OPS)]
+        if first is None:
+            first = float(chunk["t"][0])
+        last = float(chunk["t"][-1])
+    key = source.key
+    size = path.stat().st_size
+    summary = {
+        "file": str(path),
+        "records": records,
+        "ops": {op: int(k) for op, k in zip(OPS, per_op, strict=True) if k},
+        "state_machines": len(key.sms),
+        "states": len(key.states),
+        "queues": len(key.queues),
+        "connections": len(key.conns),
+        "t_first_ns": first,
+        "t_last_ns": last,
+        "span_ns": None if first is None else last - first,
+        "bytes": size,
+        "bytes_per_record": size / records if records else None,
+    }
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    span = "empty" if first is None else f"{first:g} .. {last:g} ns ({last - first:g} ns)"
+    per_record = f", {size / records:.2f} bytes/record" if records else ""
+    lines = [
+        f"file          {path}",
+        f"records       {records}",
+        "ops           " + ", ".join(f"{op} {k}" for op, k in summary["ops"].items()),
+        f"SMs           {len(key.sms)}",
+        f"states        {len(key.states)}",
+        f"queues        {len(key.queues)}",
+        f"connections   {len(key.conns)}",
+        f"time          {span}",
+        f"size          {size:,} bytes{per_record}",
+    ]
+    typer.echo("\n".join(lines))

@@ -1,0 +1,9 @@
+"""The simulated system, one module per component.
+
+Host software stack: :mod:`~cpasim.model.packet`, :mod:`~cpasim.model.cpu`,
+:mod:`~cpasim.model.app`, :mod:`~cpasim.model.socket`, :mod:`~cpasim.model.tcp`
+(with the env-free rules in :mod:`~cpasim.model.tcp_rules`),
+:mod:`~cpasim.model.udp`, :mod:`~cpasim.model.ip`, :mod:`~cpasim.model.host`;
+device path: qdisc, driver, NIC, bus, link, device; the whole two-host world:
+:mod:`~cpasim.model.system`.
+"""

@@ -1,0 +1,237 @@
+"""The applications at both ends, one module-level process function per role.
+
+Each role is one state machine ``(host, "App", <connection index>)`` (webserver
+event loops: ``("tx", "Server", <process>)``).  An app takes a core for each
+call and makes its system calls (:mod:`cpasim.model.socket`) in the states
+those name; its own work per call (``cpu.cost.user``) is spent together with
+the call's copy.
+
+* ``tcp_stream``: tx writes ``write_size`` bytes per call as fast as it can
+  (until ``workload.bytes``, if set); rx reads ``read_size`` per call.
+* ``udp_stream``: tx sends ``message_size`` datagrams; rx receives them.
+* ``pingpong``: tx writes ``message_size`` bytes, reads as many back, and
+  records the round trip; rx echoes.
+* ``webserver``: rx is the client with one App per connection: it writes a
+  ``request_size`` request, reads the whole response and records the request's
+  completion time.  tx runs ``workload.processes`` event-loop servers
+  (``epoll_wait`` on their ``epoll`` queue): a server serves one connection until
+  it would block — reading a whole request, then writing the response with
+  non-blocking writes until the send buffer is full — and moves on.  File sizes
+  are log-uniform in [``file_size_min``, ``file_size_max``] from the run's
+  generator.  The response length reaches the client with the request's answer
+  (as a Content-Length header would), not as bytes of its own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from cpasim.model import nowait
+from cpasim.trace import TracedStore
+
+
+class AppStats:
+    """What the applications measured: bytes, latencies, the end of a sized run."""
+
+    def __init__(self, env, *, warmup: float, target: int) -> None:
+        self.env = env
+        self.warmup = warmup
+        self.target = target  # bytes the receiving side must read; 0 = no target
+        self.written = 0
+        self.read = 0
+        self.read_measured = 0  # bytes read at or after the warm-up
+        self.latencies: list[float] = []
+        self.done = env.event()
+        self.end_ns: float | None = None
+
+    def delivered(self, nbytes: int) -> None:
+        self.read += nbytes
+        now = self.env._now
+        if now >= self.warmup:
+            self.read_measured += nbytes
+        if self.target and self.read >= self.target and not self.done.triggered:
+            self.end_ns = now
+            self.done.succeed()
+
+    def latency(self, started: float) -> None:
+        if started >= self.warmup:
+            self.latencies.append(self.env._now - started)
+
+    def sent_budget(self, want: int) -> int:
+        """Bytes the source may still write (all of ``want`` without a target)."""
+        if not self.target:
+            return want
+        return max(0, min(want, self.target - self.written))
+
+
+# -- tcp_stream ------------------------------------------------------------------------------
+def tcp_source(sm, cpu, sock, wl, stats, conn):
+    sm.identify(conn)
+    while True:
+        n = stats.sent_budget(wl.write_size)
+        if n == 0:
+            return
+        yield from cpu.take(sm)
+        yield from sock.write(sm, n, user=cpu.cycles("user"))
+        cpu.release(sm)
+        stats.written += n
+
+
+def tcp_sink(sm, cpu, sock, wl, stats, conn):
+    sm.identify(conn)
+    while True:
+        yield from cpu.take(sm)
+        n = yield from sock.read(sm, wl.read_size, user=cpu.cycles("user"))
+        cpu.release(sm)
+        stats.delivered(n)
+
+
+# -- udp_stream ------------------------------------------------------------------------------
+def udp_source(sm, cpu, sock, wl, stats, conn):
+    sm.identify(conn)
+    while True:
+        n = stats.sent_budget(wl.message_size)
+        if n == 0:
+            return
+        yield from cpu.take(sm)
+        yield from sock.sendto(sm, n, user=cpu.cycles("user"))
+        cpu.release(sm)
+        stats.written += n
+
+
+def udp_sink(sm, cpu, sock, wl, stats, conn):
+    sm.identify(conn)
+    while True:
+        yield from cpu.take(sm)
+        n = yield from sock.recvfrom(sm, user=cpu.cycles("user"))
+        cpu.release(sm)
+        stats.delivered(n)
+
+
+# -- pingpong --------------------------------------------------------------------------------
+def _read_exactly(sm, cpu, sock, nbytes):
+    got = 0
+    while got < nbytes:
+        got += yield from sock.read(sm, nbytes - got)
+    return got
+
+
+def ping_client(sm, cpu, sock, wl, stats, conn):
+    sm.identify(conn)
+    m = wl.message_size
+    env = cpu.env
+    while True:
+        started = env._now
+        yield from cpu.take(sm)
+        yield from sock.write(sm, m, user=cpu.cycles("user"))
+        stats.written += m
+        yield from _read_exactly(sm, cpu, sock, m)
+        cpu.release(sm)
+        stats.latency(started)
+
+
+def ping_server(sm, cpu, sock, wl, stats, conn):
+    sm.identify(conn)
+    m = wl.message_size
+    while True:
+        yield from cpu.take(sm)
+        yield from _read_exactly(sm, cpu, sock, m)
+        stats.delivered(m)
+        yield from sock.write(sm, m, user=cpu.cycles("user"))
+        cpu.release(sm)
+
+
+# -- webserver -------------------------------------------------------------------------------
+class WebServer:
+    """One event-loop process serving a fixed set of connections.
+
+    ``epoll`` holds the index of each connection that became ready: readable while
+    the server waits for its request, writable (a third of the send buffer free)
+    while a response is pending.
+    """
+
+    def __init__(self, env, tracer, k: int, socks: dict, wl, rng, sizes: dict) -> None:
+        self.env = env
+        self.sm = tracer.sm("tx", "Server", str(k))
+        self.epoll = TracedStore(env, tracer, "tx", "epoll", str(k), owner=self.sm)
+        self.socks = socks  # connection index -> TcpSocket
+        self.wl = wl
+        self.rng = rng
+        self.sizes = sizes  # connection index -> deque of response lengths (to the client)
+        self.want = dict.fromkeys(socks, "r")  # what each connection waits for: r / w
+        self.req_got = dict.fromkeys(socks, 0)
+        self.remaining = dict.fromkeys(socks, 0)
+        for i, sock in socks.items():
+            sock.conn.notify = self._notifier(i)
+
+    def _notifier(self, i):
+        conn = self.socks[i].conn
+
+        def notify(sm) -> None:
+            want = self.want[i]
+            ready = (want == "r" and conn.rcvbuf.level > 0) or (
+                want == "w" and conn.sndbuf.level >= conn.wake_bytes
+            )
+            if ready:
+                self.want[i] = ""  # queued once until served
+                nowait.put(self.epoll, i, sm)
+
+        return notify
+
+    def _file_size(self) -> int:
+        lo, hi = self.wl.file_size_min, self.wl.file_size_max
+        if hi <= lo:
+            return lo
+        return int(math.exp(self.rng.uniform(math.log(lo), math.log(hi))))
+
+    def run(self):
+        sm, wl = self.sm, self.wl
+        cpu = next(iter(self.socks.values())).cpu
+        while True:
+            sm.begin("epoll_wait")
+            i = yield self.epoll.get(sm)
+            yield from cpu.take(sm)
+            yield cpu.spend(sm, "epoll_wait", stack=cpu.cycles("syscall"))
+            sock = self.socks[i]
+            while True:  # serve connection i until it would block
+                if self.remaining[i] == 0:
+                    if sock.conn.rcvbuf.level < 1:
+                        self.want[i] = "r"
+                        break
+                    need = wl.request_size - self.req_got[i]
+                    self.req_got[i] += yield from sock.read(sm, need)
+                    if self.req_got[i] < wl.request_size:
+                        continue
+                    self.req_got[i] = 0
+                    size = self._file_size()
+                    self.sizes[i].append(size)
+                    self.remaining[i] = size
+                n = yield from sock.write(
+                    sm, self.remaining[i], block=False, user=cpu.cycles("user")
+                )
+                self.remaining[i] -= n
+                if n == 0:
+                    self.want[i] = "w"
+                    break
+            cpu.release(sm)
+            self.socks[i].conn.notify(sm)  # ready again already: queue it behind the others
+
+
+def web_client(sm, cpu, sock, wl, stats, conn, sizes: deque):
+    sm.identify(conn)
+    env = cpu.env
+    while True:
+        started = env._now
+        yield from cpu.take(sm)
+        yield from sock.write(sm, wl.request_size, user=cpu.cycles("user"))
+        got = yield from sock.read(sm, wl.read_size)
+        size = sizes.popleft()
+        while got < size:
+            got += yield from sock.read(sm, min(wl.read_size, size - got))
+        cpu.release(sm)
+        stats.delivered(size)
+        stats.latency(started)
+        if wl.think_time:
+            sm.begin("think")
+            yield env.timeout(wl.think_time)

@@ -1,0 +1,156 @@
+"""The I/O bus of one host as contended channels.
+
+PCIe is full duplex: ``PCIe up`` (device → host: DMA writes, read requests) and
+``PCIe down`` (host → device: read completions with data, MMIO writes) are
+each a :class:`~cpasim.trace.TracedPool` of one unit, shared by packet data,
+descriptors and doorbells.  Legacy PCI is one half-duplex ``PCI bus`` pool
+used by both directions.
+
+A bus access is done *by* the state machine that needs it (NIC TX in ``DMA
+packet``, NIC RX, the descriptor fetches and write-backs): it takes the
+channel (waiting on the pool when another SM holds it), holds it for the
+closed-form duration from :mod:`cpasim.model.pcie`, and gives it back; a
+whole packet's DMA is one timeout.  A DMA read holds the data channel from its
+first request to its last completion, round trip included: one outstanding
+read per channel, as a NIC with a single DMA engine per direction issues them
+(the busy-time statistics count only the bytes' own time).  Small traffic in
+the *other* direction is counted in the statistics but does not arbitrate:
+read requests (one header per ``max_read_request``) and doorbells (one posted
+4-byte write) are a few percent of a channel, which the bridge interleaves
+between data TLPs.
+"""
+
+from __future__ import annotations
+
+from cpasim.model import nowait
+from cpasim.model.pcie import BusTiming, Occupancy, PcieTiming, PciTiming
+from cpasim.trace import TracedPool
+
+
+def bus_timing(hc) -> BusTiming:
+    """Timing of the I/O bus of a host's config ``hc``."""
+    if hc.bus.kind == "pci":
+        b = hc.bus
+        return PciTiming(
+            width=b.pci_width // 8,
+            clock=b.pci_clock,
+            burst=b.pci_burst,
+            overhead=b.pci_burst_overhead,
+            read_wait=b.pci_read_wait,
+        )
+    p = hc.pcie
+    return PcieTiming(
+        gen=p.gen,
+        lanes=p.lanes,
+        max_payload=p.max_payload,
+        max_read_request=p.max_read_request,
+        tlp_overhead=p.tlp_overhead,
+        latency=p.latency,
+    )
+
+
+class BusStats:
+    """Bytes (overhead included) and busy time per direction since the start.
+
+    Kept as four plain counters (one DMA adds to all four); ``bytes`` and
+    ``busy_ns`` show them per direction."""
+
+    __slots__ = ("up_bytes", "down_bytes", "up_ns", "down_ns")
+
+    def __init__(self) -> None:
+        self.up_bytes = self.down_bytes = 0
+        self.up_ns = self.down_ns = 0.0
+
+    @property
+    def bytes(self) -> dict[str, int]:
+        return {"up": self.up_bytes, "down": self.down_bytes}
+
+    @property
+    def busy_ns(self) -> dict[str, float]:
+        return {"up": self.up_ns, "down": self.down_ns}
+
+    def snapshot(self) -> dict:
+        return {"bytes": self.bytes, "busy_ns": self.busy_ns}
+
+    def utilization(self, elapsed_ns: float, since: dict | None = None) -> dict[str, float]:
+        busy = self.busy_ns
+        out = {}
+        for d in ("up", "down"):
+            b = busy[d] - (since["busy_ns"][d] if since else 0.0)
+            out[d] = b / elapsed_ns if elapsed_ns > 0 else 0.0
+        return out
+
+
+class Bus:
+    """Channels of host ``sys``'s I/O bus; DMA methods are generators for ``yield from``.
+
+    Statistics count an access when it ends, like the link's.
+    """
+
+    def __init__(self, env, sys: str, timing: BusTiming, tracer):
+        self.env = env
+        self.timing = timing
+        self.stats = BusStats()
+        if timing.shared:
+            self.up = self.down = TracedPool(env, tracer, sys, "PCI bus", "0", size=1)
+        else:
+            self.up = TracedPool(env, tracer, sys, "PCIe up", "0", size=1)
+            self.down = TracedPool(env, tracer, sys, "PCIe down", "0", size=1)
+        # Occupancy by size: a run moves the same few sizes over and over.
+        self._reads: dict[int, Occupancy] = {}
+        self._writes: dict[int, Occupancy] = {}
+
+    def dma_read(self, sm, nbytes: int):
+        """Device reads ``nbytes`` of host memory: request, round trip, data down."""
+        occ = self._reads.get(nbytes)
+        if occ is None:
+            occ = self._reads[nbytes] = self.timing.dma_read(nbytes)
+        pool = self.down
+        if not nowait.acquire_free(pool, sm):
+            yield pool.acquire(sm)
+        yield self.env.timeout(occ.wait_ns + occ.down_ns)
+        pool.release(sm)
+        self._count(occ)
+
+    def dma_write(self, sm, nbytes: int, then: int = 0):
+        """Device writes ``nbytes`` to host memory, followed by ``then`` bytes more as a
+        separate write (a frame and then its descriptor); posted, so nothing waits
+        for them to reach memory."""
+        occ = self._writes.get(nbytes)
+        if occ is None:
+            occ = self._writes[nbytes] = self.timing.dma_write(nbytes)
+        busy = occ.up_ns
+        more = None
+        if then:
+            more = self._writes.get(then)
+            if more is None:
+                more = self._writes[then] = self.timing.dma_write(then)
+            busy += more.up_ns
+        pool = self.up
+        if not nowait.acquire_free(pool, sm):
+            yield pool.acquire(sm)
+        yield self.env.timeout(busy)
+        pool.release(sm)
+        self._count(occ)
+        if more is not None:
+            self._count(more)
+
+    def mmio_write(self) -> None:
+        """Account a doorbell (posted register write); the CPU side pays its stall."""
+        self._count(self.timing.mmio_write())
+
+    def _count(self, occ: Occupancy) -> None:
+        s = self.stats
+        if self.timing.shared:
+            # One bus: attribute the whole occupancy to the data's direction.
+            if occ.up_bytes:
+                s.up_bytes += occ.up_bytes + occ.down_bytes
+                s.up_ns += occ.up_ns + occ.down_ns
+            else:
+                s.down_bytes += occ.up_bytes + occ.down_bytes
+                s.down_ns += occ.up_ns + occ.down_ns
+            return
+        s.up_bytes += occ.up_bytes
+        s.down_bytes += occ.down_bytes
+        s.up_ns += occ.up_ns
+        s.down_ns += occ.down_ns

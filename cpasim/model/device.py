@@ -1,0 +1,94 @@
+"""One host's network device: qdisc, driver, NIC and I/O bus, wired together.
+
+``NetDevice`` is what the stack sees: it puts IP packets into ``dev.qdisc``
+and gets received packets, in order, from ``dev.rx_out``.  Inside::
+
+    qdisc ─▶ Driver TX ─▶ TX ring (doorbell) ─▶ NIC TX (DMA over the bus) ─▶ TX FIFO ─▶ MAC ─▶ link
+             ▲ TX free desc ◀── NAPI clean-up ◀── TX done (write-back) ◀─┘
+    link ─▶ RX FIFO ─▶ NIC RX (DMA over the bus) ─▶ RX ring ─▶ NAPI poll ─▶ RX backlog (rx_out)
+             ▲ RX free desc (refill) ◀── NAPI ◀── ISR ◀── IRQ (moderation) ◀─┘
+
+The state machines are described in :mod:`cpasim.model.driver`,
+:mod:`cpasim.model.nic`, :mod:`cpasim.model.bus` and :mod:`cpasim.model.link`
+(the MAC sits on the host's ``port`` of the :class:`~cpasim.model.link.Link`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cpasim.model.bus import Bus, BusStats, bus_timing
+from cpasim.model.driver import Driver, Rings
+from cpasim.model.nic import InterruptUnit, Nic
+from cpasim.model.qdisc import make_qdisc
+from cpasim.trace import TracedStore
+
+#: Drop reasons counted in ``DeviceStats.drops``.
+DROP_REASONS = ("rx_fifo", "rx_ring_full")
+
+
+@dataclass
+class DeviceStats:
+    """Counters of one device since the start of the run."""
+
+    bus: BusStats = field(default_factory=BusStats)
+    drops: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DROP_REASONS, 0))
+    tx_frames: int = 0  # frames put into the TX FIFO (after TSO)
+    rx_frames: int = 0  # frames written to host memory
+    interrupts: int = 0
+    napi_polls: int = 0
+
+    def snapshot(self) -> dict:
+        return {
+            "bus": self.bus.snapshot(),
+            "drops": dict(self.drops),
+            "tx_frames": self.tx_frames,
+            "rx_frames": self.rx_frames,
+            "interrupts": self.interrupts,
+            "napi_polls": self.napi_polls,
+        }
+
+
+class NetDevice:
+    """The device path of host ``sys`` (``hc`` = its config, ``port`` = its link end).
+
+    ``rng`` is accepted for symmetry with the other components; the device path
+    itself draws no random numbers (frame loss is the link's).
+    """
+
+    def __init__(self, env, sys: str, hc, tracer, rng, cpu, port):
+        self.sys = sys
+        self.csum_offload = hc.nic.csum_offload
+        self.tso = hc.nic.tso
+        self.stats = DeviceStats()
+        self.bus = Bus(env, sys, bus_timing(hc), tracer)
+        self.stats.bus = self.bus.stats
+        self.qdisc = make_qdisc(env, sys, hc.qdisc, tracer)
+        self.rx_out = TracedStore(env, tracer, sys, "RX backlog", "0")
+        self.rings = Rings(env, sys, hc.nic, tracer)
+        self.irq = InterruptUnit(env, sys, hc.nic, tracer, self.stats)
+        self.nic = Nic(
+            env,
+            sys,
+            hc,
+            tracer,
+            self.bus,
+            self.rings,
+            self.irq,
+            self.stats,
+            port,
+            port.link.mtu,
+        )
+        self.driver = Driver(
+            env,
+            sys,
+            hc,
+            tracer,
+            cpu,
+            self.bus,
+            self.rings,
+            self.irq,
+            self.qdisc,
+            self.rx_out,
+            self.stats,
+        )

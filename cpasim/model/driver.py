@@ -1,0 +1,162 @@
+"""The NIC driver: transmit, interrupt handler, NAPI poll; and the rings it
+shares with the NIC in host memory.
+
+State machines (``sys`` = the host); each holds a CPU core only while working:
+
+``Driver TX``
+    ``idle`` — for a packet in the ``qdisc``;
+    ``ring full`` — for a free TX descriptor (``TX free desc``, ``nic.tx_ring``
+    credits, returned by NAPI's clean-up);
+    ``xmit`` — takes a core, writes one descriptor per packet (``cpu.cost.descriptor``,
+    category ``driver``) for up to ``driver.tx_batch`` queued packets that have
+    descriptors, and rings the doorbell: one MMIO write of the ring tail, the
+    core stalling ``pcie.mmio_latency``; the descriptors are then visible to
+    the NIC (``TX ring``).
+
+``ISR``
+    ``idle`` — for an interrupt (``IRQ``);
+    ``interrupt`` — takes a core, acknowledges (``cpu.cost.interrupt``, category
+    ``interrupt``) and calls NAPI (a ``link``: the softirq runs on interrupt
+    exit on the same core); waits until NAPI returns.
+
+``NAPI``
+    ``poll`` — takes up to ``driver.napi_budget`` completed packets from the
+    ``RX ring`` (``cpu.cost.descriptor`` each, plus the RX doorbell's MMIO stall:
+    category ``driver``), allocates as many new buffers (``cpu.cost.skb_alloc``)
+    and frees up to ``driver.tx_clean_batch`` sent packets whose descriptors the
+    NIC wrote back (``TX done``, ``cpu.cost.skb_free``; both category
+    ``buffer``); then hands the packets up in order (``RX backlog``, the stack's
+    input), posts the new buffers (``RX free desc``) and returns the TX
+    descriptors (``TX free desc``);
+    repeats while the budget is used up or completions are left (giving the
+    core to whoever queues for it in between), then re-enables the interrupt,
+    gives the core back and returns to the ISR (``link``), waiting for the next call.
+
+ISR and NAPI alternate strictly (the interrupt stays masked while NAPI runs),
+so one SimPy process runs both, each under its own state-machine name.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from cpasim.model import nowait
+from cpasim.trace import TracedContainer, TracedStore
+
+
+class Rings:
+    """Host-memory structures shared by driver and NIC.
+
+    ``tx_free`` (descriptors the driver may use) → ``tx_ring`` + ``tx_pkts``
+    (posted, visible to the NIC after the doorbell) → NIC → ``tx_done`` (written
+    back, to be cleaned) → ``tx_free``.  ``rx_free`` (empty buffers posted) →
+    NIC → ``rx_ring`` (filled, written back) → NAPI → refill → ``rx_free``.
+    Descriptor credits never carry connection ids.
+    """
+
+    def __init__(self, env, sys: str, nic, tracer):
+        # Free descriptors are credit queues (declared unbounded, initial resize to the
+        # ring size), so capacity(+k) on them means k more ring entries.
+        def credits(name: str, init: int) -> TracedContainer:
+            return TracedContainer(env, tracer, sys, name, "0", init=init, conn_flow=False)
+
+        self.tx_free = credits("TX free desc", nic.tx_ring)
+        self.tx_ring = credits("TX ring", 0)
+        self.tx_pkts: deque = deque()  # the packets behind tx_ring's descriptors, in order
+        self.tx_done = credits("TX done", 0)
+        self.rx_free = credits("RX free desc", nic.rx_ring)
+        self.rx_ring = TracedStore(env, tracer, sys, "RX ring", "0")
+
+
+class Driver:
+    """The driver's state machines for one NIC (see the module docstring)."""
+
+    def __init__(self, env, sys: str, hc, tracer, cpu, bus, rings, irq, qdisc, rx_out, stats):
+        self.env = env
+        self.cpu = cpu
+        self.bus = bus
+        self.rings = rings
+        self.irq = irq
+        self.qdisc = qdisc
+        self.rx_out = rx_out
+        self.stats = stats
+        self.tx_batch = hc.driver.tx_batch
+        self.budget = hc.driver.napi_budget
+        self.clean_batch = hc.driver.tx_clean_batch
+        cost = hc.cpu.cost
+        self.c_desc = cost.descriptor
+        self.c_irq = cost.interrupt
+        self.c_alloc = cost.skb_alloc
+        self.c_free = cost.skb_free
+        self.c_mmio = hc.pcie.mmio_latency / cpu.ns_per_cycle
+        self.tx_sm = tracer.sm(sys, "Driver TX", "0")
+        self.isr_sm = tracer.sm(sys, "ISR", "0")
+        self.napi_sm = tracer.sm(sys, "NAPI", "0")
+        env.process(self._xmit())
+        env.process(self._interrupts())
+
+    def _xmit(self):
+        sm, q, rings, cpu = self.tx_sm, self.qdisc, self.rings, self.cpu
+        free = rings.tx_free
+        sm.begin("idle")
+        while True:
+            first = nowait.take(q, sm, 1)[0] if q.items else (yield q.get(sm))
+            if not nowait.grab(free, sm, 1):
+                sm.begin("ring full")
+                yield free.get(1, sm)
+            sm.begin("xmit")
+            yield from self.cpu.take(sm)
+            # Whatever queued meanwhile and has a descriptor goes with this doorbell.
+            more = min(len(q.items), int(free.level), self.tx_batch - 1)
+            batch = [first, *nowait.take(q, sm, more)]
+            nowait.grab(free, sm, more)
+            # Descriptor writes and the doorbell in one stretch of work.
+            self.bus.mmio_write()
+            yield cpu.work("driver", self.c_desc * len(batch) + self.c_mmio)
+            rings.tx_pkts.extend(batch)
+            nowait.give(rings.tx_ring, sm, len(batch))
+            cpu.release(sm)
+            sm.begin("idle")
+
+    def _interrupts(self):
+        isr, napi, line = self.isr_sm, self.napi_sm, self.irq.line
+        cpu, rings, stats = self.cpu, self.rings, self.stats
+        isr.begin("idle")
+        while True:
+            if line.items:
+                nowait.take(line, isr, 1)
+            else:
+                yield line.get(isr)
+            isr.begin("interrupt")
+            yield from self.cpu.take(isr)
+            yield cpu.work("interrupt", self.c_irq)
+            isr.begin("idle")
+            isr.link(napi)
+            while True:
+                stats.napi_polls += 1
+                pkts = nowait.take(rings.rx_ring, napi, self.budget)
+                cleaned = nowait.grab(rings.tx_done, napi, self.clean_batch)
+                if pkts or cleaned:
+                    if pkts:
+                        self.bus.mmio_write()  # RX tail doorbell for the refilled buffers
+                    n = len(pkts)
+                    yield cpu.spend(
+                        napi,
+                        "poll",
+                        driver=self.c_desc * n + (self.c_mmio if n else 0.0),
+                        buffer=self.c_alloc * n + self.c_free * cleaned,
+                    )
+                    for pkt in pkts:
+                        nowait.put(self.rx_out, pkt, napi)
+                    if n:
+                        nowait.give(rings.rx_free, napi, n)
+                    if cleaned:
+                        nowait.give(rings.tx_free, napi, cleaned)
+                if len(pkts) < self.budget and not rings.tx_done.level:
+                    break
+                # More work: let whoever waits for a core go first.
+                cpu.release(napi)
+                yield from self.cpu.take(napi)
+            cpu.release(napi)
+            self.irq.enable(napi)
+            napi.link(isr)

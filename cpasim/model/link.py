@@ -1,0 +1,221 @@
+"""The Ethernet link: full duplex, serialization at the MAC, propagation on the wire.
+
+Framing (per frame on the wire): preamble + SFD 8 B, MAC header 14 B, FCS 4 B,
+inter-frame gap 12 B; a frame (header to FCS) is at least 64 B.  An IP packet
+of ``length`` bytes therefore occupies :func:`wire_bytes` ``(length)`` byte times.
+
+Each host owns one :class:`Port` (``link.port("tx")``); its NetDevice attaches
+its TX FIFO and its receiver.  Per port:
+
+``MAC`` (``sys:MAC:0``)
+    ``idle`` — waits on the NIC's ``TX FIFO`` for a frame;
+    ``transmit`` — serializes it at ``link.rate`` (framed size), then hands it
+    to a free carrier through that carrier's ``wire`` queue.
+
+``Link`` (``sys:Link:k``, one instance per frame in flight)
+    ``propagate`` — the frame travels ``link.delay``; then (unless lost with
+    probability ``link.loss``) it is offered to the peer NIC's RX FIFO;
+    ``idle`` — back on the free list, blocked on its empty ``wire`` queue.
+
+Carriers make propagation a named state (``tx:Link:propagate``) instead of
+time a frame spends in a queue the receiver already waits on.  A carrier is
+driven by one timeout callback instead of a process of its own (same records,
+half the events); carriers are created on demand and reused in FIFO order, up
+to :data:`SPARE_CARRIERS` per frame in flight.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from cpasim.model import nowait
+
+#: Ethernet overheads, bytes.
+PREAMBLE_SFD = 8
+MAC_HEADER = 14
+FCS = 4
+IFG = 12
+MIN_FRAME = 64  # header to FCS
+
+
+#: Carriers kept per frame in flight.  A carrier is reused only after the
+#: whole pool has been used once, so the chain that links one carrier's frames
+#: in the trace never limits a what-if that speeds the sender up by less than this.
+SPARE_CARRIERS = 16
+
+
+def frame_bytes(length: int) -> int:
+    """Ethernet frame (header to FCS) carrying an IP packet of ``length`` bytes."""
+    return max(length + MAC_HEADER + FCS, MIN_FRAME)
+
+
+def wire_bytes(length: int) -> int:
+    """Byte times an IP packet of ``length`` bytes occupies on the wire."""
+    return frame_bytes(length) + PREAMBLE_SFD + IFG
+
+
+def serialization_ns(length: int, rate: float) -> float:
+    """Time to put an IP packet of ``length`` bytes on a link of ``rate`` bit/s."""
+    return wire_bytes(length) * 8e9 / rate
+
+
+def link_goodput(rate: float, mss: int, hdr: int) -> float:
+    """Closed form: payload bit/s of back-to-back segments of ``mss`` payload bytes."""
+    return rate * mss / wire_bytes(mss + hdr)
+
+
+@dataclass
+class DirectionStats:
+    """One direction of the link, counted from the start of the run."""
+
+    busy_ns: float = 0.0  # serializing (includes framing and gaps)
+    bytes: int = 0  # wire byte times, framing included
+    frames: int = 0
+    lost: int = 0
+
+    def as_dict(self) -> dict:
+        return {
+            "busy_ns": self.busy_ns,
+            "bytes": self.bytes,
+            "frames": self.frames,
+            "lost": self.lost,
+        }
+
+
+@dataclass
+class LinkStats:
+    """Per direction: ``tx_to_rx`` and ``rx_to_tx``."""
+
+    directions: dict[str, DirectionStats] = field(default_factory=dict)
+
+    def utilization(self, elapsed_ns: float, since: dict | None = None) -> dict[str, float]:
+        """Busy share per direction over ``elapsed_ns`` (minus a :meth:`snapshot`)."""
+        out = {}
+        for name, d in self.directions.items():
+            busy = d.busy_ns - (since[name]["busy_ns"] if since else 0.0)
+            out[name] = busy / elapsed_ns if elapsed_ns > 0 else 0.0
+        return out
+
+    def snapshot(self) -> dict:
+        return {name: d.as_dict() for name, d in self.directions.items()}
+
+
+class Port:
+    """One end of the link: the MAC of host ``sys`` and its carriers."""
+
+    def __init__(self, link: Link, sys: str, peer: str):
+        self.link = link
+        self.env = link.env
+        self.sys = sys
+        self.peer = peer
+        self.stats = link.stats.directions.setdefault(f"{sys}_to_{peer}", DirectionStats())
+        self.mac = link.tracer.sm(sys, "MAC", "0")
+        self.receiver = None  # set by attach(): has arrive(frame, sm)
+        self._free: deque[_Carrier] = deque()
+        self._carriers = 0
+        self.in_flight: deque[_Carrier] = deque()  # oldest first: arrivals are in order
+        self._sent = None  # event for a receiver waiting on an idle line
+
+    def attach(self, tx_fifo, receiver) -> None:
+        """Connect the host's NIC: frames to send come from ``tx_fifo``; frames
+        from the peer go to ``receiver.arrive(frame, carrier_sm)``."""
+        self.receiver = receiver
+        self.env.process(self._mac(tx_fifo))
+
+    def next_arrival(self):
+        """Event for the receiver on this port: the next frame from the peer arrives
+        (its callbacks run after the frame was offered), or, with nothing in flight,
+        the peer sends one.  Waiting on the carrier's own timeout costs no event."""
+        peer = self.link.ports[self.peer]
+        if peer.in_flight:
+            return peer.in_flight[0].arrival
+        if peer._sent is None:
+            peer._sent = self.env.event()
+        return peer._sent
+
+    def _mac(self, fifo):
+        env, sm, stats = self.env, self.mac, self.stats
+        rate = self.link.rate
+        sm.begin("idle")
+        while True:
+            frame = nowait.take(fifo, sm, 1)[0] if fifo.items else (yield fifo.get(sm))
+            sm.begin("transmit")
+            wb = wire_bytes(frame.length)
+            ns = wb * 8e9 / rate
+            yield env.timeout(ns)
+            stats.busy_ns += ns
+            stats.bytes += wb
+            stats.frames += 1
+            self._carrier().send(frame, sm)
+            sm.begin("idle")
+
+    def _carrier(self) -> _Carrier:
+        in_flight = self._carriers - len(self._free)
+        if len(self._free) > (SPARE_CARRIERS - 1) * in_flight:
+            return self._free.popleft()
+        carrier = _Carrier(self, str(self._carriers))
+        self._carriers += 1
+        return carrier
+
+
+class _Carrier:
+    """A frame in flight: ``sys:Link:k`` (see the module docstring)."""
+
+    __slots__ = ("port", "sm", "wire", "frame", "arrival", "_arrive")
+
+    def __init__(self, port: Port, inst: str):
+        tracer = port.link.tracer
+        self.port = port
+        self.sm = tracer.sm(port.sys, "Link", inst)
+        self.wire = tracer.queue(port.sys, "wire", inst)
+        tracer.declare(self.wire, self.sm, 1, True)
+        self.frame = None
+        self.arrival = None  # the timeout that ends the propagation
+        self._arrive = self.arrive  # bound once: a callback per frame
+
+    def send(self, frame, mac) -> None:
+        mac.enq(self.wire, 1)
+        self.sm.deq(self.wire, 1)
+        self.sm.begin("propagate")
+        self.frame = frame
+        port = self.port
+        self.arrival = port.env.timeout(port.link.delay)
+        self.arrival.callbacks.append(self._arrive)
+        port.in_flight.append(self)
+        if port._sent is not None:
+            port._sent.succeed()
+            port._sent = None
+
+    def arrive(self, _event) -> None:
+        port, frame, sm = self.port, self.frame, self.sm
+        self.frame = self.arrival = None
+        port.in_flight.popleft()
+        link = port.link
+        if link.loss and link.rng.random() < link.loss:
+            port.stats.lost += 1
+        else:
+            link.ports[port.peer].receiver.arrive(frame, sm)
+        # Idle means blocked on the own wire queue, so that idle time is never
+        # mistaken for work on the critical path.
+        sm.begin("idle")
+        sm.wait_empty(self.wire, 1)
+        port._free.append(self)
+
+
+class Link:
+    """Full-duplex Ethernet between hosts ``tx`` and ``rx``; ``cfg`` is ``cfg.link``."""
+
+    def __init__(self, env, cfg, tracer, rng):
+        self.env = env
+        self.tracer = tracer
+        self.rng = rng
+        self.rate = cfg.rate
+        self.delay = cfg.delay
+        self.mtu = cfg.mtu
+        self.loss = cfg.loss
+        self.stats = LinkStats()
+        self.ports = {"tx": Port(self, "tx", "rx"), "rx": Port(self, "rx", "tx")}
+
+    def port(self, sys: str) -> Port:
+        return self.ports[sys]

@@ -1,0 +1,263 @@
+"""The network interface card: transmit and receive engines, FIFOs, interrupts.
+
+Host-memory structures it shares with the driver are in
+:class:`cpasim.model.driver.Rings`; bus accesses go through
+:class:`cpasim.model.bus.Bus`.  State machines (``sys`` = the host):
+
+``NIC TX``
+    ``Wait`` — for descriptors the driver posted (``TX ring``, after a doorbell);
+    ``DMA descriptors`` — when its descriptor cache is empty, reads up to
+    ``nic.desc_fetch_batch`` of them (``nic.desc_size`` bytes each) in one read;
+    ``DMA packet`` — reads the frame (MAC header + IP packet; a TSO
+    super-segment once, its headers replicated on the NIC);
+    ``queue packet`` — cuts TSO super-segments into MSS frames
+    (:meth:`Packet.split_tso`) and puts them into the ``TX FIFO`` (``nic.tx_fifo``
+    bytes, counted in full-size frames), waiting while it is full;
+    ``writeback`` — writes processed descriptors back (a batch, or whatever is
+    done when the cache runs dry), which makes them visible to the driver
+    (``TX done``) and reports the completions to the interrupt logic.
+
+``NIC RX``
+    ``idle`` — for a frame in the ``RX FIFO`` (``nic.rx_fifo`` bytes; a frame
+    arriving when it does not fit is dropped, reason ``rx_fifo``);
+    ``DMA descriptors`` — when its descriptor cache is empty, reads a batch of
+    the empty buffers the driver posted (``RX free desc``); with none posted the
+    frame is dropped (reason ``rx_ring_full``);
+    ``DMA packet`` — writes the frame (without FCS) and then its descriptor to
+    host memory, which puts the packet on the ``RX ring`` for NAPI and reports
+    the completion to the interrupt logic.
+
+``IRQ Coalesce Timer`` (instances ``k``, one per countdown, driven by a
+timeout callback)
+    ``countdown`` — armed through its ``IRQ timer`` queue by whoever found the
+    interrupt due later (``nic.coalesce_usecs``, the throttle interval of
+    ``nic.itr``); at the
+    deadline it raises the interrupt if it is still due (rule:
+    :mod:`cpasim.model.moderation`);
+    ``idle`` — back on the free list, blocked on its empty ``IRQ timer`` queue.
+
+Throttling (``nic.itr``): ``adaptive`` (default) is e1000's dynamic interrupt
+throttle rate (:class:`~cpasim.model.moderation.AdaptiveItr`): never two
+interrupts closer than 14 us for sparse or small traffic, 50 us for mixed and
+250 us for bulk transfers; the first interrupt after a quiet period is never
+delayed, so a ping-pong keeps its latency.  ``fixed`` throttles at
+``nic.throttle_usecs``; ``off`` not at all.
+
+Interrupts go to the driver's ``ISR`` through the ``IRQ`` queue.  Checksum
+offload costs the NIC nothing extra here; it only tells the stack not to
+charge checksum cycles (``NetDevice.csum_offload``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from cpasim.errors import CpasimError
+from cpasim.model import nowait
+from cpasim.model.link import MAC_HEADER, frame_bytes
+from cpasim.model.moderation import ARM, FIRE, AdaptiveItr, Moderation
+from cpasim.trace import TracedStore
+
+#: Countdown instances kept per running countdown, reused round the pool, so
+#: that the chain linking one instance's countdowns in the trace does not hold
+#: back a what-if (as with the link's carriers).
+SPARE_TIMERS = 16
+
+
+class InterruptUnit:
+    """Interrupt moderation of one NIC and the ``IRQ`` line to the host."""
+
+    def __init__(self, env, sys: str, nic, tracer, stats):
+        self.env = env
+        self.sys = sys
+        self.tracer = tracer
+        self.stats = stats
+        if nic.throttle_usecs and nic.itr != "fixed":
+            raise CpasimError(
+                f"hosts.{sys}.nic.throttle_usecs applies only with nic.itr=fixed "
+                f"(nic.itr is {nic.itr!r})"
+            )
+        # Adaptive throttling re-tunes the rule's gap at the end of every NAPI session.
+        self.itr = AdaptiveItr() if nic.itr == "adaptive" else None
+        gap = self.itr.gap if self.itr is not None else nic.throttle_usecs
+        self.rule = Moderation(nic.coalesce_frames, nic.coalesce_usecs, gap)
+        self.line = TracedStore(env, tracer, sys, "IRQ", "0")
+        self._free: deque[_Timer] = deque()
+        self._timers = 0
+
+    def completions(self, n: int, sm, nbytes: int = 0, *, rx: bool = True, packets: int = 0):
+        """``sm`` (a NIC engine) completed ``n`` descriptors: ``packets`` frames (default
+        ``n``) of ``nbytes`` bytes in all, received (``rx``) or sent."""
+        itr = self.itr
+        if itr is not None:
+            if rx:
+                itr.rx_packets += packets or n
+                itr.rx_bytes += nbytes
+            else:
+                itr.tx_packets += packets or n
+                itr.tx_bytes += nbytes
+        self.act(self.rule.completions(n, self.env._now), sm)
+
+    def enable(self, sm) -> None:
+        """``sm`` (NAPI) re-enables the interrupt."""
+        if self.itr is not None:
+            self.rule.gap = self.itr.update()
+        self.act(self.rule.enable(self.env._now), sm)
+
+    def act(self, decision: str, sm) -> None:
+        if decision is FIRE:
+            self.stats.interrupts += 1
+            nowait.put(self.line, self.rule.arm_id, sm)
+        elif decision is ARM:
+            running = self._timers - len(self._free)
+            if len(self._free) > (SPARE_TIMERS - 1) * running:
+                timer = self._free.popleft()
+            else:
+                timer = _Timer(self, str(self._timers))
+                self._timers += 1
+            timer.start(self.rule.arm_id, self.rule.deadline, sm)
+
+
+class _Timer:
+    """One countdown: ``sys:IRQ Coalesce Timer:k``, driven by a timeout callback."""
+
+    __slots__ = ("unit", "sm", "queue", "arm_id", "_expire")
+
+    def __init__(self, unit: InterruptUnit, inst: str):
+        tracer = unit.tracer
+        self.unit = unit
+        self.sm = tracer.sm(unit.sys, "IRQ Coalesce Timer", inst)
+        self.queue = tracer.queue(unit.sys, "IRQ timer", inst)
+        tracer.declare(self.queue, self.sm, 1, True)
+        self.arm_id = 0
+        self._expire = self.expire
+
+    def start(self, arm_id: int, deadline: float, by) -> None:
+        by.enq(self.queue, 1)
+        self.sm.deq(self.queue, 1)
+        self.sm.begin("countdown")
+        self.arm_id = arm_id
+        env = self.unit.env
+        env.timeout(max(0.0, deadline - env._now)).callbacks.append(self._expire)
+
+    def expire(self, _event) -> None:
+        unit, sm = self.unit, self.sm
+        unit.act(unit.rule.expired(self.arm_id, unit.env._now), sm)
+        sm.begin("idle")
+        sm.wait_empty(self.queue, 1)
+        unit._free.append(self)
+
+
+class Nic:
+    """Transmit and receive engines of one NIC (see the module docstring)."""
+
+    def __init__(self, env, sys: str, hc, tracer, bus, rings, irq, stats, port, mtu: int):
+        nic = hc.nic
+        self.env = env
+        self.bus = bus
+        self.rings = rings
+        self.irq = irq
+        self.stats = stats
+        self.desc_size = nic.desc_size
+        self.batch = nic.desc_fetch_batch
+        self.tx_fifo = TracedStore(
+            env, tracer, sys, "TX FIFO", "0", capacity=max(1, nic.tx_fifo // frame_bytes(mtu))
+        )
+        self.rx_fifo = TracedStore(env, tracer, sys, "RX FIFO", "0")
+        self.rx_fifo_size = nic.rx_fifo
+        self.rx_fifo_bytes = 0
+        self.tx_cached = 0  # TX descriptors fetched and not processed yet
+        self.rx_cached = 0  # RX descriptors fetched and not used yet
+        self.tx_sm = tracer.sm(sys, "NIC TX", "0")
+        self.rx_sm = tracer.sm(sys, "NIC RX", "0")
+        self.port = port
+        env.process(self._transmit())
+        env.process(self._receive())
+        port.attach(self.tx_fifo, self)
+
+    # --- transmit ------------------------------------------------------------------
+
+    def _transmit(self):
+        sm, ring, fifo, bus = self.tx_sm, self.rings.tx_ring, self.tx_fifo, self.bus
+        pkts, batch, stats = self.rings.tx_pkts, self.batch, self.stats
+        done = 0  # processed descriptors not written back yet
+        done_segs = done_bytes = 0  # their frames and bytes (MAC header on), for the ITR
+        sm.begin("Wait")
+        while True:
+            if not self.tx_cached:
+                if done:
+                    yield from self._tx_writeback(sm, done, done_segs, done_bytes)
+                    done = done_segs = done_bytes = 0
+                if ring.level:
+                    k = nowait.grab(ring, sm, batch)
+                else:
+                    sm.begin("Wait")
+                    yield ring.get(1, sm)
+                    k = 1 + nowait.grab(ring, sm, batch - 1)
+                sm.begin("DMA descriptors")
+                yield from bus.dma_read(sm, k * self.desc_size)
+                self.tx_cached = k
+            self.tx_cached -= 1
+            pkt = pkts.popleft()
+            sm.begin("DMA packet")
+            yield from bus.dma_read(sm, MAC_HEADER + pkt.hdr + pkt.payload)
+            sm.begin("queue packet")
+            for seg in pkt.split_tso() if pkt.segs > 1 else (pkt,):
+                if len(fifo.items) < fifo.capacity:
+                    nowait.put(fifo, seg, sm)
+                else:
+                    yield fifo.put(seg, sm)
+                stats.tx_frames += 1
+            done += 1
+            done_segs += pkt.segs
+            done_bytes += pkt.length + MAC_HEADER * pkt.segs
+            if done >= batch:
+                yield from self._tx_writeback(sm, done, done_segs, done_bytes)
+                done = done_segs = done_bytes = 0
+
+    def _tx_writeback(self, sm, n: int, segs: int, nbytes: int):
+        sm.begin("writeback")
+        yield from self.bus.dma_write(sm, n * self.desc_size)
+        nowait.give(self.rings.tx_done, sm, n)
+        self.irq.completions(n, sm, nbytes, rx=False, packets=segs)
+
+    # --- receive -------------------------------------------------------------------
+
+    def arrive(self, frame, sm) -> None:
+        """A frame from the wire, offered by carrier ``sm``; dropped if it does not fit."""
+        size = frame_bytes(frame.length)
+        if self.rx_fifo_bytes + size > self.rx_fifo_size:
+            self.stats.drops["rx_fifo"] += 1
+            return
+        self.rx_fifo_bytes += size
+        nowait.put(self.rx_fifo, frame, sm)
+
+    def _receive(self):
+        sm, fifo, bus, rings = self.rx_sm, self.rx_fifo, self.bus, self.rings
+        desc, stats, port = self.desc_size, self.stats, self.port
+        sm.begin("idle")
+        while True:
+            if not fifo.items:
+                # Frames enter the FIFO only from the wire: wait for the next
+                # arrival itself rather than for a get of our own (one event less).
+                sm.wait_empty(fifo.qid, 1)
+                while not fifo.items:  # a frame lost on the way leaves it empty
+                    yield port.next_arrival()
+            frame = nowait.take(fifo, sm, 1)[0]
+            if not self.rx_cached:
+                k = nowait.grab(rings.rx_free, sm, self.batch)
+                if not k:
+                    self.rx_fifo_bytes -= frame_bytes(frame.length)
+                    stats.drops["rx_ring_full"] += 1
+                    continue
+                sm.begin("DMA descriptors")
+                yield from bus.dma_read(sm, k * desc)
+                self.rx_cached = k
+            sm.begin("DMA packet")
+            yield from bus.dma_write(sm, MAC_HEADER + frame.length, desc)
+            self.rx_fifo_bytes -= frame_bytes(frame.length)
+            self.rx_cached -= 1
+            stats.rx_frames += 1
+            nowait.put(rings.rx_ring, frame, sm)
+            self.irq.completions(1, sm, MAC_HEADER + frame.length)
+            sm.begin("idle")

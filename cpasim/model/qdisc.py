@@ -1,0 +1,15 @@
+"""The device queue (qdisc) between IP and the driver.
+
+A FIFO of packets, ``qdisc.len`` packets long.  The IP layer puts into it and
+blocks while it is full (``wait_full`` on ``qdisc``), so a slow device path
+shows up as waiting in IP send; the driver's ``Driver TX`` takes from it.
+"""
+
+from __future__ import annotations
+
+from cpasim.trace import TracedStore
+
+
+def make_qdisc(env, sys: str, params, tracer) -> TracedStore:
+    """The ``qdisc`` queue of host ``sys``; ``params`` is ``hc.qdisc``."""
+    return TracedStore(env, tracer, sys, "qdisc", "0", capacity=params.len)

@@ -1,0 +1,136 @@
+"""The socket system calls, run inside the calling application's state machine.
+
+Each call is a generator the app runs with ``yield from`` while it holds a
+core; it gives the core up while it blocks and takes one again afterwards.
+To keep events per call low, the syscall entry, the application's own work
+for the call (``user`` cycles, passed in) and the context switch after a
+wake-up are spent together with the copy that follows (one timeout).  States
+entered in the caller's SM:
+
+* TCP ``write()``: ``sk_stream_wait_memory`` (blocked on the ``Send buffer``),
+  ``TcpSendMsg: copy`` (syscall, user→kernel copy, software checksum without
+  ``nic.csum_offload``, one buffer allocation per segment);
+* TCP ``read()``: ``sk_wait_data`` (blocked on the ``Receive buffer``),
+  ``TcpRecvMsg: copy`` (kernel→user copy, freeing the buffers); it may send a
+  window update (``tcp_send_ack``);
+* UDP ``sendto()``: ``UdpSendMsg: copy``, then IP output in the caller
+  (``ip_fragment``, ``nf_hook``, ``ip_push_pending_frames`` into the ``qdisc``);
+* UDP ``recvfrom()``: ``sk_wait_data``, ``UdpRecvMsg: copy``.
+"""
+
+from __future__ import annotations
+
+from cpasim.model import nowait
+
+
+class TcpSocket:
+    """The application's handle on one :class:`~cpasim.model.tcp.TcpConnection`."""
+
+    def __init__(self, conn, cpu) -> None:
+        self.conn = conn
+        self.cpu = cpu
+
+    def write(self, sm, nbytes: int, *, block: bool = True, user: float = 0.0):
+        """Copy ``nbytes`` into the send buffer; returns the bytes taken.
+
+        A blocking write waits for room; a non-blocking one takes what fits now."""
+        c, cpu = self.conn, self.cpu
+        done = 0
+        # Syscall entry and the app's own work are spent with the first copy.
+        extra = cpu.cycles("syscall") + user
+        while done < nbytes:
+            left = nbytes - done
+            free = int(c.sndbuf.level)
+            if free > 0:
+                n = min(left, free)
+                nowait.grab(c.sndbuf, sm, n)
+            elif not block:
+                break
+            else:
+                n = min(left, c.wake_bytes)
+                sm.begin("sk_stream_wait_memory")
+                yield from cpu.block(sm, c.sndbuf.get(n, sm))
+                extra += cpu.cycles("context_switch")
+            segs = -(-n // c.mss)
+            csum = cpu.cycles("csum", n) if c.sw_csum else 0.0
+            c.snd_in_copy += n
+            yield cpu.spend(
+                sm,
+                "TcpSendMsg: copy",
+                stack=extra,
+                copy=cpu.cycles("copy", n) + csum,
+                buffer=cpu.cycles("skb_alloc") * segs,
+            )
+            extra = 0.0
+            c.snd_in_copy -= n
+            c.queue_data(sm, n)
+            done += n
+        if extra:  # nothing copied (non-blocking, no room): the call still cost its entry
+            yield cpu.spend(sm, "sys_write", stack=extra)
+        return done
+
+    def read(self, sm, nbytes: int, *, user: float = 0.0):
+        """Wait for data, then copy up to ``nbytes`` of it out; returns the bytes read."""
+        c, cpu = self.conn, self.cpu
+        extra = cpu.cycles("syscall") + user
+        got = 0
+        if c.rcvbuf.level < 1:
+            sm.begin("sk_wait_data")
+            yield from cpu.block(sm, c.rcvbuf.get(1, sm))
+            extra += cpu.cycles("context_switch")
+            got = 1
+        got += nowait.grab(c.rcvbuf, sm, nbytes - got)
+        c.rcv_in_copy += got
+        segs = -(-got // c.mss)
+        yield cpu.spend(
+            sm,
+            "TcpRecvMsg: copy",
+            stack=extra,
+            copy=cpu.cycles("copy", got),
+            buffer=cpu.cycles("skb_free") * segs,  # the copied buffers are freed
+        )
+        c.rcv_in_copy -= got
+        if c.window_update_due():
+            yield from c.send_window_update(sm)
+        return got
+
+
+class UdpSocket:
+    """The application's handle on one :class:`~cpasim.model.udp.UdpEndpoint`."""
+
+    def __init__(self, endpoint, cpu) -> None:
+        self.ep = endpoint
+        self.cpu = cpu
+
+    def sendto(self, sm, nbytes: int, *, user: float = 0.0):
+        """Send one datagram of ``nbytes`` payload bytes (blocks while the qdisc is full)."""
+        ep, cpu = self.ep, self.cpu
+        csum = cpu.cycles("csum", nbytes) if ep.sw_csum else 0.0
+        yield cpu.spend(
+            sm,
+            "UdpSendMsg: copy",
+            stack=cpu.cycles("syscall") + user,
+            copy=cpu.cycles("copy", nbytes) + csum,
+            buffer=cpu.cycles("skb_alloc"),
+        )
+        yield from ep.send(sm, nbytes)
+
+    def recvfrom(self, sm, *, user: float = 0.0):
+        """Wait for one datagram and copy it out; returns its payload bytes."""
+        ep, cpu = self.ep, self.cpu
+        extra = cpu.cycles("syscall") + user
+        if not ep.rcvq.items:
+            sm.begin("sk_wait_data")
+            nbytes = yield from cpu.block(sm, ep.rcvq.get(sm))
+            extra += cpu.cycles("context_switch")
+        else:
+            (nbytes,) = nowait.take(ep.rcvq, sm, 1)
+        ep.rcv_bytes -= nbytes
+        yield cpu.spend(
+            sm,
+            "UdpRecvMsg: copy",
+            stack=extra,
+            copy=cpu.cycles("copy", nbytes),
+            buffer=cpu.cycles("skb_free"),
+        )
+        return nbytes

@@ -1,0 +1,114 @@
+"""The simulated world of one run: two hosts, the link between them, the workload.
+
+:class:`System` builds everything from a :class:`~cpasim.config.Config` on a
+given SimPy environment and tracer, and starts the application processes of
+``workload.kind`` (see :mod:`cpasim.model.app`).  Running it is the business
+of :func:`cpasim.simulate.simulate`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from cpasim.model import app
+from cpasim.model.app import AppStats, WebServer
+from cpasim.model.host import Host
+from cpasim.model.link import Link
+
+HOSTS = ("tx", "rx")
+
+#: Default start and end state machines of the critical path, per workload.
+ANALYSIS_ENDS = {
+    "tcp_stream": (("tx", "App"), ("rx", "App")),
+    "udp_stream": (("tx", "App"), ("rx", "App")),
+    "pingpong": (("tx", "App"), ("rx", "App")),
+    "webserver": (("rx", "App"), ("rx", "App")),
+}
+
+
+class System:
+    def __init__(self, cfg, env, tracer) -> None:
+        self.cfg = cfg
+        self.env = env
+        self.tracer = tracer
+        self.rng = np.random.default_rng(cfg.sim.seed)
+        self.link = Link(env, cfg.link, tracer, self.rng)
+        self.hosts = {h: Host(env, h, cfg, tracer, self.rng, self.link.port(h)) for h in HOSTS}
+        for host in self.hosts.values():
+            host.cpu.measure_from = cfg.sim.warmup
+        self.stats = AppStats(env, warmup=cfg.sim.warmup, target=cfg.workload.bytes)
+        self.servers: list[WebServer] = []
+        self._web_socks: dict = {}  # webserver: connection index -> server-side socket
+        self._web_sizes: dict = {}  # connection index -> response lengths for the client
+        self._start_workload()
+
+    @property
+    def tx(self) -> Host:
+        return self.hosts["tx"]
+
+    @property
+    def rx(self) -> Host:
+        return self.hosts["rx"]
+
+    def _app_sm(self, host: str, i: int):
+        return self.tracer.sm(host, "App", str(i))
+
+    def _start_workload(self) -> None:
+        wl, env, tx, rx, stats = self.cfg.workload, self.env, self.tx, self.rx, self.stats
+        kind = wl.kind
+        for i in range(wl.connections):
+            conn = f"c{i}"
+            if kind == "udp_stream":
+                a, b = tx.open_udp(i), rx.open_udp(i)
+                env.process(app.udp_source(self._app_sm("tx", i), tx.cpu, a, wl, stats, conn))
+                env.process(app.udp_sink(self._app_sm("rx", i), rx.cpu, b, wl, stats, conn))
+                continue
+            a = tx.open_tcp(i, peer_rmem=rx.hc.tcp.rmem)
+            b = rx.open_tcp(i, peer_rmem=tx.hc.tcp.rmem)
+            if kind == "tcp_stream":
+                env.process(app.tcp_source(self._app_sm("tx", i), tx.cpu, a, wl, stats, conn))
+                env.process(app.tcp_sink(self._app_sm("rx", i), rx.cpu, b, wl, stats, conn))
+            elif kind == "pingpong":
+                env.process(app.ping_client(self._app_sm("tx", i), tx.cpu, a, wl, stats, conn))
+                env.process(app.ping_server(self._app_sm("rx", i), rx.cpu, b, wl, stats, conn))
+            elif kind == "webserver":
+                self._web_conn(i, a, b)
+            else:  # the config's enum admits only the kinds above
+                raise ValueError(f"unknown workload.kind {kind!r}")
+        if kind == "webserver":
+            self._start_servers()
+
+    def _web_conn(self, i, server_sock, client_sock) -> None:
+        sizes: deque = deque()
+        self._web_socks[i] = server_sock
+        self._web_sizes[i] = sizes
+        wl, rx = self.cfg.workload, self.rx
+        self.env.process(
+            app.web_client(
+                self._app_sm("rx", i), rx.cpu, client_sock, wl, self.stats, f"c{i}", sizes
+            )
+        )
+
+    def _start_servers(self) -> None:
+        wl = self.cfg.workload
+        nproc = min(wl.processes, wl.connections)
+        for k in range(nproc):
+            socks = {i: s for i, s in self._web_socks.items() if i % nproc == k}
+            sizes = {i: self._web_sizes[i] for i in socks}
+            server = WebServer(self.env, self.tracer, k, socks, wl, self.rng, sizes)
+            self.servers.append(server)
+            self.env.process(server.run())
+
+    def drops(self) -> dict[str, int]:
+        """Dropped packets by reason over both hosts, plus frames lost on the link."""
+        out: dict[str, int] = {}
+        for host in self.hosts.values():
+            for reason, n in host.drops().items():
+                out[reason] = out.get(reason, 0) + n
+        out["link_loss"] = sum(d.lost for d in self.link.stats.directions.values())
+        return out
+
+    def retransmits(self) -> int:
+        return sum(h.retransmits() for h in self.hosts.values())

@@ -1,0 +1,350 @@
+"""One end of a TCP connection: the transmit engine, ACK and data processing, timers.
+
+The connection is assumed established at t = 0 (no handshake is modelled; each
+side starts knowing the other's receive window).  Protocol rules live in
+:mod:`cpasim.model.tcp_rules`; this module wires them to queues and SMs.
+
+State machines (instance = connection index):
+
+``TcpSend``
+    The transmit engine (``tcp_write_xmit``).  ``Wait`` for unsent bytes in the
+    ``Send queue`` (put there by the application's ``write()``) — waits there too
+    while Nagle holds a small segment — then for credits of the ``Send window``
+    (min(cwnd, peer's window) − bytes in flight), then a core;
+    ``tcp_write_xmit`` takes as many whole segments as the window allows (up to
+    64 KiB), builds them (MSS segments, or one TSO super-segment with
+    ``nic.tso``), each with the current ACK and window, and hands them to IP
+    (``nf_hook``, ``dev_queue_xmit``).
+``DelAck Timer``
+    ``Idle`` until armed through ``DelAck arm``; ``armed`` for
+    ``tcp.delack_timeout``; then ``tcp_send_ack`` if the ACK is still owed.
+``RTO Timer``
+    ``Idle`` until armed through ``RTO arm``; ``armed`` until the retransmission
+    deadline (restarted by every ACK of new data; the timer wakes at least every
+    ``tcp.rto_min`` to notice an earlier deadline); on expiry the window
+    collapses and ``tcp_retransmit_skb`` resends the oldest segment.
+
+Incoming segments are processed by the host's ``IP Recv`` SM calling
+:meth:`TcpConnection.receive` (state ``tcp_v4_rcv`` for data, ``tcp_ack`` for
+pure ACKs, whose cost includes any ACK or retransmission sent in reply): the
+ACK frees ``Send buffer`` space and opens the ``Send window``, fast retransmit
+resends from there, data goes to the ``Receive buffer`` and an ACK goes out at
+once (every second full segment, out-of-order data) or the delayed-ACK timer
+is armed.  The app's ``read()`` may send a window update (``tcp_send_ack``).
+
+Queues per connection: ``Send buffer`` (free bytes of ``tcp.wmem``; the
+writer takes, ACKs give back), ``Send queue`` (byte chunks from ``write()``),
+``Send window`` (credits; resized down on loss or a shrinking window),
+``Receive buffer`` (in-order bytes for ``read()``), ``DelAck arm``, ``RTO arm``.
+"""
+
+from __future__ import annotations
+
+from cpasim.model import nowait
+from cpasim.model.packet import ACK, Packet
+from cpasim.model.tcp_rules import Receiver, RenoSender, mss_for, tcp_header
+from cpasim.trace import TracedContainer, TracedStore
+
+#: A TSO super-segment carries at most this many IP bytes (Linux: 64 KiB).
+TSO_MAX_BYTES = 65535
+
+
+class TcpConnection:
+    """One host's end of connection ``c<idx>``; ``ip`` is the host's IP layer."""
+
+    def __init__(self, env, sys, idx, hc, *, mtu, peer_rmem, tracer, cpu, ip) -> None:
+        self.env = env
+        self.conn = f"c{idx}"
+        self.cpu = cpu
+        self.ip = ip
+        tp = hc.tcp
+        self.hdr = tcp_header(tp.timestamps)
+        self.mss = mss = mss_for(mtu, tp.timestamps)
+        # Most bytes one tcp_write_xmit pass sends; one packet carries maxseg of them.
+        self.burst = max(mss, (TSO_MAX_BYTES - self.hdr) // mss * mss)
+        self.maxseg = self.burst if hc.nic.tso else mss
+        self.nagle = tp.nagle
+        self.rmem = tp.rmem
+        self.delack_timeout = tp.delack_timeout
+        self.sw_csum = not hc.nic.csum_offload
+        self.sender = RenoSender(
+            mss=mss,
+            init_cwnd=tp.init_cwnd,
+            rwnd=peer_rmem,
+            cc=tp.cc,
+            rto_min_ns=tp.rto_min,
+            dupack_threshold=tp.dupack_threshold,
+        )
+        self.receiver = Receiver(mss=mss, delayed_ack=tp.delayed_ack)
+
+        inst = str(idx)
+        self.send_sm = tracer.sm(sys, "TcpSend", inst)
+        self.delack_sm = tracer.sm(sys, "DelAck Timer", inst)
+        self.rto_sm = tracer.sm(sys, "RTO Timer", inst)
+        q = (env, tracer, sys)
+        # Free send-buffer bytes are a credit queue: declared unbounded with an
+        # initial resize, so capacity(+k) on it means k more bytes of tcp.wmem.
+        self.sndbuf = TracedContainer(*q, "Send buffer", inst, init=tp.wmem, owner=self.send_sm)
+        self.sendq = TracedStore(*q, "Send queue", inst, owner=self.send_sm)
+        self.window = TracedContainer(
+            *q, "Send window", inst, init=self.sender.usable(), owner=self.send_sm
+        )
+        self.rcvbuf = TracedContainer(*q, "Receive buffer", inst, owner=self.send_sm)
+        self.delack_q = TracedStore(*q, "DelAck arm", inst, owner=self.delack_sm)
+        self.rto_q = TracedStore(*q, "RTO arm", inst, owner=self.rto_sm)
+        # A writer blocked on a full send buffer wakes when a third of it is free.
+        self.wake_bytes = max(1, tp.wmem // 3)
+
+        self.unsent = 0  # bytes TcpSend took from the send queue, not yet segmented
+        self.snd_in_copy = 0  # send-buffer bytes a write() is copying in
+        self.bytes_queued = 0  # bytes the application handed over, in all
+        self.nagle_hold = False
+        self.small_end = 0  # end sequence of the last sub-MSS segment sent (Minshall)
+        self._win_ev = None  # a Send window get that may have taken credits already
+        self._win_n = 0
+        self.rcv_in_copy = 0  # bytes taken by read() and still being copied
+        self.announced_edge = tp.rmem  # right edge of the last advertised window
+        self.delack_deadline: float | None = None
+        self.rto_deadline: float | None = None
+        self._delack_running = False
+        self._rto_running = False
+        self.bytes_acked = 0
+        # Called as notify(sm) when data arrives or send-buffer space frees
+        # (an event-loop server's epoll); None for blocking applications.
+        self.notify = None
+
+        env.process(self._send_loop())
+        env.process(self._delack_loop())
+        env.process(self._rto_loop())
+
+    # -- the application side ------------------------------------------------------
+    def queue_data(self, sm, nbytes: int) -> None:
+        """``nbytes`` copied into the send buffer: hand them to TcpSend now."""
+        self.bytes_queued += nbytes
+        nowait.put(self.sendq, nbytes, sm)
+
+    def receive_window(self) -> int:
+        """Free receive-buffer space, never shrinking the right edge already advertised."""
+        r = self.receiver
+        free = self.rmem - int(self.rcvbuf.level) - self.rcv_in_copy - r.ofo_bytes
+        return max(free, self.announced_edge - r.rcv_nxt, 0)
+
+    def window_update_due(self) -> bool:
+        """After a read: is a window update worth an ACK of its own?
+
+        As Linux's ``tcp_cleanup_rbuf``: when the advertised window left is at most
+        half the buffer and the window now offered is at least twice that."""
+        left = max(0, self.announced_edge - self.receiver.rcv_nxt)
+        if 2 * left > self.rmem:
+            return False
+        new = self.receive_window()
+        return new >= 2 * left and new > left
+
+    def send_window_update(self, sm):
+        """Generator run by ``read()`` (holding a core): ACK with the new window."""
+        yield from self._send_ack(sm)
+
+    # -- TcpSend ---------------------------------------------------------------------
+    def _send_loop(self):
+        sm, cpu, sender, mss = self.send_sm, self.cpu, self.sender, self.mss
+        sm.identify(self.conn)
+        core = False
+        while True:
+            if self.unsent == 0 or self.nagle_hold:
+                if core:
+                    cpu.release(sm)
+                    core = False
+                sm.begin("Wait")
+                self.unsent += yield self.sendq.get(sm)
+                for n in nowait.take(self.sendq, sm, len(self.sendq.items)):
+                    self.unsent += n
+                self.nagle_hold = False
+                continue
+            seg = min(self.unsent, self.maxseg)
+            if seg < mss and self.nagle and self.small_end > sender.snd_una:
+                self.nagle_hold = True  # the ACK of the earlier small segment wakes us
+                continue
+            # Credits of the send window: as many whole segments as are free (up to a
+            # burst), at least one segment's worth.
+            want = min(self.unsent, self.burst)
+            level = int(self.window.level)
+            if level >= want:
+                n = want
+            elif level >= mss:
+                n = level // mss * mss
+            else:
+                n = max(1, min(want, mss, sender.window()))
+            if level >= n:
+                nowait.grab(self.window, sm, n)
+            else:
+                if core:
+                    cpu.release(sm)
+                    core = False
+                sm.begin("Wait")
+                self._win_ev = self.window.get(n, sm)
+                self._win_n = n
+                yield self._win_ev
+            if not core:
+                yield from cpu.take(sm)
+                core = True
+            self._win_ev = None
+            now = self.env._now
+            self.unsent -= n
+            packets = []
+            while n > 0:
+                size = min(n, self.maxseg)
+                seq = sender.on_send(size, now)
+                if size < mss:
+                    self.small_end = seq + size
+                packets.append(self._segment(seq, size, now))
+                n -= size
+            # One pass of tcp_write_xmit for the whole burst (one cost per packet handed down).
+            yield cpu.spend(sm, "tcp_write_xmit", stack=cpu.cycles("tx_packet") * len(packets))
+            for pkt in packets:
+                yield from self.ip.output(sm, pkt)
+            if self.rto_deadline is None:
+                self._restart_rto(sm)
+
+    def _segment(self, seq: int, n: int, now: float, retrans: bool = False) -> Packet:
+        segs = -(-n // self.mss)
+        r = self.receiver
+        wnd = self.receive_window()
+        self.announced_edge = r.rcv_nxt + wnd
+        r.on_ack_sent()  # the ACK rides along
+        self.delack_deadline = None
+        return Packet(
+            conn=self.conn,
+            proto="tcp",
+            length=n + segs * self.hdr,
+            payload=n,
+            hdr=self.hdr,
+            mss=self.mss,
+            segs=segs,
+            seq=seq,
+            ack=r.rcv_nxt,
+            wnd=wnd,
+            flags=ACK,
+            sent_ns=now,
+            retrans=retrans,
+        )
+
+    def _sync_window(self, sm) -> None:
+        """Make the Send window's level equal the credits the sender has now."""
+        taken = self._win_n if self._win_ev is not None and self._win_ev.triggered else 0
+        target = max(0, self.sender.usable() - taken)
+        level = int(self.window.level)
+        if target > level:
+            nowait.give(self.window, sm, target - level)
+        elif target < level:
+            self.window.resize(target, sm)
+
+    # -- incoming segments (run by IP Recv, holding a core) ------------------------------
+    def receive(self, sm, pkt: Packet):
+        """Process one incoming segment: its ACK, then its data.
+
+        The protocol decisions are taken on arrival; one CPU spend then covers the
+        receive path and any ACK or retransmission it sends, and their effects
+        (buffer space, window, data for the app, packets) follow it."""
+        cpu, sender = self.cpu, self.sender
+        out = sender.on_ack(pkt.ack, pkt.wnd, self.env._now, pkt.payload > 0)
+        delivered, ack_now = self.receiver.on_data(pkt.seq, pkt.payload) if pkt.payload else (0, 0)
+        sends = (out.retransmit is not None) + bool(ack_now)
+        if pkt.payload:
+            csum = cpu.cycles("csum", pkt.length) if self.sw_csum else 0.0
+            stack = cpu.cycles("rx_packet") + cpu.cycles("tx_packet") * sends
+            yield cpu.spend(sm, "tcp_v4_rcv", stack=stack, copy=csum)
+        else:
+            stack = cpu.cycles("ack") + cpu.cycles("tx_packet") * sends
+            yield cpu.spend(sm, "tcp_ack", stack=stack)
+        if out.acked:
+            self.bytes_acked += out.acked
+            nowait.give(self.sndbuf, sm, out.acked)
+            self._restart_rto(sm)
+        if self.nagle_hold and self.small_end <= sender.snd_una:
+            self.nagle_hold = False
+            nowait.put(self.sendq, 0, sm)
+        self._sync_window(sm)
+        if out.retransmit is not None:
+            yield from self._retransmit(sm, *out.retransmit, charge=False)
+        if delivered:
+            nowait.give(self.rcvbuf, sm, delivered)
+        if ack_now:
+            yield from self._send_ack(sm, charge=False)
+        elif self.receiver.ack_pending:
+            self._arm_delack(sm)
+        if self.notify is not None and (out.acked or pkt.payload):
+            self.notify(sm)
+
+    def _retransmit(self, sm, seq: int, n: int, charge: bool = True):
+        n = min(n, self.mss)
+        now = self.env._now
+        self.sender.on_retransmit(seq, now)
+        if charge:
+            yield self.cpu.spend(sm, "tcp_retransmit_skb", stack=self.cpu.cycles("tx_packet"))
+        yield from self.ip.output(sm, self._segment(seq, n, now, retrans=True))
+
+    def _send_ack(self, sm, charge: bool = True):
+        if charge:
+            yield self.cpu.spend(sm, "tcp_send_ack", stack=self.cpu.cycles("tx_packet"))
+        pkt = self._segment(self.sender.snd_nxt, 0, self.env._now)
+        pkt.length = self.hdr
+        pkt.segs = 1
+        yield from self.ip.output(sm, pkt)
+
+    # -- timers ------------------------------------------------------------------------------
+    def _arm_delack(self, sm) -> None:
+        if self.delack_deadline is None:
+            self.delack_deadline = self.env._now + self.delack_timeout
+            if not self._delack_running:
+                self._delack_running = True
+                nowait.put(self.delack_q, 1, sm)
+
+    def _delack_loop(self):
+        sm, env, cpu = self.delack_sm, self.env, self.cpu
+        sm.identify(self.conn)
+        while True:
+            sm.begin("Idle")
+            yield self.delack_q.get(sm)
+            while self.delack_deadline is not None:
+                sm.begin("armed")
+                yield env.timeout(max(0.0, self.delack_deadline - env._now))
+                due = self.delack_deadline
+                if due is not None and env._now >= due:
+                    self.delack_deadline = None
+                    if self.receiver.ack_pending:
+                        yield from cpu.take(sm)
+                        yield from self._send_ack(sm)
+                        cpu.release(sm)
+            self._delack_running = False
+
+    def _restart_rto(self, sm) -> None:
+        if self.sender.flight == 0:
+            self.rto_deadline = None
+            return
+        self.rto_deadline = self.env._now + self.sender.rto_ns
+        if not self._rto_running:
+            self._rto_running = True
+            nowait.put(self.rto_q, 1, sm)
+
+    def _rto_loop(self):
+        sm, env, cpu, sender = self.rto_sm, self.env, self.cpu, self.sender
+        sm.identify(self.conn)
+        while True:
+            sm.begin("Idle")
+            yield self.rto_q.get(sm)
+            while self.rto_deadline is not None:
+                sm.begin("armed")
+                # Sleep at most rto_min at a time: a restart can only move the deadline
+                # to now + RTO >= now + rto_min, so the timer never oversleeps it.
+                yield env.timeout(min(max(0.0, self.rto_deadline - env._now), sender.rto_min_ns))
+                due = self.rto_deadline
+                if due is None or env._now < due:
+                    continue
+                seg = sender.on_timeout()
+                self._sync_window(sm)
+                if seg is not None:
+                    yield from cpu.take(sm)
+                    yield from self._retransmit(sm, *seg)
+                    cpu.release(sm)
+                self.rto_deadline = env._now + sender.rto_ns if sender.flight else None
+            self._rto_running = False

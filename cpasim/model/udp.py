@@ -1,0 +1,61 @@
+"""One host's end of a UDP flow.
+
+Sending runs in the application's SM (see :mod:`cpasim.model.socket`): the
+datagram goes straight to IP, which fragments it when it exceeds the MTU.
+Receiving runs in ``IP Recv`` (``udp_rcv``): the reassembled datagram joins the
+socket's ``Receive buffer`` unless that holds ``tcp.rmem``-worth of bytes
+already (the socket buffer size is shared with TCP's key), in which case it is
+dropped and counted — UDP has no flow control.
+"""
+
+from __future__ import annotations
+
+from cpasim.model import nowait
+from cpasim.model.packet import Packet
+from cpasim.model.tcp_rules import IP_HEADER, UDP_HEADER
+from cpasim.trace import TracedStore
+
+
+class UdpEndpoint:
+    def __init__(self, env, sys, idx, hc, *, mtu, tracer, cpu, ip) -> None:
+        self.env = env
+        self.conn = f"c{idx}"
+        self.cpu = cpu
+        self.ip = ip
+        self.mtu = mtu
+        self.sw_csum = not hc.nic.csum_offload
+        self.rmem = hc.tcp.rmem
+        self.rcvq = TracedStore(env, tracer, sys, "Receive buffer", str(idx))
+        self.rcv_bytes = 0  # payload bytes waiting in rcvq
+        self.next_id = 0
+        self.drops = {"udp_rcvbuf": 0}
+        self.sent = 0
+
+    def send(self, sm, nbytes: int):
+        """Generator run by ``sendto()``: hand one datagram to IP."""
+        dgram_id = self.next_id
+        self.next_id += 1
+        pkt = Packet(
+            conn=self.conn,
+            proto="udp",
+            length=IP_HEADER + UDP_HEADER + nbytes,
+            payload=nbytes,
+            hdr=IP_HEADER + UDP_HEADER,
+            mss=self.mtu - IP_HEADER - UDP_HEADER,
+            seq=dgram_id,
+            frag_id=dgram_id,
+            dgram_len=nbytes,
+            sent_ns=self.env._now,
+        )
+        self.sent += 1
+        yield from self.ip.output(sm, pkt, state="ip_push_pending_frames")
+
+    def receive(self, sm, pkt: Packet):
+        cpu = self.cpu
+        csum = cpu.cycles("csum", pkt.length) if self.sw_csum else 0.0
+        yield cpu.spend(sm, "udp_rcv", stack=cpu.cycles("rx_packet"), copy=csum)
+        if self.rcv_bytes + pkt.payload > self.rmem:
+            self.drops["udp_rcvbuf"] += 1
+            return
+        self.rcv_bytes += pkt.payload
+        nowait.put(self.rcvq, pkt.payload, sm)

@@ -1,0 +1,272 @@
+"""Figures of sweep results: lines with a min/max band over repeats, or a heat map.
+
+For goodput against ``link.rate`` or a socket-buffer key the closed-form
+bounds are drawn too, computed from each row's resolved ``cfg.*`` columns:
+
+* link bound = rate × MSS / (MSS + 90), MSS = mtu − 52 with TCP timestamps
+  (90 B = 40 B TCP/IP headers + 12 B timestamps + 38 B Ethernet framing;
+  without timestamps MSS = mtu − 40 and the overhead is 78 B);
+* window bound = window / RTT, window = min(tx send buffer, rx receive
+  buffer), RTT = 2 × link.delay + serialization of one full frame and of
+  its ACK (90 B on the wire with timestamps, 78 B without).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from cpasim.errors import CpasimError
+from cpasim.sweeps import table
+
+#: Bytes on the wire around a TCP payload without options: TCP/IP headers (40)
+#: + Ethernet header, FCS, preamble and inter-frame gap (38).
+FRAME_OVERHEAD = 40 + 38
+TIMESTAMP_OPTION = 12
+WINDOW_KEYS = ("tcp.wmem", "tcp.rmem")
+#: Units for configuration keys by their kind, and for known metric names.
+KIND_UNITS = {"rate": ("Gb/s", 1e9), "time": ("µs", 1e3), "freq": ("GHz", 1e9)}
+
+
+def link_bound(rate: float, mtu: float, timestamps: bool = True) -> float:
+    """Goodput (bit/s) of a link-limited TCP stream."""
+    option = TIMESTAMP_OPTION if timestamps else 0
+    mss = mtu - 40 - option
+    return rate * mss / (mss + FRAME_OVERHEAD + option)
+
+
+def window_bound(
+    window: float, rate: float, delay: float, mtu: float, timestamps: bool = True
+) -> float:
+    """Goodput (bit/s) of a window-limited TCP stream: one window per round trip."""
+    option = TIMESTAMP_OPTION if timestamps else 0
+    data_frame = mtu + 38
+    ack_frame = 40 + option + 38
+    rtt_s = 2 * delay * 1e-9 + (data_frame + ack_frame) * 8 / rate
+    return window * 8 / rtt_s
+
+
+def _base_key(key: str) -> str:
+    parts = key.split(".", 2)
+    return parts[2] if len(parts) == 3 and parts[0] == "hosts" else key
+
+
+def axis_unit(column: str, values: Sequence[float]) -> tuple[str, float]:
+    """(unit label, divisor) for a configuration key or a metric column."""
+    key = column.removeprefix("cfg.")
+    try:
+        from cpasim.config.resolve import spec_of
+
+        kind = spec_of(key).type
+    except (KeyError, ImportError):
+        kind = None
+    if kind in KIND_UNITS:
+        return KIND_UNITS[kind]
+    if kind == "size":
+        top = max((abs(v) for v in values), default=0)
+        return ("MiB", 2**20) if top >= 2**21 else ("KiB", 1024) if top >= 2**11 else ("B", 1)
+    return table.display_unit(column)
+
+
+def _label(name: str, unit: str) -> str:
+    return f"{name} [{unit}]" if unit else name
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return None if math.isnan(value) else float(value)
+
+
+def load(results: str | Path) -> tuple[list[dict], list[str]]:
+    """The successful rows of a sweep file and its varied keys."""
+    results = Path(results)
+    rows = table.read_rows(results)
+    if not rows:
+        raise CpasimError(f"{results}: the file has no rows")
+    header = list(rows[0])
+    if table.REPEAT not in header:
+        raise CpasimError(f"{results}: not a cpasim sweep file (no {table.REPEAT!r} column)")
+    keys = header[: header.index(table.REPEAT)]
+    text = table.read_rows(results, text_columns=keys)  # values as written
+    ok = [r for r in text if not r.get(table.ERROR)]
+    if not ok:
+        raise CpasimError(f"{results}: every row failed; nothing to plot")
+    return ok, keys
+
+
+def _check_column(name: str, option: str, rows: Sequence[Mapping], results: Path) -> None:
+    if name not in rows[0]:
+        available = ", ".join(c for c in rows[0] if c != table.DIGEST)
+        raise CpasimError(f"{option} {name}: no such column in {results}; available: {available}")
+
+
+def _x_position(row: Mapping, x: str) -> object:
+    """Numeric x for a row: the resolved ``cfg.<x>`` when present, else the cell."""
+    resolved = row.get(f"cfg.{x}")
+    return resolved if _number(resolved) is not None else row[x]
+
+
+def plot(
+    results: str | Path,
+    *,
+    x: str,
+    y: str,
+    hue: str | None = None,
+    heatmap: bool = False,
+    out: str | Path | None = None,
+) -> Path:
+    """Draw ``y`` against ``x`` from a sweep file into a PNG; returns its path."""
+    import matplotlib.pyplot as plt
+
+    results = Path(results)
+    rows, keys = load(results)
+    for name, option in ((x, "--x"), (y, "--y"), (hue, "--hue")):
+        if name is not None:
+            _check_column(name, option, rows, results)
+    out = Path(out) if out is not None else results.with_suffix(".png")
+    if out.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise CpasimError(f"--out {out}: expected a file ending in .png, .svg or .pdf")
+    figure = draw(rows, keys, x=x, y=y, hue=hue, heatmap=heatmap)
+    try:
+        figure.savefig(out, dpi=120)
+    except OSError as exc:
+        raise CpasimError(f"--out {out}: cannot write the figure ({exc.strerror})") from None
+    finally:
+        plt.close(figure)
+    return out
+
+
+def draw(
+    rows: Sequence[Mapping],
+    keys: Sequence[str],
+    *,
+    x: str,
+    y: str,
+    hue: str | None = None,
+    heatmap: bool = False,
+):
+    """The matplotlib Figure of :func:`plot` for rows already loaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not any(_number(r.get(y)) is not None for r in rows):
+        raise CpasimError(f"--y {y}: the column holds no numbers")
+    others = [k for k in keys if k not in (x, hue)]
+    second = None
+    if heatmap:
+        second = hue if hue is not None else (others[0] if len(others) == 1 else None)
+        if second is None:
+            raise CpasimError("--heatmap needs --hue or exactly two varied keys in the file")
+    elif hue is None and len(keys) == 2 and x in keys:
+        second = others[0]
+    figure, axes = plt.subplots(figsize=(7, 4.5), layout="constrained")
+    if second is not None:
+        _heatmap(figure, axes, rows, x, second, y)
+    else:
+        _lines(axes, rows, x, y, hue)
+    return figure
+
+
+def _lines(axes, rows: Sequence[Mapping], x: str, y: str, hue: str | None) -> None:
+    xs_all = [_x_position(r, x) for r in rows]
+    numeric_x = all(_number(v) is not None for v in xs_all)
+    x_unit, x_scale = axis_unit(x, [float(v) for v in xs_all] if numeric_x else [])
+    y_unit, y_scale = axis_unit(y, [v for r in rows if (v := _number(r[y])) is not None])
+    categories = list(dict.fromkeys(str(v) for v in xs_all))
+
+    def position(row):
+        v = _x_position(row, x)
+        return float(v) / x_scale if numeric_x else categories.index(str(v))
+
+    groups: dict[object, list[Mapping]] = defaultdict(list)
+    for row in rows:
+        if _number(row[y]) is not None:
+            groups[row.get(hue) if hue else None].append(row)
+    colors = {}
+    for label, members in groups.items():
+        by_x: dict[float, list[float]] = defaultdict(list)
+        for row in members:
+            by_x[position(row)].append(_number(row[y]) / y_scale)
+        xs = sorted(by_x)
+        mean = [sum(by_x[v]) / len(by_x[v]) for v in xs]
+        line = axes.plot(xs, mean, marker="o", label=f"{hue}={label}" if hue else y)[0]
+        colors[label] = line.get_color()
+        if any(len(by_x[v]) > 1 for v in xs):
+            lo, hi = [min(by_x[v]) for v in xs], [max(by_x[v]) for v in xs]
+            axes.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
+    if numeric_x and "goodput" in y.lower() and _base_key(x) in ("link.rate", *WINDOW_KEYS):
+        _bounds(axes, groups, colors, position, y_scale)
+    if not numeric_x:
+        axes.set_xticks(range(len(categories)), categories)
+    axes.set_xlabel(_label(x, x_unit))
+    axes.set_ylabel(_label(y, y_unit))
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize="small")
+
+
+def _bounds(axes, groups: Mapping, colors: Mapping, position, y_scale: float) -> None:
+    """The closed-form bounds per line (dashed: link, dotted: window), each
+    curve drawn once, when the rows carry the resolved settings."""
+    needed = ("cfg.link.rate", "cfg.link.mtu", "cfg.link.delay")
+    windows = ("cfg.hosts.tx.tcp.wmem", "cfg.hosts.rx.tcp.rmem")
+    drawn: set[tuple] = set()
+    top = 0.0
+    for label, members in groups.items():
+        if not all(_number(members[0].get(c)) is not None for c in needed):
+            continue
+        link: dict[float, float] = {}
+        window: dict[float, float] = {}
+        for row in members:
+            rate, mtu, delay = (float(row[c]) for c in needed)
+            stamps = row.get("cfg.hosts.tx.tcp.timestamps") not in (False, "False")
+            link[position(row)] = link_bound(rate, mtu, stamps) / y_scale
+            sizes = [_number(row.get(c)) for c in windows]
+            if all(s is not None for s in sizes):
+                bound = window_bound(min(sizes), rate, delay, mtu, stamps)
+                window[position(row)] = bound / y_scale
+        top = max(top, *link.values())
+        for name, bound, style in (("link bound", link, "--"), ("window bound", window, ":")):
+            curve = tuple(sorted(bound.items()))
+            if not curve or (name, curve) in drawn:
+                continue
+            color = "grey" if name == "link bound" or len(groups) == 1 else colors[label]
+            shown = name not in {n for n, _ in drawn}
+            axes.plot(*zip(*curve, strict=True), style, color=color, label=name if shown else None)
+            drawn.add((name, curve))
+    if top:
+        axes.set_ylim(0, top * 1.15)
+
+
+def _heatmap(figure, axes, rows: Sequence[Mapping], x: str, second: str, y: str) -> None:
+    xs = _ordered(rows, x)
+    ys = _ordered(rows, second)
+    y_unit, y_scale = axis_unit(y, [v for r in rows if (v := _number(r[y])) is not None])
+    cells: dict[tuple[int, int], list[float]] = defaultdict(list)
+    for row in rows:
+        value = _number(row[y])
+        if value is not None:
+            cells[ys.index(str(row[second])), xs.index(str(row[x]))].append(value / y_scale)
+    grid = [[math.nan] * len(xs) for _ in ys]
+    for (i, j), values in cells.items():
+        grid[i][j] = sum(values) / len(values)
+    image = axes.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
+    for i, j in cells:
+        axes.text(j, i, f"{grid[i][j]:.3g}", ha="center", va="center", color="white", fontsize=8)
+    axes.set_xticks(range(len(xs)), xs)
+    axes.set_yticks(range(len(ys)), ys)
+    axes.set_xlabel(x)
+    axes.set_ylabel(second)
+    figure.colorbar(image, ax=axes, label=_label(y, y_unit))
+
+
+def _ordered(rows: Sequence[Mapping], key: str) -> list[str]:
+    """The values of ``key`` as written, sorted by their resolved value when known."""
+    pairs = {str(r[key]): _number(_x_position(r, key)) for r in rows}
+    if all(v is not None for v in pairs.values()):
+        return sorted(pairs, key=lambda k: pairs[k])
+    return list(pairs)

@@ -1,0 +1,97 @@
+"""Busy-time bounds for the shared resources whose arbitration order predictions free.
+
+Predictions break the CPU core pools and the PCIe channels
+(:data:`~cpasim.predict.transforms_table.REORDERED_POOLS`): the order in which
+SMs took them in the baseline is an accident of its timing, and kept it
+re-imposes the baseline's schedule on the changed system.  Freed, a core or a
+channel could serve two SMs at once, so the utilization law puts the limit
+back: a run cannot be shorter than the work its busiest resource must do,
+divided by that resource's units.  The work is the baseline's active time in
+the states that hold the resource, with the prediction's scale factors
+applied; the units come from the changed configuration (so ``cpu.cores``
+acts here).
+
+============================ ====================================================== =====
+resource                     states that hold it                                     units
+============================ ====================================================== =====
+``{sys}:CPU cores``          every CPU state (:data:`CPU_PATTERNS`)                  cores
+``{sys}:PCIe down``          NIC TX ``DMA packet``/``DMA descriptors``, NIC RX        1
+                             ``DMA descriptors`` (DMA reads: data comes down)
+``{sys}:PCIe up``            NIC RX ``DMA packet``, NIC TX ``writeback``              1
+============================ ====================================================== =====
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+from cpasim.analysis import Transforms
+from cpasim.config import HOSTS, Config
+from cpasim.predict.transforms_table import CPU_PATTERNS, Lookup
+
+
+@dataclass(frozen=True)
+class Resource:
+    name: str  # "{sys}:..." like the queue it stands for
+    patterns: tuple[str, ...]  # states holding it, "{sys}" filled in
+    units: Callable[[Lookup], int]
+    present: Callable[[Lookup], bool] = lambda v: True
+
+
+def _pcie(v: Lookup) -> bool:
+    return v("bus.kind") == "pcie"
+
+
+RESOURCES: tuple[Resource, ...] = (
+    Resource("{sys}:CPU cores", CPU_PATTERNS, lambda v: v("cpu.cores")),
+    Resource(
+        "{sys}:PCIe down",
+        ("{sys}:NIC TX:DMA packet", "{sys}:NIC TX:DMA descriptors", "{sys}:NIC RX:DMA descriptors"),
+        lambda v: 1,
+        _pcie,
+    ),
+    Resource(
+        "{sys}:PCIe up", ("{sys}:NIC RX:DMA packet", "{sys}:NIC TX:writeback"), lambda v: 1, _pcie
+    ),
+)
+
+
+def _state_factor(tf: Transforms, name: str) -> float:
+    """The analyzer's scale factor for display name ``sys:sm[#inst]:state``."""
+    sys, sm, state = name.split(":", 2)
+    sm, _, inst = sm.partition("#")
+    return tf.state_factor(sys, sm, inst or "0", state)
+
+
+def _matches(name: str, pattern: str) -> bool:
+    # Patterns name SMs without instance; a display name may carry "#inst".
+    sys, sm, state = name.split(":", 2)
+    plain = f"{sys}:{sm.partition('#')[0]}:{state}"
+    return fnmatchcase(name, pattern) or fnmatchcase(plain, pattern)
+
+
+def busy(cfg: Config, tf: Transforms, active: Mapping[str, float]) -> dict[str, float]:
+    """Resource name → its work per unit (ns) in ``cfg`` with ``tf`` applied.
+
+    ``active``: baseline active ns per ``sys:sm:state`` over the whole trace.
+    """
+    flat = cfg.flat()
+    out = {}
+    for host in HOSTS:
+
+        def v(key, host=host):
+            return flat.get(f"hosts.{host}.{key}", flat.get(key))
+
+        for res in RESOURCES:
+            if not res.present(v):
+                continue
+            patterns = [p.format(sys=host) for p in res.patterns]
+            work = sum(
+                ns * _state_factor(tf, name)
+                for name, ns in active.items()
+                if any(_matches(name, p) for p in patterns)
+            )
+            out[res.name.format(sys=host)] = work / res.units(v)
+    return out

@@ -1,0 +1,164 @@
+"""Saidi's prediction ladder (figure 6.2) in one call.
+
+From the baseline: find the bottleneck, apply its remedy
+(:mod:`cpasim.predict.remedies`), re-simulate (traced), and repeat ``steps``
+times.  Then every traced run predicts every later configuration — the
+cumulative change from its own configuration — in one ``analyze_many`` pass
+over its trace.  The table sets each configuration's predictions from every
+earlier run beside its re-simulated figure and the bottlenecks predicted and
+found.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cpasim.config import Config
+from cpasim.predict.predict import Prediction, predict_many
+from cpasim.predict.remedies import Remedy, remedy_for
+from cpasim.predict.runs import TracedRun, metric_of, traced_run
+from cpasim.predict.validate import relative_error
+
+
+@dataclass
+class Rung:
+    """One configuration of the ladder."""
+
+    index: int  # 1-based, as in the seed's figure
+    remedy: Remedy | None  # the change from the previous rung (None for the baseline)
+    run: TracedRun
+    predictions: dict[int, Prediction] = field(default_factory=dict)  # from rung index
+
+    @property
+    def actual(self) -> float:
+        return self.run.metric
+
+    def error(self, source: int) -> float:
+        return relative_error(self.predictions[source].predicted, self.actual)
+
+
+@dataclass
+class Ladder:
+    metric: str
+    rungs: list[Rung]
+    stopped: str | None  # why the ladder ended early, if it did
+
+    def to_json(self) -> dict:
+        rows = []
+        for r in self.rungs:
+            rows.append(
+                {
+                    "config": r.index,
+                    "change": r.remedy.describe() if r.remedy else None,
+                    "reason": r.remedy.diagnosis.reason if r.remedy else None,
+                    "kind": r.remedy.diagnosis.kind if r.remedy else None,
+                    f"actual_{self.metric}": r.actual,
+                    "actual_bottleneck": r.run.path.bottleneck,
+                    "predictions": [
+                        {
+                            "from_config": src,
+                            f"predicted_{self.metric}": p.predicted,
+                            "error": r.error(src),
+                            "predicted_bottleneck": p.predicted_bottleneck,
+                        }
+                        for src, p in sorted(r.predictions.items())
+                    ],
+                }
+            )
+        return {"metric": self.metric, "configs": rows, "stopped": self.stopped}
+
+
+def ladder(cfg: Config, steps: int, workdir: Path, *, progress: bool = False) -> Ladder:
+    """Run the ladder from ``cfg`` for up to ``steps`` remedies; traces go to ``workdir``."""
+    workdir = Path(workdir)
+    rungs = [Rung(1, None, traced_run(cfg, workdir / "config1.cpt", progress=progress))]
+    stopped = None
+    while len(rungs) <= steps:
+        last = rungs[-1]
+        remedy = remedy_for(last.run.cfg, last.run.path)
+        if remedy is None:
+            stopped = (
+                f"config {last.index}: no remedy known for its bottleneck "
+                f"{last.run.path.bottleneck}"
+            )
+            break
+        new_cfg = remedy.apply(last.run.cfg)
+        index = last.index + 1
+        run = traced_run(new_cfg, workdir / f"config{index}.cpt", progress=progress)
+        rungs.append(Rung(index, remedy, run))
+    for i, source in enumerate(rungs):
+        later = rungs[i + 1 :]
+        preds = predict_many(source.run, [r.run.cfg for r in later])
+        for r, p in zip(later, preds, strict=True):
+            r.predictions[source.index] = p
+    metric, _ = metric_of(cfg.workload.kind)
+    return Ladder(metric, rungs, stopped)
+
+
+def _fmt(metric: str, value: float) -> str:
+    return f"{value / 1e6:.0f}" if metric == "goodput_bps" else f"{value / 1e3:.1f}"
+
+
+def unit_of(metric: str) -> str:
+    return "Mb/s" if metric == "goodput_bps" else "µs"
+
+
+def markdown(lad: Ladder) -> str:
+    """The ladder as a markdown table (figure 6.2's numbers)."""
+    n = len(lad.rungs)
+    unit = unit_of(lad.metric)
+    head = ["config", "change"]
+    head += [f"predicted from {i} ({unit})" for i in range(1, n)]
+    head += [f"re-simulated ({unit})", "bottleneck (predicted from 1 / re-simulated)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in lad.rungs:
+        cells = [str(r.index), r.remedy.describe() if r.remedy else "baseline"]
+        for src in range(1, n):
+            p = r.predictions.get(src)
+            cells.append(
+                f"{_fmt(lad.metric, p.predicted)} ({r.error(src):.1%})" if p is not None else "—"
+            )
+        cells.append(_fmt(lad.metric, r.actual))
+        first = r.predictions.get(1)
+        cells.append(f"{first.predicted_bottleneck if first else '—'} / {r.run.path.bottleneck}")
+        lines.append("| " + " | ".join(cells) + " |")
+    if lad.stopped:
+        lines.append("")
+        lines.append(f"Stopped early: {lad.stopped}.")
+    return "\n".join(lines) + "\n"
+
+
+def plot(lad: Ladder, path: Path) -> None:
+    """Grouped bars like figure 6.2: per configuration, its predictions and the re-simulation."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scale = 1e6 if lad.metric == "goodput_bps" else 1e3
+    n = len(lad.rungs)
+    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * n, 3.6))
+    width = 0.8 / n
+    for src in range(1, n):
+        xs, ys = [], []
+        for r in lad.rungs:
+            p = r.predictions.get(src)
+            if p is not None:
+                xs.append(r.index - 0.4 + (src - 0.5) * width)
+                ys.append(p.predicted / scale)
+        if xs:
+            ax.bar(xs, ys, width, label=f"predicted from config {src}")
+    xs = [r.index - 0.4 + (n - 0.5) * width for r in lad.rungs]
+    ax.bar(xs, [r.actual / scale for r in lad.rungs], width, color="black", label="re-simulated")
+    ax.axhline(lad.rungs[0].actual / scale, linestyle=":", color="grey")
+    ax.set_xticks([r.index for r in lad.rungs])
+    ax.set_xticklabels([f"config {r.index}" for r in lad.rungs])
+    name = "goodput" if lad.metric == "goodput_bps" else "mean latency"
+    ax.set_ylabel(f"{name} ({unit_of(lad.metric)})")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    try:
+        fig.savefig(path)
+    finally:
+        plt.close(fig)

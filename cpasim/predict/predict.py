@@ -1,0 +1,120 @@
+"""Predict a changed configuration from the trace of a baseline run.
+
+The change is translated into transforms by the parameter table
+(:mod:`cpasim.predict.transforms_table`), the baseline trace is re-analysed
+with them, and the metric is scaled by the ratio of critical-path lengths
+(:func:`cpasim.predict.runs.scaled_metric`).  How the bytes are taken: the
+critical path runs from the sending application's first record to the
+receiving application's last, so it covers every byte the run moved; the
+changed graph moves the same bytes in the predicted length.  The measured
+goodput (after ``sim.warmup``) is scaled by the same ratio, which assumes the
+run is long against start-up effects (slow start), as Saidi's 100 ms runs
+were.  Latency workloads scale their mean latency the other way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from cpasim.analysis import analyze_many
+from cpasim.config import Config
+from cpasim.errors import CpasimError
+from cpasim.predict.bounds import busy
+from cpasim.predict.runs import PathSummary, TracedRun, metric_of, scaled_metric, summarize
+from cpasim.predict.transforms_table import check_keys, plan_change
+from cpasim.trace import open_trace
+
+
+def parse_changes(items: Sequence[str]) -> dict[str, str]:
+    """``["link.rate=10Gbps", ...]`` → ``{"link.rate": "10Gbps"}``; at least one."""
+    if not items:
+        raise CpasimError("--change: give at least one KEY=VALUE (e.g. --change link.rate=10Gbps)")
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key or not value:
+            raise CpasimError(f"--change {item!r}: expected KEY=VALUE, e.g. link.rate=10Gbps")
+        if key in out:
+            raise CpasimError(f"--change {key}: given twice")
+        out[key] = value
+    return out
+
+
+def changed_config(cfg: Config, changes: Mapping[str, str]) -> Config:
+    """``cfg`` with ``changes`` applied, refused before any simulation if the table
+    cannot map a key or the change cannot be predicted (a shrinking capacity)."""
+    check_keys(changes)
+    new = cfg.with_overrides(dict(changes), where="--change")
+    if not cfg.changes(new):
+        raise CpasimError(
+            f"--change {', '.join(f'{k}={v}' for k, v in changes.items())}: "
+            "the configuration already has these values; nothing to predict"
+        )
+    plan_change(cfg, new)
+    return new
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A what-if answered from one traced run."""
+
+    metric: str  # goodput_bps | latency_ns
+    baseline: float
+    predicted: float
+    baseline_path: PathSummary
+    predicted_path: PathSummary
+    effects: tuple[str, ...]
+
+    @property
+    def predicted_bottleneck(self) -> str | None:
+        return self.predicted_path.bottleneck
+
+    def to_json(self) -> dict:
+        m = self.metric
+        return {
+            "metric": m,
+            f"baseline_{m}": self.baseline,
+            f"predicted_{m}": self.predicted,
+            "baseline_critical_path_ns": self.baseline_path.critical_path_ns,
+            "predicted_critical_path_ns": self.predicted_path.critical_path_ns,
+            "baseline_bottleneck": self.baseline_path.bottleneck,
+            "predicted_bottleneck": self.predicted_path.bottleneck,
+            "predicted_most_critical": self.predicted_path.most_critical,
+            "predicted_loops": self.predicted_path.loops,
+            "transforms": list(self.effects),
+        }
+
+
+def predict_many(run: TracedRun, configs: Sequence[Config]) -> list[Prediction]:
+    """Predict every config in ``configs`` from ``run`` in one pass over its trace."""
+    plans = [plan_change(run.cfg, c, run.state_means) for c in configs]
+    if not plans:
+        return []
+    results = analyze_many(
+        open_trace(run.trace), run.start, run.end, [p.transforms for p in plans], min_share=0.0
+    )
+    metric, higher = metric_of(run.result["workload"])
+    out = []
+    for cfg, plan, res in zip(configs, plans, results, strict=True):
+        lines = plan.describe()
+        path = summarize(res, f"prediction ({'; '.join(lines)})").bounded(
+            busy(cfg, plan.transforms, run.state_active)
+        )
+        out.append(
+            Prediction(
+                metric=metric,
+                baseline=run.metric,
+                predicted=scaled_metric(run.metric, higher, run.path, path),
+                baseline_path=run.path,
+                predicted_path=path,
+                effects=tuple(lines),
+            )
+        )
+    return out
+
+
+def predict(run: TracedRun, new_cfg: Config) -> Prediction:
+    """Predict ``new_cfg`` from ``run`` (one pass over its trace)."""
+    return predict_many(run, [new_cfg])[0]

@@ -1,0 +1,309 @@
+"""A traced run and what predictions need from it, kept next to its trace.
+
+Predicting from a trace needs more than the trace: the config it was
+recorded with (to tell what a change changes), the run's measured metric (the
+prediction scales it), its critical path as predictions see it — PCIe
+arbitration order freed, :func:`~cpasim.predict.transforms_table.reference` —
+(the prediction divides by its length) and the mean time per entry of every
+state (for the table's fixed parts).  :func:`traced_run` simulates and analyses once and writes
+them to a *sidecar* ``<trace>.run.json``; :func:`load_run` reads it back and
+refuses a trace whose sidecar names another config digest.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from cpasim.analysis import AnalysisResult, analyze
+from cpasim.config import Config
+from cpasim.errors import CpasimError
+from cpasim.predict.bounds import busy
+from cpasim.predict.transforms_table import reference, state_active, state_means
+from cpasim.simulate import simulate
+from cpasim.trace import open_trace
+from cpasim.trace.records import BEGIN, TraceSource
+
+SIDECAR_FORMAT = "cpasim-run/2"
+#: Most critical entries and loops kept in a summary, and the least share listed
+#: (after folding instances together; the analysis itself is asked for every name).
+TOP = 10
+MIN_SHARE = 0.01
+_INSTANCE = re.compile(r"#\w+")
+
+#: Workload kind → (metric, True when higher is better).  Streams are judged by
+#: goodput, request/response workloads by mean latency.
+METRICS = {
+    "tcp_stream": ("goodput_bps", True),
+    "udp_stream": ("goodput_bps", True),
+    "pingpong": ("latency_ns", False),
+    "webserver": ("latency_ns", False),
+}
+
+
+def state_entries(source: TraceSource) -> dict[str, int]:
+    """``sys:sm:state`` → number of ``begin`` records entering it (display names as the
+    analyzer writes them)."""
+    counts: dict[tuple[int, int], int] = {}
+    for chunk in source.chunks():
+        begins = chunk[chunk["op"] == BEGIN]
+        if not begins.size:
+            continue
+        pairs = begins["sm"].astype(np.int64) << 32 | begins["a"].astype(np.int64)
+        values, n = np.unique(pairs, return_counts=True)
+        for v, c in zip(values.tolist(), n.tolist(), strict=True):
+            k = (v >> 32, v & 0xFFFFFFFF)
+            counts[k] = counts.get(k, 0) + c
+    key = source.key
+    out = {}
+    for (sm, state), c in counts.items():
+        sys, name, inst = key.sms[sm]
+        smname = f"{sys}:{name}" if inst == "0" else f"{sys}:{name}#{inst}"
+        out[f"{smname}:{key.states[state]}"] = c
+    return out
+
+
+def sidecar_path(trace: Path) -> Path:
+    return trace.with_name(trace.name + ".run.json")
+
+
+def metric_of(kind: str) -> tuple[str, bool]:
+    return METRICS[kind]
+
+
+def metric_value(result: dict) -> float:
+    """The run's figure of merit: goodput (bit/s) or mean latency (ns)."""
+    name, _ = metric_of(result["workload"])
+    if name == "goodput_bps":
+        return float(result["goodput_bps"])
+    lat = result.get("latency_ns") or {}
+    if lat.get("mean") is None:
+        raise CpasimError(
+            f"the {result['workload']} run completed no request, so it has no latency to "
+            "predict from; lengthen sim.duration"
+        )
+    return float(lat["mean"])
+
+
+@dataclass(frozen=True)
+class PathSummary:
+    """One critical path, reduced to what predictions and reports use.
+
+    ``critical_path_ns`` is the effective length: the path's, or the busiest
+    shared resource's work (:mod:`cpasim.predict.bounds`) where that is longer;
+    then ``bottleneck`` names the resource.
+    """
+
+    critical_path_ns: dict[str, float]  # per connection ("" for the whole trace)
+    bottleneck: str | None  # most critical sys:sm:state (or edge), or a bounding resource
+    share: float  # its share of that path
+    most_critical: list[dict]
+    loops: list[dict]
+    busy_ns: dict[str, float] = field(default_factory=dict)  # resource → work per unit
+
+    def to_json(self) -> dict:
+        return {
+            "critical_path_ns": self.critical_path_ns,
+            "bottleneck": self.bottleneck,
+            "share": self.share,
+            "most_critical": self.most_critical,
+            "loops": self.loops,
+            "busy_ns": self.busy_ns,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> PathSummary:
+        return cls(
+            d["critical_path_ns"],
+            d["bottleneck"],
+            d["share"],
+            d["most_critical"],
+            d["loops"],
+            d.get("busy_ns", {}),
+        )
+
+    def bounded(self, busy_ns: dict[str, float]) -> PathSummary:
+        """This path with every connection's length at least the busiest resource's work."""
+        if not busy_ns:
+            return self
+        resource, work = max(busy_ns.items(), key=lambda kv: (kv[1], kv[0]))
+        cps = {c: max(cp, work) for c, cp in self.critical_path_ns.items()}
+        if work > max(self.critical_path_ns.values()):
+            return PathSummary(cps, resource, 1.0, self.most_critical, self.loops, busy_ns)
+        return PathSummary(
+            cps, self.bottleneck, self.share, self.most_critical, self.loops, busy_ns
+        )
+
+
+def _merge_instances(entries: list[dict]) -> list[dict]:
+    """Most critical entries with SM instances folded together (``tx:Link#7:propagate``
+    → ``tx:Link:propagate``): one carrier per frame in flight, or one timer per
+    countdown, is one resource for the reader and for :func:`diagnose`."""
+    merged: dict[str, dict] = {}
+    for m in entries:
+        name = _INSTANCE.sub("", m["name"])
+        acc = merged.setdefault(name, {"name": name, "share": 0.0, "time_ns": 0.0, "wait": 0.0})
+        acc["share"] += m["share"]
+        acc["time_ns"] += m["time_ns"]
+        acc["wait"] += m.get("waiting_ns", 0.0)
+    out = []
+    for acc in merged.values():
+        total = acc["time_ns"] + acc["wait"]
+        out.append(
+            {
+                "name": acc["name"],
+                "share": acc["share"],
+                "time_ns": acc["time_ns"],
+                "waiting_share": acc["wait"] / total if total > 0 else 0.0,
+            }
+        )
+    out.sort(key=lambda d: (-d["share"], d["name"]))
+    return out
+
+
+def summarize(res: AnalysisResult, what: str) -> PathSummary:
+    """Reduce an analysis; ``what`` names it in the error raised for a cut path."""
+    paths = {"": res.path} if res.path is not None else dict(res.connections)
+    cps = {}
+    for conn, p in paths.items():
+        if not p.reachable or p.critical_path_ns is None:
+            which = f" of connection {conn}" if conn else ""
+            raise CpasimError(
+                f"{what}: the critical path{which} from {res.start} to {res.end} is cut "
+                "(the end is not reachable from the start), so no length can be predicted"
+            )
+        cps[conn] = float(p.critical_path_ns)
+    slowest = paths[max(cps, key=lambda c: (cps[c], c))]
+    top = [m for m in _merge_instances(slowest.most_critical) if m["share"] > MIN_SHARE][:TOP]
+    return PathSummary(
+        critical_path_ns=cps,
+        bottleneck=top[0]["name"] if top else None,
+        share=float(top[0]["share"]) if top else 0.0,
+        most_critical=top,
+        loops=slowest.loops[:TOP],
+    )
+
+
+def scaled_metric(value: float, higher_is_better: bool, base: PathSummary, new: PathSummary):
+    """Saidi 6.1: for a long transfer, bandwidth ∝ 1 / critical-path length.
+
+    Throughput scales by cp_base / cp_new, latency by cp_new / cp_base; with
+    several connections the ratio is averaged over them (equal shares).
+    """
+    ratios = []
+    for conn, before in base.critical_path_ns.items():
+        after = new.critical_path_ns[conn]
+        if after <= 0 or before <= 0:
+            raise CpasimError(f"critical path of length {after:g} ns cannot be scaled")
+        ratios.append(before / after if higher_is_better else after / before)
+    ratio = sum(ratios) / len(ratios)
+    out = value * ratio
+    if not math.isfinite(out):
+        raise CpasimError("the predicted metric is not finite")
+    return out
+
+
+@dataclass(frozen=True)
+class TracedRun:
+    """A simulated, traced and analysed configuration."""
+
+    cfg: Config
+    trace: Path
+    result: dict  # Result.to_json()
+    path: PathSummary
+    state_means: dict[str, float]
+    state_active: dict[str, float]  # active ns per sys:sm:state over the whole trace
+
+    @property
+    def start(self) -> tuple[str, str]:
+        return tuple(self.result["analysis_start"])
+
+    @property
+    def end(self) -> tuple[str, str]:
+        return tuple(self.result["analysis_end"])
+
+    @property
+    def metric(self) -> float:
+        return metric_value(self.result)
+
+
+def traced_run(cfg: Config, trace: Path, *, progress: bool = False) -> TracedRun:
+    """Simulate ``cfg`` into ``trace``, analyse the unmodified path, write the sidecar."""
+    trace = Path(trace)
+    res = simulate(cfg, trace_path=trace, progress=progress)
+    result = res.to_json()
+    source = open_trace(trace)
+    ref = reference()
+    analysis = analyze(source, res.analysis_start, res.analysis_end, transforms=ref, min_share=0.0)
+    active = state_active(analysis.profile)
+    run = TracedRun(
+        cfg=cfg,
+        trace=trace,
+        result=result,
+        path=summarize(analysis, str(trace)).bounded(busy(cfg, ref, active)),
+        state_means=state_means(analysis.profile, state_entries(source)),
+        state_active=active,
+    )
+    side = {
+        "format": SIDECAR_FORMAT,
+        "config_digest": cfg.digest,
+        "result": result,
+        "path": run.path.to_json(),
+        "state_means": run.state_means,
+        "state_active": run.state_active,
+    }
+    try:
+        sidecar_path(trace).write_text(json.dumps(side, indent=1, sort_keys=True) + "\n")
+    except OSError as exc:
+        raise CpasimError(f"{sidecar_path(trace)}: cannot write: {exc.strerror}") from None
+    return run
+
+
+def load_run(cfg: Config, trace: Path) -> TracedRun:
+    """The run recorded in ``trace``, checked to belong to ``cfg``."""
+    trace = Path(trace)
+    side = sidecar_path(trace)
+    if not trace.exists():
+        raise CpasimError(f"{trace}: no such trace")
+    try:
+        data = json.loads(side.read_text())
+    except FileNotFoundError:
+        raise CpasimError(
+            f"{trace}: no {side.name} next to it, so the config and result of the run that "
+            "recorded it are unknown; record it with 'cpasim predict --trace' (which runs "
+            "the baseline when the trace does not exist yet)"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise CpasimError(f"{side}: unreadable run sidecar ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != SIDECAR_FORMAT:
+        raise CpasimError(f"{side}: expected a {SIDECAR_FORMAT} sidecar")
+    if data.get("config_digest") != cfg.digest:
+        raise CpasimError(
+            f"{trace}: recorded with config digest {data.get('config_digest')}, but the "
+            f"scenario and --set options resolve to {cfg.digest}; predict from a trace of "
+            "this configuration (or pass a new --trace path to record one)"
+        )
+    try:
+        return TracedRun(
+            cfg=cfg,
+            trace=trace,
+            result=data["result"],
+            path=PathSummary.from_json(data["path"]),
+            state_means={k: float(v) for k, v in data["state_means"].items()},
+            state_active={k: float(v) for k, v in data["state_active"].items()},
+        )
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise CpasimError(f"{side}: malformed run sidecar (missing {exc})") from None
+
+
+def baseline(cfg: Config, trace: Path | None, workdir: Path, *, progress: bool = False):
+    """Reuse ``trace`` when it exists, else record the baseline (into ``trace`` if given)."""
+    if trace is not None and Path(trace).exists():
+        return load_run(cfg, Path(trace))
+    target = Path(trace) if trace is not None else Path(workdir) / "baseline.cpt"
+    return traced_run(cfg, target, progress=progress)

@@ -1,0 +1,481 @@
+"""Parameter → transform table: how a configuration change becomes a what-if.
+
+A prediction replays the baseline trace with the change expressed as analyzer
+transforms (``annotations.md``, "What-if transforms").  :data:`RULES` is the one
+table that says, for every parameter cpasim can predict, which states or
+queues of the dependence graph it acts on and by how much:
+
+================================ ========= ==================================================
+keys                             transform amount (old → new)
+================================ ========= ==================================================
+``link.rate``                    scale     ``*:MAC:transmit`` × old/new (serialization, framing
+                                           included, is bits / rate)
+``link.delay``                   scale     ``*:Link:propagate`` × new/old
+``pcie.gen pcie.lanes``          scale     the DMA states of the host's NIC: the transfer
+``pcie.latency``                           part × old/new bandwidth, the bridge latency part
+                                           replaced (see "fixed parts" below)
+``cpu.freq``                     scale     every state that burns cycles on the host × old/new
+                                           (the TX doorbell's MMIO stall is a fixed part)
+``cpu.cores``                    bound     ``{sys}:CPU cores`` work / new cores (the pool's
+                                           order is freed, see below)
+``tcp.wmem``                     capacity  ``{sys}:Send buffer*`` + (new − old) bytes
+``tcp.rmem``                     capacity  ``{peer}:Send window*`` + (new − old) bytes (the
+                                           receiver's buffer bounds the sender's window)
+``nic.tx_ring``                  capacity  ``{sys}:TX free desc`` + (new − old) descriptors
+``nic.rx_ring``                  capacity  ``{sys}:RX free desc`` + (new − old) descriptors
+``nic.tx_fifo``                  capacity  ``{sys}:TX FIFO`` + growth in full-size frames
+``qdisc.len``                    capacity  ``{sys}:qdisc`` + (new − old) packets
+================================ ========= ==================================================
+
+``{sys}`` is the host whose key changed (``hosts.tx.tcp.wmem`` → ``tx``; a key
+without host prefix changes both hosts and so maps to both), ``{peer}`` the
+other host.  Capacity amounts are in the queue's own units (bytes for the
+byte-credit socket queues, frames for the TX FIFO).  Only growth is
+predictable: the analyzer cannot shrink a queue without reordering causality.
+
+Fixed parts.  A DMA read holds the channel for a bridge round trip that does
+not depend on bandwidth plus a transfer that does; the driver's ``xmit`` holds
+an MMIO stall that does not depend on the clock.  One factor per state cannot
+scale only part of each edge, so the factor applied is the one that gets the
+state's *total* right: with the baseline's mean time per entry t̄ (active time
+from the trace's profile over the number of ``begin`` records) and fixed part
+L, f = (L_new + (t̄ − L_old) · r) / t̄, where r is the factor of the variable
+part.
+
+Arbitration order.  Replaying a trace keeps the order in which SMs took a
+shared resource, and that order is an accident of the baseline's timing.
+Kept, it re-imposes the baseline's schedule on the changed system: with one
+core, an application that slept on a full send buffer took the core from the
+ACK processing that woke it, so growing the buffer changes nothing; a PCIe
+channel chains each received frame's DMA behind the previous ACK's descriptor
+write-back.  So every prediction breaks the core pools and the PCIe channels
+(:data:`REORDERED_POOLS`), and so does the analysis of the baseline it is
+compared with (:func:`reference`); what the pools limited is put back as the
+utilization bound of :mod:`cpasim.predict.bounds`.  Legacy PCI (one bus that
+both directions' data contend for) keeps its order.
+
+Known limits.  SMs that the model keeps as reusable instances — link carriers
+(``*:Link#k``) and interrupt-moderation timers (``*:IRQ Coalesce Timer#k``) —
+chain each use of an instance behind its previous one through the instance's
+own intra-SM edges.  When a change lets more frames be in flight, or re-arms
+the timers sooner, the replay keeps the baseline's instance assignment and
+serializes what the re-simulation runs side by side: a longer ``link.delay``
+or, with ``nic.itr = "adaptive"``, a faster link is predicted too slow.  No
+transform can cut an intra-SM edge; the model (a fresh instance per use, or
+an analyzer notion of pooled SMs) has to.  And a credit queue that declares a
+capacity (``Send buffer``, ``TX free desc``, ``RX free desc`` start full with
+capacity = size) is grown by the analyzer as a bounded buffer — only its
+``enq`` side, which never blocks — so ``tcp.wmem`` and the rings predict no
+change until those queues are declared unbounded, as ``TracedPool`` does.
+
+Not in the table (structure changes the trace cannot express; re-simulate
+them with ``cpasim validate``): MTU, TSO, checksum offload (its cycles are
+folded into the copy and receive states), copy engine, interrupt moderation,
+TCP options and timers, workload and simulation settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any
+
+from cpasim.analysis import Transforms
+from cpasim.config import HOSTS, Config, spec_of
+from cpasim.errors import CpasimError
+from cpasim.model.link import frame_bytes
+from cpasim.model.pcie import pcie_bytes_per_ns
+
+SCALE, CAPACITY, BOUND = "scale", "capacity", "bound"
+
+#: ``Lookup(key)``: a resolved value seen from one host (``tcp.wmem``) or global (``link.rate``).
+Lookup = Callable[[str], Any]
+
+#: States whose time is CPU cycles (``Cpu.spend``/``Cpu.work`` in the model),
+#: matched on any software SM of the host.  Blocking in them is waiting
+#: (weight 0), so scaling them scales only work.
+CPU_STATES = (
+    "user",
+    "schedule",
+    "sys_write",
+    "sys_read",
+    "sys_sendto",
+    "sys_recvfrom",
+    "epoll_wait",
+    "TcpSendMsg: copy",
+    "TcpRecvMsg: copy",
+    "UdpSendMsg: copy",
+    "UdpRecvMsg: copy",
+    "tcp_write_xmit",
+    "tcp_v4_rcv",
+    "tcp_ack",
+    "tcp_send_ack",
+    "tcp_retransmit_skb",
+    "udp_rcv",
+    "nf_hook",
+    "ip_fragment",
+    "ip_defrag",
+    "interrupt",
+    "refill",
+    "clean tx",
+)
+
+#: States that hold neither cycles, bus nor link time but real, fixed time
+#: (timers, the client's pause), which no table row changes.  Every other state
+#: with active time is one a ``scale`` row acts on (checked by the tests).
+FIXED_TIME_STATES = ("think", "countdown")
+
+
+def _mmio(v: Lookup) -> float:
+    return v("pcie.mmio_latency")
+
+
+def _bridge_round_trip(v: Lookup) -> float:
+    return 2 * v("pcie.latency") if v("bus.kind") == "pcie" else 0.0
+
+
+def _no_fixed(v: Lookup) -> float:
+    return 0.0
+
+
+@dataclass(frozen=True)
+class Target:
+    """A state (``scale``) or queue (``capacity``) pattern; ``{sys}``/``{peer}`` filled in.
+
+    ``fixed``: the per-visit time of the state that the rule's factor does not
+    scale (see "Fixed parts" in the module docstring), from one side's values.
+    """
+
+    pattern: str
+    fixed: Callable[[Lookup], float] | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of the table: the keys it covers and what they do to the graph."""
+
+    keys: tuple[str, ...]
+    kind: str
+    targets: tuple[Target, ...]
+    #: scale: factor of the variable part; capacity: growth in queue units.
+    amount: Callable[[Lookup, Lookup], float]
+    doc: str
+    #: Why an amount cannot be predicted (e.g. a zero baseline), or None.
+    refuse: Callable[[Lookup, Lookup], str | None] = field(default=lambda old, new: None)
+
+
+def _ratio(key: str) -> Callable[[Lookup, Lookup], float]:
+    return lambda old, new: old(key) / new(key)
+
+
+def _growth(key: str) -> Callable[[Lookup, Lookup], float]:
+    return lambda old, new: new(key) - old(key)
+
+
+def _bus_bandwidth_ratio(old: Lookup, new: Lookup) -> float:
+    if old("bus.kind") != "pcie":
+        return 1.0  # PCIe settings do not act on a legacy PCI bus
+    before = pcie_bytes_per_ns(old("pcie.gen"), old("pcie.lanes"))
+    after = pcie_bytes_per_ns(new("pcie.gen"), new("pcie.lanes"))
+    return before / after
+
+
+def _fifo_frames(v: Lookup) -> int:
+    # The NIC sizes its TX FIFO store in full-size frames (cpasim.model.nic).
+    return max(1, v("nic.tx_fifo") // frame_bytes(v("link.mtu")))
+
+
+def _zero_delay(old: Lookup, new: Lookup) -> str | None:
+    if old("link.delay") == 0:
+        return "the baseline link.delay is 0, so there is no propagation time to scale"
+    return None
+
+
+#: The NIC states that hold the bus: a DMA read waits one bridge round trip
+#: before its data streams back; a DMA write is posted (no fixed part).
+_DMA_STATES = (
+    Target("{sys}:NIC TX:DMA descriptors", _bridge_round_trip),
+    Target("{sys}:NIC TX:DMA packet", _bridge_round_trip),
+    Target("{sys}:NIC TX:writeback", _no_fixed),
+    Target("{sys}:NIC RX:DMA descriptors", _bridge_round_trip),
+    Target("{sys}:NIC RX:DMA packet", _no_fixed),
+)
+
+_CPU_TARGETS = (
+    *(Target("{sys}:*:" + s) for s in CPU_STATES),
+    Target("{sys}:Driver TX:xmit", _mmio),
+    # A poll stalls on the RX doorbell only when it took packets; its mean per
+    # entry cannot say how many did, so the stall is scaled with the cycles.
+    Target("{sys}:NAPI:poll"),
+)
+
+#: Every state that burns a host's CPU cycles (``{sys}`` = the host).
+CPU_PATTERNS: tuple[str, ...] = tuple(t.pattern for t in _CPU_TARGETS)
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        ("link.rate",),
+        SCALE,
+        (Target("*:MAC:transmit"),),
+        _ratio("link.rate"),
+        "serialization time on the link is wire bits / rate",
+    ),
+    Rule(
+        ("link.delay",),
+        SCALE,
+        (Target("*:Link:propagate"),),
+        lambda old, new: new("link.delay") / old("link.delay"),
+        "propagation time is link.delay",
+        refuse=_zero_delay,
+    ),
+    Rule(
+        ("pcie.gen", "pcie.lanes", "pcie.latency"),
+        SCALE,
+        _DMA_STATES,
+        _bus_bandwidth_ratio,
+        "DMA transfer time is bus bytes / bandwidth; the bridge latency is fixed per access",
+    ),
+    Rule(
+        ("cpu.freq",),
+        SCALE,
+        _CPU_TARGETS,
+        _ratio("cpu.freq"),
+        "cycle costs take cycles / frequency",
+    ),
+    Rule(
+        ("cpu.cores",),
+        BOUND,
+        (Target("{sys}:CPU cores"),),
+        lambda old, new: new("cpu.cores"),
+        "the host's CPU work is shared by more cores (cpasim.predict.bounds)",
+    ),
+    Rule(
+        ("tcp.wmem",),
+        CAPACITY,
+        (Target("{sys}:Send buffer*"),),
+        _growth("tcp.wmem"),
+        "more send-buffer bytes the writer may fill before ACKs free them",
+    ),
+    Rule(
+        ("tcp.rmem",),
+        CAPACITY,
+        (Target("{peer}:Send window*"),),
+        _growth("tcp.rmem"),
+        "a larger advertised window gives the peer's sender more credits",
+    ),
+    Rule(
+        ("nic.tx_ring",),
+        CAPACITY,
+        (Target("{sys}:TX free desc"),),
+        _growth("nic.tx_ring"),
+        "more free TX descriptors",
+    ),
+    Rule(
+        ("nic.rx_ring",),
+        CAPACITY,
+        (Target("{sys}:RX free desc"),),
+        _growth("nic.rx_ring"),
+        "more posted RX buffers",
+    ),
+    Rule(
+        ("nic.tx_fifo",),
+        CAPACITY,
+        (Target("{sys}:TX FIFO"),),
+        lambda old, new: _fifo_frames(new) - _fifo_frames(old),
+        "more full-size frames fit in the NIC's TX FIFO",
+    ),
+    Rule(
+        ("qdisc.len",),
+        CAPACITY,
+        (Target("{sys}:qdisc"),),
+        _growth("qdisc.len"),
+        "more packets fit in the device queue",
+    ),
+)
+
+#: Pools whose arbitration order a prediction does not keep (see "Arbitration order").
+REORDERED_POOLS = ("*:CPU cores", "*:PCIe up", "*:PCIe down")
+
+
+def reference() -> Transforms:
+    """The baseline as predictions see it: only the arbitration order freed."""
+    return Transforms(breaks=list(REORDERED_POOLS))
+
+
+_RULE_OF: dict[str, Rule] = {k: r for r in RULES for k in r.keys}
+
+
+def predictable_keys() -> list[str]:
+    """Every key the table maps, in table order."""
+    return [k for r in RULES for k in r.keys]
+
+
+def _split(full_key: str) -> tuple[str | None, str]:
+    """``hosts.tx.tcp.wmem`` → ``("tx", "tcp.wmem")``; ``link.rate`` → ``(None, "link.rate")``."""
+    parts = full_key.split(".", 2)
+    if parts[0] == "hosts" and len(parts) == 3 and parts[1] in HOSTS:
+        return parts[1], parts[2]
+    return None, full_key
+
+
+def check_keys(keys) -> None:
+    """Refuse, before any simulation, change keys the table cannot map."""
+    for full in keys:
+        _, key = _split(full)
+        if key not in _RULE_OF:
+            raise CpasimError(
+                f"--change {full}: cannot be predicted from a trace (no transform in the "
+                f"parameter table models it); predictable keys: {', '.join(predictable_keys())} "
+                "(each also as hosts.tx.<key> / hosts.rx.<key> where per host); "
+                "re-simulate other changes with 'cpasim run'"
+            )
+
+
+def _lookup(cfg: Config, host: str | None) -> Lookup:
+    flat = cfg.flat()
+    if host is None:
+        return lambda key: flat[key]
+    return lambda key: flat.get(f"hosts.{host}.{key}", flat.get(key))
+
+
+@dataclass(frozen=True)
+class Effect:
+    """One applied row, for reports: ``"link.rate 1 Gbit/s → 10 Gbit/s: scale ... × 0.1"``."""
+
+    key: str
+    old: str
+    new: str
+    kind: str
+    pattern: str
+    amount: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The transforms that model ``old → new`` and the rows they came from."""
+
+    transforms: Transforms
+    effects: tuple[Effect, ...]
+
+    def describe(self) -> list[str]:
+        """One line per (change, amount): the patterns it acts on, abbreviated."""
+        groups: dict[tuple, list[str]] = {}
+        for e in self.effects:
+            groups.setdefault((e.key, e.old, e.new, e.kind, round(e.amount, 4)), []).append(
+                e.pattern
+            )
+        lines = []
+        for (key, old, new, kind, amount), patterns in groups.items():
+            op = {SCALE: f"× {amount:.4g}", CAPACITY: f"+{int(amount)}"}.get(
+                kind, f"work / {int(amount)}"
+            )
+            shown = ", ".join(patterns[:3])
+            if len(patterns) > 3:
+                shown += f" and {len(patterns) - 3} more"
+            lines.append(f"{key} {old} → {new}: {kind} {shown} {op}")
+        return lines
+
+
+def plan_change(old: Config, new: Config, state_means: Mapping[str, float] | None = None) -> Plan:
+    """Transforms that turn the dependence graph of a run of ``old`` into one of ``new``.
+
+    ``state_means``: mean active time per visit of each ``sys:sm:state`` in the
+    baseline (:func:`state_means`); needed to keep fixed parts fixed, without
+    it a rule's factor applies to the whole state.
+    """
+    diffs = old.changes(new)
+    check_keys(diffs)
+    # Group per (rule, host): several keys of one rule (gen + lanes) act together.
+    touched: dict[tuple[int, str | None], list[str]] = {}
+    for full in diffs:
+        host, key = _split(full)
+        rule = _RULE_OF[key]
+        touched.setdefault((RULES.index(rule), host), []).append(full)
+    scale: list[tuple[str, float]] = []
+    capacity: list[tuple[str, int]] = []
+    effects: list[Effect] = []
+    for (index, host), fulls in sorted(touched.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        rule = RULES[index]
+        lo, ln = _lookup(old, host), _lookup(new, host)
+        label = ", ".join(fulls)
+        old_text = ", ".join(_fmt(f, diffs[f][0]) for f in fulls)
+        new_text = ", ".join(_fmt(f, diffs[f][1]) for f in fulls)
+        why_not = rule.refuse(lo, ln)
+        if why_not:
+            raise CpasimError(f"cannot predict {label} {old_text} → {new_text}: {why_not}")
+        amount = rule.amount(lo, ln)
+        peer = None if host is None else next(h for h in HOSTS if h != host)
+        for target in rule.targets:
+            pattern = target.pattern.format(sys=host or "*", peer=peer or "*")
+            if rule.kind == BOUND:
+                effects.append(Effect(label, old_text, new_text, BOUND, pattern, amount))
+                continue
+            if rule.kind == CAPACITY:
+                if amount < 0:
+                    raise CpasimError(
+                        f"cannot predict {label} {old_text} → {new_text}: it shrinks "
+                        f"{pattern} by {int(-amount)} units, and a trace can only predict "
+                        "growth (a smaller queue would reorder causality); re-simulate it "
+                        "with 'cpasim run'"
+                    )
+                if amount >= 1:
+                    capacity.append((pattern, int(amount)))
+                    effects.append(Effect(label, old_text, new_text, CAPACITY, pattern, amount))
+                continue
+            for name, factor in _scale_entries(pattern, target, amount, lo, ln, state_means):
+                if factor != 1.0:
+                    scale.append((name, factor))
+                    effects.append(Effect(label, old_text, new_text, SCALE, name, factor))
+    transforms = Transforms(scale=scale, capacity=capacity, breaks=list(REORDERED_POOLS))
+    return Plan(transforms, tuple(effects))
+
+
+def _scale_entries(pattern, target, r, lo, ln, state_means):
+    """``(pattern, factor)`` pairs: one per concrete state when a fixed part needs its mean."""
+    if target.fixed is None or state_means is None:
+        return [(pattern, r)]
+    fixed_old, fixed_new = target.fixed(lo), target.fixed(ln)
+    if fixed_old == fixed_new == 0:
+        return [(pattern, r)]
+    out = []
+    for name, mean in sorted(state_means.items()):
+        if not fnmatchcase(name, pattern) or mean <= 0:
+            continue
+        if mean < fixed_old:
+            out.append((name, r))  # the fixed part is not on every entry: scale all
+            continue
+        out.append((name, (fixed_new + (mean - fixed_old) * r) / mean))
+    return out or [(pattern, r)]
+
+
+def state_means(profile: list[dict], entries: Mapping[str, int]) -> dict[str, float]:
+    """``sys:sm:state`` → mean active ns per entry into the state.
+
+    ``profile`` is an analysis' per-SM profile (active time per state, summed
+    over every edge); ``entries`` counts the ``begin`` records of each state
+    (:func:`cpasim.predict.runs.state_entries`): one entry is one access, one
+    syscall, one poll, whatever the records inside it.
+    """
+    out = {}
+    for entry in profile:
+        for st in entry["states"]:
+            name = f"{entry['sm']}:{st['state']}"
+            n = entries.get(name, 0)
+            if n and st["active_ns"] > 0:
+                out[name] = st["active_ns"] / n
+    return out
+
+
+def state_active(profile: list[dict]) -> dict[str, float]:
+    """``sys:sm:state`` → active ns over the whole trace, from an analysis' profile."""
+    return {
+        f"{entry['sm']}:{st['state']}": st["active_ns"]
+        for entry in profile
+        for st in entry["states"]
+        if st["active_ns"] > 0
+    }
+
+
+def _fmt(full_key: str, value: Any) -> str:
+    return spec_of(full_key).format(value)

@@ -1,0 +1,275 @@
+"""Run one scenario: build the system, drive SimPy in slices, collect the metrics.
+
+:func:`simulate` is the one entry point (``cpasim run``, sweeps and calibration
+call it).  The run is driven in slices of simulated time (for the progress bar
+and to take the warm-up snapshot) by stepping SimPy's event queue directly, so
+slicing adds no events and never reorders the model's own.  With
+``workload.bytes`` > 0 the run ends the moment the receiving application has
+read them all (or when nothing is left to happen).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import simpy
+from simpy.core import StopSimulation
+
+from cpasim.errors import CpasimError
+from cpasim.model.system import ANALYSIS_ENDS, HOSTS, System
+from cpasim.trace import NULL_TRACER, TRACE_SUFFIXES, Tracer, write_trace
+
+#: Slices per run with a fixed duration; runs with a byte target use SLICE_NS.
+SLICES = 50
+SLICE_NS = 1e6
+#: A run with a byte target stops here whatever happens (the sim.duration bound).
+MAX_SIM_NS = 1000e9
+#: Runs shorter than this (wall seconds) never show a progress bar.
+PROGRESS_AFTER_S = 2.0
+
+
+@dataclass
+class Result:
+    """The metrics of one run; :meth:`to_json` is the machine-readable form."""
+
+    goodput_bps: float
+    link_utilization: dict[str, float]
+    io_bus_utilization: dict[str, dict[str, float]]
+    cpu_utilization: dict[str, dict[str, float]]
+    latency_ns: dict[str, float] | None
+    drops: dict[str, int]
+    retransmits: int
+    sim_time_ns: float
+    events: int
+    wall_s: float
+    config_digest: str
+    bytes_delivered: int
+    bytes_measured: int
+    frames: dict[str, int]
+    workload: str
+    analysis_start: tuple[str, str] = ("tx", "App")
+    analysis_end: tuple[str, str] = ("rx", "App")
+
+    def to_json(self) -> dict:
+        return {
+            "goodput_bps": self.goodput_bps,
+            "link_utilization": self.link_utilization,
+            "io_bus_utilization": self.io_bus_utilization,
+            "cpu_utilization": self.cpu_utilization,
+            "latency_ns": self.latency_ns,
+            "drops": self.drops,
+            "retransmits": self.retransmits,
+            "sim_time_ns": self.sim_time_ns,
+            "events": self.events,
+            "wall_s": self.wall_s,
+            "config_digest": self.config_digest,
+            "bytes_delivered": self.bytes_delivered,
+            "bytes_measured": self.bytes_measured,
+            "frames": self.frames,
+            "workload": self.workload,
+            "analysis_start": list(self.analysis_start),
+            "analysis_end": list(self.analysis_end),
+        }
+
+
+def simulate(cfg, *, tracer=None, trace_path=None, progress: bool = False) -> Result:
+    """Simulate ``cfg``; record the annotation trace into ``tracer`` or ``trace_path``.
+
+    ``tracer`` may be a :class:`~cpasim.trace.Tracer` made for any environment
+    (it is bound to this run's) or a callable ``env -> Tracer``.  A tracer made
+    here for ``trace_path`` is closed at the end; a given one is flushed.
+    """
+    sim = cfg.sim
+    if sim.warmup >= sim.duration and not cfg.workload.bytes:
+        raise CpasimError(
+            f"sim.warmup ({sim.warmup:g} ns) must be shorter than sim.duration "
+            f"({sim.duration:g} ns)"
+        )
+    if cfg.workload.kind == "webserver" and cfg.workload.processes > cfg.tx.cpu.cores:
+        raise CpasimError(
+            f"workload.processes ({cfg.workload.processes}) must not exceed "
+            f"hosts.tx.cpu.cores ({cfg.tx.cpu.cores})"
+        )
+    wall0 = time.perf_counter()
+    env = simpy.Environment()
+    own = False
+    if trace_path is not None:
+        trace_path = Path(trace_path)
+        suffix = trace_path.suffix.lower()
+        if suffix not in TRACE_SUFFIXES:
+            raise CpasimError(
+                f"{trace_path}: unknown trace format {suffix or '(no extension)'!r}; "
+                f"expected one of {', '.join(TRACE_SUFFIXES)}"
+            )
+        try:
+            if suffix == ".cpt":
+                tracer = Tracer.to_file(env, trace_path)
+            else:  # JSON Lines: recorded in memory, written at the end
+                trace_path.open("w").close()
+                tracer = Tracer.in_memory(env)
+        except OSError as exc:
+            raise CpasimError(f"{trace_path}: cannot write trace: {exc.strerror}") from None
+        own = True
+    elif tracer is None:
+        tracer = NULL_TRACER
+    elif callable(tracer) and not isinstance(tracer, Tracer):
+        tracer = tracer(env)
+    else:
+        tracer.env = env
+    try:
+        system = System(cfg, env, tracer)
+        runner = _Runner(env, system, cfg, progress, wall0)
+        runner.run()
+    finally:
+        if own:
+            tracer.close()
+            if trace_path.suffix.lower() == ".jsonl":
+                write_trace(tracer.source(), trace_path)
+        else:
+            tracer.flush()
+    return runner.result(time.perf_counter() - wall0)
+
+
+class _Runner:
+    def __init__(self, env, system, cfg, progress, wall0) -> None:
+        self.env = env
+        self.system = system
+        self.cfg = cfg
+        self.progress = progress
+        self.wall0 = wall0
+        self.warm: dict | None = None
+        self.end_ns = 0.0
+
+    def _run_until(self, t: float) -> None:
+        """Process every event before time ``t`` (or until the byte target is met).
+
+        Stepping the queue directly (rather than ``env.run(until=...)``) adds no
+        event of its own: pausing between two steps cannot reorder anything."""
+        env = self.env
+        queue, step = env._queue, env.step
+        try:
+            while queue and queue[0][0] < t:
+                step()
+        except StopSimulation:
+            return
+        if queue:  # paused, not finished: the clock stands at the slice's end
+            env._now = max(env._now, t)
+
+    def _snapshot(self) -> dict:
+        s = self.system
+        return {
+            "link": s.link.stats.snapshot(),
+            "bus": {h: s.hosts[h].dev.stats.bus.snapshot() for h in HOSTS},
+        }
+
+    def run(self) -> None:
+        env, cfg, stats = self.env, self.cfg, self.system.stats
+        sized = cfg.workload.bytes > 0
+        horizon = MAX_SIM_NS if sized else cfg.sim.duration
+        step = SLICE_NS if sized else cfg.sim.duration / SLICES
+        stats.done.callbacks.append(StopSimulation.callback)
+        bar = None
+        try:
+            warm = cfg.sim.warmup
+            if warm > 0:
+                self._run_until(min(warm, horizon))
+            self.warm = self._snapshot()
+            t = env.now
+            while not stats.done.triggered and t < horizon:
+                if not env._queue:
+                    break  # nothing left to happen
+                t = min(t + step, horizon)
+                self._run_until(t)
+                if stats.done.processed:
+                    break
+                if (
+                    self.progress
+                    and bar is None
+                    and time.perf_counter() - self.wall0 > PROGRESS_AFTER_S
+                ):
+                    bar = _Progress(cfg, horizon if not sized else None)
+                if bar is not None:
+                    bar.update(env.now, stats)
+        finally:
+            if bar is not None:
+                bar.close()
+        self.end_ns = stats.end_ns if stats.end_ns is not None else env.now
+
+    def result(self, wall_s: float) -> Result:
+        s, cfg, env = self.system, self.cfg, self.env
+        warm = cfg.sim.warmup
+        elapsed = max(0.0, self.end_ns - warm)
+        stats = s.stats
+        scheduled = next(env._eid)
+        processed = scheduled - len(env._queue)
+        latencies = np.asarray(stats.latencies, dtype=float)
+        kind = cfg.workload.kind
+        latency = None
+        if kind in ("pingpong", "webserver"):
+            latency = (
+                {
+                    "mean": float(latencies.mean()),
+                    "p50": float(np.percentile(latencies, 50)),
+                    "p99": float(np.percentile(latencies, 99)),
+                    "count": int(latencies.size),
+                }
+                if latencies.size
+                else {"mean": None, "p50": None, "p99": None, "count": 0}
+            )
+        start, end = ANALYSIS_ENDS[kind]
+        frames = {
+            name: d.frames - self.warm["link"][name]["frames"]
+            for name, d in s.link.stats.directions.items()
+        }
+        return Result(
+            goodput_bps=stats.read_measured * 8e9 / elapsed if elapsed > 0 else 0.0,
+            link_utilization=s.link.stats.utilization(elapsed, self.warm["link"]),
+            io_bus_utilization={
+                h: s.hosts[h].dev.stats.bus.utilization(elapsed, self.warm["bus"][h]) for h in HOSTS
+            },
+            cpu_utilization={h: s.hosts[h].cpu.utilization(elapsed) for h in HOSTS},
+            latency_ns=latency,
+            drops=s.drops(),
+            retransmits=s.retransmits(),
+            sim_time_ns=float(self.end_ns),
+            events=int(processed),
+            wall_s=wall_s,
+            config_digest=cfg.digest,
+            bytes_delivered=int(stats.read),
+            bytes_measured=int(stats.read_measured),
+            frames=frames,
+            workload=kind,
+            analysis_start=start,
+            analysis_end=end,
+        )
+
+
+class _Progress:
+    """A rich progress bar on stderr: simulated time, or bytes for a sized run."""
+
+    def __init__(self, cfg, horizon: float | None) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.sized = horizon is None
+        total = cfg.workload.bytes if self.sized else horizon
+        what = "bytes read" if self.sized else "simulated time"
+        self.bar = Progress(
+            TextColumn(f"cpasim run ({what})"),
+            BarColumn(),
+            TextColumn("{task.percentage:>3.0f}%"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self.task = self.bar.add_task("run", total=total)
+        self.bar.start()
+
+    def update(self, now: float, stats) -> None:
+        self.bar.update(self.task, completed=stats.read if self.sized else now)
+
+    def close(self) -> None:
+        self.bar.stop()

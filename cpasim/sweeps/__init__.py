@@ -1,0 +1,133 @@
+"""Parameter sweeps: many (Config → run → Result) on local processes or Dask.
+
+The package is named ``sweeps`` so that ``cpasim.sweep`` can be the function.
+
+* :mod:`~cpasim.sweeps.grid`: axes, product/zip expansion, repeats, seeds;
+* :mod:`~cpasim.sweeps.executors`: in-process, local worker processes, Dask;
+* :mod:`~cpasim.sweeps.evaluate`: one point on a worker (simulate, analyze);
+* :mod:`~cpasim.sweeps.table`: rows, CSV/parquet files;
+* :mod:`~cpasim.sweeps.driver`: progress, resume, failures, Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from cpasim.errors import CpasimError
+from cpasim.sweeps.driver import SweepInterrupted, execute, identity_columns
+from cpasim.sweeps.evaluate import ANALYSIS_COLUMNS, evaluate
+from cpasim.sweeps.grid import make_points, normalize_axes
+from cpasim.sweeps.table import columns_of
+
+__all__ = ["SweepInterrupted", "plan", "sweep", "sweep_rows", "to_frame"]
+
+
+def plan(
+    scenario=None,
+    grid: Mapping[str, Sequence] | None = None,
+    *,
+    zip: bool = False,
+    repeat: int = 1,
+    sets: Sequence[str] = (),
+):
+    """The base configuration and the points of a sweep, every key and value checked.
+
+    An unknown key or a value the configuration refuses fails here, before
+    anything runs.  A combination that only fails together fails later, as
+    that point's row.
+    """
+    from cpasim.config import Config, load_scenario, parse_set, resolve
+
+    if isinstance(scenario, Config):
+        base = scenario.with_overrides(dict(parse_set(s) for s in sets), where="--set")
+    else:
+        base = load_scenario(scenario, sets=list(sets))
+    axes = normalize_axes(grid or {})
+    if "sim.seed" in axes:
+        raise CpasimError(
+            "--grid sim.seed: seeds are derived per point; use --repeat N for several seeds"
+        )
+    points = make_points(axes, zip_axes=zip, repeat=repeat, base_seed=base.sim.seed)
+    # Each key and value on its own: name, type, unit and range.  Rules that
+    # tie parameters together are checked per point, where a clash is that
+    # point's error row (a small window may suit a small MTU in the grid).
+    flat = base.flat()
+    for key, values in axes.items():
+        for value in values:
+            resolve.apply(flat, [(key, resolve.parse_text(value))], "--grid")
+    return base, list(axes), points
+
+
+def sweep(
+    scenario: str | Path | None = None,
+    grid: Mapping[str, Sequence] | None = None,
+    zip: bool = False,
+    repeat: int = 1,
+    workers: int | None = None,
+    dask: str | None = None,
+    out: str | Path | None = None,
+    resume: bool = False,
+    analyze: bool = False,
+    sets: Sequence[str] = (),
+    *,
+    overwrite: bool = False,
+    progress: bool = True,
+):
+    """Run a sweep and return its table (a pandas DataFrame, or a list of dicts
+    when pandas is not installed), one row per (point, repeat) in grid order.
+
+    ``grid`` maps dotted keys to lists of values (``{"link.rate": ["1Gbps",
+    "10Gbps"]}``); ``zip=True`` pairs the lists instead of crossing them.
+    ``workers`` local processes (default: one per core; 1 runs here), or
+    ``dask="tcp://host:8786"`` / ``dask="local"``.  ``out`` (.csv or .parquet)
+    is written as rows finish; ``resume=True`` skips the points it already
+    holds.  ``analyze=True`` adds the most critical state and resource loop.
+    Ctrl-C writes the finished rows and raises :class:`SweepInterrupted`.
+    """
+    rows, keys = sweep_rows(
+        scenario, grid, zip, repeat, workers, dask, out, resume, analyze, sets, overwrite, progress
+    )
+    return to_frame(rows, identity_columns(keys))
+
+
+def sweep_rows(
+    scenario=None,
+    grid=None,
+    zip=False,
+    repeat=1,
+    workers=None,
+    dask=None,
+    out=None,
+    resume=False,
+    analyze=False,
+    sets=(),
+    overwrite=False,
+    progress=True,
+) -> tuple[list[dict], list[str]]:
+    """:func:`sweep` returning the rows as dicts and the varied keys."""
+    base, keys, points = plan(scenario, grid, zip=zip, repeat=repeat, sets=sets)
+    rows = execute(
+        points,
+        functools.partial(evaluate, base, analyze),
+        keys=keys,
+        digest=base.digest,
+        workers=workers,
+        dask=dask,
+        out=out,
+        resume=resume,
+        overwrite=overwrite,
+        progress=progress,
+        analyze_columns=ANALYSIS_COLUMNS if analyze else (),
+    )
+    return rows, keys
+
+
+def to_frame(rows: list[dict], first: Sequence[str] = ()):
+    """A pandas DataFrame of the rows if pandas is installed, else the rows."""
+    try:
+        import pandas
+    except ImportError:
+        return rows
+    return pandas.DataFrame(rows, columns=columns_of(rows, first))

@@ -1,0 +1,164 @@
+"""Where the points run: in this process, in local worker processes, or on Dask.
+
+Every executor is a generator ``run(fn, items)`` that yields ``(position,
+value)`` pairs in *completion* order, where ``value = fn(items[position])``.
+``fn`` must be a picklable top-level callable that does not raise for a
+failing point (see :func:`cpasim.sweeps.evaluate.guarded`); an error of the
+executor itself (a worker process that died, a lost Dask worker) is yielded
+as an :class:`ExecutorFailure` value instead, so one bad point never stops a
+sweep.  When the consumer stops early (Ctrl-C, an exception, or closing the
+generator) the ``finally`` blocks cancel what is pending and shut the workers
+down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+
+from cpasim.errors import CpasimError
+
+DASK_INSTALL_HINT = "install it with: pip install 'cpasim[dask]'"
+
+
+@dataclass(frozen=True)
+class ExecutorFailure:
+    """A point lost to the machinery rather than to the model."""
+
+    message: str
+
+
+def cores() -> int:
+    """CPU cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def run_inline(fn: Callable, items: Sequence) -> Iterator[tuple[int, object]]:
+    """Run every item in this process, in order (``--workers 1``)."""
+    for position, item in enumerate(items):
+        yield position, fn(item)
+
+
+def run_processes(fn: Callable, items: Sequence, workers: int) -> Iterator[tuple[int, object]]:
+    """Run the items on a pool of local worker processes."""
+    # forkserver: workers start from a clean single-threaded process, never a
+    # fork of this one with its progress-bar thread.
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method))
+    pending: dict[Future, int] = {}
+    try:
+        pending = {pool.submit(fn, item): position for position, item in enumerate(items)}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                position = pending.pop(future)
+                yield position, _value(future)
+    finally:
+        if not pending:
+            pool.shutdown()
+        elif _stop_workers(pool):
+            pool.shutdown(wait=True)  # the pool fails what was left; nothing runs on
+        else:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _value(future) -> object:
+    try:
+        return future.result()
+    except Exception as exc:  # the worker died or the task could not be sent
+        return ExecutorFailure(f"{type(exc).__name__}: {exc}")
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> bool:
+    """End the pool's worker processes at once; False if this Python cannot.
+
+    After Ctrl-C the user wants the machine back, not the running points to
+    finish.  Cancelling futures as well would race the pool's own clean-up.
+    """
+    if hasattr(pool, "terminate_workers"):  # Python >= 3.14
+        pool.terminate_workers()
+        return True
+    processes = getattr(pool, "_processes", None)
+    if processes is None:
+        return False
+    for process in list(processes.values()):
+        if process.is_alive():
+            process.terminate()
+    return True
+
+
+def import_distributed():
+    """The ``distributed`` module, or a clear error saying how to install it."""
+    try:
+        import distributed
+    except ImportError:
+        raise CpasimError(f"--dask needs the optional Dask support; {DASK_INSTALL_HINT}") from None
+    return distributed
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    """Start child processes with Ctrl-C ignored (they inherit it): the sweep
+    shuts them down itself, without each printing a KeyboardInterrupt."""
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def run_dask(
+    fn: Callable, items: Sequence, address: str, workers: int | None = None
+) -> Iterator[tuple[int, object]]:
+    """Run the items on a Dask cluster: ``"local"`` starts a LocalCluster here."""
+    distributed = import_distributed()
+    cluster = None
+    client = None
+    futures: dict = {}
+    finished = False
+    try:
+        try:
+            if address == "local":
+                with _sigint_ignored():
+                    cluster = distributed.LocalCluster(
+                        n_workers=workers or cores(),
+                        threads_per_worker=1,
+                        processes=True,
+                        dashboard_address=None,
+                        silence_logs=logging.ERROR,
+                    )
+                client = distributed.Client(cluster)
+            else:
+                client = distributed.Client(address, timeout="10s")
+        except ValueError as exc:
+            raise CpasimError(
+                f"--dask {address}: expected tcp://HOST:PORT or 'local' ({exc})"
+            ) from None
+        except OSError as exc:
+            raise CpasimError(f"--dask {address}: cannot reach the scheduler ({exc})") from None
+        futures = {
+            client.submit(fn, item, pure=False): position for position, item in enumerate(items)
+        }
+        for future in distributed.as_completed(list(futures)):
+            yield futures[future], _value(future)
+        finished = True
+    finally:
+        if client is not None:
+            if not finished and futures:
+                client.cancel(list(futures))
+            client.close()
+        if cluster is not None:
+            cluster.close()

@@ -1,0 +1,73 @@
+"""Annotation traces: recording them during a run, storing and reading them.
+
+- :mod:`cpasim.trace.records` — the record format (op codes, ``RECORD_DTYPE``, ``TraceKey``,
+  ``TraceSource``);
+- :mod:`cpasim.trace.tracer` — :class:`Tracer`, :data:`NULL_TRACER`, state-machine handles;
+- :mod:`cpasim.trace.primitives` — SimPy queues that annotate themselves;
+- :mod:`cpasim.trace.columnar` — the compact chunked ``.cpt`` file;
+- :mod:`cpasim.trace.jsonl` — JSON Lines, the interchange form.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cpasim.errors import CpasimError
+from cpasim.trace.primitives import TracedContainer, TracedPool, TracedStore
+from cpasim.trace.records import TraceKey, TraceSource
+from cpasim.trace.tracer import NULL_SM, NULL_TRACER, SM, MemorySink, NullTracer, Tracer
+
+__all__ = [
+    "NULL_SM",
+    "NULL_TRACER",
+    "SM",
+    "MemorySink",
+    "NullTracer",
+    "TraceKey",
+    "TraceSource",
+    "TracedContainer",
+    "TracedPool",
+    "TracedStore",
+    "Tracer",
+    "open_trace",
+    "write_trace",
+]
+
+#: File extensions :func:`write_trace` knows.
+TRACE_SUFFIXES = (".cpt", ".jsonl")
+
+
+def open_trace(path: str | Path) -> TraceSource:
+    """Open a trace file of either format, told apart by its first bytes."""
+    from cpasim.trace.columnar import MAGIC, read_cpt
+
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(MAGIC))
+    except OSError as exc:
+        raise CpasimError(f"{path}: cannot read trace: {exc.strerror}") from None
+    if head == MAGIC:
+        return read_cpt(path)
+    from cpasim.trace.jsonl import read_jsonl
+
+    return read_jsonl(path)
+
+
+def write_trace(source: TraceSource, path: str | Path) -> None:
+    """Write ``source`` to ``path`` in the format its extension names (.cpt or .jsonl)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".cpt":
+        from cpasim.trace.columnar import write_cpt
+
+        write_cpt(source, path)
+    elif suffix == ".jsonl":
+        from cpasim.trace.jsonl import write_jsonl
+
+        write_jsonl(source, path)
+    else:
+        raise CpasimError(
+            f"{path}: unknown trace format {suffix or '(no extension)'!r}; "
+            f"expected one of {', '.join(TRACE_SUFFIXES)}"
+        )

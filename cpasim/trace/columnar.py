@@ -1,0 +1,316 @@
+"""The compact trace file (``.cpt``): record chunks streamed to disk during a run.
+
+Layout (all integers little-endian)::
+
+    header   MAGIC (8 bytes)  version u16  record size u16  reserved u32
+    block*   tag (4 bytes)  payload length u64  crc32 u32  payload
+    footer   a block with tag END
+
+The crc32 of each block covers its tag, its length and its payload.  Block tags:
+
+- ``KEYS``: the names added to the :class:`TraceKey` since the previous KEYS block, as
+  UTF-8 JSON ``{"base": [sms, states, queues, conns], "sms": [[sys, sm, inst], ...],
+  "states": [...], "queues": [[qsys, q, qinst], ...], "conns": [...]}``; ``base`` is
+  how many names of each kind came before (a consistency check).
+- ``RECS``: a u64 record count followed by that many records, the raw bytes of a
+  :data:`RECORD_DTYPE` array.  A records block refers only to names already given.
+- ``END``: u64 total records and u64 number of RECS blocks.  A file is valid only
+  with its footer: a file whose writer did not close it reads as truncated.
+
+Writer and reader hold one chunk at a time, so memory does not depend on trace length.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from cpasim.errors import CpasimError
+from cpasim.trace.records import (
+    BEGIN,
+    IDENTIFY,
+    LINK,
+    OPS,
+    QUEUE_OPS,
+    RECORD_DTYPE,
+    TraceKey,
+    TraceSource,
+)
+
+MAGIC = b"CPASIMT\x00"
+VERSION = 1
+HEADER = struct.Struct("<8sHHI")
+FRAME = struct.Struct("<4sQI")
+COUNT = struct.Struct("<Q")
+FOOTER = struct.Struct("<QQ")
+TAG_KEYS, TAG_RECS, TAG_END = b"KEYS", b"RECS", b"END\x00"
+_KINDS = ("sms", "states", "queues", "conns")
+
+
+def _frame(tag: bytes, payload_len: int, *payload_parts) -> bytes:
+    head = struct.pack("<4sQ", tag, payload_len)
+    crc = zlib.crc32(head)
+    for part in payload_parts:
+        crc = zlib.crc32(part, crc)
+    return head + struct.pack("<I", crc)
+
+
+class CptWriter:
+    """Writes a ``.cpt`` file chunk by chunk; a :class:`~cpasim.trace.tracer.Tracer` sink."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        try:
+            self._fh = self.path.open("wb")
+        except OSError as exc:
+            raise CpasimError(f"{self.path}: cannot write trace: {exc.strerror}") from None
+        self._fh.write(HEADER.pack(MAGIC, VERSION, RECORD_DTYPE.itemsize, 0))
+        self._key_sizes = (0, 0, 0, 0)
+        self.records = 0
+        self.blocks = 0
+
+    def write(self, chunk: np.ndarray, key: TraceKey) -> None:
+        """Append the names new in ``key``, then ``chunk``."""
+        if chunk.dtype != RECORD_DTYPE:
+            raise TypeError(f"trace chunk has dtype {chunk.dtype}, expected RECORD_DTYPE")
+        self._write_key_delta(key)
+        if len(chunk) == 0:
+            return
+        count = COUNT.pack(len(chunk))
+        data = np.ascontiguousarray(chunk).tobytes()
+        fh = self._fh
+        fh.write(_frame(TAG_RECS, len(count) + len(data), count, data))
+        fh.write(count)
+        fh.write(data)
+        self.records += len(chunk)
+        self.blocks += 1
+
+    def _write_key_delta(self, key: TraceKey) -> None:
+        sizes = key.sizes()
+        if sizes == self._key_sizes:
+            return
+        delta = {"base": list(self._key_sizes)}
+        for kind, start in zip(_KINDS, self._key_sizes, strict=True):
+            delta[kind] = getattr(key, kind)[start:]
+        payload = json.dumps(delta, ensure_ascii=False, separators=(",", ":")).encode()
+        self._fh.write(_frame(TAG_KEYS, len(payload), payload))
+        self._fh.write(payload)
+        self._key_sizes = sizes
+
+    def close(self, key: TraceKey | None = None) -> None:
+        """Write the footer (and names not yet written, if ``key`` is given)."""
+        if self._fh.closed:
+            return
+        if key is not None:
+            self._write_key_delta(key)
+        payload = FOOTER.pack(self.records, self.blocks)
+        self._fh.write(_frame(TAG_END, len(payload), payload))
+        self._fh.write(payload)
+        self._fh.close()
+
+    def abandon(self) -> None:
+        """Stop writing and delete the unfinished file."""
+        self._fh.close()
+        self.path.unlink(missing_ok=True)
+
+    def __enter__(self) -> CptWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class CptSource(TraceSource):
+    """A ``.cpt`` file read block by block; ``key`` grows as chunks are read."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.name = str(path)
+        self.key = TraceKey()
+        with self._open() as fh:
+            self._read_header(fh)
+
+    def _open(self):
+        try:
+            return self.path.open("rb")
+        except OSError as exc:
+            raise CpasimError(f"{self.name}: cannot read trace: {exc.strerror}") from None
+
+    def _read_header(self, fh) -> None:
+        head = fh.read(HEADER.size)
+        if len(head) < len(MAGIC) or head[: len(MAGIC)] != MAGIC:
+            raise CpasimError(f"{self.name}: not a cpasim trace file (no {MAGIC[:-1]!r} header)")
+        if len(head) < HEADER.size:
+            raise CpasimError(f"{self.name}: truncated in the file header")
+        _, version, itemsize, reserved = HEADER.unpack(head)
+        if version != VERSION:
+            raise CpasimError(
+                f"{self.name}: trace format version {version} is not supported "
+                f"(this cpasim reads version {VERSION})"
+            )
+        if itemsize != RECORD_DTYPE.itemsize:
+            raise CpasimError(
+                f"{self.name}: record size {itemsize} bytes, expected {RECORD_DTYPE.itemsize}"
+            )
+        if reserved != 0:
+            raise CpasimError(f"{self.name}: corrupted file header (reserved field {reserved})")
+
+    def chunks(self) -> Iterator[np.ndarray]:
+        with self._open() as fh:
+            yield from self._blocks(fh)
+
+    def _blocks(self, fh) -> Iterator[np.ndarray]:
+        size = os.fstat(fh.fileno()).st_size
+        self._read_header(fh)
+        self._t_last = -np.inf
+        pos = HEADER.size
+        block = 0
+        records = 0
+        rec_blocks = 0
+        while True:
+            block += 1
+            where = f"block {block} (byte {pos}, after record {records})"
+            frame = fh.read(FRAME.size)
+            if len(frame) < FRAME.size:
+                raise CpasimError(
+                    f"{self.name}: truncated at {where}: the file ends before its closing "
+                    "footer (was the trace still being written?)"
+                )
+            tag, length, crc = FRAME.unpack(frame)
+            if tag not in (TAG_KEYS, TAG_RECS, TAG_END):
+                raise CpasimError(f"{self.name}: corrupted at {where}: unknown block type {tag!r}")
+            if length > size - pos - FRAME.size:
+                raise CpasimError(
+                    f"{self.name}: truncated at {where}: the block runs past the end of the file "
+                    "(an unfinished or corrupted trace)"
+                )
+            payload = bytearray(length)
+            fh.readinto(payload)
+            pos += FRAME.size + length
+            if zlib.crc32(payload, zlib.crc32(frame[:12])) != crc:
+                raise CpasimError(
+                    f"{self.name}: checksum mismatch in {where}: the file is corrupted"
+                )
+            if tag == TAG_KEYS:
+                self._apply_key_delta(payload, where)
+            elif tag == TAG_RECS:
+                chunk = self._records(payload, where, records)
+                records += len(chunk)
+                rec_blocks += 1
+                yield chunk
+            else:
+                self._check_footer(payload, where, records, rec_blocks, pos, size)
+                return
+
+    def _apply_key_delta(self, payload: bytearray, where: str) -> None:
+        try:
+            delta = json.loads(payload.decode())
+            base = delta["base"]
+            additions = [delta[kind] for kind in _KINDS]
+        except (ValueError, KeyError, TypeError):
+            raise CpasimError(f"{self.name}: corrupted names in {where}") from None
+        key = self.key
+        for kind, start, names in zip(_KINDS, base, additions, strict=True):
+            have = getattr(key, kind)
+            intern = getattr(key, "intern_" + kind[:-1])
+            if start > len(have):
+                raise CpasimError(f"{self.name}: {where}: names of {kind} missing before it")
+            # Re-reading the file meets names the key already holds: they must agree.
+            for i, name in enumerate(names, start):
+                name = tuple(name) if isinstance(name, list) else name
+                if i < len(have):
+                    if have[i] != name:
+                        raise CpasimError(f"{self.name}: {where}: {kind} id {i} changed name")
+                else:
+                    intern(*name) if isinstance(name, tuple) else intern(name)
+
+    def _records(self, payload: bytearray, where: str, before: int) -> np.ndarray:
+        if len(payload) < COUNT.size:
+            raise CpasimError(f"{self.name}: corrupted records in {where}: no record count")
+        (count,) = COUNT.unpack_from(payload)
+        if len(payload) != COUNT.size + count * RECORD_DTYPE.itemsize:
+            raise CpasimError(
+                f"{self.name}: corrupted records in {where}: {count} records announced, "
+                f"{len(payload) - COUNT.size} bytes present"
+            )
+        chunk = np.frombuffer(payload, dtype=RECORD_DTYPE, offset=COUNT.size)
+        check_chunk(chunk, self.key, self.name, before, self._t_last)
+        if count:
+            self._t_last = float(chunk["t"][-1])
+        return chunk
+
+    def _check_footer(self, payload, where, records, rec_blocks, pos, size) -> None:
+        if len(payload) != FOOTER.size:
+            raise CpasimError(f"{self.name}: corrupted footer at {where}")
+        total, blocks = FOOTER.unpack(payload)
+        if (total, blocks) != (records, rec_blocks):
+            raise CpasimError(
+                f"{self.name}: footer at {where} announces {total} records in {blocks} blocks, "
+                f"the file holds {records} in {rec_blocks}"
+            )
+        if pos != size:
+            raise CpasimError(f"{self.name}: {size - pos} unexpected bytes after the footer")
+
+
+def check_chunk(
+    chunk: np.ndarray, key: TraceKey, name: str, before: int = 0, t_before: float = -np.inf
+) -> None:
+    """Raise :class:`CpasimError` at the first record that is not a valid record for ``key``.
+
+    ``before`` is the number of records preceding ``chunk`` in the trace (so the message
+    can give the record number, counting from 1) and ``t_before`` the time of the last.
+    """
+    n_sms, n_states, n_queues, n_conns = key.sizes()
+    op = chunk["op"]
+    a = chunk["a"]
+    is_queue_op = np.isin(op, list(QUEUE_OPS))
+    limit = np.select(
+        [op == BEGIN, op == LINK, op == IDENTIFY, is_queue_op],
+        [n_states, n_sms, n_conns, n_queues],
+        default=0,
+    )
+    bad = (op >= len(OPS)) | (chunk["sm"] >= n_sms) | (a < 0) | (a >= limit)
+    bad |= ~np.isfinite(chunk["t"])
+    t = chunk["t"]
+    if len(t):
+        bad[0] |= t[0] < t_before
+        bad[1:] |= t[1:] < t[:-1]
+    if bad.any():
+        i = int(np.argmax(bad))
+        r = chunk[i]
+        what = OPS[r["op"]] if r["op"] < len(OPS) else f"op code {r['op']}"
+        raise CpasimError(
+            f"{name}: record {before + i + 1} ({what} at t={r['t']}) is invalid: "
+            "unknown op, a name id the trace never defined, or time going backwards"
+        )
+
+
+def read_cpt(path: str | Path) -> CptSource:
+    """Open a ``.cpt`` file for streaming (checks the header now, the rest while reading)."""
+    return CptSource(path)
+
+
+def write_cpt(source: TraceSource, path: str | Path) -> int:
+    """Write any :class:`TraceSource` as a ``.cpt`` file; returns the record count.
+
+    The file appears only once complete (written next to it, then renamed), so an
+    error while reading ``source`` leaves whatever ``path`` held untouched.
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    writer = CptWriter(tmp)
+    try:
+        for chunk in source.chunks():
+            writer.write(np.asarray(chunk, dtype=RECORD_DTYPE), source.key)
+        writer.close(source.key)
+        tmp.replace(path)
+    except BaseException:
+        writer.abandon()
+        raise
+    return writer.records

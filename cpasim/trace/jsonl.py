@@ -1,0 +1,262 @@
+"""JSON Lines traces: the interchange form of ``shared/design/annotations.md``.
+
+One JSON object per line with the fields ``t op sys sm inst state q qsys qinst n
+to conn capacity conn_flow``.  Defaults: ``inst="0"``, ``qsys``/``qinst`` = the
+emitter's ``sys``/``inst``, ``n=1``; ``to`` takes ``{"sys", "sm", "inst"}`` with
+the same ``inst`` default.  Blank lines are allowed.
+
+:func:`read_jsonl` streams: it parses a chunk of lines at a time and grows the
+:class:`~cpasim.trace.records.TraceKey` as it goes, so a trace of any length is
+read in constant memory.  Every malformed line raises one
+:class:`~cpasim.errors.CpasimError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from cpasim.errors import CpasimError
+from cpasim.trace.records import (
+    BEGIN,
+    DECLARE,
+    DEQ,
+    FLAG_CONN_FLOW,
+    IDENTIFY,
+    LINK,
+    OP_CODE,
+    OPS,
+    QUEUE_OPS,
+    RECORD_DTYPE,
+    RESIZE,
+    TraceKey,
+    TraceSource,
+)
+
+#: Records per chunk handed to the analyzer.
+CHUNK_RECORDS = 65536
+
+FIELDS = frozenset(
+    {"t", "op", "sys", "sm", "inst", "state", "q", "qsys", "qinst", "n", "to", "conn"}
+    | {"capacity", "conn_flow"}
+)
+# Fields each op needs (beyond t, op, sys, sm) and may carry.
+_REQUIRED = {
+    BEGIN: {"state"},
+    LINK: {"to"},
+    IDENTIFY: {"conn"},
+}
+_ALLOWED = {code: {"t", "op", "sys", "sm", "inst"} for code in range(len(OPS))}
+_ALLOWED[BEGIN] |= {"state"}
+_ALLOWED[LINK] |= {"to"}
+_ALLOWED[IDENTIFY] |= {"conn"}
+for _code in QUEUE_OPS:
+    _REQUIRED[_code] = {"q"}
+    _ALLOWED[_code] |= {"q", "qsys", "qinst", "n"}
+_ALLOWED[DECLARE] = (_ALLOWED[DECLARE] - {"n"}) | {"capacity", "conn_flow"}
+
+
+def _name(value, field: str) -> str:
+    # Instances and connection ids are opaque: accept ints for convenience.
+    if isinstance(value, str):
+        return value
+    if (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and field in ("inst", "qinst", "conn")
+    ):
+        return str(value)
+    raise ValueError(f"field {field!r} must be a string, got {json.dumps(value)}")
+
+
+def _int(value, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise ValueError(f"field {field!r} must be an integer, got {json.dumps(value)}")
+    return value
+
+
+def parse_record(obj, key: TraceKey, last_t: float) -> tuple:
+    """Turn one decoded JSON object into a record tuple of :data:`RECORD_DTYPE`.
+
+    Interns names into ``key``.  Raises ``ValueError`` with a message that
+    names the field at fault; callers add the file and line.
+    """
+    if not isinstance(obj, dict):
+        raise ValueError("expected a JSON object")
+    unknown = obj.keys() - FIELDS
+    if unknown:
+        raise ValueError(f"unknown field {sorted(unknown)[0]!r}")
+    for field in ("t", "op", "sys", "sm"):
+        if field not in obj:
+            raise ValueError(f"missing field {field!r}")
+    op = obj["op"]
+    code = OP_CODE.get(op) if isinstance(op, str) else None
+    if code is None:
+        raise ValueError(f"unknown op {json.dumps(op)}; expected one of {', '.join(OPS)}")
+    missing = _REQUIRED.get(code, set()) - obj.keys()
+    if missing:
+        raise ValueError(f"op {op!r} needs field {sorted(missing)[0]!r}")
+    extra = obj.keys() - _ALLOWED[code]
+    if extra:
+        raise ValueError(f"field {sorted(extra)[0]!r} does not apply to op {op!r}")
+    t = obj["t"]
+    if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
+        raise ValueError(f"field 't' must be a finite number, got {json.dumps(t)}")
+    if t < last_t:
+        raise ValueError(f"time goes backwards: t={t} after t={last_t}")
+    sys = _name(obj["sys"], "sys")
+    inst = _name(obj.get("inst", "0"), "inst")
+    sm = key.intern_sm(sys, _name(obj["sm"], "sm"), inst)
+    flags = 0
+    n = 0
+    if code == BEGIN:
+        a = key.intern_state(_name(obj["state"], "state"))
+    elif code in QUEUE_OPS:
+        qsys = _name(obj.get("qsys", sys), "qsys")
+        qinst = _name(obj.get("qinst", inst), "qinst")
+        a = key.intern_queue(qsys, _name(obj["q"], "q"), qinst)
+        if code == DECLARE:
+            cap = obj.get("capacity")
+            if cap is None:
+                n = -1
+            else:
+                n = _int(cap, "capacity")
+                if n < 1:
+                    raise ValueError(f"field 'capacity' must be at least 1, got {n}")
+            flow = obj.get("conn_flow", True)
+            if not isinstance(flow, bool):
+                raise ValueError(f"field 'conn_flow' must be true or false, got {json.dumps(flow)}")
+            flags = FLAG_CONN_FLOW if flow else 0
+        else:
+            n = _int(obj.get("n", 1), "n")
+            if n < 0 and not (code == DEQ and n == -1):
+                raise ValueError(f"field 'n' must be >= 0 (or -1 on deq), got {n}")
+            if code == RESIZE and "n" not in obj:
+                raise ValueError("op 'resize' needs field 'n'")
+    elif code == LINK:
+        to = obj["to"]
+        if (
+            not isinstance(to, dict)
+            or not {"sys", "sm"} <= to.keys()
+            or to.keys()
+            - {
+                "sys",
+                "sm",
+                "inst",
+            }
+        ):
+            raise ValueError('field \'to\' must be {"sys": .., "sm": .., "inst": ..}')
+        a = key.intern_sm(
+            _name(to["sys"], "to.sys"), _name(to["sm"], "to.sm"), _name(to.get("inst", "0"), "inst")
+        )
+    else:  # IDENTIFY
+        a = key.intern_conn(_name(obj["conn"], "conn"))
+    return (float(t), code, flags, sm, a, n)
+
+
+class JsonlSource(TraceSource):
+    """A JSON Lines trace file, read in chunks on each :meth:`chunks` call."""
+
+    def __init__(self, path: str | Path, chunk_records: int = CHUNK_RECORDS):
+        self.path = Path(path)
+        self.name = str(path)
+        self.key = TraceKey()
+        self.chunk_records = chunk_records
+        if not self.path.is_file():
+            raise CpasimError(f"{self.path}: no such trace file")
+
+    def chunks(self) -> Iterator[np.ndarray]:
+        # A fresh key per read keeps ids identical across repeated reads.
+        self.key = key = TraceKey()
+        rows: list[tuple] = []
+        last_t = -math.inf
+        try:
+            fh = self.path.open("r", encoding="utf-8")
+        except OSError as exc:
+            raise CpasimError(f"{self.path}: cannot read trace: {exc.strerror}") from None
+        with fh:
+            lineno = 0
+            try:
+                for lineno, line in enumerate(fh, 1):  # noqa: B007 - used in the error
+                    if not line.strip():
+                        continue
+                    try:
+                        obj = json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise ValueError(f"malformed JSON ({exc.msg})") from None
+                    row = parse_record(obj, key, last_t)
+                    last_t = row[0]
+                    rows.append(row)
+                    if len(rows) >= self.chunk_records:
+                        yield np.array(rows, dtype=RECORD_DTYPE)
+                        rows = []
+            except UnicodeDecodeError:
+                raise CpasimError(f"{self.path}:{lineno + 1}: not UTF-8 text") from None
+            except ValueError as exc:
+                raise CpasimError(f"{self.path}:{lineno}: {exc}") from None
+        if rows:
+            yield np.array(rows, dtype=RECORD_DTYPE)
+
+
+def read_jsonl(path: str | Path) -> TraceSource:
+    """Open a JSON Lines trace for streaming (nothing is read until ``chunks()``)."""
+    return JsonlSource(path)
+
+
+def record_to_dict(row, key: TraceKey) -> dict:
+    """One record as its JSON object, defaults left out."""
+    t, code, flags, sm, a, n = (row[f] for f in ("t", "op", "flags", "sm", "a", "n"))
+    code = int(code)
+    sys, smname, inst = key.sms[int(sm)]
+    t = float(t)
+    obj: dict = {"t": int(t) if t.is_integer() else t, "op": OPS[code], "sys": sys, "sm": smname}
+    if inst != "0":
+        obj["inst"] = inst
+    a = int(a)
+    n = int(n)
+    if code == BEGIN:
+        obj["state"] = key.states[a]
+    elif code in QUEUE_OPS:
+        qsys, q, qinst = key.queues[a]
+        obj["q"] = q
+        if qsys != sys:
+            obj["qsys"] = qsys
+        if qinst != inst:
+            obj["qinst"] = qinst
+        if code == DECLARE:
+            if n >= 0:
+                obj["capacity"] = n
+            if not int(flags) & FLAG_CONN_FLOW:
+                obj["conn_flow"] = False
+        elif n != 1 or code == RESIZE:
+            obj["n"] = n
+    elif code == LINK:
+        tsys, tsm, tinst = key.sms[a]
+        obj["to"] = {"sys": tsys, "sm": tsm, "inst": tinst}
+    elif code == IDENTIFY:
+        obj["conn"] = key.conns[a]
+    return obj
+
+
+def write_jsonl(source: TraceSource, path: str | Path) -> None:
+    """Write ``source`` as JSON Lines; the file appears only once complete."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".part")
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            for chunk in source.chunks():
+                key = source.key
+                fh.writelines(
+                    json.dumps(record_to_dict(row, key), separators=(",", ":")) + "\n"
+                    for row in chunk
+                )
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise CpasimError(f"{path}: cannot write trace: {exc.strerror}") from None

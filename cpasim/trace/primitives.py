@@ -1,0 +1,325 @@
+"""SimPy queues that annotate themselves.
+
+:class:`TracedStore`, :class:`TracedContainer` and :class:`TracedPool` behave exactly
+like :class:`simpy.Store` / :class:`simpy.Container` (same events, same order) and
+emit the queue records of ``annotations.md`` on the way:
+
+- a request that finds the queue empty (get) or full (put) emits ``wait_empty`` /
+  ``wait_full`` by the requesting SM, at once, before it blocks;
+- ``enq`` / ``deq`` are emitted inside SimPy's ``_do_put`` / ``_do_get`` hooks, i.e. at
+  the moment the units move.  A put that wakes a blocked getter therefore appears
+  before that getter's ``deq``, and a get that frees room for a blocked putter before
+  that putter's ``enq``.
+
+Every queue emits ``declare`` (capacity, whether units carry connection ids) when it
+is built.  That record, and the initial ``resize`` of a container, come from
+``owner`` if given, otherwise from an SM named like the queue.
+
+With tracing off (:data:`~cpasim.trace.tracer.NULL_TRACER`) the constructor returns an
+untraced subclass whose hot paths are SimPy's own, so the queue costs what a bare
+SimPy queue costs.
+"""
+
+from __future__ import annotations
+
+import simpy
+from simpy.events import PENDING
+from simpy.resources.container import ContainerGet, ContainerPut
+from simpy.resources.store import StoreGet, StorePut
+
+from cpasim.trace.records import DEQ, ENQ
+
+INF = float("inf")
+
+
+# A request remembers the code (Tracer.code) of the enq/deq record its SM emits
+# when the request is served.  SimPy may serve a request inside its constructor,
+# before anything can be attached to it, so the code is handed over in two ways:
+# the queue's ``_code_now`` holds it during construction (read when ``code`` is
+# still the class default), and a request that has to wait gets its own ``code``.
+class _TracedStorePut(StorePut):
+    code = -1
+
+
+class _TracedStoreGet(StoreGet):
+    code = -1
+
+
+class _TracedContainerPut(ContainerPut):
+    code = -1
+
+
+class _TracedContainerGet(ContainerGet):
+    code = -1
+
+
+class _Untraceable:
+    """Chooses the untraced variant of a queue class when tracing is off."""
+
+    _untraced: type
+
+    def __new__(cls, env, tracer, *args, **kwargs):
+        if not tracer.enabled:
+            cls = cls._untraced
+        return object.__new__(cls)
+
+
+def _setup(queue, tracer, name, owner, capacity, conn_flow):
+    queue.tracer = tracer
+    queue.name = name
+    queue.qid = tracer.queue(*name)
+    queue._emit = tracer.emit
+    queue._enq_codes = {}  # SM handle -> code of its enq on this queue
+    queue._deq_codes = {}
+    queue._code_now = -1
+    owner = owner if owner is not None else tracer.sm(*name)
+    tracer.declare(queue.qid, owner, capacity, conn_flow)
+    return owner
+
+
+def _code(queue, codes: dict, op: int, sm) -> int:
+    code = codes[sm] = queue.tracer.code(op, sm.id, queue.qid)
+    return code
+
+
+class TracedStore(_Untraceable, simpy.Store):
+    """A FIFO of items; ``capacity`` None means unbounded."""
+
+    def __init__(
+        self,
+        env,
+        tracer,
+        qsys: str,
+        q: str,
+        qinst: str = "0",
+        *,
+        capacity: int | None = None,
+        conn_flow: bool = True,
+        owner=None,
+    ):
+        super().__init__(env, INF if capacity is None else capacity)
+        _setup(self, tracer, (qsys, q, qinst), owner, capacity, conn_flow)
+
+    def put(self, item, sm) -> StorePut:
+        code = self._enq_codes.get(sm)
+        if code is None:
+            code = _code(self, self._enq_codes, ENQ, sm)
+        self._code_now = code
+        event = _TracedStorePut(self, item)
+        if event._value is PENDING:
+            event.code = code
+            if len(self.items) >= self._capacity:
+                sm.wait_full(self.qid, 1)
+        return event
+
+    def get(self, sm) -> StoreGet:
+        code = self._deq_codes.get(sm)
+        if code is None:
+            code = _code(self, self._deq_codes, DEQ, sm)
+        self._code_now = code
+        event = _TracedStoreGet(self)
+        if event._value is PENDING:
+            event.code = code
+            if not self.items:
+                sm.wait_empty(self.qid, 1)
+        return event
+
+    def _do_put(self, event):
+        if len(self.items) < self._capacity:
+            self.items.append(event.item)
+            event.succeed()
+            code = event.code
+            self._emit(self._code_now if code < 0 else code, 1)
+
+    def _do_get(self, event):
+        if self.items:
+            event.succeed(self.items.pop(0))
+            code = event.code
+            self._emit(self._code_now if code < 0 else code, 1)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({':'.join(self.name)}, {len(self.items)} items)"
+
+
+class _UntracedStore(TracedStore):
+    def put(self, item, sm=None) -> StorePut:
+        return StorePut(self, item)
+
+    def get(self, sm=None) -> StoreGet:
+        return StoreGet(self)
+
+    _do_put = simpy.Store._do_put
+    _do_get = simpy.Store._do_get
+
+
+TracedStore._untraced = _UntracedStore
+_UntracedStore._untraced = _UntracedStore
+
+
+class TracedContainer(_Untraceable, simpy.Container):
+    """An amount of units (bytes, credits, window); ``capacity`` None means unbounded.
+
+    The initial level ``init`` is recorded as a ``resize``.
+    """
+
+    _declare_capacity = True  # False: declared unbounded whatever SimPy's capacity
+
+    def __init__(
+        self,
+        env,
+        tracer,
+        qsys: str,
+        q: str,
+        qinst: str = "0",
+        *,
+        capacity: int | None = None,
+        init: int = 0,
+        conn_flow: bool = True,
+        owner=None,
+    ):
+        super().__init__(env, INF if capacity is None else capacity, init)
+        declared = capacity if self._declare_capacity else None
+        owner = _setup(self, tracer, (qsys, q, qinst), owner, declared, conn_flow)
+        owner.resize(self.qid, init)
+
+    # SimPy serves container requests in FIFO order, so a blocked request waits for
+    # room (or units) for itself and for every request queued before it: that sum
+    # is the ``n`` of its wait record.
+    def put(self, amount: int, sm) -> ContainerPut:
+        code = self._enq_codes.get(sm)
+        if code is None:
+            code = _code(self, self._enq_codes, ENQ, sm)
+        self._code_now = code
+        event = _TracedContainerPut(self, amount)
+        if event._value is PENDING:
+            event.code = code
+            waiting = self.put_queue
+            need = amount if len(waiting) == 1 else sum(e.amount for e in waiting)
+            sm.wait_full(self.qid, need)
+        return event
+
+    def get(self, amount: int, sm) -> ContainerGet:
+        code = self._deq_codes.get(sm)
+        if code is None:
+            code = _code(self, self._deq_codes, DEQ, sm)
+        self._code_now = code
+        event = _TracedContainerGet(self, amount)
+        if event._value is PENDING:
+            event.code = code
+            waiting = self.get_queue
+            need = amount if len(waiting) == 1 else sum(e.amount for e in waiting)
+            sm.wait_empty(self.qid, need)
+        return event
+
+    def resize(self, level: int, sm) -> None:
+        """Set the level to ``level`` now (e.g. a window update); wakes whoever can go."""
+        if not 0 <= level <= self._capacity:
+            raise ValueError(
+                f"{':'.join(self.name)}: resize to {level} outside 0..{self._capacity}"
+            )
+        self._level = level
+        sm.resize(self.qid, level)
+        self._trigger_get(None)
+        self._trigger_put(None)
+
+    def _do_put(self, event):
+        if self._capacity - self._level >= event.amount:
+            self._level += event.amount
+            event.succeed()
+            code = event.code
+            self._emit(self._code_now if code < 0 else code, event.amount)
+            return True
+        return None
+
+    def _do_get(self, event):
+        if self._level >= event.amount:
+            self._level -= event.amount
+            event.succeed()
+            code = event.code
+            self._emit(self._code_now if code < 0 else code, event.amount)
+            return True
+        return None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({':'.join(self.name)}, level {self._level})"
+
+
+class _PlainContainerOps:
+    """SimPy's own container hot paths, for the untraced variants."""
+
+    def put(self, amount: int, sm=None) -> ContainerPut:
+        return ContainerPut(self, amount)
+
+    def get(self, amount: int, sm=None) -> ContainerGet:
+        return ContainerGet(self, amount)
+
+    _do_put = simpy.Container._do_put
+    _do_get = simpy.Container._do_get
+
+
+class _UntracedContainer(_PlainContainerOps, TracedContainer):
+    pass
+
+
+TracedContainer._untraced = _UntracedContainer
+_UntracedContainer._untraced = _UntracedContainer
+
+
+class TracedPool(TracedContainer):
+    """``size`` identical resources (cores, channels) as a credit queue of free units.
+
+    Declared unbounded with an initial ``resize(size)``: acquiring depends on whoever
+    released the unit, and a capacity what-if (+k) means k more resources.
+    """
+
+    _declare_capacity = False
+
+    def __init__(self, env, tracer, qsys: str, q: str, qinst: str = "0", *, size: int, owner=None):
+        if size < 1:
+            raise ValueError(f"{qsys}:{q}:{qinst}: pool size must be >= 1, got {size}")
+        super().__init__(
+            env, tracer, qsys, q, qinst, capacity=size, init=size, conn_flow=False, owner=owner
+        )
+
+    @property
+    def size(self) -> int:
+        return self._capacity
+
+    @property
+    def free(self) -> int:
+        return self._level
+
+    def acquire(self, sm) -> ContainerGet:
+        """Take one free unit (``deq``); yield the returned event."""
+        return self.get(1, sm)
+
+    def release(self, sm) -> None:
+        """Give one unit back (``enq``) now; never blocks, so there is nothing to yield."""
+        if self._level >= self._capacity:
+            raise RuntimeError(f"{':'.join(self.name)}: release without a matching acquire")
+        self._level += 1
+        code = self._enq_codes.get(sm)
+        if code is None:
+            code = _code(self, self._enq_codes, ENQ, sm)
+        self._emit(code, 1)
+        if self.get_queue:
+            self._trigger_get(None)
+
+
+class _UntracedPool(_PlainContainerOps, TracedPool):
+    def acquire(self, sm=None) -> ContainerGet:
+        return ContainerGet(self, 1)
+
+    def release(self, sm=None) -> None:
+        if self._level >= self._capacity:
+            raise RuntimeError(f"{':'.join(self.name)}: release without a matching acquire")
+        self._level += 1
+        if self.get_queue:
+            self._trigger_get(None)
+
+
+TracedPool._untraced = _UntracedPool
+_UntracedPool._untraced = _UntracedPool

@@ -1,0 +1,119 @@
+"""The prediction ladder on a small, fast scenario: a fixed, checked table.
+
+The model is deterministic, so the figures are pinned as regression data; they
+change only when the model, the analyzer or the table do, and then this file is
+re-pinned with the new figures (and the reason) after checking them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+import cpasim.cli
+from cpasim.config import load_scenario
+from cpasim.predict import ladder as ladder_mod
+
+# Default hosts (one 4 GHz core, PCIe gen1 x1, 64 KiB buffers) on a 1 Gb/s link
+# with 10 us delay; interrupt throttling off (see test_predict.py).
+SMALL = """
+[sim]
+duration = "4ms"
+warmup = "1ms"
+
+[nic]
+itr = "off"
+"""
+
+# Pinned 2026-11-21.  config -> (change, re-simulated bit/s, bottleneck,
+# {from config: (predicted bit/s, predicted bottleneck)}).
+EXPECTED = {
+    1: (None, 936264000.0, "tx:MAC:transmit", {}),
+    2: (
+        {"link.rate": 10e9},
+        1612146666.6666667,
+        "tx:NIC TX:DMA packet",
+        {1: (1434742359.267948, "tx:NIC TX:DMA packet")},
+    ),
+    3: (
+        {"hosts.tx.pcie.lanes": 4},
+        1657144000.0,
+        "rx:NIC RX:DMA packet",
+        {
+            1: (1565607768.1921983, "rx:NIC RX:DMA packet"),
+            2: (1664198903.738959, "rx:NIC RX:DMA packet"),
+        },
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ladder") / "small.toml"
+    path.write_text(SMALL)
+    return path
+
+
+@pytest.fixture(scope="module")
+def lad(scenario, tmp_path_factory):
+    return ladder_mod.ladder(load_scenario(scenario), 2, tmp_path_factory.mktemp("runs"))
+
+
+def test_ladder_table_is_the_pinned_one(lad):
+    assert [r.index for r in lad.rungs] == list(EXPECTED)
+    assert lad.stopped is None
+    for r in lad.rungs:
+        change, actual, bottleneck, preds = EXPECTED[r.index]
+        assert (r.remedy.values if r.remedy else None) == change
+        assert r.actual == pytest.approx(actual, rel=1e-9)
+        assert r.run.path.bottleneck == bottleneck
+        assert set(r.predictions) == set(preds)
+        for src, (value, neck) in preds.items():
+            assert r.predictions[src].predicted == pytest.approx(value, rel=1e-9)
+            assert r.predictions[src].predicted_bottleneck == neck
+
+
+def test_each_prediction_names_the_bottleneck_the_resimulation_finds(lad):
+    for r in lad.rungs[1:]:
+        for p in r.predictions.values():
+            assert p.predicted_bottleneck == r.run.path.bottleneck
+
+
+def test_later_runs_predict_better(lad):
+    # Seed 004 fig. 6.2: predictions from later runs are closer (here 5.5% -> 0.4%).
+    last = lad.rungs[-1]
+    assert last.error(2) < last.error(1)
+    assert last.error(2) < 0.01
+
+
+def test_markdown_and_plot(lad, tmp_path):
+    table = ladder_mod.markdown(lad)
+    assert table.splitlines()[0].startswith("| config | change | predicted from 1 (Mb/s)")
+    assert "| 2 | link.rate=10Gbps | 1435 (11.0%) | — | 1612 |" in table
+    png = tmp_path / "ladder.png"
+    ladder_mod.plot(lad, png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_ladder_json(scenario, tmp_path):
+    cpasim.cli._register()
+    md = tmp_path / "ladder.md"
+    res = CliRunner().invoke(
+        cpasim.cli.app,
+        ["ladder", str(scenario), "--steps", "1", "--json", "--markdown", str(md)],
+    )
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["metric"] == "goodput_bps"
+    first, second = out["configs"]
+    assert first["change"] is None and second["change"] == "link.rate=10Gbps"
+    assert second["kind"] == "link"
+    (pred,) = second["predictions"]
+    assert pred["from_config"] == 1
+    assert pred["predicted_goodput_bps"] == pytest.approx(EXPECTED[2][3][1][0], rel=1e-9)
+    assert pred["error"] == pytest.approx(
+        abs(pred["predicted_goodput_bps"] / 1612146666.6666667 - 1)
+    )
+    assert "link.rate=10Gbps" in md.read_text()
