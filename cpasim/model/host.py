@@ -1,8 +1,9 @@
 """One host: its CPU, network device, IP layer and transport endpoints.
 
 The host is plumbing only: it builds :class:`~cpasim.model.cpu.Cpu`, the
-:class:`~cpasim.model.device.NetDevice` on its end of the link, :class:`~cpasim.model.ip.IpLayer`, and opens TCP connections / UDP
-endpoints on request, registering each with IP for its incoming packets.
+:class:`~cpasim.model.device.NetDevice` on its end of the link and
+:class:`~cpasim.model.ip.IpLayer`, and opens TCP connections / UDP endpoints on
+request, registering each with IP for its incoming packets.
 """
 
 from __future__ import annotations
