@@ -12,7 +12,8 @@ from cpasim.errors import CpasimError
 
 ROOT = Path(__file__).parent.parent
 TABLES = sorted((ROOT / "calibration" / "seeds").glob("*.csv"))
-SEEDS = Path("/work/shared/seeds")
+# The seed texts live in the project's shared/ folder, beside the repository.
+SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
 ROWS = [(t.name, i, fig) for t in TABLES for i, fig in enumerate(read_reference(t))]
 
 

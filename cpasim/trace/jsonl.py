@@ -1,4 +1,4 @@
-"""JSON Lines traces: the interchange form of ``shared/design/annotations.md``.
+"""JSON Lines traces: the interchange form of ``docs/annotations.md``.
 
 One JSON object per line with the fields ``t op sys sm inst state q qsys qinst n
 to conn capacity conn_flow``.  Defaults: ``inst="0"``, ``qsys``/``qinst`` = the

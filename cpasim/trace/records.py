@@ -1,7 +1,7 @@
 """Annotation records in their compact, columnar form.
 
 This is the in-memory and on-disk representation of the records defined in
-``shared/design/annotations.md``.  A trace is a sequence of *chunks*: numpy
+``docs/annotations.md``.  A trace is a sequence of *chunks*: numpy
 structured arrays of :data:`RECORD_DTYPE`, plus one :class:`TraceKey` that maps
 the integer ids in those arrays to names.  The key only ever grows; a chunk
 refers only to ids the key already holds when the chunk is handed out.
