@@ -4,6 +4,7 @@ import dataclasses
 import json
 import pickle
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from cpasim.errors import CpasimError
 HERE = Path(__file__).parent
 GOOD = sorted((HERE / "scenarios_good").glob("*.toml"))
 BAD = sorted((HERE / "scenarios_bad").glob("*.toml"))
-CPASIM = HERE.parent / ".venv" / "bin" / "cpasim"
+CPASIM = Path(sys.executable).parent / "cpasim"
 
 
 def expected_error(path: Path) -> str:
@@ -287,8 +288,7 @@ def test_with_values_takes_internal_units():
 def test_digest_is_stable_across_processes():
     path = HERE / "scenarios_good" / "tables.toml"
     code = f"from cpasim.config import load_scenario; print(load_scenario({str(path)!r}).digest)"
-    python = HERE.parent / ".venv" / "bin" / "python"
-    other = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert other.stdout.strip() == load_scenario(path).digest
     assert len(load_scenario(path).digest) == 16
 
