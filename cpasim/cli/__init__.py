@@ -33,10 +33,30 @@ def _register() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point."""
+    """Console-script entry point.
+
+    Every error a person can cause — a bad scenario, trace or option — ends in
+    one ``cpasim: error: ...`` line on stderr and a non-zero exit (2 for bad
+    input), never a traceback.
+    """
     _register()
     try:
-        app(args=argv, standalone_mode=True)
+        code = app(args=argv, standalone_mode=False)
     except CpasimError as exc:
-        print(f"cpasim: error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+        _fail(str(exc), 2)
+    except typer.Abort:
+        _fail("aborted", 130)
+    except Exception as exc:
+        # Usage errors (unknown option, missing argument, bad value) are click
+        # exceptions; typer may vendor click, so recognise them by interface.
+        if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
+            raise
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        _fail(exc.format_message() + hint, exc.exit_code)
+    raise SystemExit(code if isinstance(code, int) else 0)
+
+
+def _fail(message: str, status: int) -> None:
+    print(f"cpasim: error: {message}", file=sys.stderr)
+    raise SystemExit(status) from None
