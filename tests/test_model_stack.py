@@ -7,6 +7,7 @@ isolation; a few tiny whole-system runs check each workload moves its data.
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import pytest
@@ -295,8 +296,8 @@ def test_fast_retransmit_keeps_a_stream_going_under_loss():
 # buffer the limit: 801 and 781 Mb/s for the first two, 1624 for the third.
 SEED_LADDER = [
     # (change from the scenario, seed Mb/s, relative tolerance achieved)
-    ([], 1000, 0.10),  # link-bound: 916 Mb/s (the 1 Gb/s link's goodput is 941)
-    (["link.rate=10Gbps"], 1289, 0.20),  # send-buffer loop: 1075 Mb/s
+    ([], 1000, 0.10),  # link-bound: 917 Mb/s (the 1 Gb/s link's goodput is 941)
+    (["link.rate=10Gbps"], 1289, 0.20),  # send-buffer loop: 1072 Mb/s
     (["link.rate=10Gbps", "tcp.wmem=4MiB", "tcp.rmem=4MiB"], 1705, 0.10),  # PCIe x1: 1615
 ]
 
@@ -326,13 +327,21 @@ def test_seed_tcp_stream_ladder(sets, seed_mbps, tol):
 
 def test_seed_bottlenecks_link_then_send_buffer_loop():
     from cpasim.analysis import analyze
+    from cpasim.predict.transforms_table import REORDERED_POOLS
 
     r, t = _tcp_stream(trace=True)
     a = analyze(t.source(), r.analysis_start, r.analysis_end)
     assert a.most_critical[0]["name"] == "tx:MAC:transmit"  # the link (seed: NIC TX FIFO)
     r, t = _tcp_stream("link.rate=10Gbps", trace=True)
     a = analyze(t.source(), r.analysis_start, r.analysis_end)
-    assert "[tx:Send buffer]" in a.loops[0]["edge"]  # seed: the TCP send-window loop
+    # Seed: the TCP send-window loop.  Loops through the pools whose order
+    # predictions free (CPU cores, PCIe channels: arbitration order) do not count.
+    loops = [
+        lp["edge"]
+        for lp in a.loops
+        if not any(fnmatchcase(lp["edge"].split("[")[1][:-1], p) for p in REORDERED_POOLS)
+    ]
+    assert "[tx:Send buffer]" in loops[0]
 
 
 @settings(max_examples=60, deadline=None)

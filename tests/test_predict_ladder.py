@@ -8,6 +8,7 @@ re-pinned with the new figures (and the reason) after checking them.
 from __future__ import annotations
 
 import json
+from fnmatch import fnmatchcase
 
 import pytest
 from typer.testing import CliRunner
@@ -15,6 +16,7 @@ from typer.testing import CliRunner
 import cpasim.cli
 from cpasim.config import load_scenario
 from cpasim.predict import ladder as ladder_mod
+from cpasim.predict.bounds import RESOURCES
 
 # Default hosts (one 4 GHz core, PCIe gen1 x1, 64 KiB buffers) on a 1 Gb/s link
 # with 10 us delay; interrupt throttling off (see test_predict.py).
@@ -27,23 +29,24 @@ warmup = "1ms"
 itr = "off"
 """
 
-# Pinned 2026-11-21.  config -> (change, re-simulated bit/s, bottleneck,
-# {from config: (predicted bit/s, predicted bottleneck)}).
+# Pinned 2026-11-21 (re-pinned after the model declared its credit queues unbounded and
+# let a long write's copy be preempted between segments).  config -> (change,
+# re-simulated bit/s, bottleneck, {from config: (predicted bit/s, predicted bottleneck)}).
 EXPECTED = {
-    1: (None, 936264000.0, "tx:MAC:transmit", {}),
+    1: (None, 940458666.6666666, "tx:MAC:transmit", {}),
     2: (
         {"link.rate": 10e9},
-        1612146666.6666667,
+        1616341333.3333333,
         "tx:NIC TX:DMA packet",
-        {1: (1434742359.267948, "tx:NIC TX:DMA packet")},
+        {1: (1484525361.4114945, "tx:PCIe down")},
     ),
     3: (
         {"hosts.tx.pcie.lanes": 4},
-        1657144000.0,
+        1655808000.0,
         "rx:NIC RX:DMA packet",
         {
-            1: (1565607768.1921983, "rx:NIC RX:DMA packet"),
-            2: (1664198903.738959, "rx:NIC RX:DMA packet"),
+            1: (1576764355.6646504, "rx:NIC RX:DMA packet"),
+            2: (1668300850.0990467, "rx:NIC RX:DMA packet"),
         },
     ),
 }
@@ -78,11 +81,23 @@ def test_ladder_table_is_the_pinned_one(lad):
 def test_each_prediction_names_the_bottleneck_the_resimulation_finds(lad):
     for r in lad.rungs[1:]:
         for p in r.predictions.values():
-            assert p.predicted_bottleneck == r.run.path.bottleneck
+            assert _same_bottleneck(p.predicted_bottleneck, r.run.path.bottleneck)
+
+
+def _same_bottleneck(predicted: str, actual: str) -> bool:
+    """Equal, or ``predicted`` is a shared resource's utilization bound
+    (cpasim.predict.bounds) and ``actual`` a state that holds that resource."""
+    if predicted == actual:
+        return True
+    for res in RESOURCES:
+        sys = predicted.split(":", 1)[0]
+        if res.name.format(sys=sys) == predicted:
+            return any(fnmatchcase(actual, pat.format(sys=sys)) for pat in res.patterns)
+    return False
 
 
 def test_later_runs_predict_better(lad):
-    # Seed 004 fig. 6.2: predictions from later runs are closer (here 5.5% -> 0.4%).
+    # Seed 004 fig. 6.2: predictions from later runs are closer (here 4.8% -> 0.8%).
     last = lad.rungs[-1]
     assert last.error(2) < last.error(1)
     assert last.error(2) < 0.01
@@ -91,7 +106,7 @@ def test_later_runs_predict_better(lad):
 def test_markdown_and_plot(lad, tmp_path):
     table = ladder_mod.markdown(lad)
     assert table.splitlines()[0].startswith("| config | change | predicted from 1 (Mb/s)")
-    assert "| 2 | link.rate=10Gbps | 1435 (11.0%) | — | 1612 |" in table
+    assert "| 2 | link.rate=10Gbps | 1485 (8.2%) | — | 1616 |" in table
     png = tmp_path / "ladder.png"
     ladder_mod.plot(lad, png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -113,7 +128,5 @@ def test_cli_ladder_json(scenario, tmp_path):
     (pred,) = second["predictions"]
     assert pred["from_config"] == 1
     assert pred["predicted_goodput_bps"] == pytest.approx(EXPECTED[2][3][1][0], rel=1e-9)
-    assert pred["error"] == pytest.approx(
-        abs(pred["predicted_goodput_bps"] / 1612146666.6666667 - 1)
-    )
+    assert pred["error"] == pytest.approx(abs(pred["predicted_goodput_bps"] / EXPECTED[2][1] - 1))
     assert "link.rate=10Gbps" in md.read_text()

@@ -9,7 +9,9 @@ entered in the caller's SM:
 
 * TCP ``write()``: ``sk_stream_wait_memory`` (blocked on the ``Send buffer``),
   ``TcpSendMsg: copy`` (syscall, user→kernel copy, software checksum without
-  ``nic.csum_offload``, one buffer allocation per segment);
+  ``nic.csum_offload``, one buffer allocation per segment), copied a few
+  segments at a time; ``preempted`` while waiting kernel work has the core
+  between two of them;
 * TCP ``read()``: ``sk_wait_data`` (blocked on the ``Receive buffer``),
   ``TcpRecvMsg: copy`` (kernel→user copy, freeing the buffers); it may send a
   window update (``tcp_send_ack``);
@@ -21,6 +23,9 @@ entered in the caller's SM:
 from __future__ import annotations
 
 from cpasim.model import nowait
+
+#: Segments a ``write()`` copies before it lets waiting kernel work have the core.
+COPY_SEGMENTS = 4
 
 
 class TcpSocket:
@@ -51,20 +56,31 @@ class TcpSocket:
                 sm.begin("sk_stream_wait_memory")
                 yield from cpu.block(sm, c.sndbuf.get(n, sm))
                 extra += cpu.cycles("context_switch")
-            segs = -(-n // c.mss)
-            csum = cpu.cycles("csum", n) if c.sw_csum else 0.0
             c.snd_in_copy += n
-            yield cpu.spend(
-                sm,
-                "TcpSendMsg: copy",
-                stack=extra,
-                copy=cpu.cycles("copy", n) + csum,
-                buffer=cpu.cycles("skb_alloc") * segs,
-            )
-            extra = 0.0
-            c.snd_in_copy -= n
-            c.queue_data(sm, n)
-            done += n
+            while n > 0:
+                # Linux copies into one segment-sized buffer at a time and hands each
+                # to TCP output; interrupts and softirqs preempt the copy between
+                # buffers.  So a long copy never holds the core for its whole length:
+                # waiting kernel work (ACK processing, NAPI, TCP output) runs in between.
+                k = min(n, c.mss * COPY_SEGMENTS)
+                segs = -(-k // c.mss)
+                csum = cpu.cycles("csum", k) if c.sw_csum else 0.0
+                yield cpu.spend(
+                    sm,
+                    "TcpSendMsg: copy",
+                    stack=extra,
+                    copy=cpu.cycles("copy", k) + csum,
+                    buffer=cpu.cycles("skb_alloc") * segs,
+                )
+                extra = 0.0
+                c.snd_in_copy -= k
+                c.queue_data(sm, k)
+                done += k
+                n -= k
+                if n > 0 and cpu.cores.get_queue:
+                    cpu.release(sm)
+                    sm.begin("preempted")  # runnable, waiting for the core: no CPU work
+                    yield from cpu.take(sm)
         if extra:  # nothing copied (non-blocking, no room): the call still cost its entry
             yield cpu.spend(sm, "sys_write", stack=extra)
         return done

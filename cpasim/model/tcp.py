@@ -65,6 +65,7 @@ class TcpConnection:
         self.maxseg = self.burst if hc.nic.tso else mss
         self.nagle = tp.nagle
         self.rmem = tp.rmem
+        self.wmem = tp.wmem  # the send buffer's size: free + unacked + in copy
         self.delack_timeout = tp.delack_timeout
         self.sw_csum = not hc.nic.csum_offload
         self.sender = RenoSender(
