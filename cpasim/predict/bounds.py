@@ -75,7 +75,9 @@ def _matches(name: str, pattern: str) -> bool:
 def busy(cfg: Config, tf: Transforms, active: Mapping[str, float]) -> dict[str, float]:
     """Resource name → its work per unit (ns) in ``cfg`` with ``tf`` applied.
 
-    ``active``: baseline active ns per ``sys:sm:state`` over the whole trace.
+    ``active``: baseline active ns per ``sys:sm:state`` over the measured interval
+    (after ``sim.warmup``, :func:`cpasim.predict.runs.measured_active`), the
+    interval the path lengths it bounds are taken over.
     """
     flat = cfg.flat()
     out = {}

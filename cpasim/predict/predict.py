@@ -3,13 +3,12 @@
 The change is translated into transforms by the parameter table
 (:mod:`cpasim.predict.transforms_table`), the baseline trace is re-analysed
 with them, and the metric is scaled by the ratio of critical-path lengths
-(:func:`cpasim.predict.runs.scaled_metric`).  How the bytes are taken: the
-critical path runs from the sending application's first record to the
-receiving application's last, so it covers every byte the run moved; the
-changed graph moves the same bytes in the predicted length.  The measured
-goodput (after ``sim.warmup``) is scaled by the same ratio, which assumes the
-run is long against start-up effects (slow start), as Saidi's 100 ms runs
-were.  Latency workloads scale their mean latency the other way.
+(:func:`cpasim.predict.runs.scaled_metric`).  Lengths and busy times are
+taken over the measured interval, after ``sim.warmup``
+(:mod:`cpasim.predict.window`), like the metric itself: the changed graph does
+the measured interval's work in the predicted length, so the measured goodput
+scales by the ratio of the lengths.  Latency workloads scale their mean
+latency the other way.
 """
 
 from __future__ import annotations
@@ -17,12 +16,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cpasim.analysis import analyze_many
 from cpasim.config import Config
 from cpasim.errors import CpasimError
 from cpasim.predict.bounds import busy
-from cpasim.predict.runs import PathSummary, TracedRun, metric_of, scaled_metric, summarize
+from cpasim.predict.runs import (
+    PathSummary,
+    TracedRun,
+    metric_of,
+    scaled_metric,
+    summarize,
+)
 from cpasim.predict.transforms_table import check_keys, plan_change
+from cpasim.predict.window import analyses
 from cpasim.trace import open_trace
 
 
@@ -92,14 +97,18 @@ def predict_many(run: TracedRun, configs: Sequence[Config]) -> list[Prediction]:
     plans = [plan_change(run.cfg, c, run.state_means) for c in configs]
     if not plans:
         return []
-    results = analyze_many(
-        open_trace(run.trace), run.start, run.end, [p.transforms for p in plans], min_share=0.0
+    results = analyses(
+        lambda: open_trace(run.trace),
+        run.start,
+        run.end,
+        [p.transforms for p in plans],
+        run.cfg.sim.warmup,
     )
     metric, higher = metric_of(run.result["workload"])
     out = []
-    for cfg, plan, res in zip(configs, plans, results, strict=True):
+    for cfg, plan, (res, before) in zip(configs, plans, results, strict=True):
         lines = plan.describe()
-        path = summarize(res, f"prediction ({'; '.join(lines)})").bounded(
+        path = summarize(res, f"prediction ({'; '.join(lines)})", before).bounded(
             busy(cfg, plan.transforms, run.state_active)
         )
         out.append(

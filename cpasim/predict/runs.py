@@ -20,16 +20,17 @@ from pathlib import Path
 
 import numpy as np
 
-from cpasim.analysis import AnalysisResult, analyze
+from cpasim.analysis import AnalysisResult
 from cpasim.config import Config
 from cpasim.errors import CpasimError
 from cpasim.predict.bounds import busy
 from cpasim.predict.transforms_table import reference, state_active, state_means
+from cpasim.predict.window import analyses, prefix_lengths
 from cpasim.simulate import simulate
 from cpasim.trace import open_trace
 from cpasim.trace.records import BEGIN, TraceSource
 
-SIDECAR_FORMAT = "cpasim-run/2"
+SIDECAR_FORMAT = "cpasim-run/3"
 #: Most critical entries and loops kept in a summary, and the least share listed
 #: (after folding instances together; the analysis itself is asked for every name).
 TOP = 10
@@ -166,8 +167,13 @@ def _merge_instances(entries: list[dict]) -> list[dict]:
     return out
 
 
-def summarize(res: AnalysisResult, what: str) -> PathSummary:
-    """Reduce an analysis; ``what`` names it in the error raised for a cut path."""
+def summarize(res: AnalysisResult, what: str, before: AnalysisResult | None = None) -> PathSummary:
+    """Reduce an analysis; ``what`` names it in the error raised for a cut path.
+
+    ``before``: the same analysis of the warm-up prefix; lengths are then over the
+    measured interval (:mod:`cpasim.predict.window`).  Shares and names stay the
+    whole path's.
+    """
     paths = {"": res.path} if res.path is not None else dict(res.connections)
     cps = {}
     for conn, p in paths.items():
@@ -178,6 +184,9 @@ def summarize(res: AnalysisResult, what: str) -> PathSummary:
                 "(the end is not reachable from the start), so no length can be predicted"
             )
         cps[conn] = float(p.critical_path_ns)
+    for conn, length in prefix_lengths(before).items():
+        if conn in cps:
+            cps[conn] -= length
     slowest = paths[max(cps, key=lambda c: (cps[c], c))]
     top = [m for m in _merge_instances(slowest.most_critical) if m["share"] > MIN_SHARE][:TOP]
     return PathSummary(
@@ -187,6 +196,15 @@ def summarize(res: AnalysisResult, what: str) -> PathSummary:
         most_critical=top,
         loops=slowest.loops[:TOP],
     )
+
+
+def measured_active(res: AnalysisResult, before: AnalysisResult | None) -> dict[str, float]:
+    """``sys:sm:state`` → active ns after the warm-up: the whole trace's minus its prefix's."""
+    active = state_active(res.profile)
+    if before is not None:
+        for name, ns in state_active(before.profile).items():
+            active[name] = active.get(name, 0.0) - ns
+    return {k: v for k, v in active.items() if v > 0}
 
 
 def scaled_metric(value: float, higher_is_better: bool, base: PathSummary, new: PathSummary):
@@ -217,7 +235,7 @@ class TracedRun:
     result: dict  # Result.to_json()
     path: PathSummary
     state_means: dict[str, float]
-    state_active: dict[str, float]  # active ns per sys:sm:state over the whole trace
+    state_active: dict[str, float]  # active ns per sys:sm:state after the warm-up
 
     @property
     def start(self) -> tuple[str, str]:
@@ -237,16 +255,17 @@ def traced_run(cfg: Config, trace: Path, *, progress: bool = False) -> TracedRun
     trace = Path(trace)
     res = simulate(cfg, trace_path=trace, progress=progress)
     result = res.to_json()
-    source = open_trace(trace)
     ref = reference()
-    analysis = analyze(source, res.analysis_start, res.analysis_end, transforms=ref, min_share=0.0)
-    active = state_active(analysis.profile)
+    [(analysis, before)] = analyses(
+        lambda: open_trace(trace), res.analysis_start, res.analysis_end, [ref], cfg.sim.warmup
+    )
+    active = measured_active(analysis, before)
     run = TracedRun(
         cfg=cfg,
         trace=trace,
         result=result,
-        path=summarize(analysis, str(trace)).bounded(busy(cfg, ref, active)),
-        state_means=state_means(analysis.profile, state_entries(source)),
+        path=summarize(analysis, str(trace), before).bounded(busy(cfg, ref, active)),
+        state_means=state_means(analysis.profile, state_entries(open_trace(trace))),
         state_active=active,
     )
     side = {
