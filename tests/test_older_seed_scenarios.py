@@ -1,0 +1,188 @@
+"""The fitted scenarios of seeds 002 (DP), 000 (Mosberger), 003 (Makineni) against their papers.
+
+The published figures come from ``calibration/seeds/*.csv`` through
+``calibration/fit_older_seeds.py`` (which also measures the model's figures the
+way each paper measured them).  RESIDUALS holds what the fit achieved,
+(model - paper) / paper, as reported in ``calibration/OLDER_SEEDS.md``; each
+figure must stay within one percentage point of it, so the report stays true.
+Fitted figures must moreover be within FITTED_TOLERANCE of the paper.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cpasim.calibrate.reference import read_reference
+from cpasim.config import load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "calibration" / "fit_older_seeds.py"
+CPASIM = Path(sys.executable).with_name("cpasim")
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("fit_older_seeds", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)  # dataclasses look their module up here
+    spec.loader.exec_module(module)
+    return module
+
+
+fos = _load_script()
+
+# Achieved residuals per system and figure label (calibration/OLDER_SEEDS.md).
+RESIDUALS = {
+    "GEDP-UP": {
+        "gs @1500 B": -0.002,
+        "gr @1024 B": +0.410,
+        "gr @1500 B": +0.486,
+        "L @1 B": +0.047,
+        "Or @1500 B": -0.606,
+        "one_way_latency @1 B": 0.000,
+        "bandwidth_raw_max": +0.045,
+        "bandwidth_bound_from_Or @1500 B": +1.494,
+        "Os @1500 B": 0.000,
+    },
+    "GEDP-SMP": {
+        "gs @1500 B": +0.003,
+        "gr @1024 B": +0.410,
+        "gr @1500 B": +0.489,
+        "L @1 B": +0.047,
+        "Os @1500 B": 0.000,
+        "one_way_latency @1 B": 0.000,
+        "bandwidth_raw_max": -0.013,
+        "bandwidth_fraction_of_link": -0.013,
+        "bandwidth_bound_from_gs @1500 B": -0.019,
+        "Or @1500 B": -0.392,
+    },
+    "FEDP": {
+        "gs @1500 B": +0.002,
+        "gr @1500 B": +0.005,
+        "L @1 B": +0.095,
+        "one_way_latency @1 B": 0.000,
+        "bandwidth_raw_max": -0.023,
+        "bandwidth_fraction_of_link": -0.017,
+    },
+    "Mosberger": {
+        "round trip TCP/IP BAD": -0.030,
+        "round trip TCP/IP STD": 0.000,
+        "round trip TCP/IP OUT": +0.017,
+        "round trip TCP/IP CLO": +0.013,
+        "round trip TCP/IP PIN": +0.001,
+        "round trip TCP/IP ALL": 0.000,
+        "64 B frame on the wire": +0.137,
+    },
+    "Makineni": {
+        "cpu_per_bit TX (LSO) @64 B": -0.138,
+        "cpu_per_bit RX @64 B": +0.217,
+        "cpu_per_bit TX (LSO) @65536 B": +0.655,
+        "cpu_per_bit TX (no LSO) @65536 B": +0.016,
+        "cpu_per_bit RX @65536 B": -0.487,
+        "lso_benefit @65536 B": -0.386,
+    },
+}
+SLACK = 0.01  # residuals are held to ±1 percentage point of the achieved ones
+# How close each system's fitted figures are to the paper (the worst one, rounded up):
+# FEDP's L (the model's NIC, bus and wire take 10.8 us for a minimum frame) and
+# Makineni's RX at 64 KB (see calibration/OLDER_SEEDS.md) are the ones the model misses.
+FITTED_TOLERANCE = {
+    "GEDP-UP": 0.05,
+    "GEDP-SMP": 0.02,
+    "FEDP": 0.10,
+    "Mosberger": 0.01,
+    "Makineni": 0.50,
+}
+
+
+@pytest.fixture(scope="module")
+def measured():
+    """Each system's scenario file, simulated into its paper's figures."""
+    out = {}
+    for name, system in fos.SYSTEMS.items():
+        cfg = load_scenario(ROOT / "scenarios" / system.scenario)
+        out[name] = system.figures(cfg)
+    return out
+
+
+def test_every_system_has_its_residuals_listed():
+    for name, system in fos.SYSTEMS.items():
+        assert {t.label for t in system.targets} == set(RESIDUALS[name]), name
+
+
+@pytest.mark.parametrize("name", list(RESIDUALS))
+def test_scenario_reproduces_the_reported_residuals(name, measured):
+    system = fos.SYSTEMS[name]
+    for t in system.targets:
+        r = fos.residual(measured[name][t.key], t.value)
+        assert r == pytest.approx(RESIDUALS[name][t.label], abs=SLACK), (name, t.label, r)
+        if t.fitted:
+            assert abs(r) <= FITTED_TOLERANCE[name], (name, t.label, r)
+
+
+def test_targets_are_the_csv_rows():
+    """Every directly compared figure is a CSV row's value, converted to cpasim units."""
+    seeds = ROOT / "calibration" / "seeds"
+    rows = [
+        row
+        for name in ("dp_logp.csv", "mosberger_latency.csv", "makineni_hz_per_bit.csv")
+        for row in read_reference(seeds / name)
+    ]
+    by_source = {fos._src(r): r.cpasim_value for r in rows}
+    derived = 0
+    for system in fos.SYSTEMS.values():
+        for t in system.targets:
+            if t.source in by_source:
+                assert t.value == by_source[t.source]
+            else:  # Os for UP and Or for SMP combine two rows
+                derived += 1
+    assert derived == 2
+
+
+def test_each_paper_has_fitted_and_held_out_figures():
+    for name, system in fos.SYSTEMS.items():
+        kinds = {t.fitted for t in system.targets}
+        assert kinds == {True, False}, name
+        assert sum(t.fitted for t in system.targets) <= len(system.params) + 1, name
+
+
+def test_mosberger_versions_differ_only_by_processing_time():
+    """The round trips are ordered as the versions' Tp, as in Table 6."""
+    system = fos.SYSTEMS["Mosberger"]
+    cfg = load_scenario(ROOT / "scenarios" / system.scenario)
+    figs = system.figures(cfg)
+    tp = fos.mosberger_tp()
+    order = sorted(tp, key=tp.get)
+    rtts = [figs[("round_trip TCP/IP", v)] for v in order]
+    assert rtts == sorted(rtts)
+
+
+def test_scenario_headers_say_what_they_reproduce():
+    for system in fos.SYSTEMS.values():
+        text = (ROOT / "scenarios" / system.scenario).read_text()
+        assert text.startswith("# "), system.scenario
+        assert "seed 00" in text and "Fitted" in text, system.scenario
+
+
+def test_installed_command_runs_a_fitted_scenario():
+    path = ROOT / "scenarios" / fos.SYSTEMS["GEDP-SMP"].scenario
+    proc = subprocess.run(
+        [str(CPASIM), "run", str(path), "--json", "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    goodput = json.loads(proc.stdout)["goodput_bps"]
+    paper = fos._row(
+        read_reference(ROOT / "calibration" / "seeds" / "dp_logp.csv"),
+        "bandwidth_raw_max",
+        "GEDP-SMP",
+    )
+    expected = RESIDUALS["GEDP-SMP"]["bandwidth_raw_max"]
+    assert fos.residual(goodput, paper.cpasim_value) == pytest.approx(expected, abs=SLACK)
