@@ -52,6 +52,12 @@ def _cp(path: PathSummary) -> str:
     return ", ".join(f"{v / 1e6:.3f} ms" for v in path.critical_path_ns.values())
 
 
+def _configs(scenario: Path, change: list[str] | None, sets: list[str] | None):
+    """The scenario with its ``--set``s, and the same with the ``--change``s applied."""
+    cfg = load_scenario(scenario, sets=list(sets or []))
+    return cfg, changed_config(cfg, parse_changes(change or []))
+
+
 def _echo_json(obj: dict) -> None:
     typer.echo(json.dumps(obj, indent=1, sort_keys=True))
 
@@ -65,9 +71,7 @@ def predict_cmd(
     as_json: AsJson = False,
 ) -> None:
     """Predict a parameter change from the baseline's trace, without re-simulating it."""
-    changes = parse_changes(change or [])
-    cfg = load_scenario(scenario, sets=list(set_ or []))
-    new_cfg = changed_config(cfg, changes)
+    cfg, new_cfg = _configs(scenario, change, set_)
     with tempfile.TemporaryDirectory(prefix="cpasim-predict-") as tmp:
         run = baseline(cfg, trace, Path(tmp))
         p = predict(run, new_cfg)
@@ -95,9 +99,7 @@ def validate_cmd(
     as_json: AsJson = False,
 ) -> None:
     """Predict a change, then re-simulate it and report the prediction's error."""
-    changes = parse_changes(change or [])
-    cfg = load_scenario(scenario, sets=list(set_ or []))
-    new_cfg = changed_config(cfg, changes)
+    cfg, new_cfg = _configs(scenario, change, set_)
     with tempfile.TemporaryDirectory(prefix="cpasim-validate-") as tmp:
         run = baseline(cfg, trace, Path(tmp))
         v = validate(run, new_cfg, Path(tmp) / "changed.cpt")
