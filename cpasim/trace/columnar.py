@@ -64,6 +64,9 @@ def _frame(tag: bytes, payload_len: int, *payload_parts) -> bytes:
 class CptWriter:
     """Writes a ``.cpt`` file chunk by chunk; a :class:`~cpasim.trace.tracer.Tracer` sink."""
 
+    #: Keeps nothing of a chunk once :meth:`write` returns (the tracer may reuse it).
+    done_with_chunk_after_write = True
+
     def __init__(self, path: str | Path):
         self.path = Path(path)
         try:
@@ -83,7 +86,7 @@ class CptWriter:
         if len(chunk) == 0:
             return
         count = COUNT.pack(len(chunk))
-        data = np.ascontiguousarray(chunk).tobytes()
+        data = np.ascontiguousarray(chunk).view(np.uint8)  # the bytes, not a copy
         fh = self._fh
         fh.write(_frame(TAG_RECS, len(count) + len(data), count, data))
         fh.write(count)

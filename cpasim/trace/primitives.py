@@ -28,29 +28,32 @@ from simpy.resources.container import ContainerGet, ContainerPut
 from simpy.resources.store import StoreGet, StorePut
 
 from cpasim.trace.records import DEQ, ENQ
+from cpasim.trace.tracer import counted, packed
 
 INF = float("inf")
 
 
-# A request remembers the code (Tracer.code) of the enq/deq record its SM emits
-# when the request is served.  SimPy may serve a request inside its constructor,
-# before anything can be attached to it, so the code is handed over in two ways:
+# A request remembers the code of the enq/deq record its SM emits when the request
+# is served (a store keeps packed codes of count 1, a container codes whose count
+# goes to the tracer's side list: see cpasim.trace.tracer).  SimPy may
+# serve a request inside its constructor, before anything can be attached to it, so
+# the code is handed over in two ways:
 # the queue's ``_code_now`` holds it during construction (read when ``code`` is
 # still the class default), and a request that has to wait gets its own ``code``.
 class _TracedStorePut(StorePut):
-    code = -1
+    code = None
 
 
 class _TracedStoreGet(StoreGet):
-    code = -1
+    code = None
 
 
 class _TracedContainerPut(ContainerPut):
-    code = -1
+    code = None
 
 
 class _TracedContainerGet(ContainerGet):
-    code = -1
+    code = None
 
 
 class _Untraceable:
@@ -68,18 +71,24 @@ def _setup(queue, tracer, name, owner, capacity, conn_flow):
     queue.tracer = tracer
     queue.name = name
     queue.qid = tracer.queue(*name)
-    queue._emit = tracer.emit
-    queue._enq_codes = {}  # SM handle -> code of its enq on this queue
+    queue._emit = tracer.emit_packed
+    queue._emit_counted = tracer.emit_counted
+    queue._enq_codes = {}  # SM handle -> packed code of its enq on this queue
     queue._deq_codes = {}
-    queue._code_now = -1
+    queue._code_now = None
     owner = owner if owner is not None else tracer.sm(*name)
     tracer.declare(queue.qid, owner, capacity, conn_flow)
     return owner
 
 
-def _code(queue, codes: dict, op: int, sm) -> int:
-    code = codes[sm] = queue.tracer.code(op, sm.id, queue.qid)
+def _code(queue, codes: dict, op: int, sm, pack) -> float:
+    """The code (``pack`` of the index) of ``sm``'s ``op`` on ``queue``, kept in ``codes``."""
+    code = codes[sm] = pack(queue.tracer.code(op, sm.id, queue.qid))
     return code
+
+
+def _packed_one(index: int) -> float:
+    return packed(index, 1)
 
 
 class TracedStore(_Untraceable, simpy.Store):
@@ -103,7 +112,7 @@ class TracedStore(_Untraceable, simpy.Store):
     def put(self, item, sm) -> StorePut:
         code = self._enq_codes.get(sm)
         if code is None:
-            code = _code(self, self._enq_codes, ENQ, sm)
+            code = _code(self, self._enq_codes, ENQ, sm, _packed_one)
         self._code_now = code
         event = _TracedStorePut(self, item)
         if event._value is PENDING:
@@ -115,7 +124,7 @@ class TracedStore(_Untraceable, simpy.Store):
     def get(self, sm) -> StoreGet:
         code = self._deq_codes.get(sm)
         if code is None:
-            code = _code(self, self._deq_codes, DEQ, sm)
+            code = _code(self, self._deq_codes, DEQ, sm, _packed_one)
         self._code_now = code
         event = _TracedStoreGet(self)
         if event._value is PENDING:
@@ -129,13 +138,13 @@ class TracedStore(_Untraceable, simpy.Store):
             self.items.append(event.item)
             event.succeed()
             code = event.code
-            self._emit(self._code_now if code < 0 else code, 1)
+            self._emit(self._code_now if code is None else code)
 
     def _do_get(self, event):
         if self.items:
             event.succeed(self.items.pop(0))
             code = event.code
-            self._emit(self._code_now if code < 0 else code, 1)
+            self._emit(self._code_now if code is None else code)
 
     def __len__(self) -> int:
         return len(self.items)
@@ -191,26 +200,28 @@ class TracedContainer(_Untraceable, simpy.Container):
     def put(self, amount: int, sm) -> ContainerPut:
         code = self._enq_codes.get(sm)
         if code is None:
-            code = _code(self, self._enq_codes, ENQ, sm)
+            code = _code(self, self._enq_codes, ENQ, sm, counted)
         self._code_now = code
         event = _TracedContainerPut(self, amount)
         if event._value is PENDING:
             event.code = code
-            waiting = self.put_queue
-            need = amount if len(waiting) == 1 else sum(e.amount for e in waiting)
+            need = 0
+            for waiting in self.put_queue:  # a loop: cheaper than sum() over a generator
+                need += waiting.amount
             sm.wait_full(self.qid, need)
         return event
 
     def get(self, amount: int, sm) -> ContainerGet:
         code = self._deq_codes.get(sm)
         if code is None:
-            code = _code(self, self._deq_codes, DEQ, sm)
+            code = _code(self, self._deq_codes, DEQ, sm, counted)
         self._code_now = code
         event = _TracedContainerGet(self, amount)
         if event._value is PENDING:
             event.code = code
-            waiting = self.get_queue
-            need = amount if len(waiting) == 1 else sum(e.amount for e in waiting)
+            need = 0
+            for waiting in self.get_queue:  # a loop: cheaper than sum() over a generator
+                need += waiting.amount
             sm.wait_empty(self.qid, need)
         return event
 
@@ -230,7 +241,7 @@ class TracedContainer(_Untraceable, simpy.Container):
             self._level += event.amount
             event.succeed()
             code = event.code
-            self._emit(self._code_now if code < 0 else code, event.amount)
+            self._emit_counted(self._code_now if code is None else code, event.amount)
             return True
         return None
 
@@ -239,7 +250,7 @@ class TracedContainer(_Untraceable, simpy.Container):
             self._level -= event.amount
             event.succeed()
             code = event.code
-            self._emit(self._code_now if code < 0 else code, event.amount)
+            self._emit_counted(self._code_now if code is None else code, event.amount)
             return True
         return None
 
@@ -283,6 +294,7 @@ class TracedPool(TracedContainer):
         super().__init__(
             env, tracer, qsys, q, qinst, capacity=size, init=size, conn_flow=False, owner=owner
         )
+        self._release_codes = {}  # SM handle -> packed code of its enq of one unit
 
     @property
     def size(self) -> int:
@@ -301,10 +313,11 @@ class TracedPool(TracedContainer):
         if self._level >= self._capacity:
             raise RuntimeError(f"{':'.join(self.name)}: release without a matching acquire")
         self._level += 1
-        code = self._enq_codes.get(sm)
-        if code is None:
-            code = _code(self, self._enq_codes, ENQ, sm)
-        self._emit(code, 1)
+        try:
+            code = self._release_codes[sm]
+        except KeyError:
+            code = _code(self, self._release_codes, ENQ, sm, _packed_one)
+        self._emit(code)
         if self.get_queue:
             self._trigger_get(None)
 

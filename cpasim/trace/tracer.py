@@ -6,12 +6,20 @@ queues (:mod:`cpasim.trace.primitives`) emit the queue records.  The records go
 to a sink as one :data:`RECORD_DTYPE` chunk every ``chunk_records`` records, so
 memory stays flat however long the run.
 
-Per-record cost matters (the target is at most ~1.3x the untraced run), so the
-buffer avoids a Python tuple per record: the fields that repeat, ``(op, flags, sm,
-a)``, are interned once as a *code*, and a record is three appends to columns
-(time, code, ``n``) that turn into numpy arrays far faster than tuples would.
-Handles and traced queues keep the codes they use (:meth:`Tracer.code`,
-:meth:`Tracer.emit`); anything else may call :meth:`Tracer.record`.
+Per-record cost matters (the target is at most ~1.3x the untraced run), so while
+the run goes the usual record is one ``list.append`` of one number, its *packed
+code*: the fields that repeat, ``(op, flags, sm, a)``, are interned once
+as a code index, and the count ``n`` rides along when it is the usual 0 or 1
+(:func:`packed`).  Callers keep the packed codes they use (a handle per state
+and queue, a traced queue per SM), so such a record allocates nothing.  Any
+other count goes to a side list, its record carrying the slot ``COUNTED``.  Time
+is not stored per record either: records come in runs at the same simulated
+time (several per SimPy event), so only a change of ``env.now`` is noted, by
+appending the new time itself to the same list.  Packed codes are negative and
+times are not (the clock must start at 0 or later), which tells them apart; codes
+are kept as floats (exact integers), because numpy turns a list of floats into an
+array faster than one of ints.  A flush turns the buffer into a chunk with a few
+vectorised numpy operations.
 
 A sink is anything with ``write(chunk, key)`` and ``close()``: the columnar
 file writer (:meth:`Tracer.to_file`) or :class:`MemorySink` (:meth:`Tracer.in_memory`).
@@ -23,7 +31,6 @@ either tracer produces the same simulation, event for event.
 
 from __future__ import annotations
 
-from array import array
 from pathlib import Path
 from typing import Protocol
 
@@ -52,7 +59,28 @@ from cpasim.trace.records import (
 #: Records buffered before a chunk goes to the sink (64 Ki records = 1.6 MiB).
 DEFAULT_CHUNK_RECORDS = 1 << 16
 
-_CODE_DTYPE = np.dtype([(name, RECORD_DTYPE[name]) for name in ("op", "flags", "sm", "a")])
+#: A packed code is ``-(index + 1 + (slot << COUNT_SHIFT))`` as a float (exact below
+#: 2**53): slot 0 or 1 is the count itself, slot ``COUNTED`` says the count is the
+#: record's entry in the side list.
+COUNT_SHIFT = 24
+COUNTED = 2
+_INDEX_MASK = (1 << COUNT_SHIFT) - 1
+MAX_CODES = _INDEX_MASK - 1
+_COUNTED = COUNTED << COUNT_SHIFT
+
+_NO_TIME = float("nan")  # the time noted before any record: differs from every time
+
+
+def packed(index: int, n: int = 0) -> float:
+    """The packed code of a record of code ``index`` with count ``n`` (0 or 1)."""
+    if n != 0 and n != 1:
+        raise ValueError(f"a packed code holds a count of 0 or 1, not {n!r}")
+    return float(-(index + 1 + (n << COUNT_SHIFT)))
+
+
+def counted(index: int) -> float:
+    """The packed code of a record of code ``index`` whose count is in the side list."""
+    return float(-(index + 1 + _COUNTED))
 
 
 class Sink(Protocol):
@@ -65,14 +93,23 @@ def _queue_op(op: int, doc: str):
     """An SM method emitting ``op`` on a queue, with the record's code kept per queue."""
 
     def method(self, queue: int, n: int = 1) -> None:
-        codes = self._queue_codes[op]
-        code = codes.get(queue)
-        if code is None:
-            code = codes[queue] = self._tracer.code(op, self.id, queue)
-        self._add_time(self._env._now)
-        self._add_code(code)
-        self._add_count(n)
-        if len(self._codes) >= self._limit:
+        try:
+            pair = self._queue_codes[op][queue]  # packed codes: count 1, count on the side
+        except KeyError:
+            index = self._tracer.code(op, self.id, queue)
+            pair = self._queue_codes[op][queue] = (packed(index, 1), counted(index))
+        now = self._env._now
+        mark = self._mark
+        if now != mark[0]:
+            mark[0] = now
+            mark[1] += 1
+            self._add(now)
+        if n == 1:
+            self._add(pair[0])
+        else:
+            self._add(pair[1])
+            self._add_count(n)
+        if len(self._buf) >= mark[1]:
             self._tracer.flush()
 
     method.__doc__ = doc
@@ -94,50 +131,63 @@ class SM:
         "_tracer",
         "_begin_codes",
         "_queue_codes",
+        "_link_codes",
         "_last",
-        "_add_time",
-        "_add_code",
-        "_add_count",
-        "_codes",
-        "_limit",
         "_env",
+        "_mark",
+        "_add",
+        "_add_count",
+        "_buf",
     )
 
     def __init__(self, tracer: Tracer, sm_id: int, name: tuple[str, str, str]):
         self.id = sm_id
         self.name = name
         self._tracer = tracer
-        self._begin_codes: dict[str, int] = {}
-        self._queue_codes: list[dict[int, int]] = [{} for _ in OPS]  # per op: queue -> code
-        self._last = -1  # code of the state last entered; -1: emit the next begin
-        (
-            self._add_time,
-            self._add_code,
-            self._add_count,
-            self._codes,
-            self._limit,
-        ) = tracer._buffer
+        self._begin_codes: dict[str, int] = {}  # state -> packed code of its begin
+        self._queue_codes: list[dict[int, tuple[int, int]]] = [{} for _ in OPS]  # per op, queue
+        self._link_codes: dict[SM, float] = {}  # target -> packed code of the link
+        self._last = None  # packed code of the state last entered; None: emit the next begin
         self._env = tracer.env
+        self._mark, self._add, self._add_count, self._buf = tracer._buffer
 
     def begin(self, state: str) -> None:
         """Enter ``state``; time until the next record is charged to it."""
-        code = self._begin_codes.get(state)
-        if code is None:
+        try:
+            code = self._begin_codes[state]
+        except KeyError:
             tracer = self._tracer
-            code = self._begin_codes[state] = tracer.code(BEGIN, self.id, tracer.state(state))
-        if code == self._last:
+            index = tracer.code(BEGIN, self.id, tracer.state(state))
+            code = self._begin_codes[state] = packed(index)
+        if code is self._last:  # the same int object: codes are kept, never recomputed
             return
         self._last = code
-        self._add_time(self._env._now)
-        self._add_code(code)
-        self._add_count(0)
-        if len(self._codes) >= self._limit:
+        now = self._env._now
+        mark = self._mark
+        if now != mark[0]:
+            mark[0] = now
+            mark[1] += 1
+            self._add(now)
+        self._add(code)
+        if len(self._buf) >= mark[1]:
             self._tracer.flush()
 
     def link(self, other: SM) -> None:
         """Call into (or return to) ``other`` without a queue in between."""
-        other._last = -1
-        self._tracer.record(LINK, self.id, other.id)
+        other._last = None
+        try:
+            code = self._link_codes[other]
+        except KeyError:
+            code = self._link_codes[other] = packed(self._tracer.code(LINK, self.id, other.id))
+        now = self._env._now
+        mark = self._mark
+        if now != mark[0]:
+            mark[0] = now
+            mark[1] += 1
+            self._add(now)
+        self._add(code)
+        if len(self._buf) >= mark[1]:
+            self._tracer.flush()
 
     def identify(self, conn: str) -> None:
         """From now on this SM works for connection ``conn``."""
@@ -159,9 +209,11 @@ class SM:
 class Tracer:
     """Records annotations of one simulation run into ``sink``.
 
-    Records are emitted with ``record(op, sm, a, n=0, flags=0)`` (any record), or
-    ``emit(code, n=0)`` with a code from :meth:`code` (the hot path for callers that
-    keep their codes); both append at the current simulated time.
+    Records are emitted with ``record(op, sm, a, n=0, flags=0)`` (any record),
+    ``emit(code, n=0)`` with a code index from :meth:`code`, or, the hot paths for
+    callers that keep their packed codes, ``emit_packed(packed(code, n))`` (count
+    0 or 1) and ``emit_counted(counted(code), n)`` (any count); all append at the
+    current simulated time.
     """
 
     enabled = True
@@ -175,29 +227,28 @@ class Tracer:
         self.records_written = 0
         self._chunk_records = chunk_records
         self._closed = False
-        # The buffer: parallel columns, emptied (never replaced) at each flush.
-        # Times go into a typed array at once: a list would keep one float object
-        # per record, scattered in memory by the time of the flush.  Codes and
-        # counts are mostly shared small ints, cheaper to keep in lists.
-        self._times = array("d")
-        self._codes: list[int] = []
+        # The buffer, emptied (never replaced) at each flush: packed codes, one per
+        # record, each change of the simulated time before them; the counts other
+        # than 0 and 1, in record order.  ``_mark`` is [the time last noted (NaN
+        # after a flush, so that every chunk starts with a time), the buffer length
+        # that holds ``chunk_records`` records].
+        self._buf: list[float] = []
         self._counts: list[int] = []
+        self._mark = [_NO_TIME, chunk_records]
         # Codes: (op, flags, sm, a) -> index, and the columns they stand for.
         self._code_ids: dict[tuple[int, int, int, int], int] = {}
         self._code_fields: list[tuple[int, int, int, int]] = []
-        self._code_table = np.zeros(0, dtype=_CODE_DTYPE)
+        # Row ``index + 1`` holds the fields of code ``index`` (row 0 is never used),
+        # so the low bits of a packed code index it directly.
+        self._code_table = np.zeros(1, dtype=RECORD_DTYPE)
+        reuse = getattr(sink, "done_with_chunk_after_write", False)
+        self._scratch = np.empty(chunk_records, dtype=RECORD_DTYPE) if reuse else None
         self._state_ids = self.key._state_ids
         self._handles: list[SM] = []
         # What SM handles append with (see SM); bind() gives them the environment.
-        self._clock = [env]  # a list, so that emit/record see a later bind()
-        self._buffer = (
-            self._times.append,
-            self._codes.append,
-            self._counts.append,
-            self._codes,
-            chunk_records,
-        )
-        self.emit, self.record = self._hot_path()
+        self._clock = [env]  # a list, so that the closures see a later bind()
+        self._buffer = (self._mark, self._buf.append, self._counts.append, self._buf)
+        self.emit_packed, self.emit_counted, self.emit, self.record = self._hot_path()
         self.env = env
 
     @property
@@ -207,6 +258,9 @@ class Tracer:
 
     @env.setter
     def env(self, env) -> None:
+        # A time in the buffer is told from a (negative) packed code by its sign.
+        if env is not None and env._now < 0:
+            raise ValueError(f"tracing needs a clock that starts at 0 or later, not {env._now}")
         self._env = env
         self._clock[0] = env
         for handle in self._handles:
@@ -226,7 +280,7 @@ class Tracer:
 
     def bind(self, env) -> Tracer:
         """Take time from ``env`` (for code that builds its own environment)."""
-        if (self._codes or self.records_written) and env is not self.env:
+        if (self._buf or self.records_written) and env is not self.env:
             raise RuntimeError("tracer already holds records of another environment")
         self.env = env
         return self
@@ -252,7 +306,7 @@ class Tracer:
 
     # Records
     def code(self, op: int, sm: int, a: int, flags: int = 0) -> int:
-        """The code that stands for ``(op, flags, sm, a)``, for :meth:`emit`."""
+        """The code index that stands for ``(op, flags, sm, a)``, for :meth:`emit`."""
         fields = (op, flags, sm, a)
         found = self._code_ids.get(fields)
         if found is None:
@@ -262,41 +316,61 @@ class Tracer:
                     f"record (op {op}, sm {sm}, a {a}) names an id this tracer never "
                     "gave out (a handle or queue of another tracer?)"
                 )
+            if len(self._code_fields) >= MAX_CODES:
+                raise ValueError(f"more than {MAX_CODES} distinct (op, sm, a) in one trace")
             found = self._code_ids[fields] = len(self._code_fields)
             self._code_fields.append(fields)
         return found
 
     def _hot_path(self):
-        """``emit`` and ``record`` as closures over the buffer and the clock.
+        """``emit_packed``, ``emit_counted``, ``emit`` and ``record``: closures over the buffer.
 
         They run once per record; as closures they skip the attribute look-ups a
         method would do, a good part of their cost in CPython.
         """
-        add_time, add_code, add_count, codes, limit = self._buffer
+        mark, add, add_count, buf = self._buffer
         clock = self._clock
         code_ids, new_code, flush = self._code_ids, self.code, self.flush
         size = len
 
-        def emit(code: int, n: int = 0) -> None:
-            """Append the record of ``code`` with count ``n`` at the current simulated time."""
-            add_time(clock[0]._now)
-            add_code(code)
-            add_count(n)
-            if size(codes) >= limit:
+        def emit_packed(code: float) -> None:
+            """Append the record of packed ``code`` at the current simulated time."""
+            now = clock[0]._now
+            if now != mark[0]:
+                mark[0] = now
+                mark[1] += 1
+                add(now)
+            add(code)
+            if size(buf) >= mark[1]:
                 flush()
+
+        def emit_counted(code: float, n: int) -> None:
+            """Append the record of ``code = counted(index)`` with count ``n`` now."""
+            now = clock[0]._now
+            if now != mark[0]:
+                mark[0] = now
+                mark[1] += 1
+                add(now)
+            add(code)
+            add_count(n)
+            if size(buf) >= mark[1]:
+                flush()
+
+        def emit(code: int, n: int = 0) -> None:
+            """Append the record of code index ``code`` with count ``n`` now."""
+            if n == 0 or n == 1:
+                emit_packed(packed(code, n))
+            else:
+                emit_counted(counted(code), n)
 
         def record(op: int, sm: int, a: int, n: int = 0, flags: int = 0) -> None:
             """Append one raw record at the current simulated time."""
             code = code_ids.get((op, flags, sm, a))
             if code is None:
                 code = new_code(op, sm, a, flags)
-            add_time(clock[0]._now)
-            add_code(code)
-            add_count(n)
-            if size(codes) >= limit:
-                flush()
+            emit(code, n)
 
-        return emit, record
+        return emit_packed, emit_counted, emit, record
 
     def declare(self, queue: int, sm: SM, capacity: float | None, conn_flow: bool) -> None:
         """Queue metadata; ``capacity`` None or inf means unbounded."""
@@ -307,20 +381,38 @@ class Tracer:
         """Hand the buffered records to the sink as one chunk."""
         if self._closed:
             raise RuntimeError("tracer is closed")
-        if not self._codes:
+        buf = self._buf
+        if not buf:
             return
         table = self._code_table
-        if len(table) < len(self._code_fields):
-            table = self._code_table = np.array(self._code_fields, dtype=_CODE_DTYPE)
-        rows = np.take(table, np.array(self._codes, dtype=np.intp))
-        chunk = np.empty(len(rows), dtype=RECORD_DTYPE)
-        chunk["t"] = np.frombuffer(self._times, dtype=np.float64)
-        chunk["n"] = self._counts
-        for field in _CODE_DTYPE.names:
-            chunk[field] = rows[field]
-        del self._times[:]
-        self._codes.clear()
+        if len(table) <= len(self._code_fields):
+            new = self._code_fields[len(table) - 1 :]
+            rows = [(0.0, op, flags, sm, a, 0) for op, flags, sm, a in new]
+            table = self._code_table = np.concatenate([table, np.array(rows, dtype=RECORD_DTYPE)])
+        entries = np.fromiter(buf, dtype=np.float64, count=len(buf))
+        is_time = entries >= 0
+        is_record = ~is_time
+        raw = (-entries[is_record]).astype(np.int64)
+        n_records = len(raw)
+        # A sink that is done with a chunk once written gets the same memory each
+        # time: fresh pages for every chunk would cost more than filling them.
+        out = None
+        if self._scratch is not None:
+            out = self._scratch[:n_records]
+        # Whole rows (op, flags, sm, a at once); every index names a row, and "clip"
+        # spares the copy that bounds checking would make of ``out``.
+        chunk = table.take(raw & _INDEX_MASK, out=out, mode="clip")
+        slot = raw >> COUNT_SHIFT
+        chunk["n"] = slot
+        if self._counts:
+            chunk["n"][slot == COUNTED] = self._counts
+        # Each record takes the time last noted before it: a time is followed by
+        # its records up to the next time (there is at least one).
+        at = np.flatnonzero(is_time)
+        chunk["t"] = np.repeat(entries[at], np.diff(at, append=len(entries)) - 1)
+        buf.clear()
         self._counts.clear()
+        self._mark[:] = (_NO_TIME, self._chunk_records)
         self.records_written += len(chunk)
         self.sink.write(chunk, self.key)
 
@@ -409,6 +501,12 @@ class NullTracer:
         return -1
 
     def emit(self, code: int, n: int = 0) -> None:
+        pass
+
+    def emit_packed(self, code: float) -> None:
+        pass
+
+    def emit_counted(self, code: float, n: int) -> None:
         pass
 
     def record(self, op: int, sm: int, a: int, n: int = 0, flags: int = 0) -> None:
