@@ -1,6 +1,6 @@
 """Sweep throughput: local worker scaling and the per-point cost of the Dask path.
 
-    .venv/bin/python bench/bench_sweep.py
+    .venv/bin/python bench/bench_sweep.py [--duration 250ms]
 
 1. A 16-point sweep (link.rate × tcp.wmem) with 1 and with 2 local workers;
    target: ≥ 1.7× speed-up on 2 cores (a quiet machine; other load skews it).
@@ -21,8 +21,9 @@ from cpasim.sweeps.executors import cores
 
 RATES = ["1Gbps", "2Gbps", "5Gbps", "10Gbps"]
 WINDOWS = ["64KiB", "128KiB", "256KiB", "512KiB"]
-#: Simulated time per point of the scaling sweep (about a second of wall time).
-DURATION = "40ms"
+#: Simulated time per point of the scaling sweep: about a second of wall time,
+#: the size of a real scenario run (``--duration`` changes it).
+DURATION = "250ms"
 #: Sizes of the two sweeps of trivially short points.
 SHORT_POINTS = (16, 400)
 
@@ -34,14 +35,14 @@ def timed(**kwargs) -> tuple[float, int, int]:
     return elapsed, len(rows), sum(bool(r["error"]) for r in rows)
 
 
-def main() -> None:
+def main(duration: str = DURATION) -> None:
     n = min(2, cores())
 
     grid = {"link.rate": RATES, "tcp.wmem": WINDOWS}
-    sets = [f"sim.duration={DURATION}", "sim.warmup=0s"]
+    sets = [f"sim.duration={duration}", "sim.warmup=0s"]
     one, count, failed = timed(grid=grid, sets=sets, workers=1)
     two, _, _ = timed(grid=grid, sets=sets, workers=n)
-    print(f"sweep of {count} points (sim.duration={DURATION}), {failed} failed")
+    print(f"sweep of {count} points (sim.duration={duration}), {failed} failed")
     print(f"  1 worker : {one:7.2f} s  ({one / count * 1e3:6.1f} ms/point)")
     print(f"  {n} workers: {two:7.2f} s  ({two / count * 1e3:6.1f} ms/point)")
     print(f"  speed-up : {one / two:5.2f}x  (target >= 1.7x on 2 idle cores)")
@@ -67,4 +68,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", default=DURATION, help="simulated time per point")
+    main(parser.parse_args().duration)
