@@ -28,6 +28,7 @@ transfers cut into bursts of at most ``burst`` bytes, each burst paying
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 from cpasim.errors import CpasimError
@@ -97,20 +98,23 @@ class Occupancy:
     wait_ns: float
 
 
-class BusTiming:
+class BusTiming(ABC):
     """Durations of bus accesses for one host's I/O bus (PCIe or legacy PCI)."""
 
     kind: str
     shared: bool  # one half-duplex channel for both directions
 
+    @abstractmethod
     def dma_write(self, nbytes: int) -> Occupancy:
-        raise NotImplementedError
+        """The device writes ``nbytes`` to host memory."""
 
+    @abstractmethod
     def dma_read(self, nbytes: int) -> Occupancy:
-        raise NotImplementedError
+        """The device reads ``nbytes`` from host memory (requests up, completions down)."""
 
+    @abstractmethod
     def mmio_write(self) -> Occupancy:
-        raise NotImplementedError
+        """The CPU writes one device register (a doorbell)."""
 
 
 @dataclass(frozen=True)
