@@ -36,6 +36,7 @@ class Result:
     """The metrics of one run; :meth:`to_json` is the machine-readable form."""
 
     goodput_bps: float
+    goodput_bps_per_connection: dict[str, float]
     link_utilization: dict[str, float]
     io_bus_utilization: dict[str, dict[str, float]]
     cpu_utilization: dict[str, dict[str, float]]
@@ -56,6 +57,7 @@ class Result:
     def to_json(self) -> dict:
         return {
             "goodput_bps": self.goodput_bps,
+            "goodput_bps_per_connection": self.goodput_bps_per_connection,
             "link_utilization": self.link_utilization,
             "io_bus_utilization": self.io_bus_utilization,
             "cpu_utilization": self.cpu_utilization,
@@ -226,6 +228,10 @@ class _Runner:
         }
         return Result(
             goodput_bps=stats.read_measured * 8e9 / elapsed if elapsed > 0 else 0.0,
+            goodput_bps_per_connection={
+                conn: n * 8e9 / elapsed if elapsed > 0 else 0.0
+                for conn, n in sorted(stats.measured_by_conn.items())
+            },
             link_utilization=s.link.stats.utilization(elapsed, self.warm["link"]),
             io_bus_utilization={
                 h: s.hosts[h].dev.stats.bus.utilization(elapsed, self.warm["bus"][h]) for h in HOSTS

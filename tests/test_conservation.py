@@ -12,11 +12,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import simpy
 
 from cpasim.config import load_scenario
 from cpasim.model.system import System
+from cpasim.simulate import simulate
 from cpasim.trace import NULL_TRACER, Tracer
 from cpasim.trace.records import DECLARE, DEQ, ENQ, RESIZE
 
@@ -105,3 +108,17 @@ def test_no_queue_below_zero_or_above_capacity(kind):
     _, tracer = _run_system(sets, trace=True)
     checked = _replay_levels(tracer.source())
     assert checked > 1000
+
+
+@pytest.mark.parametrize(
+    ("scenario", "connections"),
+    [("tcp-stream.toml", 1), ("webserver.toml", 4)],
+)
+def test_per_connection_goodput_adds_up_to_the_total(scenario, connections):
+    path = Path(__file__).parent.parent / "scenarios" / scenario
+    cfg = load_scenario(path, sets=["sim.duration=40ms", "sim.warmup=10ms"])
+    result = simulate(cfg)
+    per_conn = result.goodput_bps_per_connection
+    assert sorted(per_conn) == [f"c{i}" for i in range(connections)]
+    assert all(v > 0 for v in per_conn.values())
+    assert sum(per_conn.values()) == pytest.approx(result.goodput_bps, rel=1e-12)

@@ -72,6 +72,11 @@ def summary(r: Result, cfg, scenario: Path, trace: Path | None) -> str:
         f"workload     {wl.kind}, {wl.connections} connection(s)",
         f"goodput      {_si(r.goodput_bps, 'b/s')}  ({_si(r.bytes_measured, 'B')} read in "
         f"{_ns(measured)} after {_ns(cfg.sim.warmup)} warm-up)",
+    ]
+    if len(r.goodput_bps_per_connection) > 1:
+        per_conn = r.goodput_bps_per_connection.items()
+        lines.append("  per conn   " + "  ".join(f"{c} {_si(v, 'b/s')}" for c, v in per_conn))
+    lines += [
         "link         "
         + "  ".join(f"{k.replace('_to_', '->')} {_pct(v)}" for k, v in r.link_utilization.items()),
     ]

@@ -41,15 +41,17 @@ class AppStats:
         self.written = 0
         self.read = 0
         self.read_measured = 0  # bytes read at or after the warm-up
+        self.measured_by_conn: dict[str, int] = {}  # the same, per connection
         self.latencies: list[float] = []
         self.done = env.event()
         self.end_ns: float | None = None
 
-    def delivered(self, nbytes: int) -> None:
+    def delivered(self, nbytes: int, conn: str) -> None:
         self.read += nbytes
         now = self.env._now
         if now >= self.warmup:
             self.read_measured += nbytes
+            self.measured_by_conn[conn] = self.measured_by_conn.get(conn, 0) + nbytes
         if self.target and self.read >= self.target and not self.done.triggered:
             self.end_ns = now
             self.done.succeed()
@@ -84,7 +86,7 @@ def tcp_sink(sm, cpu, sock, wl, stats, conn):
         yield from cpu.take(sm)
         n = yield from sock.read(sm, wl.read_size, user=cpu.cycles("user"))
         cpu.release(sm)
-        stats.delivered(n)
+        stats.delivered(n, conn)
 
 
 # -- udp_stream ------------------------------------------------------------------------------
@@ -106,7 +108,7 @@ def udp_sink(sm, cpu, sock, wl, stats, conn):
         yield from cpu.take(sm)
         n = yield from sock.recvfrom(sm, user=cpu.cycles("user"))
         cpu.release(sm)
-        stats.delivered(n)
+        stats.delivered(n, conn)
 
 
 # -- pingpong --------------------------------------------------------------------------------
@@ -137,7 +139,7 @@ def ping_server(sm, cpu, sock, wl, stats, conn):
     while True:
         yield from cpu.take(sm)
         yield from _read_exactly(sm, cpu, sock, m)
-        stats.delivered(m)
+        stats.delivered(m, conn)
         yield from sock.write(sm, m, user=cpu.cycles("user"))
         cpu.release(sm)
 
@@ -230,7 +232,7 @@ def web_client(sm, cpu, sock, wl, stats, conn, sizes: deque):
         while got < size:
             got += yield from sock.read(sm, min(wl.read_size, size - got))
         cpu.release(sm)
-        stats.delivered(size)
+        stats.delivered(size, conn)
         stats.latency(started)
         if wl.think_time:
             sm.begin("think")
