@@ -179,15 +179,7 @@ class SM:
             code = self._link_codes[other]
         except KeyError:
             code = self._link_codes[other] = packed(self._tracer.code(LINK, self.id, other.id))
-        now = self._env._now
-        mark = self._mark
-        if now != mark[0]:
-            mark[0] = now
-            mark[1] += 1
-            self._add(now)
-        self._add(code)
-        if len(self._buf) >= mark[1]:
-            self._tracer.flush()
+        self._tracer.emit_packed(code)  # links are rare: no need for begin's inlined copy
 
     def identify(self, conn: str) -> None:
         """From now on this SM works for connection ``conn``."""
