@@ -108,6 +108,35 @@ def test_round_trip(tmp_path_factory, trace):
     assert source.key.sms == key.sms
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trace=traces(), where=st.floats(-0.1, 1.1), on_record=st.booleans())
+def test_reading_from_a_time_skips_exactly_the_earlier_records(
+    tmp_path_factory, trace, where, on_record
+):
+    key, chunks = trace
+    times = np.concatenate([c["t"] for c, _ in chunks] + [np.zeros(1)])
+    # A cut anywhere in (or around) the trace, or exactly at a record's time.
+    if on_record:
+        cut = float(times[int(min(max(where, 0.0), 1.0) * (len(times) - 1))])
+    else:
+        cut = where * float(times.max())
+    path = tmp_path_factory.mktemp("since") / "t.cpt"
+    with CptWriter(path) as writer:
+        for chunk, snapshot in chunks:
+            writer.write(chunk, snapshot)
+    whole = [c for c, _ in chunks if len(c)]
+    want = np.concatenate(whole)[np.concatenate(whole)["t"] >= cut] if whole else None
+    source = read_cpt(path)
+    got = [c for c in source.chunks(since=cut) if len(c)]
+    if want is None or not len(want):
+        assert not got
+    else:
+        assert np.concatenate(got).tobytes() == want.tobytes()
+    # Every name is taken, skipped blocks or not.
+    assert source.key.sms == key.sms
+    assert source.key.conns == key.conns
+
+
 def pipeline_trace(path, chunk_records, n_items=300):
     """A producer/consumer run traced to ``path`` (in memory if ``path`` is None)."""
     env = simpy.Environment()

@@ -34,6 +34,14 @@ TraceOpt = Annotated[
     ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")]
+Whole = Annotated[
+    bool,
+    typer.Option(
+        "--whole",
+        help="Analyse the whole measured interval of the trace instead of its tail "
+        "(slower; the tail is what the run's sidecar snapshots).",
+    ),
+]
 
 
 def _fmt(metric: str, value: float) -> str:
@@ -69,12 +77,13 @@ def predict_cmd(
     trace: TraceOpt = None,
     set_: Sets = None,
     as_json: AsJson = False,
+    whole: Whole = False,
 ) -> None:
     """Predict a parameter change from the baseline's trace, without re-simulating it."""
     cfg, new_cfg = _configs(scenario, change, set_)
     with tempfile.TemporaryDirectory(prefix="cpasim-predict-") as tmp:
         run = baseline(cfg, trace, Path(tmp))
-        p = predict(run, new_cfg)
+        p = predict(run, new_cfg, whole=whole)
     if as_json:
         _echo_json(p.to_json())
         return
@@ -88,6 +97,11 @@ def predict_cmd(
         f"predicted  {_fmt(m, p.predicted)} (× {ratio:.3f})  critical path {_cp(p.predicted_path)}"
     )
     typer.echo(f"           bottleneck {_bottleneck(p.predicted_path)}")
+    typer.echo(f"analysed   {_span(p.analysed_ns)} of the run")
+
+
+def _span(ns: tuple[float, float]) -> str:
+    return f"{ns[0] / 1e6:g}-{ns[1] / 1e6:g} ms"
 
 
 @app.command("validate")
@@ -97,12 +111,13 @@ def validate_cmd(
     trace: TraceOpt = None,
     set_: Sets = None,
     as_json: AsJson = False,
+    whole: Whole = False,
 ) -> None:
     """Predict a change, then re-simulate it and report the prediction's error."""
     cfg, new_cfg = _configs(scenario, change, set_)
     with tempfile.TemporaryDirectory(prefix="cpasim-validate-") as tmp:
         run = baseline(cfg, trace, Path(tmp))
-        v = validate(run, new_cfg, Path(tmp) / "changed.cpt")
+        v = validate(run, new_cfg, Path(tmp) / "changed.cpt", whole=whole)
     if as_json:
         _echo_json(v.to_json())
         return
@@ -113,7 +128,7 @@ def validate_cmd(
         typer.echo(f"what-if    {line}")
     typer.echo(f"predicted  {_fmt(m, p.predicted)}  bottleneck {_bottleneck(p.predicted_path)}")
     typer.echo(f"actual     {_fmt(m, v.actual)}  bottleneck {_bottleneck(v.actual_path)}")
-    typer.echo(f"error      {v.error:.1%}")
+    typer.echo(f"error      {v.error:.1%}  (predicted over {_span(p.analysed_ns)} of the run)")
 
 
 @app.command("ladder")

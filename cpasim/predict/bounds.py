@@ -23,9 +23,10 @@ resource                     states that hold it                                
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
+from fnmatch import translate
 
 from cpasim.analysis import Transforms
 from cpasim.config import HOSTS, Config
@@ -65,11 +66,13 @@ def _state_factor(tf: Transforms, name: str) -> float:
     return tf.state_factor(sys, sm, inst or "0", state)
 
 
-def _matches(name: str, pattern: str) -> bool:
-    # Patterns name SMs without instance; a display name may carry "#inst".
-    sys, sm, state = name.split(":", 2)
-    plain = f"{sys}:{sm.partition('#')[0]}:{state}"
-    return fnmatchcase(name, pattern) or fnmatchcase(plain, pattern)
+_INSTANCE = re.compile(r"#[^:]*")
+
+
+def _matcher(patterns: list[str]) -> Callable[[str], bool]:
+    """Whether a display name (or the name without its ``#inst``) matches any pattern."""
+    match = re.compile("|".join(f"(?:{translate(p)})" for p in patterns)).match
+    return lambda name: bool(match(name) or match(_INSTANCE.sub("", name, count=1)))
 
 
 def busy(cfg: Config, tf: Transforms, active: Mapping[str, float]) -> dict[str, float]:
@@ -89,11 +92,7 @@ def busy(cfg: Config, tf: Transforms, active: Mapping[str, float]) -> dict[str, 
         for res in RESOURCES:
             if not res.present(v):
                 continue
-            patterns = [p.format(sys=host) for p in res.patterns]
-            work = sum(
-                ns * _state_factor(tf, name)
-                for name, ns in active.items()
-                if any(_matches(name, p) for p in patterns)
-            )
+            holds = _matcher([p.format(sys=host) for p in res.patterns])
+            work = sum(ns * _state_factor(tf, name) for name, ns in active.items() if holds(name))
             out[res.name.format(sys=host)] = work / res.units(v)
     return out

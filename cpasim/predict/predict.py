@@ -71,6 +71,7 @@ class Prediction:
     baseline_path: PathSummary
     predicted_path: PathSummary
     effects: tuple[str, ...]
+    analysed_ns: tuple[float, float]  # the stretch of the run the lengths cover
 
     @property
     def predicted_bottleneck(self) -> str | None:
@@ -89,41 +90,62 @@ class Prediction:
             "predicted_most_critical": self.predicted_path.most_critical,
             "predicted_loops": self.predicted_path.loops,
             "transforms": list(self.effects),
+            "analysed_ns": list(self.analysed_ns),
         }
 
 
-def predict_many(run: TracedRun, configs: Sequence[Config]) -> list[Prediction]:
-    """Predict every config in ``configs`` from ``run`` in one pass over its trace."""
+def predict_many(
+    run: TracedRun, configs: Sequence[Config], *, whole: bool = False
+) -> list[Prediction]:
+    """Predict every config in ``configs`` from ``run`` in one pass over its trace:
+    over the run's window (the tail of the trace) when it has one, over the whole
+    measured interval with ``whole`` or without a window."""
     plans = [plan_change(run.cfg, c, run.state_means) for c in configs]
     if not plans:
         return []
-    results = analyses(
-        lambda: open_trace(run.trace),
-        run.start,
-        run.end,
-        [p.transforms for p in plans],
-        run.cfg.sim.warmup,
-    )
+    window = None if whole else run.window
+    end = run.cfg.sim.duration
+    if window is not None:
+        base_path, active = window.path, window.state_active
+        analysed = (window.window.t_measure, end)
+        results = analyses(
+            lambda: window.window.source(run.trace),
+            run.start,
+            run.end,
+            [p.transforms for p in plans],
+            window.window.t_measure,
+        )
+    else:
+        base_path, active = run.path, run.state_active
+        analysed = (run.cfg.sim.warmup, end)
+        results = analyses(
+            lambda: open_trace(run.trace),
+            run.start,
+            run.end,
+            [p.transforms for p in plans],
+            run.cfg.sim.warmup,
+        )
     metric, higher = metric_of(run.result["workload"])
     out = []
     for cfg, plan, (res, before) in zip(configs, plans, results, strict=True):
         lines = plan.describe()
         path = summarize(res, f"prediction ({'; '.join(lines)})", before).bounded(
-            busy(cfg, plan.transforms, run.state_active)
+            busy(cfg, plan.transforms, active)
         )
         out.append(
             Prediction(
                 metric=metric,
                 baseline=run.metric,
-                predicted=scaled_metric(run.metric, higher, run.path, path),
-                baseline_path=run.path,
+                predicted=scaled_metric(run.metric, higher, base_path, path),
+                baseline_path=base_path,
                 predicted_path=path,
                 effects=tuple(lines),
+                analysed_ns=analysed,
             )
         )
     return out
 
 
-def predict(run: TracedRun, new_cfg: Config) -> Prediction:
-    """Predict ``new_cfg`` from ``run`` (one pass over its trace)."""
-    return predict_many(run, [new_cfg])[0]
+def predict(run: TracedRun, new_cfg: Config, *, whole: bool = False) -> Prediction:
+    """Predict ``new_cfg`` from ``run`` (one pass over its window or whole trace)."""
+    return predict_many(run, [new_cfg], whole=whole)[0]

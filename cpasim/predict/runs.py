@@ -25,12 +25,12 @@ from cpasim.config import Config
 from cpasim.errors import CpasimError
 from cpasim.predict.bounds import busy
 from cpasim.predict.transforms_table import reference, state_active, state_means
-from cpasim.predict.window import analyses, prefix_lengths
+from cpasim.predict.window import Window, analyses, make_window, prefix_lengths
 from cpasim.simulate import simulate
 from cpasim.trace import open_trace
 from cpasim.trace.records import BEGIN, TraceSource
 
-SIDECAR_FORMAT = "cpasim-run/3"
+SIDECAR_FORMAT = "cpasim-run/4"
 #: Most critical entries and loops kept in a summary, and the least share listed
 #: (after folding instances together; the analysis itself is asked for every name).
 TOP = 10
@@ -227,6 +227,32 @@ def scaled_metric(value: float, higher_is_better: bool, base: PathSummary, new: 
 
 
 @dataclass(frozen=True)
+class WindowRun:
+    """The baseline over the tail of its trace that predictions analyse
+    (:class:`~cpasim.predict.window.Window`): the path measured from
+    ``window.t_measure`` and the active time per state over the same stretch."""
+
+    window: Window
+    path: PathSummary
+    state_active: dict[str, float]
+
+    def to_json(self) -> dict:
+        return {
+            **self.window.to_json(),
+            "path": self.path.to_json(),
+            "state_active": self.state_active,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> WindowRun:
+        return cls(
+            Window.from_json(d),
+            PathSummary.from_json(d["path"]),
+            {k: float(v) for k, v in d["state_active"].items()},
+        )
+
+
+@dataclass(frozen=True)
 class TracedRun:
     """A simulated, traced and analysed configuration."""
 
@@ -236,6 +262,7 @@ class TracedRun:
     path: PathSummary
     state_means: dict[str, float]
     state_active: dict[str, float]  # active ns per sys:sm:state after the warm-up
+    window: WindowRun | None = None  # the tail predictions analyse, if shorter than all
 
     @property
     def start(self) -> tuple[str, str]:
@@ -250,8 +277,14 @@ class TracedRun:
         return metric_value(self.result)
 
 
-def traced_run(cfg: Config, trace: Path, *, progress: bool = False) -> TracedRun:
-    """Simulate ``cfg`` into ``trace``, analyse the unmodified path, write the sidecar."""
+def traced_run(
+    cfg: Config, trace: Path, *, progress: bool = False, window: bool = True
+) -> TracedRun:
+    """Simulate ``cfg`` into ``trace``, analyse the unmodified path, write the sidecar.
+
+    ``window``: also snapshot the tail predictions analyse (:func:`window_span`);
+    a run nothing will be predicted from (a re-simulated check) can skip it.
+    """
     trace = Path(trace)
     res = simulate(cfg, trace_path=trace, progress=progress)
     result = res.to_json()
@@ -267,6 +300,7 @@ def traced_run(cfg: Config, trace: Path, *, progress: bool = False) -> TracedRun
         path=summarize(analysis, str(trace), before).bounded(busy(cfg, ref, active)),
         state_means=state_means(analysis.profile, state_entries(open_trace(trace))),
         state_active=active,
+        window=_window_run(cfg, trace, res.analysis_start, res.analysis_end) if window else None,
     )
     side = {
         "format": SIDECAR_FORMAT,
@@ -275,12 +309,48 @@ def traced_run(cfg: Config, trace: Path, *, progress: bool = False) -> TracedRun
         "path": run.path.to_json(),
         "state_means": run.state_means,
         "state_active": run.state_active,
+        "window": run.window.to_json() if run.window is not None else None,
     }
     try:
         sidecar_path(trace).write_text(json.dumps(side, indent=1, sort_keys=True) + "\n")
     except OSError as exc:
         raise CpasimError(f"{sidecar_path(trace)}: cannot write: {exc.strerror}") from None
     return run
+
+
+#: The tail of a trace predictions of a stream analyse: lengths measured over the
+#: last WINDOW_MEASURE of the run, after a lead-in of WINDOW_LEAD from the state at
+#: its start.  A run whose measured interval is not longer than both, a stream of a
+#: fixed size (it may end early) and request/response workloads (a few requests in
+#: a window are no sample of their mix) analyse the whole measured interval.
+WINDOW_MEASURE = 20e6  # ns
+WINDOW_LEAD = 5e6  # ns
+WINDOW_WORKLOADS = ("tcp_stream", "udp_stream")
+
+
+def window_span(cfg: Config) -> tuple[float, float] | None:
+    """``(t0, t_measure)`` of the window predictions analyse, or ``None`` for all."""
+    if cfg.workload.kind not in WINDOW_WORKLOADS or cfg.workload.bytes:
+        return None
+    end = cfg.sim.duration
+    t_measure = end - WINDOW_MEASURE
+    t0 = t_measure - WINDOW_LEAD
+    if t0 <= cfg.sim.warmup:
+        return None
+    return t0, t_measure
+
+
+def _window_run(cfg: Config, trace: Path, start, end) -> WindowRun | None:
+    """The baseline over its window (:func:`window_span`); ``None`` without one."""
+    span = window_span(cfg)
+    if span is None or not str(trace).endswith(".cpt"):
+        return None
+    window = make_window(trace, start, end, *span)
+    ref = reference()
+    [(res, before)] = analyses(lambda: window.source(trace), start, end, [ref], window.t_measure)
+    active = measured_active(res, before)
+    path = summarize(res, f"{trace} (window)", before).bounded(busy(cfg, ref, active))
+    return WindowRun(window, path, active)
 
 
 def load_run(cfg: Config, trace: Path) -> TracedRun:
@@ -315,8 +385,9 @@ def load_run(cfg: Config, trace: Path) -> TracedRun:
             path=PathSummary.from_json(data["path"]),
             state_means={k: float(v) for k, v in data["state_means"].items()},
             state_active={k: float(v) for k, v in data["state_active"].items()},
+            window=WindowRun.from_json(data["window"]) if data["window"] is not None else None,
         )
-    except (KeyError, TypeError, AttributeError) as exc:
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise CpasimError(f"{side}: malformed run sidecar (missing {exc})") from None
 
 

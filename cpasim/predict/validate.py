@@ -45,8 +45,9 @@ class Validation:
         }
 
 
-def validate(run: TracedRun, new_cfg: Config, trace: Path) -> Validation:
-    """Predict ``new_cfg`` from ``run``, then simulate it (traced into ``trace``)."""
-    prediction = predict(run, new_cfg)
-    actual = traced_run(new_cfg, trace)
+def validate(run: TracedRun, new_cfg: Config, trace: Path, *, whole: bool = False) -> Validation:
+    """Predict ``new_cfg`` from ``run`` (over its window, or ``whole`` trace), then
+    simulate it (traced into ``trace``)."""
+    prediction = predict(run, new_cfg, whole=whole)
+    actual = traced_run(new_cfg, trace, window=False)
     return Validation(prediction, actual.metric, actual.path)

@@ -17,11 +17,17 @@ interval's work.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from cpasim.analysis import AnalysisResult, Transforms, analyze_many
-from cpasim.trace.records import TraceKey, TraceSource
+from cpasim.analysis import AnalysisResult, Transforms, analyze_many, parse_sm
+from cpasim.analysis.criticalpath import CriticalPathPass
+from cpasim.errors import CpasimError
+from cpasim.predict.snapshot import origin_names, preamble
+from cpasim.trace.columnar import read_cpt
+from cpasim.trace.records import RECORD_DTYPE, TraceKey, TraceSource
 
 
 class Prefix(TraceSource):
@@ -69,3 +75,87 @@ def prefix_lengths(res: AnalysisResult | None) -> dict[str, float]:
         c: float(p.critical_path_ns) if p.reachable and p.critical_path_ns is not None else 0.0
         for c, p in paths.items()
     }
+
+
+# -- what-ifs over the tail of a trace ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Window:
+    """The tail of a trace a prediction may analyse instead of the whole.
+
+    From ``t0`` on, after the preamble that recreates the state at ``t0``
+    (:mod:`cpasim.predict.snapshot`); lengths are measured from ``t_measure``
+    on (the stretch ``t0 .. t_measure`` lets the changed graph settle from the
+    baseline's state, as the warm-up does for the whole trace).
+    """
+
+    t0: float
+    t_measure: float
+    sms: int  # SMs the whole trace defines; the origin SMs follow them
+    origins: tuple[tuple[str, str, str], ...]
+    rows: np.ndarray  # the preamble, RECORD_DTYPE
+
+    def source(self, trace: Path) -> TraceSource:
+        return WindowSource(trace, self)
+
+    def to_json(self) -> dict:
+        return {
+            "t0": self.t0,
+            "t_measure": self.t_measure,
+            "sms": self.sms,
+            "origins": [list(o) for o in self.origins],
+            "preamble": [
+                [int(r["op"]), int(r["flags"]), int(r["sm"]), int(r["a"]), int(r["n"])]
+                for r in self.rows
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> Window:
+        t0 = float(d["t0"])
+        rows = np.array(
+            [(t0, op, flags, sm, a, n) for op, flags, sm, a, n in d["preamble"]],
+            dtype=RECORD_DTYPE,
+        )
+        return cls(
+            t0, float(d["t_measure"]), int(d["sms"]), tuple(tuple(o) for o in d["origins"]), rows
+        )
+
+
+class WindowSource(TraceSource):
+    """A ``.cpt`` trace from ``window.t0`` on, after the window's preamble."""
+
+    def __init__(self, trace: Path, window: Window):
+        self.window = window
+        self._cpt = read_cpt(trace)
+        for _ in self._cpt.chunks(since=float("inf")):  # every name, no records
+            pass
+        self.key = self._cpt.key
+        if len(self.key.sms) != window.sms:
+            raise CpasimError(
+                f"{trace}: defines {len(self.key.sms)} state machines, its run sidecar "
+                f"{window.sms}; the trace changed since it was recorded"
+            )
+        for name in window.origins:
+            self.key.intern_sm(*name)
+        self.name = f"{trace} (from {window.t0:g} ns)"
+
+    def chunks(self) -> Iterator[np.ndarray]:
+        yield self.window.rows
+        yield from self._cpt.chunks(since=self.window.t0)
+
+
+def make_window(trace: Path, start, end, t0: float, t_measure: float) -> Window:
+    """Snapshot the trace's state at ``t0`` with one reference pass over the records
+    before it."""
+    src = read_cpt(trace)
+    for _ in src.chunks(since=float("inf")):
+        pass
+    sms = len(src.key.sms)
+    p = CriticalPathPass(Transforms(), parse_sm(start), parse_sm(end), source_name=str(trace))
+    head = Prefix(read_cpt(trace), t0)
+    for chunk in head.chunks():
+        p.feed(chunk, head.key)
+    rows, conns = preamble(p, t0, sms)
+    return Window(t0, t_measure, sms, tuple(origin_names(parse_sm(start), conns)), rows)

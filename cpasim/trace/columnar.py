@@ -164,11 +164,18 @@ class CptSource(TraceSource):
         if reserved != 0:
             raise CpasimError(f"{self.name}: corrupted file header (reserved field {reserved})")
 
-    def chunks(self) -> Iterator[np.ndarray]:
-        with self._open() as fh:
-            yield from self._blocks(fh)
+    def chunks(self, since: float | None = None) -> Iterator[np.ndarray]:
+        """The records in order; with ``since``, only those at time ``since`` or later.
 
-    def _blocks(self, fh) -> Iterator[np.ndarray]:
+        A records block whose last record is earlier than ``since`` is skipped
+        unread (its names are still taken, so the key is the same as after
+        reading it): reading the tail of a long trace costs the tail.  Skipped
+        blocks are not checksummed.
+        """
+        with self._open() as fh:
+            yield from self._blocks(fh, since)
+
+    def _blocks(self, fh, since: float | None = None) -> Iterator[np.ndarray]:
         size = os.fstat(fh.fileno()).st_size
         self._read_header(fh)
         self._t_last = -np.inf
@@ -193,6 +200,13 @@ class CptSource(TraceSource):
                     f"{self.name}: truncated at {where}: the block runs past the end of the file "
                     "(an unfinished or corrupted trace)"
                 )
+            if since is not None and tag == TAG_RECS and length >= COUNT.size:
+                skipped = self._skip_before(fh, length, since)
+                if skipped:
+                    pos += FRAME.size + length
+                    records += skipped
+                    rec_blocks += 1
+                    continue
             payload = bytearray(length)
             fh.readinto(payload)
             pos += FRAME.size + length
@@ -206,10 +220,30 @@ class CptSource(TraceSource):
                 chunk = self._records(payload, where, records)
                 records += len(chunk)
                 rec_blocks += 1
+                if since is not None:
+                    chunk = chunk[int(np.searchsorted(chunk["t"], since, side="left")) :]
+                    since = None  # every later record is at ``since`` or later
                 yield chunk
             else:
                 self._check_footer(payload, where, records, rec_blocks, pos, size)
                 return
+
+    def _skip_before(self, fh, length: int, since: float) -> int:
+        """Skip the records block at ``fh`` if all its records are before ``since``:
+        return its record count, or 0 (``fh`` back at the block's start) to read it."""
+        start = fh.tell()
+        head = fh.read(COUNT.size)
+        (count,) = COUNT.unpack(head)
+        last_at = COUNT.size + (count - 1) * RECORD_DTYPE.itemsize
+        if count and last_at + 8 <= length:
+            fh.seek(start + last_at)
+            (t_last,) = struct.unpack("<d", fh.read(8))
+            if t_last < since:
+                fh.seek(start + length)
+                self._t_last = t_last
+                return count
+        fh.seek(start)
+        return 0
 
     def _apply_key_delta(self, payload: bytearray, where: str) -> None:
         try:

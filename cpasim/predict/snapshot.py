@@ -1,0 +1,148 @@
+"""The state of a traced system at a time ``t0``, as records that recreate it.
+
+A what-if over the tail of a trace (:mod:`cpasim.predict.window`) must start
+where the system stood at ``t0``: which state each state machine was in and
+for which connection, who was waiting on which queue or call, and which units
+each queue held, of which connection.  The reference pass
+(:class:`~cpasim.analysis.criticalpath.CriticalPathPass`, run unmodified over
+the records before ``t0``) knows exactly that; :func:`preamble` writes it out
+as a few records at ``t0``, so that any analyzer reading *preamble + records
+from t0 on* starts from the same structure, with every path at length 0 at
+``t0``:
+
+- one *origin* SM per connection (and one for none), an instance of the start
+  SM (so its first record starts that connection's path): it declares the
+  queues, enqueues the units they hold (in queue order, each unit by the
+  origin of its connection) and ``link``s every SM that had recorded;
+- each such SM then ``begin``s the state it was in (taking the origin's link:
+  its path starts at 0, and its next record's intra edge covers ``t - t0``);
+- SMs blocked on a queue emit the ``wait_empty``/``wait_full`` they blocked
+  with, and pending calls (``link`` not yet answered) are made again.
+
+What the preamble does not carry: the paths themselves (every unit and SM
+starts at length 0), slots freed before ``t0`` (so the first ``cap - held``
+enqueues after ``t0`` wait on nothing, as their frees lie before ``t0``) and
+the wait start times (waits begin at ``t0``).  :func:`structure` reduces a pass to
+what the preamble must reproduce; the tests compare it before and after.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cpasim.analysis.criticalpath import ON_EMPTY, ON_FULL, ON_LINK, CriticalPathPass
+from cpasim.trace.records import (
+    BEGIN,
+    DECLARE,
+    ENQ,
+    FLAG_CONN_FLOW,
+    IDENTIFY,
+    LINK,
+    RECORD_DTYPE,
+    WAIT_EMPTY,
+    WAIT_FULL,
+)
+
+#: Instance name of the origin SMs (one per connection id; ``-`` for none).
+ORIGIN = "window@{conn}"
+
+
+def origin_names(start: tuple[str, ...], conns: list[int]) -> list[tuple[str, str, str]]:
+    """The origin SMs' names, for connections ``conns`` (``-1`` first)."""
+    sys, sm = start[0], start[1]
+    return [(sys, sm, ORIGIN.format(conn="-" if c < 0 else c)) for c in conns]
+
+
+def preamble(p: CriticalPathPass, t0: float, first_origin: int) -> tuple[np.ndarray, list[int]]:
+    """Records at ``t0`` that recreate the structure of pass ``p`` (fed every record
+    before ``t0``), and the connection ids of the origin SMs they use, which take SM
+    ids ``first_origin, first_origin + 1, ...`` in that order."""
+    n_sm = len(p.s_last)
+    recorded = [sm for sm in range(n_sm) if p.s_last[sm] is not None]
+    conns = sorted({-1} | {p.s_cur[sm] for sm in recorded} | _unit_conns(p))
+    origin = {c: first_origin + i for i, c in enumerate(conns)}
+    rows: list[tuple] = []
+
+    def add(op: int, sm: int, a: int, n: int = 0, flags: int = 0) -> None:
+        rows.append((t0, op, flags, sm, a, n))
+
+    # Each origin's first record starts its connection's path at 0.
+    none = origin[-1]
+    for c in conns:
+        if c >= 0:
+            add(IDENTIFY, origin[c], c)
+    for q, Q in enumerate(p.queues):
+        if Q.cap >= 0 or not Q.flow:
+            add(DECLARE, none, q, Q.cap, FLAG_CONN_FLOW if Q.flow else 0)
+    for q, Q in enumerate(p.queues):
+        pos = Q.head
+        for first, end, _node, _t, conn, _sm in Q.live:
+            lo = max(first, pos)
+            if end > lo:
+                add(ENQ, origin[conn if Q.flow else -1], q, end - lo)
+    for sm in recorded:
+        add(LINK, origin[p.s_cur[sm]], sm)
+    for sm in recorded:
+        if p.s_state[sm]:
+            add(BEGIN, sm, p.s_state[sm] - 1)
+    for sm in recorded:
+        wk = p.s_wk[sm]
+        if wk in (ON_EMPTY, ON_FULL):
+            Q = p.queues[p.s_wq[sm]]
+            held = Q.tail - Q.head
+            if wk == ON_EMPTY:
+                add(WAIT_EMPTY, sm, p.s_wq[sm], held + 1)
+            else:
+                add(WAIT_FULL, sm, p.s_wq[sm], max(1, Q.cap - held + 1) if Q.cap >= 0 else 1)
+    # Calls still unanswered: the caller waits (ON_LINK) and the callee has the link.
+    answered = set()
+    for callee in recorded:
+        caller = p.s_pendsm[callee]
+        if p.s_linked[callee] and caller >= 0 and p.s_last[caller] is not None:
+            add(LINK, caller, callee)
+            answered.add(caller)
+    for sm in recorded:
+        if p.s_wk[sm] == ON_LINK and sm not in answered:
+            add(LINK, sm, origin[p.s_cur[sm]])  # waits for an answer that comes later
+    return np.array(rows, dtype=RECORD_DTYPE), conns
+
+
+def _unit_conns(p: CriticalPathPass) -> set[int]:
+    return {seg[4] for Q in p.queues if Q.flow for seg in Q.live}
+
+
+def structure(p: CriticalPathPass, sms: int) -> dict:
+    """What :func:`preamble` must reproduce of pass ``p``, for SMs ``0 .. sms-1``."""
+    held = {}
+    for q, Q in enumerate(p.queues):
+        units = []
+        pos = Q.head
+        for first, end, _node, _t, conn, _sm in Q.live:
+            lo = max(first, pos)
+            if end > lo:
+                units.append((end - lo, conn))
+        if units or Q.cap >= 0 or not Q.flow:
+            held[q] = (Q.cap, Q.flow, _merge(units))
+    return {
+        "state": [p.s_state[sm] for sm in range(sms)],
+        "conn": [p.s_cur[sm] for sm in range(sms)],
+        "waits": [
+            (p.s_wk[sm], p.s_wq[sm] if p.s_wk[sm] in (ON_EMPTY, ON_FULL) else -1)
+            for sm in range(sms)
+        ],
+        # A pending link from an origin SM (id >= sms) is the path's start, not a call.
+        "links": [
+            p.s_pendsm[sm] if p.s_linked[sm] and p.s_pendsm[sm] < sms else -1 for sm in range(sms)
+        ],
+        "queues": held,
+    }
+
+
+def _merge(units: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for n, conn in units:
+        if out and out[-1][1] == conn:
+            out[-1][0] += n
+        else:
+            out.append([n, conn])
+    return [tuple(u) for u in out]
