@@ -22,7 +22,6 @@ import numpy as np
 import simpy
 
 from cpasim.config import load_scenario
-from cpasim.model import nowait
 from cpasim.model.cpu import Cpu
 from cpasim.model.device import NetDevice
 from cpasim.model.link import Link
@@ -82,7 +81,7 @@ def device_run(sets: list[str]) -> tuple[int, int]:
         q = dev["rx"].rx_out
         while True:
             if q.items:
-                nowait.take(q, NULL_TRACER.sm("rx", "App"), 1)
+                q.take_now(1, NULL_TRACER.sm("rx", "App"))
             else:
                 yield q.get(None)
             got[0] += 1

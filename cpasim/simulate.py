@@ -2,8 +2,9 @@
 
 :func:`simulate` is the one entry point (``cpasim run``, sweeps and calibration
 call it).  The run is driven in slices of simulated time (for the progress bar
-and to take the warm-up snapshot) by stepping SimPy's event queue directly, so
-slicing adds no events and never reorders the model's own.  With
+and to take the warm-up snapshot) by stepping SimPy's event queue directly
+(:meth:`~cpasim.model.kernel.Kernel.run_until`), so slicing adds no events and
+never reorders the model's own.  With
 ``workload.bytes`` > 0 the run ends the moment the receiving application has
 read them all (or when nothing is left to happen).
 """
@@ -15,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import simpy
 from simpy.core import StopSimulation
 
 from cpasim.errors import CpasimError
+from cpasim.model.kernel import Kernel
 from cpasim.model.system import ANALYSIS_ENDS, HOSTS, System
 from cpasim.trace import NULL_TRACER, TRACE_SUFFIXES, Tracer, write_trace
 
@@ -96,7 +97,7 @@ def simulate(cfg, *, tracer=None, trace_path=None, progress: bool = False) -> Re
             f"hosts.tx.cpu.cores ({cfg.tx.cpu.cores})"
         )
     wall0 = time.perf_counter()
-    env = simpy.Environment()
+    env = Kernel()
     own = False
     if trace_path is not None:
         trace_path = Path(trace_path)
@@ -151,13 +152,9 @@ class _Runner:
         Stepping the queue directly (rather than ``env.run(until=...)``) adds no
         event of its own: pausing between two steps cannot reorder anything."""
         env = self.env
-        queue, step = env._queue, env.step
-        try:
-            while queue and queue[0][0] < t:
-                step()
-        except StopSimulation:
-            return
-        if queue:  # paused, not finished: the clock stands at the slice's end
+        if not env.run_until(t):
+            return  # stopped: the byte target is met
+        if env._queue:  # paused, not finished: the clock stands at the slice's end
             env._now = max(env._now, t)
 
     def _snapshot(self) -> dict:

@@ -10,7 +10,6 @@ import simpy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cpasim.model import nowait
 from cpasim.model.link import (
     SPARE_CARRIERS,
     Link,
@@ -84,7 +83,7 @@ def test_back_to_back_frames_serialize_then_propagate():
     env, tracer, link, fifos, nics = build(rate=1e9, delay=10_000.0)
     sm = NULL_TRACER.sm("tx", "NIC TX")
     for i in range(20):
-        nowait.put(fifos["tx"], pkt(i), sm)
+        fifos["tx"].put_now(pkt(i), sm)
     env.run()
     per = serialization_ns(1500, 1e9)
     assert [s for _, s in nics["rx"].got] == list(range(20))
@@ -101,8 +100,8 @@ def test_full_duplex_directions_do_not_interfere():
     env, tracer, link, fifos, nics = build(rate=1e9, delay=0.0)
     sm = NULL_TRACER.sm("tx", "NIC TX")
     for i in range(5):
-        nowait.put(fifos["tx"], pkt(i), sm)
-        nowait.put(fifos["rx"], pkt(100 + i, 40), sm)
+        fifos["tx"].put_now(pkt(i), sm)
+        fifos["rx"].put_now(pkt(100 + i, 40), sm)
     env.run()
     assert nics["rx"].got[-1][0] == pytest.approx(5 * serialization_ns(1500, 1e9))
     assert nics["tx"].got[-1][0] == pytest.approx(5 * serialization_ns(40, 1e9))

@@ -11,7 +11,6 @@ import simpy
 
 from cpasim.analysis import Transforms, analyze
 from cpasim.config import load_scenario
-from cpasim.model import nowait
 from cpasim.model.cpu import Cpu
 from cpasim.model.device import NetDevice
 from cpasim.model.link import Link, serialization_ns
@@ -66,7 +65,7 @@ class Bench:
         sm.begin("recv")
         q, cpu = self.dev["rx"].rx_out, self.cpu["rx"]
         while True:
-            p = nowait.take(q, sm, 1)[0] if q.items else (yield q.get(sm))
+            p = q.take_now(1, sm)[0] if q.items else (yield q.get(sm))
             if self.rx_cycles:
                 yield cpu.acquire(sm)
                 yield cpu.work("user", self.rx_cycles)

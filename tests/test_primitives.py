@@ -346,3 +346,105 @@ def test_items_pass_through_unchanged():
     env.process(proc())
     env.run()
     assert all(a is b for a, b in zip(got, sent, strict=True))
+
+
+@pytest.mark.parametrize("mode", ["bare", "null", "traced"])
+def test_one_put_serves_every_waiting_get_it_covers_in_fifo_order(mode):
+    """A container serves waiting gets from the head while they fit (SimPy's rule),
+    a store one get per put; both at the moments SimPy would."""
+    env = simpy.Environment()
+    tracer = Tracer.in_memory(env) if mode == "traced" else NULL_TRACER
+    if mode == "bare":
+        c, q = simpy.Container(env, 100, 0), simpy.Store(env)
+    else:
+        c = TracedContainer(env, tracer, "s", "C", capacity=100)
+        q = TracedStore(env, tracer, "s", "Q")
+    log = []
+
+    def getter(k, amount):
+        sm = tracer.sm("s", f"G{k}")
+        yield (c.get(amount) if mode == "bare" else c.get(amount, sm))
+        log.append((env.now, "c", k))
+        yield (q.get() if mode == "bare" else q.get(sm))
+        log.append((env.now, "q", k))
+
+    def putter():
+        sm = tracer.sm("s", "P")
+        yield env.timeout(1)
+        yield (c.put(5) if mode == "bare" else c.put(5, sm))  # covers 2 + 3, not the 4 after
+        for item in range(3):
+            yield (q.put(item) if mode == "bare" else q.put(item, sm))
+        yield env.timeout(1)
+        yield (c.put(4) if mode == "bare" else c.put(4, sm))
+
+    for k, amount in enumerate((2, 3, 4)):
+        env.process(getter(k, amount))
+    env.process(putter())
+    env.run()
+    assert log == [(1, "c", 0), (1, "c", 1), (1, "q", 0), (1, "q", 1), (2, "c", 2), (2, "q", 2)]
+
+
+@pytest.mark.parametrize("traced", [True, False])
+def test_moving_units_now_wakes_the_other_side_as_a_put_or_get_would(traced):
+    env = simpy.Environment()
+    tr = Tracer.in_memory(env) if traced else NULL_TRACER
+    q = TracedStore(env, tr, "tx", "Q", capacity=2)
+    c = TracedContainer(env, tr, "tx", "C", capacity=10, init=0)
+    pool = TracedPool(env, tr, "tx", "P", size=1)
+    a, b = tr.sm("tx", "A"), tr.sm("tx", "B")
+    log = []
+
+    def blocked():
+        log.append(("got", (yield q.get(b)), env.now))
+        yield c.get(3, b)
+        log.append(("credits", c.level, env.now))
+        yield q.put("x", b)  # the store is full now: waits for take_now
+        log.append(("put", env.now))
+        yield pool.acquire(b)
+        log.append(("core", env.now))
+
+    def mover():
+        yield env.timeout(1)
+        q.put_now("p", a)
+        c.give(4, a)
+        q.put_now("y", a)
+        q.put_now("z", a)
+        yield env.timeout(1)
+        assert q.take_now(5, a) == ["y", "z"]
+        assert pool.acquire_now(a)
+        yield env.timeout(1)
+        assert not pool.acquire_now(b)  # none free
+        pool.release(a)
+        assert c.grab(5, a) == 1  # only what is left after the 3 taken
+        with pytest.raises(RuntimeError, match="do not fit"):
+            c.give(11, a)
+
+    env.process(blocked())
+    env.process(mover())
+    env.run()
+    assert log == [("got", "p", 1), ("credits", 1, 1), ("put", 2), ("core", 3)]
+    assert q.items == ["x"] and c.level == 0
+    if traced:
+        ops = [(op, sm, q_, n) for _t, op, sm, q_, n in records(tr) if op in ("enq", "deq")]
+        assert ops == [
+            ("enq", "A", "Q", 1),  # put_now wakes B's get: enq, then B's deq
+            ("deq", "B", "Q", 1),
+            ("enq", "A", "C", 4),
+            ("enq", "A", "Q", 1),
+            ("enq", "A", "Q", 1),
+            ("deq", "B", "C", 3),  # B runs on at its get event
+            ("deq", "A", "Q", 2),  # take_now frees room for B's blocked put
+            ("enq", "B", "Q", 1),
+            ("deq", "A", "P", 1),
+            ("enq", "A", "P", 1),  # the release hands the unit to B's acquire
+            ("deq", "B", "P", 1),
+            ("deq", "A", "C", 1),
+        ]
+
+
+def test_put_now_without_room_is_refused():
+    env = simpy.Environment()
+    q = TracedStore(env, NULL_TRACER, "tx", "Q", capacity=1)
+    q.put_now(1, NULL_TRACER.sm("tx", "A"))
+    with pytest.raises(RuntimeError, match="tx:Q:0: put without room"):
+        q.put_now(2, NULL_TRACER.sm("tx", "A"))

@@ -5,5 +5,6 @@ Host software stack: :mod:`~cpasim.model.packet`, :mod:`~cpasim.model.cpu`,
 (with the env-free rules in :mod:`~cpasim.model.tcp_rules`),
 :mod:`~cpasim.model.udp`, :mod:`~cpasim.model.ip`, :mod:`~cpasim.model.host`;
 device path: qdisc, driver, NIC, bus, link, device; the whole two-host world:
-:mod:`~cpasim.model.system`.
+:mod:`~cpasim.model.system`; the SimPy environment a run drives it on:
+:mod:`~cpasim.model.kernel`.
 """

@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from cpasim.model import nowait
 from cpasim.trace import TracedStore
 
 
@@ -177,7 +176,7 @@ class WebServer:
             )
             if ready:
                 self.want[i] = ""  # queued once until served
-                nowait.put(self.epoll, i, sm)
+                self.epoll.put_now(i, sm)
 
         return notify
 

@@ -22,7 +22,6 @@ between data TLPs.
 
 from __future__ import annotations
 
-from cpasim.model import nowait
 from cpasim.model.pcie import BusTiming, Occupancy, PcieTiming, PciTiming
 from cpasim.trace import TracedPool
 
@@ -99,6 +98,7 @@ class Bus:
         # Occupancy by size: a run moves the same few sizes over and over.
         self._reads: dict[int, Occupancy] = {}
         self._writes: dict[int, Occupancy] = {}
+        self._mmio = timing.mmio_write()
 
     def dma_read(self, sm, nbytes: int):
         """Device reads ``nbytes`` of host memory: request, round trip, data down."""
@@ -106,7 +106,7 @@ class Bus:
         if occ is None:
             occ = self._reads[nbytes] = self.timing.dma_read(nbytes)
         pool = self.down
-        if not nowait.acquire_free(pool, sm):
+        if not pool.acquire_now(sm):
             yield pool.acquire(sm)
         yield self.env.timeout(occ.wait_ns + occ.down_ns)
         pool.release(sm)
@@ -127,7 +127,7 @@ class Bus:
                 more = self._writes[then] = self.timing.dma_write(then)
             busy += more.up_ns
         pool = self.up
-        if not nowait.acquire_free(pool, sm):
+        if not pool.acquire_now(sm):
             yield pool.acquire(sm)
         yield self.env.timeout(busy)
         pool.release(sm)
@@ -137,7 +137,7 @@ class Bus:
 
     def mmio_write(self) -> None:
         """Account a doorbell (posted register write); the CPU side pays its stall."""
-        self._count(self.timing.mmio_write())
+        self._count(self._mmio)
 
     def _count(self, occ: Occupancy) -> None:
         s = self.stats

@@ -13,13 +13,18 @@ interrupt, buffer, user) from ``measure_from`` on; idle is what is left.
 
 from __future__ import annotations
 
-from cpasim.model import nowait
 from cpasim.trace import TracedPool
 
 CATEGORIES = ("copy", "stack", "driver", "interrupt", "buffer", "user")
 
 
 class Cpu:
+    """Cores, costs and busy time of one host.
+
+    ``acquire(sm)`` (the event of getting a core) and ``release(sm)`` (give it
+    back now) are the ``CPU cores`` pool's own methods, bound once: releasing is
+    one of the model's commonest calls."""
+
     def __init__(self, env, sys: str, params, tracer) -> None:
         self.env = env
         self.sys = sys
@@ -30,18 +35,13 @@ class Cpu:
         self.busy_ns = dict.fromkeys(CATEGORIES, 0.0)
         self.measure_from = 0.0
         self._costs: dict[str, tuple[float, float]] = {}  # name -> (fixed, per byte)
-
-    def acquire(self, sm):
-        """Event: a free core for ``sm`` (waits on ``CPU cores`` when none is free)."""
-        return self.cores.acquire(sm)
+        self.acquire = self.cores.acquire
+        self.release = self.cores.release
 
     def take(self, sm):
         """Generator: a core for ``sm``, without a SimPy event when one is free."""
-        if not nowait.acquire_free(self.cores, sm):
+        if not self.cores.acquire_now(sm):
             yield self.cores.acquire(sm)
-
-    def release(self, sm) -> None:
-        self.cores.release(sm)
 
     def cycles(self, name: str, nbytes: int = 0) -> float:
         """Cycles of cost ``name`` for ``nbytes`` bytes: fixed + per-byte part."""
@@ -102,7 +102,7 @@ class Cpu:
         if len(queue.items) >= queue.capacity:
             yield from self.block(sm, queue.put(item, sm))
         else:
-            nowait.put(queue, item, sm)
+            queue.put_now(item, sm)
 
     def utilization(self, elapsed_ns: float) -> dict[str, float]:
         """Share of the cores' time per category over ``elapsed_ns``, plus ``idle``."""

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 from collections import deque
 
-from cpasim.model import nowait
 from cpasim.trace import TracedContainer, TracedStore
 
 
@@ -100,21 +99,21 @@ class Driver:
         free = rings.tx_free
         sm.begin("idle")
         while True:
-            first = nowait.take(q, sm, 1)[0] if q.items else (yield q.get(sm))
-            if not nowait.grab(free, sm, 1):
+            first = q.take_now(1, sm)[0] if q.items else (yield q.get(sm))
+            if not free.grab(1, sm):
                 sm.begin("ring full")
                 yield free.get(1, sm)
             sm.begin("xmit")
             yield from self.cpu.take(sm)
             # Whatever queued meanwhile and has a descriptor goes with this doorbell.
             more = min(len(q.items), int(free.level), self.tx_batch - 1)
-            batch = [first, *nowait.take(q, sm, more)]
-            nowait.grab(free, sm, more)
+            batch = [first, *q.take_now(more, sm)]
+            free.grab(more, sm)
             # Descriptor writes and the doorbell in one stretch of work.
             self.bus.mmio_write()
             yield cpu.work("driver", self.c_desc * len(batch) + self.c_mmio)
             rings.tx_pkts.extend(batch)
-            nowait.give(rings.tx_ring, sm, len(batch))
+            rings.tx_ring.give(len(batch), sm)
             cpu.release(sm)
             sm.begin("idle")
 
@@ -124,7 +123,7 @@ class Driver:
         isr.begin("idle")
         while True:
             if line.items:
-                nowait.take(line, isr, 1)
+                line.take_now(1, isr)
             else:
                 yield line.get(isr)
             isr.begin("interrupt")
@@ -134,8 +133,8 @@ class Driver:
             isr.link(napi)
             while True:
                 stats.napi_polls += 1
-                pkts = nowait.take(rings.rx_ring, napi, self.budget)
-                cleaned = nowait.grab(rings.tx_done, napi, self.clean_batch)
+                pkts = rings.rx_ring.take_now(self.budget, napi)
+                cleaned = rings.tx_done.grab(self.clean_batch, napi)
                 if pkts or cleaned:
                     if pkts:
                         self.bus.mmio_write()  # RX tail doorbell for the refilled buffers
@@ -147,11 +146,11 @@ class Driver:
                         buffer=self.c_alloc * n + self.c_free * cleaned,
                     )
                     for pkt in pkts:
-                        nowait.put(self.rx_out, pkt, napi)
+                        self.rx_out.put_now(pkt, napi)
                     if n:
-                        nowait.give(rings.rx_free, napi, n)
+                        rings.rx_free.give(n, napi)
                     if cleaned:
-                        nowait.give(rings.tx_free, napi, cleaned)
+                        rings.tx_free.give(cleaned, napi)
                 if len(pkts) < self.budget and not rings.tx_done.level:
                     break
                 # More work: let whoever waits for a core go first.

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from cpasim.model import nowait
 from cpasim.model.packet import Packet
 from cpasim.model.tcp_rules import IP_HEADER, UDP_HEADER
 
@@ -89,7 +88,7 @@ class IpLayer:
                 yield from self._deliver(sm, pkt)
                 if not rx.items:
                     break
-                (pkt,) = nowait.take(rx, sm, 1)
+                (pkt,) = rx.take_now(1, sm)
             cpu.release(sm)
 
     def _deliver(self, sm, pkt: Packet):

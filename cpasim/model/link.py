@@ -29,8 +29,6 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from cpasim.model import nowait
-
 #: Ethernet overheads, bytes.
 PREAMBLE_SFD = 8
 MAC_HEADER = 14
@@ -139,7 +137,7 @@ class Port:
         rate = self.link.rate
         sm.begin("idle")
         while True:
-            frame = nowait.take(fifo, sm, 1)[0] if fifo.items else (yield fifo.get(sm))
+            frame = fifo.take_now(1, sm)[0] if fifo.items else (yield fifo.get(sm))
             sm.begin("transmit")
             wb = wire_bytes(frame.length)
             ns = wb * 8e9 / rate

@@ -53,7 +53,6 @@ from __future__ import annotations
 from collections import deque
 
 from cpasim.errors import CpasimError
-from cpasim.model import nowait
 from cpasim.model.link import MAC_HEADER, frame_bytes
 from cpasim.model.moderation import ARM, FIRE, AdaptiveItr, Moderation
 from cpasim.trace import TracedStore
@@ -107,7 +106,7 @@ class InterruptUnit:
     def act(self, decision: str, sm) -> None:
         if decision is FIRE:
             self.stats.interrupts += 1
-            nowait.put(self.line, self.rule.arm_id, sm)
+            self.line.put_now(self.rule.arm_id, sm)
         elif decision is ARM:
             running = self._timers - len(self._free)
             if len(self._free) > (SPARE_TIMERS - 1) * running:
@@ -189,11 +188,11 @@ class Nic:
                     yield from self._tx_writeback(sm, done, done_segs, done_bytes)
                     done = done_segs = done_bytes = 0
                 if ring.level:
-                    k = nowait.grab(ring, sm, batch)
+                    k = ring.grab(batch, sm)
                 else:
                     sm.begin("Wait")
                     yield ring.get(1, sm)
-                    k = 1 + nowait.grab(ring, sm, batch - 1)
+                    k = 1 + ring.grab(batch - 1, sm)
                 sm.begin("DMA descriptors")
                 yield from bus.dma_read(sm, k * self.desc_size)
                 self.tx_cached = k
@@ -204,7 +203,7 @@ class Nic:
             sm.begin("queue packet")
             for seg in pkt.split_tso() if pkt.segs > 1 else (pkt,):
                 if len(fifo.items) < fifo.capacity:
-                    nowait.put(fifo, seg, sm)
+                    fifo.put_now(seg, sm)
                 else:
                     yield fifo.put(seg, sm)
                 stats.tx_frames += 1
@@ -218,7 +217,7 @@ class Nic:
     def _tx_writeback(self, sm, n: int, segs: int, nbytes: int):
         sm.begin("writeback")
         yield from self.bus.dma_write(sm, n * self.desc_size)
-        nowait.give(self.rings.tx_done, sm, n)
+        self.rings.tx_done.give(n, sm)
         self.irq.completions(n, sm, nbytes, rx=False, packets=segs)
 
     # --- receive -------------------------------------------------------------------
@@ -230,7 +229,7 @@ class Nic:
             self.stats.drops["rx_fifo"] += 1
             return
         self.rx_fifo_bytes += size
-        nowait.put(self.rx_fifo, frame, sm)
+        self.rx_fifo.put_now(frame, sm)
 
     def _receive(self):
         sm, fifo, bus, rings = self.rx_sm, self.rx_fifo, self.bus, self.rings
@@ -243,9 +242,9 @@ class Nic:
                 sm.wait_empty(fifo.qid, 1)
                 while not fifo.items:  # a frame lost on the way leaves it empty
                     yield port.next_arrival()
-            frame = nowait.take(fifo, sm, 1)[0]
+            frame = fifo.take_now(1, sm)[0]
             if not self.rx_cached:
-                k = nowait.grab(rings.rx_free, sm, self.batch)
+                k = rings.rx_free.grab(self.batch, sm)
                 if not k:
                     self.rx_fifo_bytes -= frame_bytes(frame.length)
                     stats.drops["rx_ring_full"] += 1
@@ -258,6 +257,6 @@ class Nic:
             self.rx_fifo_bytes -= frame_bytes(frame.length)
             self.rx_cached -= 1
             stats.rx_frames += 1
-            nowait.put(rings.rx_ring, frame, sm)
+            rings.rx_ring.put_now(frame, sm)
             self.irq.completions(1, sm, MAC_HEADER + frame.length)
             sm.begin("idle")

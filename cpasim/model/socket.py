@@ -22,8 +22,6 @@ entered in the caller's SM:
 
 from __future__ import annotations
 
-from cpasim.model import nowait
-
 #: Segments a ``write()`` copies before it lets waiting kernel work have the core.
 COPY_SEGMENTS = 4
 
@@ -48,7 +46,7 @@ class TcpSocket:
             free = int(c.sndbuf.level)
             if free > 0:
                 n = min(left, free)
-                nowait.grab(c.sndbuf, sm, n)
+                c.sndbuf.grab(n, sm)
             elif not block:
                 break
             else:
@@ -95,7 +93,7 @@ class TcpSocket:
             yield from cpu.block(sm, c.rcvbuf.get(1, sm))
             extra += cpu.cycles("context_switch")
             got = 1
-        got += nowait.grab(c.rcvbuf, sm, nbytes - got)
+        got += c.rcvbuf.grab(nbytes - got, sm)
         c.rcv_in_copy += got
         segs = -(-got // c.mss)
         yield cpu.spend(
@@ -140,7 +138,7 @@ class UdpSocket:
             nbytes = yield from cpu.block(sm, ep.rcvq.get(sm))
             extra += cpu.cycles("context_switch")
         else:
-            (nbytes,) = nowait.take(ep.rcvq, sm, 1)
+            (nbytes,) = ep.rcvq.take_now(1, sm)
         ep.rcv_bytes -= nbytes
         yield cpu.spend(
             sm,

@@ -40,7 +40,6 @@ writer takes, ACKs give back), ``Send queue`` (byte chunks from ``write()``),
 
 from __future__ import annotations
 
-from cpasim.model import nowait
 from cpasim.model.packet import ACK, Packet
 from cpasim.model.tcp_rules import Receiver, RenoSender, mss_for, tcp_header
 from cpasim.trace import TracedContainer, TracedStore
@@ -122,7 +121,7 @@ class TcpConnection:
     def queue_data(self, sm, nbytes: int) -> None:
         """``nbytes`` copied into the send buffer: hand them to TcpSend now."""
         self.bytes_queued += nbytes
-        nowait.put(self.sendq, nbytes, sm)
+        self.sendq.put_now(nbytes, sm)
 
     def receive_window(self) -> int:
         """Free receive-buffer space, never shrinking the right edge already advertised."""
@@ -157,7 +156,7 @@ class TcpConnection:
                     core = False
                 sm.begin("Wait")
                 self.unsent += yield self.sendq.get(sm)
-                for n in nowait.take(self.sendq, sm, len(self.sendq.items)):
+                for n in self.sendq.take_now(len(self.sendq.items), sm):
                     self.unsent += n
                 self.nagle_hold = False
                 continue
@@ -176,7 +175,7 @@ class TcpConnection:
             else:
                 n = max(1, min(want, mss, sender.window()))
             if level >= n:
-                nowait.grab(self.window, sm, n)
+                self.window.grab(n, sm)
             else:
                 if core:
                     cpu.release(sm)
@@ -235,7 +234,7 @@ class TcpConnection:
         target = max(0, self.sender.usable() - taken)
         level = int(self.window.level)
         if target > level:
-            nowait.give(self.window, sm, target - level)
+            self.window.give(target - level, sm)
         elif target < level:
             self.window.resize(target, sm)
 
@@ -259,16 +258,16 @@ class TcpConnection:
             yield cpu.spend(sm, "tcp_ack", stack=stack)
         if out.acked:
             self.bytes_acked += out.acked
-            nowait.give(self.sndbuf, sm, out.acked)
+            self.sndbuf.give(out.acked, sm)
             self._restart_rto(sm)
         if self.nagle_hold and self.small_end <= sender.snd_una:
             self.nagle_hold = False
-            nowait.put(self.sendq, 0, sm)
+            self.sendq.put_now(0, sm)
         self._sync_window(sm)
         if out.retransmit is not None:
             yield from self._retransmit(sm, *out.retransmit, charge=False)
         if delivered:
-            nowait.give(self.rcvbuf, sm, delivered)
+            self.rcvbuf.give(delivered, sm)
         if ack_now:
             yield from self._send_ack(sm, charge=False)
         elif self.receiver.ack_pending:
@@ -298,7 +297,7 @@ class TcpConnection:
             self.delack_deadline = self.env._now + self.delack_timeout
             if not self._delack_running:
                 self._delack_running = True
-                nowait.put(self.delack_q, 1, sm)
+                self.delack_q.put_now(1, sm)
 
     def _delack_loop(self):
         sm, env, cpu = self.delack_sm, self.env, self.cpu
@@ -325,7 +324,7 @@ class TcpConnection:
         self.rto_deadline = self.env._now + self.sender.rto_ns
         if not self._rto_running:
             self._rto_running = True
-            nowait.put(self.rto_q, 1, sm)
+            self.rto_q.put_now(1, sm)
 
     def _rto_loop(self):
         sm, env, cpu, sender = self.rto_sm, self.env, self.cpu, self.sender

@@ -10,7 +10,6 @@ dropped and counted — UDP has no flow control.
 
 from __future__ import annotations
 
-from cpasim.model import nowait
 from cpasim.model.packet import Packet
 from cpasim.model.tcp_rules import IP_HEADER, UDP_HEADER
 from cpasim.trace import TracedStore
@@ -58,4 +57,4 @@ class UdpEndpoint:
             self.drops["udp_rcvbuf"] += 1
             return
         self.rcv_bytes += pkt.payload
-        nowait.put(self.rcvq, pkt.payload, sm)
+        self.rcvq.put_now(pkt.payload, sm)

@@ -15,15 +15,27 @@ Every queue emits ``declare`` (capacity, whether units carry connection ids) whe
 is built.  That record, and the initial ``resize`` of a container, come from
 ``owner`` if given, otherwise from an SM named like the queue.
 
+Units can also be moved *now*, without a SimPy event (``put_now`` / ``take_now`` on
+a store, ``give`` / ``grab`` on a container, ``acquire_now`` on a pool).  A SimPy get
+on a non-empty store still schedules an event and suspends the process until it is
+processed: a whole event per unit moved.  Where a state machine already knows the
+units are there (NAPI draining the completed RX ring, a fetch engine taking every
+posted descriptor) or that there is room (an unbounded ring), these move the units
+synchronously, emit the same ``enq``/``deq`` records, then wake whoever was blocked
+on the other side, exactly as SimPy's own put/get would.
+
 With tracing off (:data:`~cpasim.trace.tracer.NULL_TRACER`) the constructor returns an
-untraced subclass whose hot paths are SimPy's own, so the queue costs what a bare
-SimPy queue costs.
+untraced subclass that makes no tracer calls at all, so the queue costs what a bare
+SimPy queue costs (or less: its requests are built more cheaply, see
+:func:`_get_request`).
 """
 
 from __future__ import annotations
 
+from heapq import heappush
+
 import simpy
-from simpy.events import PENDING
+from simpy.events import NORMAL, PENDING
 from simpy.resources.container import ContainerGet, ContainerPut
 from simpy.resources.store import StoreGet, StorePut
 
@@ -35,11 +47,11 @@ INF = float("inf")
 
 # A request remembers the code of the enq/deq record its SM emits when the request
 # is served (a store keeps packed codes of count 1, a container codes whose count
-# goes to the tracer's side list: see cpasim.trace.tracer).  SimPy may
-# serve a request inside its constructor, before anything can be attached to it, so
-# the code is handed over in two ways:
-# the queue's ``_code_now`` holds it during construction (read when ``code`` is
-# still the class default), and a request that has to wait gets its own ``code``.
+# goes to the tracer's side list: see cpasim.trace.tracer).  SimPy may serve a
+# request inside its constructor, before anything can be attached to it, so a put
+# hands its code over through the queue's ``_code_now`` during construction (read
+# when ``code`` is still the class default); a get is built by :func:`_get_request`,
+# which sets the code first.
 class _TracedStorePut(StorePut):
     code = None
 
@@ -54,6 +66,42 @@ class _TracedContainerPut(ContainerPut):
 
 class _TracedContainerGet(ContainerGet):
     code = None
+
+
+_new = object.__new__
+
+
+def _get_request(cls, queue, code=None, amount=None):
+    """A get request of class ``cls`` on ``queue`` (of ``amount`` units, for a
+    container), as SimPy's ``Get.__init__`` makes it.
+
+    Built in place, for speed (a get is the usual way a state machine blocks), and
+    without SimPy's callback that serves waiting puts when the get is processed
+    where no put can ever wait: an unbounded queue, or a pool (released without a
+    put request)."""
+    event = _new(cls)
+    if amount is not None:
+        if amount <= 0:
+            raise ValueError(f"amount(={amount}) must be > 0.")
+        event.amount = amount
+    event.env = env = queue._env
+    event.callbacks = [queue._trigger_put] if queue._puts_wait else []
+    event._value = PENDING
+    event.resource = queue
+    event.proc = env._active_proc
+    event.code = code
+    queue.get_queue.append(event)
+    queue._trigger_get(None)
+    return event
+
+
+def _succeed(event, value=None) -> None:
+    """``event.succeed(value)``, which the queue serving a pending request does
+    often: scheduled as SimPy schedules it, without the checks and the second call."""
+    event._ok = True
+    event._value = value
+    env = event.env
+    heappush(env._queue, (env._now, NORMAL, next(env._eid), event))
 
 
 class _Untraceable:
@@ -76,6 +124,7 @@ def _setup(queue, tracer, name, owner, capacity, conn_flow):
     queue._enq_codes = {}  # SM handle -> packed code of its enq on this queue
     queue._deq_codes = {}
     queue._code_now = None
+    queue._puts_wait = queue._capacity != INF  # else a put never blocks
     owner = owner if owner is not None else tracer.sm(*name)
     tracer.declare(queue.qid, owner, capacity, conn_flow)
     return owner
@@ -125,26 +174,58 @@ class TracedStore(_Untraceable, simpy.Store):
         code = self._deq_codes.get(sm)
         if code is None:
             code = _code(self, self._deq_codes, DEQ, sm, _packed_one)
-        self._code_now = code
-        event = _TracedStoreGet(self)
-        if event._value is PENDING:
-            event.code = code
-            if not self.items:
-                sm.wait_empty(self.qid, 1)
+        event = _get_request(_TracedStoreGet, self, code)
+        if event._value is PENDING and not self.items:
+            sm.wait_empty(self.qid, 1)
         return event
+
+    def put_now(self, item, sm) -> None:
+        """Append ``item`` now (``enq``); the store must have room."""
+        items = self.items
+        if len(items) >= self._capacity:
+            raise RuntimeError(f"{':'.join(self.name)}: put without room")
+        items.append(item)
+        sm.enq(self.qid, 1)
+        if self.get_queue:
+            self._trigger_get(None)
+
+    def take_now(self, n: int, sm) -> list:
+        """Remove up to ``n`` items from the head now (one ``deq``)."""
+        items = self.items
+        k = min(n, len(items))
+        if k == 0:
+            return []
+        out = items[:k]
+        del items[:k]
+        sm.deq(self.qid, k)
+        if self.put_queue:
+            self._trigger_put(None)
+        return out
+
+    # SimPy's generic trigger loops, specialised: a store serves at most one request
+    # per trigger (its _do_put/_do_get return None).  The same request is served at
+    # the same moment, without a ``triggered`` check per request.
+    def _trigger_put(self, get_event) -> None:
+        queue = self.put_queue
+        if queue and len(self.items) < self._capacity:
+            self._do_put(queue.pop(0))
+
+    def _trigger_get(self, put_event) -> None:
+        queue = self.get_queue
+        if queue and self.items:
+            self._do_get(queue.pop(0))
 
     def _do_put(self, event):
         if len(self.items) < self._capacity:
             self.items.append(event.item)
-            event.succeed()
+            _succeed(event)
             code = event.code
             self._emit(self._code_now if code is None else code)
 
     def _do_get(self, event):
         if self.items:
-            event.succeed(self.items.pop(0))
-            code = event.code
-            self._emit(self._code_now if code is None else code)
+            _succeed(event, self.items.pop(0))
+            self._emit(event.code)
 
     def __len__(self) -> int:
         return len(self.items)
@@ -157,11 +238,36 @@ class _UntracedStore(TracedStore):
     def put(self, item, sm=None) -> StorePut:
         return StorePut(self, item)
 
-    def get(self, sm=None) -> StoreGet:
-        return StoreGet(self)
+    def put_now(self, item, sm=None) -> None:
+        items = self.items
+        if len(items) >= self._capacity:
+            raise RuntimeError(f"{':'.join(self.name)}: put without room")
+        items.append(item)
+        if self.get_queue:
+            self._trigger_get(None)
 
-    _do_put = simpy.Store._do_put
-    _do_get = simpy.Store._do_get
+    def take_now(self, n: int, sm=None) -> list:
+        items = self.items
+        k = min(n, len(items))
+        if k == 0:
+            return []
+        out = items[:k]
+        del items[:k]
+        if self.put_queue:
+            self._trigger_put(None)
+        return out
+
+    def get(self, sm=None) -> StoreGet:
+        return _get_request(StoreGet, self)
+
+    def _do_put(self, event):
+        if len(self.items) < self._capacity:
+            self.items.append(event.item)
+            _succeed(event)
+
+    def _do_get(self, event):
+        if self.items:
+            _succeed(event, self.items.pop(0))
 
 
 TracedStore._untraced = _UntracedStore
@@ -215,15 +321,32 @@ class TracedContainer(_Untraceable, simpy.Container):
         code = self._deq_codes.get(sm)
         if code is None:
             code = _code(self, self._deq_codes, DEQ, sm, counted)
-        self._code_now = code
-        event = _TracedContainerGet(self, amount)
+        event = _get_request(_TracedContainerGet, self, code, amount)
         if event._value is PENDING:
-            event.code = code
             need = 0
             for waiting in self.get_queue:  # a loop: cheaper than sum() over a generator
                 need += waiting.amount
             sm.wait_empty(self.qid, need)
         return event
+
+    def give(self, n: int, sm) -> None:
+        """Add ``n`` units now (one ``enq``); there must be room."""
+        if self._level + n > self._capacity:
+            raise RuntimeError(f"{':'.join(self.name)}: {n} units do not fit")
+        self._level += n
+        sm.enq(self.qid, n)
+        if self.get_queue:
+            self._trigger_get(None)
+
+    def grab(self, n: int, sm) -> int:
+        """Take up to ``n`` units now (one ``deq``); return how many."""
+        k = min(n, int(self._level))
+        if k > 0:
+            self._level -= k
+            sm.deq(self.qid, k)
+            if self.put_queue:
+                self._trigger_put(None)
+        return k
 
     def resize(self, level: int, sm) -> None:
         """Set the level to ``level`` now (e.g. a window update); wakes whoever can go."""
@@ -236,10 +359,22 @@ class TracedContainer(_Untraceable, simpy.Container):
         self._trigger_get(None)
         self._trigger_put(None)
 
+    # SimPy's generic trigger loops, specialised: a container serves requests from
+    # the head of the queue while they fit, as SimPy's loop does.
+    def _trigger_put(self, get_event) -> None:
+        queue = self.put_queue
+        while queue and self._capacity - self._level >= queue[0].amount:
+            self._do_put(queue.pop(0))
+
+    def _trigger_get(self, put_event) -> None:
+        queue = self.get_queue
+        while queue and self._level >= queue[0].amount:
+            self._do_get(queue.pop(0))
+
     def _do_put(self, event):
         if self._capacity - self._level >= event.amount:
             self._level += event.amount
-            event.succeed()
+            _succeed(event)
             code = event.code
             self._emit_counted(self._code_now if code is None else code, event.amount)
             return True
@@ -248,9 +383,8 @@ class TracedContainer(_Untraceable, simpy.Container):
     def _do_get(self, event):
         if self._level >= event.amount:
             self._level -= event.amount
-            event.succeed()
-            code = event.code
-            self._emit_counted(self._code_now if code is None else code, event.amount)
+            _succeed(event)
+            self._emit_counted(event.code, event.amount)
             return True
         return None
 
@@ -259,16 +393,42 @@ class TracedContainer(_Untraceable, simpy.Container):
 
 
 class _PlainContainerOps:
-    """SimPy's own container hot paths, for the untraced variants."""
+    """The container hot paths without tracer calls, for the untraced variants."""
 
     def put(self, amount: int, sm=None) -> ContainerPut:
         return ContainerPut(self, amount)
 
     def get(self, amount: int, sm=None) -> ContainerGet:
-        return ContainerGet(self, amount)
+        return _get_request(ContainerGet, self, amount=amount)
 
-    _do_put = simpy.Container._do_put
-    _do_get = simpy.Container._do_get
+    def give(self, n: int, sm=None) -> None:
+        if self._level + n > self._capacity:
+            raise RuntimeError(f"{':'.join(self.name)}: {n} units do not fit")
+        self._level += n
+        if self.get_queue:
+            self._trigger_get(None)
+
+    def grab(self, n: int, sm=None) -> int:
+        k = min(n, int(self._level))
+        if k > 0:
+            self._level -= k
+            if self.put_queue:
+                self._trigger_put(None)
+        return k
+
+    def _do_put(self, event):
+        if self._capacity - self._level >= event.amount:
+            self._level += event.amount
+            _succeed(event)
+            return True
+        return None
+
+    def _do_get(self, event):
+        if self._level >= event.amount:
+            self._level -= event.amount
+            _succeed(event)
+            return True
+        return None
 
 
 class _UntracedContainer(_PlainContainerOps, TracedContainer):
@@ -295,6 +455,7 @@ class TracedPool(TracedContainer):
             env, tracer, qsys, q, qinst, capacity=size, init=size, conn_flow=False, owner=owner
         )
         self._release_codes = {}  # SM handle -> packed code of its enq of one unit
+        self._puts_wait = False  # units come back by release(), which never waits
 
     @property
     def size(self) -> int:
@@ -307,6 +468,14 @@ class TracedPool(TracedContainer):
     def acquire(self, sm) -> ContainerGet:
         """Take one free unit (``deq``); yield the returned event."""
         return self.get(1, sm)
+
+    def acquire_now(self, sm) -> bool:
+        """Take a unit now (``deq``) if one is free and nobody queues for it."""
+        if self._level >= 1 and not self.get_queue:
+            self._level -= 1
+            sm.deq(self.qid, 1)
+            return True
+        return False
 
     def release(self, sm) -> None:
         """Give one unit back (``enq``) now; never blocks, so there is nothing to yield."""
@@ -324,7 +493,13 @@ class TracedPool(TracedContainer):
 
 class _UntracedPool(_PlainContainerOps, TracedPool):
     def acquire(self, sm=None) -> ContainerGet:
-        return ContainerGet(self, 1)
+        return _get_request(ContainerGet, self, amount=1)
+
+    def acquire_now(self, sm=None) -> bool:
+        if self._level >= 1 and not self.get_queue:
+            self._level -= 1
+            return True
+        return False
 
     def release(self, sm=None) -> None:
         if self._level >= self._capacity:
