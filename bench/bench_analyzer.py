@@ -1,21 +1,27 @@
-"""Analyzer speed and memory on a synthetic pipeline and on a model trace.
+"""Analyzer speed and memory, both engines, on a synthetic pipeline and on a model trace.
 
-Prints, at 1x, 4x and 16x trace length of the synthetic pipeline:
+Prints, per engine (``compiled``: the numba kernel, the default; ``python``: the
+reference pass) at 1x, 4x and 16x trace length of the synthetic pipeline:
 
-- records/s of the analyzer pass alone (trace pre-generated in memory, best of
-  ``--repeat`` runs; wall clock and CPU time, since the machine may be shared),
-  against the 1,000,000 records/s target;
-- Python memory (tracemalloc) while the trace is generated on the fly and
-  analysed: the peak and what the pass still holds at the end, next to the peak
-  of generating alone, and the path nodes not yet folded into summaries.  Flat
-  memory means these do not grow with the trace.
+- records/s of ``analyze`` (trace pre-generated in memory, best of ``--repeat``
+  runs; wall clock and CPU time, since the machine may be shared), against the
+  1,000,000 records/s target and the 10,000,000 records/s goal of ``cpasim
+  predict``;
+- memory while the trace is generated on the fly and analysed: the peak of
+  Python allocations (tracemalloc, which sees numpy arrays allocated from Python
+  but not those numba allocates), what the pass still holds at the end, next to
+  the peak of generating alone, and the path nodes not yet folded into
+  summaries (for the compiled engine the peak too, and the bytes of every
+  array it holds at the end, numba's included).  Flat memory means these do
+  not grow with the trace.
 
 The trace: sender app with a credit window, six stages with bounded rings
 between them, receiver app returning the credits (``PipelineSpec``).
 
-Then records/s of the pass on a real model trace: ``scenarios/tcp-stream.toml``
+Then records/s of both engines on a real model trace: ``scenarios/tcp-stream.toml``
 simulated for ``--model-ms`` (the trace read into memory first, so only the
-analyzer is timed), which is what users analyze.
+analyzer is timed), which is what users analyze; and the compiled kernel's
+cold compile time (empty numba cache, in a fresh process) and cached load time.
 
     .venv/bin/python bench/bench_analyzer.py [--items 5000] [--repeat 3] [--model-ms 30]
 """
@@ -25,12 +31,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
+import os
+import subprocess
+import sys
 import tempfile
 import time
 import tracemalloc
 from pathlib import Path
 
 from cpasim.analysis import Transforms, analyze
+from cpasim.analysis.compiled import CompiledPass
 from cpasim.analysis.criticalpath import CriticalPathPass
 from cpasim.analysis.pathlog import PARENT, Summary
 from cpasim.analysis.synthetic import PipelineSpec, pipeline_source
@@ -40,6 +50,8 @@ from cpasim.trace import open_trace
 from cpasim.trace.memory import MemorySource
 
 TARGET = 1_000_000
+GOAL = 10_000_000
+ENGINES = ("compiled", "python")
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "tcp-stream.toml"
 
 
@@ -47,53 +59,29 @@ def _spec(items: int) -> PipelineSpec:
     return PipelineSpec(items=items, stages=6, ring=64, window=32, work_ns=100.0, wake_ns=5.0)
 
 
-def speed(spec: PipelineSpec, repeat: int) -> tuple[int, float, float]:
-    """Records, best wall seconds and best CPU seconds of the pass alone."""
+def timed(mem: MemorySource, start: str, end: str, repeat: int, engine: str):
+    """Best wall and CPU seconds of ``analyze`` over ``repeat`` runs, and the last result."""
+    wall = cpu = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        w0, c0 = time.perf_counter(), time.process_time()
+        res = analyze(mem, start, end, engine=engine)
+        wall = min(wall, time.perf_counter() - w0)
+        cpu = min(cpu, time.process_time() - c0)
+    return wall, cpu, res
+
+
+def speed(spec: PipelineSpec, repeat: int, engine: str) -> tuple[int, float, float]:
+    """Records, best wall seconds and best CPU seconds of the pass."""
     src = pipeline_source(spec)
     mem = MemorySource(list(src.chunks()), src.key)
-    n = len(mem)
-    wall = cpu = float("inf")
-    for _ in range(repeat):
-        gc.collect()
-        w0, c0 = time.perf_counter(), time.process_time()
-        res = analyze(mem, "tx:App", "rx:App")
-        wall = min(wall, time.perf_counter() - w0)
-        cpu = min(cpu, time.process_time() - c0)
+    wall, cpu, res = timed(mem, "tx:App", "rx:App", repeat, engine)
     assert abs(res.critical_path_ns - res.elapsed_ns) <= 1e-9 * res.elapsed_ns
-    return n, wall, cpu
-
-
-def timed(mem: MemorySource, start: str, end: str, repeat: int) -> tuple[float, float]:
-    """Best wall and CPU seconds of ``analyze`` over ``repeat`` runs."""
-    wall = cpu = float("inf")
-    for _ in range(repeat):
-        gc.collect()
-        w0, c0 = time.perf_counter(), time.process_time()
-        analyze(mem, start, end)
-        wall = min(wall, time.perf_counter() - w0)
-        cpu = min(cpu, time.process_time() - c0)
-    return wall, cpu
-
-
-def model_speed(ms: float, repeat: int) -> tuple[int, float, float]:
-    """Records, best wall and CPU seconds of the pass on a tcp-stream model trace."""
-    cfg = load_scenario(SCENARIO, sets=[f"sim.duration={ms}ms", f"sim.warmup={ms / 6:g}ms"])
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "model.cpt"
-        res = simulate(cfg, trace_path=path)
-        src = open_trace(path)
-        mem = MemorySource(list(src.chunks()), src.key)
-    wall, cpu = timed(
-        mem,
-        f"{res.analysis_start[0]}:{res.analysis_start[1]}",
-        f"{res.analysis_end[0]}:{res.analysis_end[1]}",
-        repeat,
-    )
     return len(mem), wall, cpu
 
 
-def memory(spec: PipelineSpec) -> tuple[int, int, int, int]:
-    """Peak of generating alone; peak and retained memory of generating + the pass; live nodes."""
+def memory(spec: PipelineSpec, engine: str) -> dict:
+    """Peak of generating alone; peak and retained memory of generating + the pass."""
     gc.collect()
     tracemalloc.start()
     for _ in pipeline_source(spec).chunks():
@@ -104,19 +92,65 @@ def memory(spec: PipelineSpec) -> tuple[int, int, int, int]:
     gc.collect()
     tracemalloc.start()
     src = pipeline_source(spec)
-    p = CriticalPathPass(Transforms(), ("tx", "App"), ("rx", "App"))
+    make = CompiledPass if engine == "compiled" else CriticalPathPass
+    p = make(Transforms(), ("tx", "App"), ("rx", "App"))
     for chunk in src.chunks():
         p.feed(chunk, src.key)
     del chunk
     gc.collect()
     retained, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    seen = set()
-    for h in p.handles():
-        while h is not None and not isinstance(h, Summary) and id(h) not in seen:
-            seen.add(id(h))
-            h = h[PARENT]
-    return gen_peak, peak, retained, len(seen)
+    out = {"gen_peak": gen_peak, "peak": peak, "retained": retained}
+    if engine == "compiled":
+        out.update(live=p.live_nodes, peak_nodes=p.peak_nodes, arrays=p.pool_bytes())
+    else:
+        seen = set()
+        for h in p.handles():
+            while h is not None and not isinstance(h, Summary) and id(h) not in seen:
+                seen.add(id(h))
+                h = h[PARENT]
+        out.update(live=len(seen))
+    return out
+
+
+def model_trace(ms: float) -> tuple[MemorySource, str, str]:
+    """A tcp-stream model trace of ``ms`` simulated milliseconds, in memory."""
+    cfg = load_scenario(SCENARIO, sets=[f"sim.duration={ms}ms", f"sim.warmup={ms / 6:g}ms"])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.cpt"
+        res = simulate(cfg, trace_path=path)
+        src = open_trace(path)
+        mem = MemorySource(list(src.chunks()), src.key)
+    start = f"{res.analysis_start[0]}:{res.analysis_start[1]}"
+    end = f"{res.analysis_end[0]}:{res.analysis_end[1]}"
+    return mem, start, end
+
+
+_FIRST_USE = """
+import time
+from cpasim.analysis import analyze
+from cpasim.analysis.synthetic import PipelineSpec, pipeline_source
+t0 = time.perf_counter()
+analyze(pipeline_source(PipelineSpec(items=3, stages=1)), "tx:App", "rx:App", engine="compiled")
+t1 = time.perf_counter()
+analyze(pipeline_source(PipelineSpec(items=3, stages=1)), "tx:App", "rx:App", engine="compiled")
+print(t1 - t0, time.perf_counter() - t1)
+"""
+
+
+def compile_times() -> tuple[float, float]:
+    """First compiled analysis in a fresh process: with an empty numba cache, then cached
+    (each minus the same analysis once loaded)."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        out = []
+        for _ in range(2):
+            run = subprocess.run(
+                [sys.executable, "-c", _FIRST_USE], env=env, capture_output=True, text=True
+            )
+            first, again = (float(x) for x in run.stdout.split())
+            out.append(first - again)
+    return out[0], out[1]
 
 
 def main() -> None:
@@ -125,30 +159,48 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--model-ms", type=float, default=30.0, help="simulated ms of the model run")
     args = ap.parse_args()
+    analyze(pipeline_source(_spec(3)), "tx:App", "rx:App")  # compile or load the kernel
+    mib = 2**20
     print(f"analyzer bench: {dataclasses.replace(_spec(args.items), items=0)}")
     print(
-        f"{'length':>6} {'records':>10} {'wall s':>7} {'rec/s wall':>11} {'rec/s cpu':>10} "
-        f"{'/target':>7} {'gen peak':>9} {'pass peak':>9} {'retained':>9} {'live nodes':>10}"
+        f"{'engine':>8} {'length':>6} {'records':>10} {'wall s':>7} {'rec/s wall':>11} "
+        f"{'rec/s cpu':>11} {'/target':>7} {'gen peak':>9} {'pass peak':>9} {'retained':>9} "
+        f"{'live nodes':>10} {'peak nodes':>10} {'arrays':>8}"
     )
     for mult in (1, 4, 16):
         spec = _spec(args.items * mult)
-        n, wall, cpu = speed(spec, args.repeat if mult == 1 else 1)
-        gen_peak, peak, retained, live = memory(spec)
-        mib = 2**20
-        print(
-            f"{mult:>5}x {n:>10,} {wall:>7.2f} {n / wall:>11,.0f} {n / cpu:>10,.0f} "
-            f"{n / cpu / TARGET:>7.2f} {gen_peak / mib:>8.2f}M {peak / mib:>8.2f}M "
-            f"{retained / mib:>8.2f}M {live:>10,}"
-        )
+        for engine in ENGINES:
+            n, wall, cpu = speed(spec, args.repeat if mult == 1 else 1, engine)
+            m = memory(spec, engine)
+            peak_nodes = f"{m['peak_nodes']:,}" if "peak_nodes" in m else "-"
+            arrays = f"{m['arrays'] / mib:.2f}M" if "arrays" in m else "-"
+            print(
+                f"{engine:>8} {mult:>5}x {n:>10,} {wall:>7.2f} {n / wall:>11,.0f} "
+                f"{n / cpu:>11,.0f} {n / cpu / TARGET:>7.2f} {m['gen_peak'] / mib:>8.2f}M "
+                f"{m['peak'] / mib:>8.2f}M {m['retained'] / mib:>8.2f}M {m['live']:>10,} "
+                f"{peak_nodes:>10} {arrays:>8}"
+            )
     print(
         "gen peak: generating the trace alone; pass peak / retained: generating it while the\n"
-        "pass runs (peak, and what is still held at the end); live nodes: path nodes not yet\n"
-        "folded into summaries.  Flat memory = pass peak and retained do not grow with length."
+        "pass runs (peak, and what is still held at the end); live / peak nodes: path nodes\n"
+        "not yet folded into summaries (at the end / at most); arrays: every array the\n"
+        "compiled pass holds at the end.  Flat memory = these do not grow with length."
     )
-    n, wall, cpu = model_speed(args.model_ms, args.repeat)
+    mem, start, end = model_trace(args.model_ms)
+    n = len(mem)
+    rates = {}
+    for engine in ENGINES:
+        wall, cpu, _ = timed(mem, start, end, args.repeat, engine)
+        rates[engine] = n / cpu
+        print(
+            f"model trace (tcp-stream, {args.model_ms:g} ms simulated), {engine}: {n:,} records, "
+            f"{n / wall:,.0f} rec/s wall, {n / cpu:,.0f} rec/s cpu, "
+            f"{n / cpu / TARGET:.2f} of target, {n / cpu / GOAL:.2f} of the predict goal"
+        )
+    print(f"compiled / python on the model trace: {rates['compiled'] / rates['python']:.1f}x")
+    cold, cached = compile_times()
     print(
-        f"model trace (tcp-stream, {args.model_ms:g} ms simulated): {n:,} records, "
-        f"{n / wall:,.0f} rec/s wall, {n / cpu:,.0f} rec/s cpu, {n / cpu / TARGET:.2f} of target"
+        f"compiled kernel, first use: {cold:.1f} s to compile (empty cache), {cached:.2f} s loaded"
     )
 
 

@@ -4,7 +4,8 @@ Each case reduces everything a pass produces (the result JSON with exact float
 reprs, per-state transition counts and times, who adds to / takes from each
 queue, link counts) to a SHA-256 digest.  The reference digests are the
 output of the plain record-by-record pass; speed work on the analyzer must
-reproduce them exactly, whatever the chunking and however often it commits.
+reproduce them exactly, whatever the chunking and however often it commits,
+with both engines (the compiled kernel and the reference pass).
 The model traces are stored short runs (``scenarios/tcp-stream.toml``, 4 ms;
 ``scenarios/webserver.toml``, 3 ms, four connections) so that model changes
 do not move them.
@@ -18,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from cpasim.analysis import Transforms, analyze_many
+from cpasim.analysis import ENGINES, Transforms, analyze_many
+from cpasim.analysis.compiled import CompiledPass
 from cpasim.analysis.criticalpath import CriticalPathPass
 from cpasim.analysis.report import Names, path_result, profile, queue_stats
 from cpasim.analysis.synthetic import PipelineSpec, pipeline_source
@@ -143,17 +145,17 @@ EXPECTED = {
 }
 
 
-def case_digests(name: str) -> list[str]:
+def case_digests(name: str, engine: str = "python") -> list[str]:
     make, start, end, whatifs, lenient = CASES[name]
-    results = analyze_many(make(), start, end, whatifs, lenient=lenient)
+    results = analyze_many(make(), start, end, whatifs, lenient=lenient, engine=engine)
     return [_digest(_blob(r, r.pass_state)) for r in results]
 
 
-def committed_digest(name: str, commit_every: int) -> str:
+def committed_digest(name: str, commit_every: int, engine: str = "python") -> str:
     """Path, profile and queues of a pass that commits every ``commit_every`` records."""
     make, start, end, whatifs, lenient = CASES[name]
     src = make()
-    p = CriticalPathPass(
+    p = (CompiledPass if engine == "compiled" else CriticalPathPass)(
         whatifs[-1],
         tuple(start.split(":")),
         tuple(end.split(":")),
@@ -162,6 +164,8 @@ def committed_digest(name: str, commit_every: int) -> str:
     )
     for chunk in src.chunks():
         p.feed(chunk, src.key)
+    if engine == "compiled":
+        p = p.view()
     names = Names(src.key)
     paths = {c: path_result(p, names, None, e, 0.01).to_json() for c, e in p.ends.items()}
     return _digest(
@@ -180,12 +184,14 @@ COMMITTED = {
 }
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_results_are_unchanged(name):
-    assert case_digests(name) == EXPECTED[name]
+def test_results_are_unchanged(name, engine):
+    assert case_digests(name, engine) == EXPECTED[name]
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("name", ["ring8/997", "tcp-stream", "webserver"])
-def test_frequent_commits_change_nothing(name):
-    assert committed_digest(name, 256) == COMMITTED[name]
-    assert committed_digest(name, 1 << 30) == COMMITTED[name]
+def test_frequent_commits_change_nothing(name, engine):
+    assert committed_digest(name, 256, engine) == COMMITTED[name]
+    assert committed_digest(name, 1 << 30, engine) == COMMITTED[name]

@@ -8,9 +8,14 @@ predict exactly the path of the trace recorded with C + k credits.
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
+
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from cpasim.analysis import Transforms, analyze, analyze_many
+from cpasim.errors import CpasimError
 from cpasim.trace.memory import MemorySource
 
 
@@ -123,3 +128,29 @@ def test_analyze_many_matches_separate_passes():
     for tf, res in zip(tfs, together, strict=True):
         alone = analyze(tr, "h:A", "h:B", transforms=tf)
         assert res.to_json() == alone.to_json()
+
+
+_part = st.text(alphabet="ab#:*?[]!0", min_size=1, max_size=6)
+
+
+@given(
+    patterns=st.lists(st.builds(lambda a, b: f"{a}:{b}", _part, _part), min_size=1, max_size=6),
+    sm=st.text(alphabet="ab:#", min_size=1, max_size=4),
+    inst=st.sampled_from(["0", "1", "a#"]),
+    state=st.text(alphabet="ab:*#", max_size=4),
+)
+# The two names match different patterns: the earlier pattern wins.
+@example(patterns=["a:b:?", "a:b#1*"], sm="b", inst="1", state="a")
+def test_state_factor_is_the_first_matching_pattern_of_either_name(patterns, sm, inst, state):
+    # The definition (first pattern either display name matches, fnmatchcase),
+    # against the one-regex matcher state_factor uses.
+    try:
+        tf = Transforms(scale=[(p, float(i + 2)) for i, p in enumerate(patterns)])
+    except CpasimError:  # an unbalanced "[" is refused up front
+        return
+    names = [f"a:{sm}:{state}"] + ([f"a:{sm}#{inst}:{state}"] if inst != "0" else [])
+    want = next(
+        (float(i + 2) for i, p in enumerate(patterns) if any(fnmatchcase(n, p) for n in names)),
+        1.0,
+    )
+    assert tf.state_factor("a", sm, inst, state) == want

@@ -8,13 +8,21 @@ One streaming pass computes the critical path, its listing, the most critical
 states, resource loops, slack, per-SM profiles and per-queue statistics;
 :func:`analyze_many` runs several what-ifs from a single read of the trace.
 Works on any :class:`~cpasim.trace.records.TraceSource`; never imports the model.
+
+Two engines give bit-identical results: the compiled kernel
+(:mod:`cpasim.analysis.compiled`, numba, the default) and the readable
+reference pass (:class:`~cpasim.analysis.criticalpath.CriticalPathPass`),
+chosen with ``engine=`` or ``$CPASIM_ANALYZER=python``.
 """
 
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+
+import numpy as np
 
 from cpasim.analysis.criticalpath import CriticalPathPass
 from cpasim.analysis.report import (
@@ -32,6 +40,9 @@ from cpasim.errors import CpasimError
 from cpasim.trace.records import TraceSource
 
 __all__ = ["AnalysisResult", "PathResult", "Transforms", "analyze", "analyze_many", "parse_sm"]
+
+#: Analyzer engines: the compiled kernel and the readable reference pass.
+ENGINES = ("compiled", "python")
 
 #: Names above this share of the critical path are listed as most critical.
 MIN_SHARE = 0.01
@@ -65,12 +76,14 @@ def analyze(
     *,
     min_share: float = MIN_SHARE,
     listing_limit: int = 10_000,
+    engine: str | None = None,
 ) -> AnalysisResult:
     """Critical path from ``start``'s first record to ``end``'s last, in one pass.
 
     ``start``/``end``: ``(sys, sm)`` (every instance) or ``(sys, sm, inst)``,
     or the same as ``"sys:sm[#inst]"``.  ``conn`` restricts the analysis to one
     connection id.  The listing keeps the first ``listing_limit`` edges.
+    ``engine``: see :func:`analyze_many`.
     """
     return analyze_many(
         source,
@@ -81,7 +94,19 @@ def analyze(
         lenient=lenient,
         min_share=min_share,
         listing_limit=listing_limit,
+        engine=engine,
     )[0]
+
+
+def engine_name(engine: str | None = None) -> str:
+    """``engine``, else ``$CPASIM_ANALYZER``, else ``"compiled"``; checked."""
+    name = engine or os.environ.get("CPASIM_ANALYZER") or "compiled"
+    if name not in ENGINES:
+        raise CpasimError(
+            f"analyzer engine {name!r} (CPASIM_ANALYZER or engine=): expected one of "
+            + ", ".join(ENGINES)
+        )
+    return name
 
 
 def analyze_many(
@@ -94,12 +119,28 @@ def analyze_many(
     *,
     min_share: float = MIN_SHARE,
     listing_limit: int = 10_000,
+    engine: str | None = None,
+    mark: float | None = None,
+    details: bool = True,
 ) -> list[AnalysisResult]:
-    """Several what-ifs from one read of the trace: one result per ``Transforms``."""
+    """Several what-ifs from one read of the trace: one result per ``Transforms``.
+
+    ``engine``: ``"compiled"`` (numba, the default) or ``"python"`` (the
+    reference :class:`CriticalPathPass`); ``$CPASIM_ANALYZER`` sets the default.
+    Both give bit-identical results.  ``mark``: also note each path's length as
+    of the records before this time (``AnalysisResult.lengths_at_mark``), what
+    an analysis of just those records would give as its length.  Without
+    ``details`` the results carry the paths only (empty ``profile``, ``queues``
+    and ``connection_trace``), which is cheaper to build.
+    """
     start_t = parse_sm(start)
     end_t = parse_sm(end)
+    if engine_name(engine) == "compiled":
+        from cpasim.analysis.compiled import CompiledPass as make_pass
+    else:
+        make_pass = CriticalPathPass
     passes = [
-        CriticalPathPass(
+        make_pass(
             tf,
             start_t,
             end_t,
@@ -109,12 +150,26 @@ def analyze_many(
         )
         for tf in transforms
     ]
+    at_mark = None
     with _gc_paused():
         for chunk in source.chunks():
             key = source.key
+            if mark is not None and at_mark is None:
+                cut = int(np.searchsorted(chunk["t"], mark, side="left"))
+                if cut < len(chunk):
+                    for p in passes:
+                        p.feed(chunk[:cut], key)
+                    at_mark = [p.end_lengths() for p in passes]
+                    chunk = chunk[cut:]
             for p in passes:
                 p.feed(chunk, key)
     key = source.key
+    if mark is not None and at_mark is None:  # the trace ends before the mark
+        at_mark = [p.end_lengths() for p in passes]
+    if make_pass is not CriticalPathPass:
+        for p in passes:
+            p.key = key
+        passes = [p.view(details) for p in passes]
     for spec, flags in ((start_t, passes[0].s_is_start), (end_t, passes[0].s_is_end)):
         if passes and not any(flags):
             known = sorted({f"{s}:{m}" for s, m, _ in key.sms})
@@ -128,7 +183,27 @@ def analyze_many(
             f"the trace has: {', '.join(key.conns) or '(none)'}"
         )
     with _gc_paused():
-        return [_result(p, source, start_t, end_t, conn, min_share) for p in passes]
+        results = [_result(p, source, start_t, end_t, conn, min_share, details) for p in passes]
+    if at_mark is not None:
+        for res, ends in zip(results, at_mark, strict=True):
+            res.lengths_at_mark = _mark_lengths(ends, key.conns, conn)
+    return results
+
+
+def _mark_lengths(ends: dict, conns: list[str], conn: str | None) -> dict[str, float]:
+    """Per path of a result (keyed as :func:`_result` lays them out), the length
+    at its end SM's last record of ``ends`` (``{conn id: (t, length | None)}``)."""
+    if conn is not None or len(conns) <= 1:
+        if conn is not None:
+            end = ends.get(conns.index(conn))
+        else:
+            end = max(ends.values(), key=lambda e: e[0], default=None)
+        return {"": end[1] if end is not None and end[1] is not None else 0.0}
+    out = {}
+    for cid, name in enumerate(conns):
+        end = ends.get(cid)
+        out[name] = end[1] if end is not None and end[1] is not None else 0.0
+    return out
 
 
 @contextmanager
@@ -150,7 +225,9 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _result(p: CriticalPathPass, source, start, end, conn, min_share) -> AnalysisResult:
+def _result(
+    p: CriticalPathPass, source, start, end, conn, min_share, details: bool = True
+) -> AnalysisResult:
     key = source.key
     names = Names(key)
     connections: dict[str, PathResult] = {}
@@ -180,8 +257,8 @@ def _result(p: CriticalPathPass, source, start, end, conn, min_share) -> Analysi
         path=path,
         connections=connections,
         warnings=warnings,
-        profile=profile(p, names),
-        queues=queue_stats(p, names),
-        connection_trace=connection_trace(p, names),
+        profile=profile(p, names) if details else [],
+        queues=queue_stats(p, names) if details else [],
+        connection_trace=connection_trace(p, names) if details else {},
         pass_state=p,
     )

@@ -794,6 +794,11 @@ class CriticalPathPass:
         if self.s_is_end[sm]:
             self.ends[s_cur[sm]] = [t, new, sm]
 
+    def end_lengths(self) -> dict[int, tuple[float, float | None]]:
+        """Connection id → (time, path length) of its latest end-SM record so far
+        (length ``None`` where no path reaches it)."""
+        return {c: (t, None if node is None else node[CP]) for c, (t, node, _) in self.ends.items()}
+
     def transition_counts(self):
         """``(sm, from state, state, to state, visits, time in state)`` (state indices)."""
         m = (1 << 21) - 1

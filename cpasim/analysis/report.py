@@ -138,6 +138,10 @@ class AnalysisResult:
     queues: list[dict]
     connection_trace: dict[str, list[str]]
     pass_state: CriticalPathPass = field(repr=False, default=None)
+    #: With ``analyze_many(mark=t)``: path length (ns) per path, keyed like the
+    #: paths ("" for the single one), at the last end-SM record before ``t``; 0
+    #: where no path reached one yet.
+    lengths_at_mark: dict[str, float] | None = field(repr=False, default=None)
 
     # Flat access for the common single-connection case.
     @property

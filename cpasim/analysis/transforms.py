@@ -14,8 +14,10 @@ Each name is matched once, when its id first appears in the trace key.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
+from fnmatch import translate
+from functools import cached_property
 
 from cpasim.errors import CpasimError
 
@@ -105,27 +107,60 @@ class Transforms:
     # -- matching, once per name ---------------------------------------------------
 
     def state_factor(self, sys: str, sm: str, inst: str, state: str) -> float:
-        names = _variants(sys, sm, inst, state)
-        for pat, f in self.scale:
-            if any(fnmatchcase(n, pat) for n in names):
-                return float(f)
-        return 1.0
+        if not self.scale:
+            return 1.0
+        first = self._scale_matcher(_variants(sys, sm, inst, state))
+        return 1.0 if first is None else float(self.scale[first][1])
+
+    @cached_property
+    def _scale_matcher(self):
+        """Index of the first ``scale`` pattern any of the names matches, or None:
+        one regex for all patterns, as a prediction may bring a hundred of them."""
+        return first_match([pat for pat, _ in self.scale])
 
     def queue_rules(self, qsys: str, q: str, qinst: str) -> tuple[bool, float, int]:
         """``(broken, comm factor, extra capacity)`` for one queue instance."""
+        if not (self.breaks or self.scale_comm or self.capacity):
+            return False, 1.0, 0
         names = _variants(qsys, q, qinst, None)
-        broken = any(fnmatchcase(n, p) for p in self.breaks for n in names)
-        comm = 1.0
-        for pat, f in self.scale_comm:
-            if any(fnmatchcase(n, pat) for n in names):
-                comm = float(f)
-                break
-        extra = 0
-        for pat, k in self.capacity:
-            if any(fnmatchcase(n, pat) for n in names):
-                extra = int(k)
-                break
-        return broken, comm, extra
+        broken, comm, extra = self._queue_matchers
+        i, k = comm(names), extra(names)
+        return (
+            broken(names) is not None,
+            1.0 if i is None else float(self.scale_comm[i][1]),
+            0 if k is None else int(self.capacity[k][1]),
+        )
+
+    @cached_property
+    def _queue_matchers(self):
+        return (
+            first_match(self.breaks),
+            first_match([pat for pat, _ in self.scale_comm]),
+            first_match([pat for pat, _ in self.capacity]),
+        )
+
+
+def first_match(patterns: list[str]):
+    """``names -> index of the first pattern (fnmatchcase) some name matches, or None``.
+
+    The patterns become one alternation of named groups; alternatives are tried
+    in order, so the group that matched a name is its first matching pattern.
+    """
+    if not patterns:
+        return lambda names: None
+    regex = re.compile("|".join(f"(?P<p{i}>{translate(p)})" for i, p in enumerate(patterns)))
+
+    def match(names) -> int | None:
+        best = None
+        for name in names:
+            m = regex.match(name)
+            if m is not None:
+                i = int(m.lastgroup[1:])
+                if best is None or i < best:
+                    best = i
+        return best
+
+    return match
 
 
 def _variants(sys: str, name: str, inst: str, state: str | None) -> tuple[str, ...]:

@@ -1,0 +1,1623 @@
+"""The compiled per-record loop of the critical-path pass (numba).
+
+The same algorithm as :class:`cpasim.analysis.criticalpath.CriticalPathPass`
+(the readable reference), on integer handles instead of Python objects:
+
+- path nodes live in a pool (``ni[node] = parent, depth, code, loser, refs``,
+  ``nf[node] = inc, wait, cp, margin``); a parent ``>= 0`` is a node, ``<= -2``
+  is summary ``-2 - parent``, ``-1`` is "no node".  Nodes are reference
+  counted (children, SMs, queue units, pending links, ends) and go back to
+  the pool when nothing refers to them, as Python's refcounting frees them;
+- edge codes are dense ids into a code table (kind, x, y, z), so a summary's
+  per-edge totals are arrays indexed by code id;
+- summaries (:class:`cpasim.analysis.pathlog.Summary`) are rows of arrays;
+  :func:`commit` is :func:`cpasim.analysis.pathlog.commit` on handles;
+- queues keep their segments in ring buffers (live units, consumed units for
+  the credit what-if, freed slots), regions of one shared segment store.
+
+Every float is summed in the same order as the reference pass, so results are
+bit-identical.
+
+The arrays that grow with the pass live in typed lists (so the kernel can
+replace them), but :func:`run` works on plain views of them: a typed-list
+lookup, or the atomic reference count numba keeps on every array it passes
+to a helper, costs more than a whole record.  Before each record :func:`run`
+checks that every array has room for what the record may add, else grows
+them (:func:`_grow`) and takes fresh views.  Arrays sized by the trace key
+are grown by the caller between chunks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import carray, njit, types
+from numba.extending import intrinsic
+from numba.typed import Dict, List
+
+from cpasim.trace.records import (
+    BEGIN,
+    DECLARE,
+    DEQ,
+    ENQ,
+    IDENTIFY,
+    LINK,
+    PEEK,
+    RESERVE,
+    RESIZE,
+    WAIT_EMPTY,
+    WAIT_FULL,
+)
+
+NOT_WAITING, ON_EMPTY, ON_FULL, ON_LINK = 0, 1, 2, 3
+
+# node fields
+N_PAR, N_DEPTH, N_CODE, N_LOSER, N_RC = 0, 1, 2, 3, 4
+F_INC, F_WAIT, F_CP, F_MARGIN = 0, 1, 2, 3
+NONE = -1
+
+# code kinds
+K_START, K_INTRA, K_INTER = 0, 1, 2
+
+# per-SM ints
+(
+    S_STATE,
+    S_FROM,
+    S_NODE,
+    S_WQ,
+    S_WK,
+    S_LINKED,
+    S_PEND,
+    S_PENDSM,
+    S_PENDCONN,
+    S_CUR,
+    S_BASE,
+    S_ISSTART,
+    S_ISEND,
+    S_HASLAST,
+    S_LASTREC,
+    S_STARTID,
+    S_HASENTER,
+) = range(17)
+NSI = 17
+# per-SM floats
+SF_LAST, SF_ENTER, SF_WT = 0, 1, 2
+NSF = 3
+
+# per-queue ints; ring r's offset in the segment store, capacity, head and
+# length are at Q_ROFF + r, Q_RCAP + r, Q_RH + r, Q_RN + r
+(
+    Q_CAP,
+    Q_FLOW,
+    Q_HEAD,
+    Q_TAIL,
+    Q_BROKEN,
+    Q_EXTRA,
+    Q_OCCMAX,
+    Q_ARR,
+    Q_WE,
+    Q_WF,
+    Q_COMMN,
+    Q_HASOCC,
+    Q_HASENQ,
+) = range(13)
+Q_ROFF, Q_RCAP, Q_RH, Q_RN = 13, 16, 19, 22
+NQI = 25
+# per-queue floats
+QF_COMM, QF_AREA, QF_OCCT, QF_OCCT0, QF_ENQT0, QF_ENQT1, QF_WENS, QF_WFNS, QF_CSUM, QF_CMAX = range(
+    10
+)
+NQF = 10
+# rings of segments (first, end, node, conn, sm) + time
+LIVE, PAST, FREED = 0, 1, 2
+R_FIRST, R_END, R_NODE, R_CONN, R_SM = 0, 1, 2, 3, 4
+
+# summary ints (smeta) and per-code columns
+SM_RC, SM_COUNT, SM_NORDER, SM_NFIRST, SM_NLIST, SM_ROOTST, SM_ROOTG = range(7)
+NSMETA = 7
+C_VISITS, C_LOOPS, C_HASSLACK, C_ORDER = 0, 1, 2, 3
+CF_TIME, CF_WAIT, CF_SLACK = 0, 1, 2
+
+# meta
+(
+    M_NFREE,
+    M_NCODES,
+    M_NTR,
+    M_NQE,
+    M_NWARN,
+    M_ENDSEQ,
+    M_NEXTCOMMIT,
+    M_FOLDED,
+    M_LIVE,
+    M_PEAK,
+    M_SFREE,
+    M_NSUM,
+    M_NPEND,
+    M_STAMP,
+    M_LIMIT,
+    M_EVERY,
+    M_LENIENT,
+    M_ERR_SM,
+    M_ERR_OP,
+    M_ERR_Q,
+    M_ERR_N,
+    M_ERR_HELD,
+    M_COMMITS,
+    M_GROW_Q,
+    M_NEED_LIVE,
+    M_NEED_PAST,
+    M_NEED_FREED,
+    M_NEED_PEND,
+    M_STORE_USED,
+) = range(29)
+NMETA = 29
+
+# status
+OK, ERR_SHORT, ERR_RESIZE = 0, 1, 2
+
+# warnings (kind, queue, record, held, n, cap, sm, op)
+W_EMPTY, W_FULL, W_SHORT = 0, 1, 2
+
+CACHE = 1 << 14
+
+# where the growable arrays sit in the typed lists of new_hot()
+I2_NI, I2_CODES, I2_TR, I2_QE, I2_WARN, I2_STORE, I2_TRC, I2_QEC, I2_IC, I2_SEEN = range(10)
+F2_NF = 0
+I1_FREE, I1_PEND = 0, 1
+F1_TR, F1_STORE = 0, 1
+
+_I1 = types.int64[::1]
+_F1 = types.float64[::1]
+_I2 = types.int64[:, ::1]
+_F2 = types.float64[:, ::1]
+_T4 = types.UniTuple(types.int64, 4)
+
+
+# ---------------------------------------------------------------------------
+# state
+
+
+@njit(cache=True)
+def new_hot():
+    """The per-record arrays that grow with the pass, by dtype and rank (see :func:`run`)."""
+    i2 = List.empty_list(_I2)
+    i2.append(np.zeros((4096, 5), np.int64))  # I2_NI: node ints
+    i2.append(np.zeros((256, 4), np.int64))  # I2_CODES: code table (kind, x, y, z)
+    i2.append(np.zeros((256, 5), np.int64))  # I2_TR: transitions (sm, from, state, to, visits)
+    i2.append(np.zeros((256, 2), np.int64))  # I2_QE: queue ops (key, count)
+    i2.append(np.zeros((16, 8), np.int64))  # I2_WARN: first warning of each kind
+    i2.append(np.zeros((1024, 5), np.int64))  # I2_STORE: segment store
+    i2.append(np.full((CACHE, 5), -1, np.int64))  # I2_TRC: transition cache
+    i2.append(np.full((CACHE, 2), -1, np.int64))  # I2_QEC: queue-op cache
+    i2.append(np.full((CACHE, 4), -1, np.int64))  # I2_IC: inter-code cache
+    i2.append(np.zeros((4096, 3), np.int64))  # I2_SEEN: commit marks (stamp, group, meet)
+    f2 = List.empty_list(_F2)
+    f2.append(np.zeros((4096, 4), np.float64))  # F2_NF: node floats
+    i1 = List.empty_list(_I1)
+    i1.append(np.arange(4095, -1, -1).astype(np.int64))  # I1_FREE: free node stack
+    i1.append(np.zeros(1024, np.int64))  # I1_PEND: references released at a record's end
+    f1 = List.empty_list(_F1)
+    f1.append(np.zeros(256, np.float64))  # F1_TR: transition times
+    f1.append(np.zeros(1024, np.float64))  # F1_STORE: segment times
+    return i2, f2, i1, f1
+
+
+def new_meta(limit: int, commit_every: int, lenient: bool) -> np.ndarray:
+    meta = np.zeros(NMETA, np.int64)
+    meta[M_NFREE] = 4096
+    meta[M_LIMIT] = limit
+    meta[M_EVERY] = commit_every
+    meta[M_LENIENT] = 1 if lenient else 0
+    meta[M_NEXTCOMMIT] = commit_every
+    return meta
+
+
+@njit(cache=True)
+def new_cold():
+    """Summaries and lookup tables (typed containers built here: cached)."""
+    ints = List.empty_list(_I1)
+    ints.append(np.zeros(16, np.int64))  # 0 summary free stack
+    ints.append(np.zeros(256, np.int64))  # 1 scratch chain
+    ints.append(np.zeros(64, np.int64))  # 2 commit: handles of the inactive holders
+    ints2 = List.empty_list(_I2)
+    ints2.append(np.zeros((16, NSMETA), np.int64))  # 0 summary meta
+    ints2.append(np.zeros((16, 4), np.int64))  # 1 commit groups (chain0, meet, root, shared)
+    floats = List.empty_list(_F1)
+    floats.append(np.zeros(16, np.float64))  # 0 summary start times
+    sums = (
+        List.empty_list(_I2),
+        List.empty_list(_F2),
+        List.empty_list(_I1),
+        List.empty_list(_I1),
+        List.empty_list(_F2),
+    )
+    dicts = (
+        Dict.empty(_T4, types.int64),  # transition -> index
+        Dict.empty(types.int64, types.int64),  # inter code key -> code id
+        Dict.empty(types.int64, types.int64),  # queue-op key -> index
+        Dict.empty(types.int64, types.int64),  # link (sm << 21 | target) -> count
+    )
+    return ints, ints2, floats, sums, dicts
+
+
+@njit(cache=True)
+def item(lst, k):
+    """``lst[k]`` (typed-list access from Python without compiling list methods)."""
+    return lst[k]
+
+
+@njit(cache=True)
+def nbytes(lst):
+    total = 0
+    for a in lst:
+        total += a.size * a.itemsize
+    return total
+
+
+@njit(cache=True)
+def link_counts(links):
+    keys = np.zeros(len(links), np.int64)
+    counts = np.zeros(len(links), np.int64)
+    for j, (key, count) in enumerate(links.items()):
+        keys[j] = key
+        counts[j] = count
+    return keys, counts
+
+
+@intrinsic
+def _data(typingctx, arr):
+    """The data pointer of an array."""
+    sig = types.CPointer(arr.dtype)(arr)
+
+    def codegen(context, builder, signature, args):
+        return context.make_array(signature.args[0])(context, builder, value=args[0]).data
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def _view(a):
+    """``a`` without its reference count: the per-record helpers then pass it for
+    free (numba otherwise increments and decrements an atomic count per call).
+    Valid while ``a`` itself is alive, i.e. during the :func:`run` call."""
+    return carray(_data(a), a.shape)
+
+
+# ---------------------------------------------------------------------------
+# small growable helpers (cold paths)
+
+
+@njit(cache=True)
+def _grow1i(a, need):
+    n = len(a)
+    while n < need:
+        n = n * 2 if n else 16
+    b = np.zeros(n, np.int64)
+    b[: len(a)] = a
+    return b
+
+
+@njit(cache=True)
+def _grow1f(a, need):
+    n = len(a)
+    while n < need:
+        n = n * 2 if n else 16
+    b = np.zeros(n, np.float64)
+    b[: len(a)] = a
+    return b
+
+
+@njit(cache=True)
+def _grow2i(a, need):
+    n = a.shape[0]
+    while n < need:
+        n = n * 2 if n else 16
+    b = np.zeros((n, a.shape[1]), np.int64)
+    b[: a.shape[0]] = a
+    return b
+
+
+@njit(cache=True)
+def _push(ints, k, pos, x):
+    buf = ints[k]
+    if pos >= len(buf):
+        buf = _grow1i(buf, pos + 1)
+        ints[k] = buf
+    buf[pos] = x
+
+
+# ---------------------------------------------------------------------------
+# nodes and reference counts
+
+
+@njit(cache=True, inline="always")
+def _new_node(ni, nf, free, meta, par, depth, code, inc, wait, cp, loser, margin):
+    """A node under node ``par`` (a summary parent's count is the caller's)."""
+    k = meta[M_NFREE] - 1
+    meta[M_NFREE] = k
+    x = free[k]
+    ni[x, N_PAR] = par
+    ni[x, N_DEPTH] = depth
+    ni[x, N_CODE] = code
+    ni[x, N_LOSER] = loser
+    ni[x, N_RC] = 0
+    nf[x, F_INC] = inc
+    nf[x, F_WAIT] = wait
+    nf[x, F_CP] = cp
+    nf[x, F_MARGIN] = margin
+    if par >= 0:
+        ni[par, N_RC] += 1
+    live = meta[M_LIVE] + 1
+    meta[M_LIVE] = live
+    if live > meta[M_PEAK]:
+        meta[M_PEAK] = live
+    return x
+
+
+@njit(cache=True, inline="always")
+def _drop(meta, pend, x):
+    """Release one reference to node ``x`` at the end of the current record."""
+    if x >= 0:
+        k = meta[M_NPEND]
+        pend[k] = x
+        meta[M_NPEND] = k + 1
+
+
+@njit(cache=True, inline="always")
+def _decref(ni, free, meta, x):
+    """Release a reference to node ``x``; returns the summary handle whose count
+    the caller must release too (the chain was freed up to it), else -1."""
+    while x >= 0:
+        rc = ni[x, N_RC] - 1
+        ni[x, N_RC] = rc
+        if rc > 0:
+            return -1
+        par = ni[x, N_PAR]
+        k = meta[M_NFREE]
+        free[k] = x
+        meta[M_NFREE] = k + 1
+        meta[M_LIVE] -= 1
+        x = par
+    return x
+
+
+@njit(cache=True)
+def _summary_decref(meta, ints, ints2, sums, s):
+    smeta = ints2[0]
+    smeta[s, SM_RC] -= 1
+    if smeta[s, SM_RC] == 0:
+        _free_summary(meta, ints, sums, s)
+
+
+# ---------------------------------------------------------------------------
+# summaries
+
+
+@njit(cache=True)
+def _new_summary(meta, ints, ints2, floats, sums, start_t):
+    sums_i, sums_f, sums_first, sums_li, sums_lf = sums
+    nf = meta[M_SFREE]
+    if nf > 0:
+        s = ints[0][nf - 1]
+        meta[M_SFREE] = nf - 1
+    else:
+        s = meta[M_NSUM]
+        meta[M_NSUM] = s + 1
+        if s >= ints2[0].shape[0]:
+            ints2[0] = _grow2i(ints2[0], s + 1)
+            floats[0] = _grow1f(floats[0], s + 1)
+        sums_i.append(np.zeros((0, 4), np.int64))
+        sums_f.append(np.zeros((0, 3), np.float64))
+        sums_first.append(np.zeros(0, np.int64))
+        sums_li.append(np.zeros(0, np.int64))
+        sums_lf.append(np.zeros((0, 3), np.float64))
+    smeta = ints2[0]
+    for f in range(NSMETA):
+        smeta[s, f] = 0
+    floats[0][s] = start_t
+    sums_i[s] = np.zeros((16, 4), np.int64)
+    sums_f[s] = np.zeros((16, 3), np.float64)
+    sums_first[s] = np.full(8, -1, np.int64)
+    sums_li[s] = np.zeros(0, np.int64)
+    sums_lf[s] = np.zeros((0, 3), np.float64)
+    return s
+
+
+@njit(cache=True)
+def _free_summary(meta, ints, sums, s):
+    sums_i, sums_f, sums_first, sums_li, sums_lf = sums
+    sums_i[s] = np.zeros((0, 4), np.int64)
+    sums_f[s] = np.zeros((0, 3), np.float64)
+    sums_first[s] = np.zeros(0, np.int64)
+    sums_li[s] = np.zeros(0, np.int64)
+    sums_lf[s] = np.zeros((0, 3), np.float64)
+    _push(ints, 0, meta[M_SFREE], s)
+    meta[M_SFREE] += 1
+
+
+@njit(cache=True)
+def _copy_summary(meta, ints, ints2, floats, sums, s):
+    c = _new_summary(meta, ints, ints2, floats, sums, floats[0][s])
+    sums_i, sums_f, sums_first, sums_li, sums_lf = sums
+    smeta = ints2[0]
+    for f in (SM_COUNT, SM_NORDER, SM_NFIRST, SM_NLIST):
+        smeta[c, f] = smeta[s, f]
+    sums_i[c] = sums_i[s].copy()
+    sums_f[c] = sums_f[s].copy()
+    sums_first[c] = sums_first[s].copy()
+    sums_li[c] = sums_li[s].copy()
+    sums_lf[c] = sums_lf[s].copy()
+    return c
+
+
+@njit(cache=True)
+def _first(sums_first, s, b):
+    """The first-visit table of summary ``s``, holding base SM ``b``."""
+    fv = sums_first[s]
+    if b >= len(fv):
+        n = len(fv)
+        while n <= b:
+            n = n * 2 if n else 8
+        g = np.full(n, -1, np.int64)
+        g[: len(fv)] = fv
+        sums_first[s] = g
+        fv = g
+    return fv
+
+
+@njit(cache=True)
+def _fold(ni, nf, codes, meta, ints2, sums, sm_i, s, chain, nchain):
+    """Summary.fold of ``chain[nchain-1], ..., chain[0]`` (root side last in ``chain``)."""
+    sums_i, sums_f, sums_first, sums_li, sums_lf = sums
+    smeta = ints2[0]
+    ncodes = meta[M_NCODES]
+    si = sums_i[s]
+    sf = sums_f[s]
+    if si.shape[0] < ncodes:
+        n = max(si.shape[0], 16)
+        while n < ncodes:
+            n *= 2
+        si2 = np.zeros((n, 4), np.int64)
+        si2[: si.shape[0]] = si
+        sf2 = np.zeros((n, 3), np.float64)
+        sf2[: sf.shape[0]] = sf
+        sums_i[s] = si2
+        sums_f[s] = sf2
+        si = si2
+        sf = sf2
+    limit = meta[M_LIMIT]
+    nlist = smeta[s, SM_NLIST]
+    norder = smeta[s, SM_NORDER]
+    nfirst = smeta[s, SM_NFIRST]
+    li = sums_li[s]
+    lf = sums_lf[s]
+    fv = sums_first[s]
+    for j in range(nchain - 1, -1, -1):
+        x = chain[j]
+        code = ni[x, N_CODE]
+        inc = nf[x, F_INC]
+        wait = nf[x, F_WAIT]
+        if nlist < limit:
+            if nlist >= len(li):
+                n = len(li)
+                while n <= nlist:
+                    n = n * 2 if n else 64
+                if n > limit:
+                    n = limit
+                li2 = np.zeros(n, np.int64)
+                li2[: len(li)] = li
+                lf2 = np.zeros((n, 3), np.float64)
+                lf2[: len(li)] = lf
+                sums_li[s] = li2
+                sums_lf[s] = lf2
+                li = li2
+                lf = lf2
+            li[nlist] = code
+            lf[nlist, 0] = nf[x, F_CP]
+            lf[nlist, 1] = inc
+            lf[nlist, 2] = wait
+            nlist += 1
+        if si[code, C_VISITS] == 0:
+            si[norder, C_ORDER] = code
+            norder += 1
+            sf[code, CF_TIME] = inc
+            sf[code, CF_WAIT] = wait
+            si[code, C_VISITS] = 1
+        else:
+            sf[code, CF_TIME] += inc
+            sf[code, CF_WAIT] += wait
+            si[code, C_VISITS] += 1
+        if codes[code, 0] == K_INTER:
+            psm = sm_i[codes[code, 1], S_BASE]
+            csm = sm_i[codes[code, 2], S_BASE]
+            if psm >= len(fv) or csm >= len(fv):
+                fv = _first(sums_first, s, psm if psm > csm else csm)
+            if fv[psm] < 0:
+                fv[psm] = nfirst
+                nfirst += 1
+            seen = fv[csm]
+            if seen < 0:
+                fv[csm] = nfirst
+                nfirst += 1
+            elif seen < fv[psm]:
+                # Back upstream to an SM the path reached before this one.
+                si[code, C_LOOPS] += 1
+        else:
+            b = sm_i[codes[code, 1], S_BASE]
+            if b >= len(fv):
+                fv = _first(sums_first, s, b)
+            if fv[b] < 0:
+                fv[b] = nfirst
+                nfirst += 1
+        loser = ni[x, N_LOSER]
+        if loser >= 0:
+            margin = nf[x, F_MARGIN]
+            cur = sf[loser, CF_SLACK] if si[loser, C_HASSLACK] else margin + 1.0
+            if margin < cur:
+                sf[loser, CF_SLACK] = margin
+                si[loser, C_HASSLACK] = 1
+    smeta[s, SM_NLIST] = nlist
+    smeta[s, SM_NORDER] = norder
+    smeta[s, SM_NFIRST] = nfirst
+    smeta[s, SM_COUNT] += nchain
+
+
+# ---------------------------------------------------------------------------
+# codes
+
+
+@njit(cache=True, inline="always")
+def _add_code(codes, meta, kind, x, y, z):
+    c = meta[M_NCODES]
+    codes[c, 0] = kind
+    codes[c, 1] = x
+    codes[c, 2] = y
+    codes[c, 3] = z
+    meta[M_NCODES] = c + 1
+    return c
+
+
+@njit(cache=True)
+def _inter_code_miss(codes, cache, meta, inter, psm, csm, qi, slot):
+    key = (psm << 42) | (csm << 21) | qi
+    if key in inter:
+        c = inter[key]
+    else:
+        c = _add_code(codes, meta, K_INTER, psm, csm, qi)
+        inter[key] = c
+    cache[slot, 0] = psm
+    cache[slot, 1] = csm
+    cache[slot, 2] = qi
+    cache[slot, 3] = c
+    return c
+
+
+@njit(cache=True, inline="always")
+def _inter_code(codes, cache, meta, inter, psm, csm, qi):
+    """Code id of the edge ``psm -> csm`` through queue index ``qi`` (0 = link)."""
+    slot = ((psm * 1000003 + csm) * 1000003 + qi) & (CACHE - 1)
+    if cache[slot, 0] == psm and cache[slot, 1] == csm and cache[slot, 2] == qi:
+        return cache[slot, 3]
+    return _inter_code_miss(codes, cache, meta, inter, psm, csm, qi, slot)
+
+
+# ---------------------------------------------------------------------------
+# queues
+
+
+@njit(cache=True, inline="always")
+def _ring_at(q_i, q, r, j):
+    """Store index of the ``j``-th segment of ring ``r`` of queue ``q``."""
+    cap = q_i[q, Q_RCAP + r]
+    idx = q_i[q, Q_RH + r] + j
+    if idx >= cap:
+        idx -= cap
+    return q_i[q, Q_ROFF + r] + idx
+
+
+@njit(cache=True, inline="always")
+def _ring_push(rs_i, rs_t, q_i, q, r, first, end, node, conn, sm, t):
+    n = q_i[q, Q_RN + r]
+    idx = _ring_at(q_i, q, r, n)
+    rs_i[idx, R_FIRST] = first
+    rs_i[idx, R_END] = end
+    rs_i[idx, R_NODE] = node
+    rs_i[idx, R_CONN] = conn
+    rs_i[idx, R_SM] = sm
+    rs_t[idx] = t
+    q_i[q, Q_RN + r] = n + 1
+
+
+@njit(cache=True, inline="always")
+def _ring_popleft(q_i, q, r):
+    h = q_i[q, Q_RH + r] + 1
+    if h >= q_i[q, Q_RCAP + r]:
+        h = 0
+    q_i[q, Q_RH + r] = h
+    q_i[q, Q_RN + r] -= 1
+
+
+@njit(cache=True, inline="always")
+def _occupancy(q_i, q_f, q, t):
+    if q_i[q, Q_HASOCC] == 0:
+        q_i[q, Q_HASOCC] = 1
+        q_f[q, QF_OCCT0] = t
+    else:
+        q_f[q, QF_AREA] += (q_i[q, Q_TAIL] - q_i[q, Q_HEAD]) * (t - q_f[q, QF_OCCT])
+    q_f[q, QF_OCCT] = t
+
+
+@njit(cache=True, inline="always")
+def _put(ni, rs_i, rs_t, q_i, q_f, q, n, node, t, conn, sm):
+    tail = q_i[q, Q_TAIL]
+    _occupancy(q_i, q_f, q, t)
+    if node >= 0:
+        ni[node, N_RC] += 1
+    flow_conn = conn if q_i[q, Q_FLOW] else -1
+    _ring_push(rs_i, rs_t, q_i, q, LIVE, tail, tail + n, node, flow_conn, sm, t)
+    tail += n
+    q_i[q, Q_TAIL] = tail
+    held = tail - q_i[q, Q_HEAD]
+    if held > q_i[q, Q_OCCMAX]:
+        q_i[q, Q_OCCMAX] = held
+    q_i[q, Q_ARR] += n
+    if q_i[q, Q_HASENQ] == 0:
+        q_i[q, Q_HASENQ] = 1
+        q_f[q, QF_ENQT0] = t
+    q_f[q, QF_ENQT1] = t
+
+
+@njit(cache=True, inline="always")
+def _trim_freed(meta, pend, rs_i, q_i, q):
+    """Forget the slots no future ``enq`` can depend on (after the tail moved)."""
+    floor = q_i[q, Q_TAIL] - q_i[q, Q_CAP] - q_i[q, Q_EXTRA]
+    while q_i[q, Q_RN + FREED] > 0:
+        idx = _ring_at(q_i, q, FREED, 0)
+        if rs_i[idx, R_END] > floor:
+            break
+        _drop(meta, pend, rs_i[idx, R_NODE])
+        _ring_popleft(q_i, q, FREED)
+
+
+@njit(cache=True, inline="always")
+def _resize(meta, pend, rs_i, rs_t, q_i, q_f, q, n, t, sm):
+    """QueueState.resize; False if ``n`` is negative."""
+    if n < 0:
+        return False
+    _occupancy(q_i, q_f, q, t)
+    head = q_i[q, Q_HEAD]
+    tail = q_i[q, Q_TAIL]
+    held = tail - head
+    if n > held:
+        _ring_push(rs_i, rs_t, q_i, q, LIVE, tail, tail + n - held, NONE, -1, sm, t)
+        q_i[q, Q_TAIL] = tail + n - held
+        if n > q_i[q, Q_OCCMAX]:
+            q_i[q, Q_OCCMAX] = n
+        return True
+    drop = held - n
+    while drop:
+        ln = q_i[q, Q_RN + LIVE]
+        idx = _ring_at(q_i, q, LIVE, ln - 1)
+        first = rs_i[idx, R_FIRST]
+        end = rs_i[idx, R_END]
+        if end - first > drop:
+            rs_i[idx, R_END] = end - drop
+            drop = 0
+        else:
+            drop -= end - first
+            _drop(meta, pend, rs_i[idx, R_NODE])
+            q_i[q, Q_RN + LIVE] = ln - 1
+    q_i[q, Q_TAIL] = head + n
+    return True
+
+
+@njit(cache=True, inline="always")
+def _shifted(nf, rs_i, q_i, q, lo, hi, cur):
+    """QueueState.shifted: best producer among positions ``[lo, hi)`` of the history."""
+    best = NONE
+    best_cp = -np.inf
+    best_sm = -1
+    if hi <= 0:
+        return best, best_sm
+    for r in (PAST, LIVE):
+        for j in range(q_i[q, Q_RN + r]):
+            idx = _ring_at(q_i, q, r, j)
+            if rs_i[idx, R_END] <= lo:
+                continue
+            if rs_i[idx, R_FIRST] >= hi:
+                break
+            node = rs_i[idx, R_NODE]
+            cu = rs_i[idx, R_CONN]
+            if node >= 0 and (cu < 0 or cu == cur):
+                c = nf[node, F_CP]
+                if c > best_cp:
+                    best_cp = c
+                    best = node
+                    best_sm = rs_i[idx, R_SM]
+    return best, best_sm
+
+
+@njit(cache=True, inline="always")
+def _take(ni, nf, meta, pend, rs_i, rs_t, q_i, q_f, q, m, remove, cur, t):
+    """QueueState.take: ``(best node, its SM, newest arrival, connection)``."""
+    if remove:
+        _occupancy(q_i, q_f, q, t)
+    best = NONE
+    best_cp = -np.inf
+    best_sm = -1
+    newest = -np.inf
+    pos = q_i[q, Q_HEAD]
+    left = m
+    j = 0
+    switched = False
+    credit = q_i[q, Q_EXTRA] != 0 and q_i[q, Q_CAP] < 0
+    while left:
+        idx = _ring_at(q_i, q, LIVE, 0 if remove else j)
+        first = rs_i[idx, R_FIRST]
+        end = rs_i[idx, R_END]
+        node = rs_i[idx, R_NODE]
+        cu = rs_i[idx, R_CONN]
+        su = rs_i[idx, R_SM]
+        tu = rs_t[idx]
+        k = end - pos
+        if k > left:
+            k = left
+        if cu >= 0 and not switched:
+            cur = cu  # the first unit's connection flows to the consumer
+            switched = True
+        if node >= 0 and (cu < 0 or cu == cur):
+            c = nf[node, F_CP]
+            if c > best_cp:
+                best_cp = c
+                best = node
+                best_sm = su
+        newest = tu
+        pos += k
+        left -= k
+        if remove:
+            if pos >= end:
+                _ring_popleft(q_i, q, LIVE)
+                if credit:
+                    _ring_push(rs_i, rs_t, q_i, q, PAST, first, end, node, cu, su, tu)
+                else:
+                    _drop(meta, pend, node)
+            else:
+                if credit:
+                    if node >= 0:
+                        ni[node, N_RC] += 1
+                    _ring_push(rs_i, rs_t, q_i, q, PAST, first, pos, node, cu, su, tu)
+                rs_i[idx, R_FIRST] = pos
+        elif pos >= end:
+            j += 1
+    if remove:
+        if credit:
+            # Keep what this take's own shifted match may still look at.
+            floor = q_i[q, Q_HEAD] - q_i[q, Q_EXTRA]
+            while q_i[q, Q_RN + PAST] > 0:
+                idx = _ring_at(q_i, q, PAST, 0)
+                if rs_i[idx, R_END] > floor:
+                    break
+                _drop(meta, pend, rs_i[idx, R_NODE])
+                _ring_popleft(q_i, q, PAST)
+        q_i[q, Q_HEAD] = pos
+    return best, best_sm, newest, cur
+
+
+@njit(cache=True, inline="always")
+def _freed_at(rs_i, q_i, q, pos, f0, last):
+    """Index in the freed ring of the segment at or before position ``pos``."""
+    i = pos - f0
+    if i > last:
+        i = last
+    while rs_i[_ring_at(q_i, q, FREED, i), R_FIRST] > pos:
+        i -= 1
+    return i
+
+
+@njit(cache=True, inline="always")
+def _slots(nf, rs_i, rs_t, q_i, q, n, since):
+    """QueueState.slots: ``(best node, its SM, t_free, has t_free)``."""
+    best = NONE
+    best_sm = -1
+    nfr = q_i[q, Q_RN + FREED]
+    if nfr == 0:
+        return best, best_sm, 0.0, False
+    f0 = rs_i[_ring_at(q_i, q, FREED, 0), R_FIRST]
+    last = nfr - 1
+    tail = q_i[q, Q_TAIL]
+    qcap = q_i[q, Q_CAP]
+    lo = tail - qcap - q_i[q, Q_EXTRA]
+    hi = lo + n
+    if hi > 0:
+        pos = lo if lo > f0 else f0
+        i = _freed_at(rs_i, q_i, q, pos, f0, last)
+        if pos < rs_i[_ring_at(q_i, q, FREED, i), R_END]:
+            best_cp = -np.inf
+            for k in range(i, last + 1):
+                idx = _ring_at(q_i, q, FREED, k)
+                if rs_i[idx, R_FIRST] >= hi:
+                    break
+                node = rs_i[idx, R_NODE]
+                if node >= 0 and nf[node, F_CP] > best_cp:
+                    best_cp = nf[node, F_CP]
+                    best = node
+                    best_sm = rs_i[idx, R_SM]
+    freed_t = 0.0
+    has = False
+    pos = tail + n - 1 - qcap
+    if pos >= f0:
+        idx = _ring_at(q_i, q, FREED, _freed_at(rs_i, q_i, q, pos, f0, last))
+        if pos < rs_i[idx, R_END]:
+            freed_t = rs_t[idx]
+            has = freed_t > since
+    return best, best_sm, freed_t, has
+
+
+# ---------------------------------------------------------------------------
+# connections, warnings, counts
+
+
+@njit(cache=True, inline="always")
+def _switch(sm_i, layer, sconn, started, meta, pend, sm, conn):
+    cur = sm_i[sm, S_CUR]
+    if cur == conn:
+        return
+    sconn[sm, conn] = 1
+    node = sm_i[sm, S_NODE]
+    if cur >= 0:
+        _drop(meta, pend, layer[sm, cur])
+        layer[sm, cur] = node
+        node = layer[sm, conn]
+        layer[sm, conn] = NONE
+        sm_i[sm, S_NODE] = node
+    if node != NONE:
+        started[conn + 1] = 1
+    sm_i[sm, S_CUR] = conn
+
+
+@njit(cache=True, inline="always")
+def _warn(meta, warn_ev, warn_cnt, kind, q, rec, held, n, cap, sm, op):
+    warn_cnt[q, kind] += 1
+    if warn_cnt[q, kind] > 1:
+        return
+    k = meta[M_NWARN]
+    warn_ev[k, 0] = kind
+    warn_ev[k, 1] = q
+    warn_ev[k, 2] = rec
+    warn_ev[k, 3] = held
+    warn_ev[k, 4] = n
+    warn_ev[k, 5] = cap
+    warn_ev[k, 6] = sm
+    warn_ev[k, 7] = op
+    meta[M_NWARN] = k + 1
+
+
+@njit(cache=True)
+def _transition_index(tr_i, tr_f, cache, meta, tr_dict, sm, frm, si, to, slot):
+    tkey = (sm, frm, si, to)
+    if tkey in tr_dict:
+        k = tr_dict[tkey]
+    else:
+        k = meta[M_NTR]
+        meta[M_NTR] = k + 1
+        tr_i[k, 0] = sm
+        tr_i[k, 1] = frm
+        tr_i[k, 2] = si
+        tr_i[k, 3] = to
+        tr_i[k, 4] = 0
+        tr_f[k] = 0.0
+        tr_dict[tkey] = k
+    cache[slot, 0] = sm
+    cache[slot, 1] = frm
+    cache[slot, 2] = si
+    cache[slot, 3] = to
+    cache[slot, 4] = k
+    return k
+
+
+@njit(cache=True)
+def _qedge_index(qe, cache, meta, qe_dict, key, slot):
+    if key in qe_dict:
+        k = qe_dict[key]
+    else:
+        k = meta[M_NQE]
+        meta[M_NQE] = k + 1
+        qe[k, 0] = key
+        qe[k, 1] = 0
+        qe_dict[key] = k
+    cache[slot, 0] = key
+    cache[slot, 1] = k
+    return k
+
+
+# ---------------------------------------------------------------------------
+# growth (before a record, when _room finds an array too small)
+
+
+@njit(cache=True)
+def _move_ring(i2, f1, meta, q_i, q, r, newcap):
+    """Give ring ``r`` of queue ``q`` a region of ``newcap`` segments in the store.
+
+    The region goes at the store's free end; when there is no room the store is
+    laid out afresh (every ring packed, the garbage of moved rings dropped) at
+    twice the size it needs.
+    """
+    store = i2[I2_STORE]
+    times = f1[F1_STORE]
+    used = meta[M_STORE_USED]
+    if used + newcap <= store.shape[0]:
+        n = q_i[q, Q_RN + r]
+        for j in range(n):
+            src = _ring_at(q_i, q, r, j)
+            store[used + j] = store[src]
+            times[used + j] = times[src]
+        q_i[q, Q_ROFF + r] = used
+        q_i[q, Q_RH + r] = 0
+        q_i[q, Q_RCAP + r] = newcap
+        meta[M_STORE_USED] = used + newcap
+        return
+    total = newcap - q_i[q, Q_RCAP + r]
+    for qq in range(q_i.shape[0]):
+        for rr in range(3):
+            total += q_i[qq, Q_RCAP + rr]
+    size = max(2 * total, 1024)
+    new_store = np.zeros((size, 5), np.int64)
+    new_times = np.zeros(size, np.float64)
+    off = 0
+    for qq in range(q_i.shape[0]):
+        for rr in range(3):
+            n = q_i[qq, Q_RN + rr]
+            for j in range(n):
+                src = _ring_at(q_i, qq, rr, j)
+                new_store[off + j] = store[src]
+                new_times[off + j] = times[src]
+            cap = newcap if qq == q and rr == r else q_i[qq, Q_RCAP + rr]
+            q_i[qq, Q_ROFF + rr] = off
+            q_i[qq, Q_RH + rr] = 0
+            q_i[qq, Q_RCAP + rr] = cap
+            off += cap
+    i2[I2_STORE] = new_store
+    f1[F1_STORE] = new_times
+    meta[M_STORE_USED] = off
+
+
+@njit(cache=True)
+def _grow(hot, meta, q_i):
+    """Grow whatever :func:`_room` found too small for the next record."""
+    i2, f2, i1, f1 = hot
+    nfree = meta[M_NFREE]
+    if nfree < 2:
+        old = i2[I2_NI].shape[0]
+        i2[I2_NI] = _grow2i(i2[I2_NI], 2 * old)
+        i2[I2_SEEN] = _grow2i(i2[I2_SEEN], 2 * old)
+        nf = np.zeros((2 * old, 4), np.float64)
+        nf[:old] = f2[F2_NF]
+        f2[F2_NF] = nf
+        free = np.zeros(2 * old, np.int64)
+        free[:nfree] = i1[I1_FREE][:nfree]
+        for k in range(old):
+            free[nfree + k] = 2 * old - 1 - k
+        i1[I1_FREE] = free
+        meta[M_NFREE] = nfree + old
+    if meta[M_NEED_PEND] > len(i1[I1_PEND]):
+        i1[I1_PEND] = np.zeros(2 * meta[M_NEED_PEND], np.int64)
+    if meta[M_NCODES] + 2 > i2[I2_CODES].shape[0]:
+        i2[I2_CODES] = _grow2i(i2[I2_CODES], meta[M_NCODES] + 2)
+    if meta[M_NTR] + 1 > i2[I2_TR].shape[0]:
+        i2[I2_TR] = _grow2i(i2[I2_TR], meta[M_NTR] + 1)
+        f1[F1_TR] = _grow1f(f1[F1_TR], meta[M_NTR] + 1)
+    if meta[M_NQE] + 1 > i2[I2_QE].shape[0]:
+        i2[I2_QE] = _grow2i(i2[I2_QE], meta[M_NQE] + 1)
+    if meta[M_NWARN] + 1 > i2[I2_WARN].shape[0]:
+        i2[I2_WARN] = _grow2i(i2[I2_WARN], meta[M_NWARN] + 1)
+    q = meta[M_GROW_Q]
+    if q >= 0:
+        for r in range(3):
+            need = meta[M_NEED_LIVE + r]
+            cap = q_i[q, Q_RCAP + r]
+            if cap < need:
+                new = max(cap, 4)
+                while new < need:
+                    new *= 4
+                _move_ring(i2, f1, meta, q_i, q, r, new)
+
+
+@njit(cache=True, inline="always")
+def _views(hot):
+    """Views of the growable arrays for :func:`run` (see :func:`_view`)."""
+    i2, f2, i1, f1 = hot
+    return (
+        _view(i2[I2_NI]),
+        _view(f2[F2_NF]),
+        _view(i1[I1_FREE]),
+        _view(i1[I1_PEND]),
+        _view(i2[I2_CODES]),
+        _view(i2[I2_TR]),
+        _view(f1[F1_TR]),
+        _view(i2[I2_QE]),
+        _view(i2[I2_WARN]),
+        _view(i2[I2_STORE]),
+        _view(f1[F1_STORE]),
+        _view(i2[I2_TRC]),
+        _view(i2[I2_QEC]),
+        _view(i2[I2_IC]),
+    )
+
+
+# ---------------------------------------------------------------------------
+# the pass
+
+
+@njit(cache=True, inline="always")
+def _room(pend, codes, tr_i, qe, warn_ev, meta, q_i, op, a):
+    """Whether every array has room for what this record may add (else note what is
+    missing for :func:`_grow`)."""
+    ok = (
+        meta[M_NFREE] >= 2
+        and meta[M_NCODES] + 2 <= codes.shape[0]
+        and meta[M_NTR] + 1 <= tr_i.shape[0]
+        and meta[M_NQE] + 1 <= qe.shape[0]
+        and meta[M_NWARN] + 1 <= warn_ev.shape[0]
+    )
+    need_pend = 8
+    meta[M_GROW_Q] = -1
+    if op != BEGIN and op != LINK and op != IDENTIFY:
+        nl = q_i[a, Q_RN + LIVE]
+        npast = q_i[a, Q_RN + PAST]
+        nfr = q_i[a, Q_RN + FREED]
+        need_pend += 2 * nl + npast + nfr
+        need_past = nl + npast + 1 if q_i[a, Q_EXTRA] else 0
+        if (
+            nl + 1 > q_i[a, Q_RCAP + LIVE]
+            or need_past > q_i[a, Q_RCAP + PAST]
+            or nfr + 1 > q_i[a, Q_RCAP + FREED]
+        ):
+            ok = False
+            meta[M_GROW_Q] = a
+            meta[M_NEED_LIVE] = nl + 1
+            meta[M_NEED_PAST] = need_past
+            meta[M_NEED_FREED] = nfr + 1
+    if need_pend > len(pend):
+        ok = False
+    meta[M_NEED_PEND] = need_pend
+    return ok
+
+
+@njit(cache=True)
+def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, cold):
+    """The records of one chunk whose first record is number ``base + 1``.
+
+    Returns ``(status, i)``: ``OK``, or an error at record ``i`` with details
+    in ``meta``.
+    """
+    sm_i, sm_f, act, wait_t = _view(keyed[0]), _view(keyed[1]), _view(keyed[2]), _view(keyed[3])
+    fac, intra_id, layer, sconn = _view(keyed[4]), _view(keyed[5]), _view(keyed[6]), _view(keyed[7])
+    started, ends_i, ends_t = _view(keyed[8]), _view(keyed[9]), _view(keyed[10])
+    q_i, q_f, warn_cnt = _view(keyed[11]), _view(keyed[12]), _view(keyed[13])
+    (
+        ni,
+        nf,
+        free,
+        pend,
+        codes,
+        tr_i,
+        tr_f,
+        qe,
+        warn_ev,
+        rs_i,
+        rs_t,
+        tr_cache,
+        qe_cache,
+        inter_cache,
+    ) = _views(hot)
+    meta = _view(meta)
+    ints, ints2, floats, sums, dicts = cold
+    tr_dict, inter, qe_dict, links = dicts
+    nrec = len(t_col)
+    nan = np.nan
+    for i in range(nrec):
+        rec = base + i + 1
+        if rec >= meta[M_NEXTCOMMIT]:
+            walked = commit(keyed, hot, meta, cold, rec)
+            every = meta[M_EVERY]
+            meta[M_NEXTCOMMIT] = rec + (every if every > 4 * walked else 4 * walked)
+        t = t_col[i]
+        op = op_col[i]
+        sm = np.int64(sm_col[i])
+        a = np.int64(a_col[i])
+        n = n_col[i]
+        if not _room(pend, codes, tr_i, qe, warn_ev, meta, q_i, op, a):
+            _grow(hot, meta, q_i)
+            ni, nf, free, pend, codes, tr_i, tr_f, qe, warn_ev, rs_i, rs_t = _views(hot)[:11]
+        # ---- what follows from the records alone (CriticalPathPass._prepare) ----
+        dt = t - sm_f[sm, SF_LAST] if sm_i[sm, S_HASLAST] else nan
+        si = sm_i[sm, S_STATE]
+        w = dt * fac[sm, si]
+        ic = intra_id[sm, si]
+        if ic < 0:
+            ic = _add_code(codes, meta, K_INTRA, sm, si, 0)
+            intra_id[sm, si] = ic
+        sm_f[sm, SF_LAST] = t
+        sm_i[sm, S_HASLAST] = 1
+        sm_i[sm, S_LASTREC] = rec
+        if op == BEGIN:
+            frm = sm_i[sm, S_FROM]
+            spent = t - sm_f[sm, SF_ENTER] if sm_i[sm, S_HASENTER] else 0.0
+            to = a + 1
+            slot = (((sm * 1000003 + frm) * 1000003 + si) * 1000003 + to) & (CACHE - 1)
+            if (
+                tr_cache[slot, 0] == sm
+                and tr_cache[slot, 1] == frm
+                and tr_cache[slot, 2] == si
+                and tr_cache[slot, 3] == to
+            ):
+                k = tr_cache[slot, 4]
+            else:
+                k = _transition_index(tr_i, tr_f, tr_cache, meta, tr_dict, sm, frm, si, to, slot)
+            tr_i[k, 4] += 1
+            tr_f[k] += spent
+            sm_i[sm, S_STATE] = a + 1
+            sm_i[sm, S_FROM] = si
+            sm_f[sm, SF_ENTER] = t
+            sm_i[sm, S_HASENTER] = 1
+        elif op < WAIT_EMPTY:
+            # Who adds to (enq, reserve, resize) and takes from (deq, peek) each queue.
+            key = (sm << 22) | (a << 1) | (1 if op in (DEQ, PEEK) else 0)
+            slot = (key * 1000003) & (CACHE - 1)
+            if qe_cache[slot, 0] == key:
+                k = qe_cache[slot, 1]
+            else:
+                k = _qedge_index(qe, qe_cache, meta, qe_dict, key, slot)
+            qe[k, 1] += 1
+        # ---- dependencies (and connection switches) ----
+        wk = sm_i[sm, S_WK]
+        dep = NONE
+        dcp = 0.0
+        dw = 0.0
+        dcode = -1
+        linked = sm_i[sm, S_LINKED] != 0
+        if linked:
+            dep = sm_i[sm, S_PEND]
+            dsm = sm_i[sm, S_PENDSM]
+            pconn = sm_i[sm, S_PENDCONN]
+            sm_i[sm, S_LINKED] = 0
+            sm_i[sm, S_PEND] = NONE
+            _drop(meta, pend, dep)  # held until the end of the record
+            if pconn >= 0 and pconn != sm_i[sm, S_CUR]:
+                _switch(sm_i, layer, sconn, started, meta, pend, sm, pconn)
+            if dep != NONE:
+                dcp = nf[dep, F_CP]
+                dcode = _inter_code(codes, inter_cache, meta, inter, dsm, sm, 0)
+        took = 0
+        if op in (DEQ, PEEK):
+            held = q_i[a, Q_TAIL] - q_i[a, Q_HEAD]
+            if n < 0:
+                n = held
+            elif n > held:
+                if not meta[M_LENIENT]:
+                    meta[M_ERR_SM] = sm
+                    meta[M_ERR_OP] = op
+                    meta[M_ERR_Q] = a
+                    meta[M_ERR_N] = n
+                    meta[M_ERR_HELD] = held
+                    return ERR_SHORT, i
+                _warn(meta, warn_ev, warn_cnt, W_SHORT, a, rec, held, n, 0, sm, op)
+                n = held
+            took = n
+            if n:
+                p0 = q_i[a, Q_HEAD]
+                cur = sm_i[sm, S_CUR]
+                best, bsm, newest, ncur = _take(
+                    ni, nf, meta, pend, rs_i, rs_t, q_i, q_f, a, n, op == DEQ, cur, t
+                )
+                if ncur != cur:
+                    _switch(sm_i, layer, sconn, started, meta, pend, sm, ncur)
+                    cur = ncur
+                extra = q_i[a, Q_EXTRA]
+                if extra and q_i[a, Q_CAP] < 0:
+                    # Credit what-if: the unit k positions earlier feeds this one.
+                    best, bsm = _shifted(nf, rs_i, q_i, a, p0 - extra, p0 + n - extra, cur)
+                c = 0.0
+                if wk == ON_EMPTY and sm_i[sm, S_WQ] == a and newest > sm_f[sm, SF_WT]:
+                    c = t - newest
+                    q_f[a, QF_CSUM] += c
+                    q_i[a, Q_COMMN] += 1
+                    if c > q_f[a, QF_CMAX]:
+                        q_f[a, QF_CMAX] = c
+                if best != NONE and not q_i[a, Q_BROKEN]:
+                    w2 = c * q_f[a, QF_COMM]
+                    bcp = nf[best, F_CP]
+                    if dep == NONE or bcp + w2 > dcp + dw:
+                        dep = best
+                        dcp = bcp
+                        dw = w2
+                        dcode = _inter_code(codes, inter_cache, meta, inter, bsm, sm, a + 1)
+            if wk == ON_EMPTY and sm_i[sm, S_WQ] == a:
+                q_f[a, QF_WENS] += t - sm_f[sm, SF_WT]
+        elif op in (ENQ, RESERVE):
+            if q_i[a, Q_CAP] >= 0 and n > 0:
+                waiting = wk == ON_FULL and sm_i[sm, S_WQ] == a
+                since = sm_f[sm, SF_WT] if waiting else np.inf
+                best, bsm, freed_t, has = _slots(nf, rs_i, rs_t, q_i, a, n, since)
+                c = t - freed_t if has else 0.0
+                if best != NONE and not q_i[a, Q_BROKEN]:
+                    w2 = c * q_f[a, QF_COMM]
+                    bcp = nf[best, F_CP]
+                    if dep == NONE or bcp + w2 > dcp + dw:
+                        dep = best
+                        dcp = bcp
+                        dw = w2
+                        dcode = _inter_code(codes, inter_cache, meta, inter, bsm, sm, a + 1)
+            if wk == ON_FULL and sm_i[sm, S_WQ] == a:
+                q_f[a, QF_WFNS] += t - sm_f[sm, SF_WT]
+        elif op == IDENTIFY:
+            _switch(sm_i, layer, sconn, started, meta, pend, sm, a)
+        # ---- the intra-SM edge and the node ----
+        node = sm_i[sm, S_NODE]
+        new = NONE
+        if dt == dt:  # not the SM's first record
+            if wk:
+                w_in = 0.0
+                wd = dt
+                wait_t[sm, si] += dt
+            else:
+                w_in = w
+                wd = 0.0
+                act[sm, si] += dt
+            if node != NONE:
+                icp = nf[node, F_CP] + w_in
+                depth = ni[node, N_DEPTH] + 1
+                if dep != NONE:
+                    bcp = dcp + dw
+                    if bcp > icp:
+                        depth = ni[dep, N_DEPTH] + 1
+                        margin = bcp - icp
+                        new = _new_node(
+                            ni, nf, free, meta, dep, depth, dcode, dw, 0.0, bcp, ic, margin
+                        )
+                    else:
+                        margin = icp - bcp
+                        new = _new_node(
+                            ni, nf, free, meta, node, depth, ic, w_in, wd, icp, dcode, margin
+                        )
+                else:
+                    new = _new_node(ni, nf, free, meta, node, depth, ic, w_in, wd, icp, -1, 0.0)
+        if new == NONE:
+            if dep != NONE:
+                depth = ni[dep, N_DEPTH] + 1
+                new = _new_node(ni, nf, free, meta, dep, depth, dcode, dw, 0.0, dcp + dw, -1, 0.0)
+            elif node == NONE and sm_i[sm, S_ISSTART] and not started[sm_i[sm, S_CUR] + 1]:
+                # The first node of a path: cp = 0 at a start SM's first record.
+                started[sm_i[sm, S_CUR] + 1] = 1
+                s = _new_summary(meta, ints, ints2, floats, sums, t)
+                code = sm_i[sm, S_STARTID]
+                if code < 0:
+                    code = _add_code(codes, meta, K_START, sm, 0, 0)
+                    sm_i[sm, S_STARTID] = code
+                new = _new_node(ni, nf, free, meta, -2 - s, 0, code, 0.0, 0.0, 0.0, -1, 0.0)
+                ints2[0][s, SM_RC] += 1
+        if new != NONE:
+            ni[new, N_RC] += 1
+        _drop(meta, pend, node)
+        sm_i[sm, S_NODE] = new
+        # ---- effects of the record (state transitions were counted above) ----
+        if op == ENQ:
+            if n > 0:
+                _put(ni, rs_i, rs_t, q_i, q_f, a, n, new, t, sm_i[sm, S_CUR], sm)
+                if q_i[a, Q_CAP] >= 0:
+                    _trim_freed(meta, pend, rs_i, q_i, a)
+            if wk == ON_FULL and sm_i[sm, S_WQ] == a:
+                sm_i[sm, S_WK] = NOT_WAITING
+                wk = NOT_WAITING
+        elif op == RESERVE:
+            if wk == ON_FULL and sm_i[sm, S_WQ] == a:
+                sm_i[sm, S_WK] = NOT_WAITING
+                wk = NOT_WAITING
+        elif op in (DEQ, PEEK):
+            if op == DEQ and q_i[a, Q_CAP] >= 0 and took:
+                head = q_i[a, Q_HEAD]
+                if new != NONE:
+                    ni[new, N_RC] += 1
+                _ring_push(rs_i, rs_t, q_i, a, FREED, head - took, head, new, -1, sm, t)
+            if wk == ON_EMPTY and sm_i[sm, S_WQ] == a:
+                sm_i[sm, S_WK] = NOT_WAITING
+                wk = NOT_WAITING
+        elif op in (WAIT_EMPTY, WAIT_FULL):
+            held = q_i[a, Q_TAIL] - q_i[a, Q_HEAD]
+            if op == WAIT_EMPTY:
+                q_i[a, Q_WE] += 1
+                if held >= n:
+                    _warn(meta, warn_ev, warn_cnt, W_EMPTY, a, rec, held, n, 0, sm, op)
+                wk = ON_EMPTY
+            else:
+                q_i[a, Q_WF] += 1
+                cap = q_i[a, Q_CAP]
+                if cap < 0 or held + n <= cap:
+                    _warn(meta, warn_ev, warn_cnt, W_FULL, a, rec, held, n, cap, sm, op)
+                wk = ON_FULL
+            sm_i[sm, S_WK] = wk
+            sm_i[sm, S_WQ] = a
+            sm_f[sm, SF_WT] = t
+        elif op == RESIZE:
+            if not _resize(meta, pend, rs_i, rs_t, q_i, q_f, a, n, t, sm):
+                meta[M_ERR_Q] = a
+                meta[M_ERR_N] = n
+                return ERR_RESIZE, i
+        elif op == LINK:
+            sm_i[a, S_LINKED] = 1
+            _drop(meta, pend, sm_i[a, S_PEND])
+            if new != NONE:
+                ni[new, N_RC] += 1
+            sm_i[a, S_PEND] = new
+            sm_i[a, S_PENDSM] = sm
+            sm_i[a, S_PENDCONN] = sm_i[sm, S_CUR]
+            key = (sm << 21) | a
+            if key in links:
+                links[key] += 1
+            else:
+                links[key] = 1
+            # The caller now waits until some SM links back to it.
+            sm_i[sm, S_WK] = ON_LINK
+            sm_i[sm, S_WQ] = -1
+            sm_f[sm, SF_WT] = t
+            linked = False
+        elif op == DECLARE:
+            q_i[a, Q_CAP] = n
+            q_i[a, Q_FLOW] = 1 if flags_col[i] & 1 else 0
+        if linked and wk == ON_LINK:
+            sm_i[sm, S_WK] = NOT_WAITING
+        if sm_i[sm, S_ISEND]:
+            c1 = sm_i[sm, S_CUR] + 1
+            if ends_i[c1, 2] < 0:
+                ends_i[c1, 2] = meta[M_ENDSEQ]
+                meta[M_ENDSEQ] += 1
+            _drop(meta, pend, ends_i[c1, 0])
+            if new != NONE:
+                ni[new, N_RC] += 1
+            ends_i[c1, 0] = new
+            ends_i[c1, 1] = sm
+            ends_t[c1] = t
+        # ---- references this record gave up ----
+        for k in range(meta[M_NPEND]):
+            x = _decref(ni, free, meta, pend[k])
+            if x <= -2:
+                _summary_decref(meta, ints, ints2, sums, -2 - x)
+        meta[M_NPEND] = 0
+    return OK, nrec
+
+
+# ---------------------------------------------------------------------------
+# commits (pathlog.commit on handles)
+
+
+@njit(cache=True)
+def commit(keyed, hot, meta, cold, rec):
+    """Fold the settled prefix of the live paths; returns the nodes walked.
+
+    As :func:`cpasim.analysis.pathlog.commit`; "active" SMs are those with a
+    record in the last half commit interval.
+    """
+    sm_i, layer, ends_i, q_i = keyed[0], keyed[6], keyed[9], keyed[11]
+    i2, f2, i1, f1 = hot
+    ni, nf, free, seen = i2[I2_NI], f2[F2_NF], i1[I1_FREE], i2[I2_SEEN]
+    codes, rs_i = i2[I2_CODES], i2[I2_STORE]
+    ints, ints2, floats, sums, dicts = cold
+    meta[M_COMMITS] += 1
+    stamp = meta[M_STAMP] + 1
+    meta[M_STAMP] = stamp
+    # seen[x] = (stamp, group, meet); meet -2 = on the main chain (at its own depth)
+    smeta = ints2[0]
+    since = rec - meta[M_EVERY] // 2
+    nsm = sm_i.shape[0]
+    # Every handle of an inactive holder, into a buffer.
+    nother = 0
+    for s in range(nsm):
+        h = sm_i[s, S_NODE]
+        if h != NONE and not (sm_i[s, S_HASLAST] and sm_i[s, S_LASTREC] >= since):
+            _push(ints, 2, nother, h)
+            nother += 1
+        h = sm_i[s, S_PEND]
+        if h != NONE:
+            _push(ints, 2, nother, h)
+            nother += 1
+        for c in range(layer.shape[1]):
+            h = layer[s, c]
+            if h != NONE:
+                _push(ints, 2, nother, h)
+                nother += 1
+    for q in range(q_i.shape[0]):
+        for r in (LIVE, PAST, FREED):
+            for j in range(q_i[q, Q_RN + r]):
+                h = rs_i[_ring_at(q_i, q, r, j), R_NODE]
+                if h != NONE:
+                    _push(ints, 2, nother, h)
+                    nother += 1
+    for c in range(ends_i.shape[0]):
+        h = ends_i[c, 0]
+        if h != NONE:
+            _push(ints, 2, nother, h)
+            nother += 1
+    others = ints[2]
+    ngroups = 0
+    nseen = 0
+    for s in range(nsm):
+        h = sm_i[s, S_NODE]
+        if h == NONE or not (sm_i[s, S_HASLAST] and sm_i[s, S_LASTREC] >= since):
+            continue
+        if seen[h, 0] == stamp:
+            g = seen[h, 1]
+            meet = seen[h, 2]
+            if meet == -2:
+                meet = ni[h, N_DEPTH]
+            groups = ints2[1]
+            if meet < groups[g, 1]:
+                groups[g, 1] = meet
+            continue
+        nwalk = 0
+        x = h
+        while x >= 0 and seen[x, 0] != stamp:
+            nwalk += 1
+            x = ni[x, N_PAR]
+        if x < 0:
+            root = -2 - x
+            if smeta[root, SM_ROOTST] != stamp:
+                g = ngroups
+                ngroups += 1
+                if g >= ints2[1].shape[0]:
+                    ints2[1] = _grow2i(ints2[1], g + 1)
+                groups = ints2[1]
+                groups[g, 0] = h
+                groups[g, 1] = ni[h, N_DEPTH]
+                groups[g, 2] = root
+                groups[g, 3] = 0
+                smeta[root, SM_ROOTST] = stamp
+                smeta[root, SM_ROOTG] = g
+                y = h
+                for _ in range(nwalk):
+                    seen[y, 0] = stamp
+                    seen[y, 1] = g
+                    seen[y, 2] = -2
+                    y = ni[y, N_PAR]
+                nseen += nwalk
+                continue
+            # Two chains under one root with nothing in common: no fold.
+            g = smeta[root, SM_ROOTG]
+            meet = -1
+        else:
+            g = seen[x, 1]
+            meet = seen[x, 2]
+            if meet == -2:
+                meet = ni[x, N_DEPTH]
+        groups = ints2[1]
+        if meet < groups[g, 1]:
+            groups[g, 1] = meet
+        y = h
+        for _ in range(nwalk):
+            seen[y, 0] = stamp
+            seen[y, 1] = g
+            seen[y, 2] = meet
+            y = ni[y, N_PAR]
+        nseen += nwalk
+    groups = ints2[1]
+    for k in range(nother):
+        h = others[k]
+        if seen[h, 0] == stamp:
+            g = seen[h, 1]
+            meet = seen[h, 2]
+        else:
+            nwalk = 0
+            x = h
+            while x >= 0 and seen[x, 0] != stamp:
+                nwalk += 1
+                x = ni[x, N_PAR]
+            if x < 0:
+                root = -2 - x
+                g = smeta[root, SM_ROOTG] if smeta[root, SM_ROOTST] == stamp else -1
+                meet = -1
+            else:
+                g = seen[x, 1]
+                meet = seen[x, 2]
+                if meet == -2:
+                    meet = ni[x, N_DEPTH]
+            y = h
+            for _ in range(nwalk):
+                seen[y, 0] = stamp
+                seen[y, 1] = g
+                seen[y, 2] = meet
+                y = ni[y, N_PAR]
+            nseen += nwalk
+        if meet == -2:
+            meet = ni[h, N_DEPTH]
+        if g >= 0 and meet < groups[g, 1]:
+            groups[g, 3] = 1  # keeps the old summary's view: fold into a copy
+    folded = 0
+    for g in range(ngroups):
+        meet = groups[g, 1]
+        if meet < 0:
+            continue
+        lca = groups[g, 0]
+        for _ in range(ni[lca, N_DEPTH] - meet):
+            lca = ni[lca, N_PAR]
+        parent = ni[lca, N_PAR]
+        if parent < 0:
+            continue
+        nchain = 0
+        x = parent
+        while x >= 0:
+            _push(ints, 1, nchain, x)
+            nchain += 1
+            x = ni[x, N_PAR]
+        root = -2 - x
+        if groups[g, 3]:
+            root = _copy_summary(meta, ints, ints2, floats, sums, root)
+        _fold(ni, nf, codes, meta, ints2, sums, sm_i, root, ints[1], nchain)
+        ints2[0][root, SM_RC] += 1
+        ni[lca, N_PAR] = -2 - root
+        x = _decref(ni, free, meta, parent)
+        if x <= -2:
+            _summary_decref(meta, ints, ints2, sums, -2 - x)
+        folded += nchain
+    meta[M_FOLDED] += folded
+    return nseen
+
+
+# ---------------------------------------------------------------------------
+# results
+
+
+@njit(cache=True)
+def finish(keyed, hot, meta, cold, node):
+    """A new summary of the path ending at ``node``'s parent (free it with
+    :func:`release_summary`)."""
+    sm_i = keyed[0]
+    ni, nf, codes = hot[0][I2_NI], hot[1][F2_NF], hot[0][I2_CODES]
+    ints, ints2, floats, sums, dicts = cold
+    nchain = 0
+    x = ni[node, N_PAR]
+    while x >= 0:
+        _push(ints, 1, nchain, x)
+        nchain += 1
+        x = ni[x, N_PAR]
+    s = _copy_summary(meta, ints, ints2, floats, sums, -2 - x)
+    _fold(ni, nf, codes, meta, ints2, sums, sm_i, s, ints[1], nchain)
+    return s
+
+
+@njit(cache=True)
+def release_summary(meta, cold, s):
+    _free_summary(meta, cold[0], cold[3], s)
+
+
+@njit(cache=True)
+def refcount_errors(keyed, hot, meta):
+    """Nodes in use whose reference count is not the number of their holders."""
+    sm_i, layer, ends_i, q_i = keyed[0], keyed[6], keyed[9], keyed[11]
+    ni, free, rs_i = hot[0][I2_NI], hot[2][I1_FREE], hot[0][I2_STORE]
+    cap = ni.shape[0]
+    used = np.ones(cap, np.bool_)
+    for k in range(meta[M_NFREE]):
+        used[free[k]] = False
+    rc = np.zeros(cap, np.int64)
+    for x in range(cap):
+        if used[x] and ni[x, N_PAR] >= 0:
+            rc[ni[x, N_PAR]] += 1
+    for s in range(sm_i.shape[0]):
+        for h in (sm_i[s, S_NODE], sm_i[s, S_PEND]):
+            if h >= 0:
+                rc[h] += 1
+        for c in range(layer.shape[1]):
+            if layer[s, c] >= 0:
+                rc[layer[s, c]] += 1
+    for q in range(q_i.shape[0]):
+        for r in (LIVE, PAST, FREED):
+            for j in range(q_i[q, Q_RN + r]):
+                h = rs_i[_ring_at(q_i, q, r, j), R_NODE]
+                if h >= 0:
+                    rc[h] += 1
+    for c in range(ends_i.shape[0]):
+        if ends_i[c, 0] >= 0:
+            rc[ends_i[c, 0]] += 1
+    bad = 0
+    for x in range(cap):
+        if used[x] and (rc[x] != ni[x, N_RC] or rc[x] == 0):
+            bad += 1
+    return bad
