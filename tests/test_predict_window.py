@@ -8,13 +8,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cpasim.analysis import Transforms, analyze
+from cpasim.analysis import Transforms, analyze, analyze_many
 from cpasim.analysis.criticalpath import CriticalPathPass
 from cpasim.config import load_scenario
 from cpasim.errors import CpasimError
 from cpasim.predict.bounds import busy
 from cpasim.predict.predict import changed_config, predict
-from cpasim.predict.runs import load_run, measured_active, traced_run, window_span
+from cpasim.predict.runs import (
+    WINDOW_LEAD,
+    WINDOW_MEASURE,
+    load_run,
+    measured_active,
+    traced_run,
+    window_span,
+)
 from cpasim.predict.snapshot import structure
 from cpasim.predict.transforms_table import reference
 from cpasim.predict.window import Prefix, Window, WindowSource, analyses, make_window
@@ -59,8 +66,13 @@ def test_baseline_path_spans_the_measured_interval(run):
 
 
 def test_busy_time_leaves_the_start_up_out(run):
-    [(whole, before)] = analyses(
-        lambda: open_trace(run.trace), run.start, run.end, [reference()], run.cfg.sim.warmup
+    [(whole, _, before)] = analyses(
+        lambda: open_trace(run.trace),
+        run.start,
+        run.end,
+        [reference()],
+        run.cfg.sim.warmup,
+        profiles=True,
     )
     measured = measured_active(whole, before)
     assert measured == run.state_active
@@ -78,11 +90,38 @@ def test_busy_time_leaves_the_start_up_out(run):
 
 
 def test_no_warmup_means_the_whole_trace(run):
-    [(whole, before)] = analyses(
-        lambda: open_trace(run.trace), run.start, run.end, [reference()], 0
+    [(whole, cut, before)] = analyses(
+        lambda: open_trace(run.trace), run.start, run.end, [reference()], 0, profiles=True
     )
-    assert before is None
+    assert before is None and cut == {}
     assert measured_active(whole, None)["tx:MAC:transmit"] > run.state_active["tx:MAC:transmit"]
+
+
+@pytest.mark.parametrize("engine", ["python", "compiled"])
+@pytest.mark.parametrize("name", ["model_tcp_stream.cpt", "model_webserver.cpt"])
+def test_lengths_at_the_mark_are_those_of_the_prefix(engine, name):
+    # One pass notes what a second pass over just the warm-up would give.
+    trace = Path(__file__).parent / "traces" / name
+    start = ("tx", "Server") if "webserver" in name else ("tx", "App")
+    tfs = [reference(), Transforms(scale=[("*:MAC:transmit", 0.1)])]
+    for cut_ns in (1.2e6, 2.5e6):
+        whole = analyze_many(
+            open_trace(trace), start, ("rx", "App"), tfs, engine=engine, mark=cut_ns
+        )
+        prefix = analyze_many(
+            Prefix(open_trace(trace), cut_ns), start, ("rx", "App"), tfs, engine=engine
+        )
+        for w, p in zip(whole, prefix, strict=True):
+            paths = {"": p.path} if p.path is not None else dict(p.connections)
+            want = {
+                c: x.critical_path_ns if x.reachable and x.critical_path_ns is not None else 0.0
+                for c, x in paths.items()
+            }
+            assert w.lengths_at_mark == want
+            assert len(want) == (4 if "webserver" in name else 1)
+        # By 2.5 ms some path has reached the receiver (the webserver's first
+        # responses arrive after 2 ms).
+        assert cut_ns < 2.5e6 or any(v > 0 for v in want.values())
 
 
 # -- what-ifs over the tail of a trace (Window) ------------------------------------
@@ -159,7 +198,7 @@ def test_window_of_another_trace_is_refused(tmp_path):
 
 @pytest.fixture(scope="module")
 def stream_run(tmp_path_factory):
-    # Long enough for a window: measured 10-45 ms, the window measures 25-45 ms.
+    # Long enough for a window: measured 10-45 ms, the window 30-45 ms measures 33-45.
     scenario = Path(__file__).resolve().parents[1] / "scenarios" / "tcp-stream.toml"
     cfg = load_scenario(scenario, ["sim.duration=45ms", "sim.warmup=10ms"])
     return traced_run(cfg, tmp_path_factory.mktemp("stream") / "s.cpt")
@@ -167,12 +206,12 @@ def stream_run(tmp_path_factory):
 
 @pytest.mark.parametrize("change", [{"link.rate": "10Gbps"}, {"pcie.lanes": "4"}])
 def test_stream_predictions_from_the_tail_agree_with_the_whole(stream_run, change):
-    # Measured: 0.4% apart for the link (a window-loop-bound result), 0.01% for PCIe.
+    # Measured: 0.6% apart for the link (a window-loop-bound result), 0.02% for PCIe.
     assert stream_run.window is not None
     new = changed_config(stream_run.cfg, change)
     tail = predict(stream_run, new)
     whole = predict(stream_run, new, whole=True)
-    assert tail.analysed_ns == (25e6, 45e6)
+    assert tail.analysed_ns == (45e6 - WINDOW_MEASURE, 45e6)
     assert whole.analysed_ns == (10e6, 45e6)
     assert tail.predicted == pytest.approx(whole.predicted, rel=0.01)
     assert tail.predicted_bottleneck == whole.predicted_bottleneck
@@ -186,5 +225,9 @@ def test_request_response_and_short_runs_have_no_window():
     stream = scenarios / "tcp-stream.toml"
     assert window_span(load_scenario(scenarios / "webserver.toml")) is None
     assert window_span(load_scenario(stream, ["workload.bytes=10MB"])) is None
-    assert window_span(load_scenario(stream, ["sim.duration=40ms"])) is None
-    assert window_span(load_scenario(stream)) == (95e6, 100e6)
+    assert window_span(load_scenario(stream, ["sim.duration=30ms"])) is None  # warm-up 20 ms
+    end = 120e6
+    assert window_span(load_scenario(stream)) == (
+        end - WINDOW_MEASURE - WINDOW_LEAD,
+        end - WINDOW_MEASURE,
+    )

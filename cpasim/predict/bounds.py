@@ -89,10 +89,12 @@ def busy(cfg: Config, tf: Transforms, active: Mapping[str, float]) -> dict[str, 
         def v(key, host=host):
             return flat.get(f"hosts.{host}.{key}", flat.get(key))
 
+        # Every resource pattern names its host: the other host's states never match.
+        hosted = [(name, ns) for name, ns in active.items() if name.startswith(f"{host}:")]
         for res in RESOURCES:
             if not res.present(v):
                 continue
             holds = _matcher([p.format(sys=host) for p in res.patterns])
-            work = sum(ns * _state_factor(tf, name) for name, ns in active.items() if holds(name))
+            work = sum(ns * _state_factor(tf, name) for name, ns in hosted if holds(name))
             out[res.name.format(sys=host)] = work / res.units(v)
     return out

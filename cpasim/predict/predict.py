@@ -127,9 +127,9 @@ def predict_many(
         )
     metric, higher = metric_of(run.result["workload"])
     out = []
-    for cfg, plan, (res, before) in zip(configs, plans, results, strict=True):
+    for cfg, plan, (res, cut, _) in zip(configs, plans, results, strict=True):
         lines = plan.describe()
-        path = summarize(res, f"prediction ({'; '.join(lines)})", before).bounded(
+        path = summarize(res, f"prediction ({'; '.join(lines)})", cut).bounded(
             busy(cfg, plan.transforms, active)
         )
         out.append(

@@ -25,7 +25,7 @@ from cpasim.config import Config
 from cpasim.errors import CpasimError
 from cpasim.predict.bounds import busy
 from cpasim.predict.transforms_table import reference, state_active, state_means
-from cpasim.predict.window import Window, analyses, make_window, prefix_lengths
+from cpasim.predict.window import Window, analyses, make_window
 from cpasim.simulate import simulate
 from cpasim.trace import open_trace
 from cpasim.trace.records import BEGIN, TraceSource
@@ -167,12 +167,12 @@ def _merge_instances(entries: list[dict]) -> list[dict]:
     return out
 
 
-def summarize(res: AnalysisResult, what: str, before: AnalysisResult | None = None) -> PathSummary:
+def summarize(res: AnalysisResult, what: str, cut: dict[str, float] | None = None) -> PathSummary:
     """Reduce an analysis; ``what`` names it in the error raised for a cut path.
 
-    ``before``: the same analysis of the warm-up prefix; lengths are then over the
-    measured interval (:mod:`cpasim.predict.window`).  Shares and names stay the
-    whole path's.
+    ``cut``: each path's length at the end of the warm-up; lengths are then over
+    the measured interval (:mod:`cpasim.predict.window`).  Shares and names stay
+    the whole path's.
     """
     paths = {"": res.path} if res.path is not None else dict(res.connections)
     cps = {}
@@ -184,7 +184,7 @@ def summarize(res: AnalysisResult, what: str, before: AnalysisResult | None = No
                 "(the end is not reachable from the start), so no length can be predicted"
             )
         cps[conn] = float(p.critical_path_ns)
-    for conn, length in prefix_lengths(before).items():
+    for conn, length in (cut or {}).items():
         if conn in cps:
             cps[conn] -= length
     slowest = paths[max(cps, key=lambda c: (cps[c], c))]
@@ -289,15 +289,20 @@ def traced_run(
     res = simulate(cfg, trace_path=trace, progress=progress)
     result = res.to_json()
     ref = reference()
-    [(analysis, before)] = analyses(
-        lambda: open_trace(trace), res.analysis_start, res.analysis_end, [ref], cfg.sim.warmup
+    [(analysis, cut, before)] = analyses(
+        lambda: open_trace(trace),
+        res.analysis_start,
+        res.analysis_end,
+        [ref],
+        cfg.sim.warmup,
+        profiles=True,
     )
     active = measured_active(analysis, before)
     run = TracedRun(
         cfg=cfg,
         trace=trace,
         result=result,
-        path=summarize(analysis, str(trace), before).bounded(busy(cfg, ref, active)),
+        path=summarize(analysis, str(trace), cut).bounded(busy(cfg, ref, active)),
         state_means=state_means(analysis.profile, state_entries(open_trace(trace))),
         state_active=active,
         window=_window_run(cfg, trace, res.analysis_start, res.analysis_end) if window else None,
@@ -323,8 +328,8 @@ def traced_run(
 #: its start.  A run whose measured interval is not longer than both, a stream of a
 #: fixed size (it may end early) and request/response workloads (a few requests in
 #: a window are no sample of their mix) analyse the whole measured interval.
-WINDOW_MEASURE = 20e6  # ns
-WINDOW_LEAD = 5e6  # ns
+WINDOW_MEASURE = 12e6  # ns
+WINDOW_LEAD = 3e6  # ns
 WINDOW_WORKLOADS = ("tcp_stream", "udp_stream")
 
 
@@ -347,9 +352,11 @@ def _window_run(cfg: Config, trace: Path, start, end) -> WindowRun | None:
         return None
     window = make_window(trace, start, end, *span)
     ref = reference()
-    [(res, before)] = analyses(lambda: window.source(trace), start, end, [ref], window.t_measure)
+    [(res, cut, before)] = analyses(
+        lambda: window.source(trace), start, end, [ref], window.t_measure, profiles=True
+    )
     active = measured_active(res, before)
-    path = summarize(res, f"{trace} (window)", before).bounded(busy(cfg, ref, active))
+    path = summarize(res, f"{trace} (window)", cut).bounded(busy(cfg, ref, active))
     return WindowRun(window, path, active)
 
 

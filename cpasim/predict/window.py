@@ -53,28 +53,30 @@ class Prefix(TraceSource):
 
 
 def analyses(
-    open_source, start, end, transforms: Sequence[Transforms], warmup: float
-) -> list[tuple[AnalysisResult, AnalysisResult | None]]:
-    """Per transform set: the whole trace's analysis and its warm-up prefix's
-    (``None`` without a warm-up).  ``open_source()`` opens the trace afresh."""
-    whole = analyze_many(open_source(), start, end, transforms, min_share=0.0)
-    if warmup <= 0:
-        return [(w, None) for w in whole]
-    before = analyze_many(Prefix(open_source(), warmup), start, end, transforms, min_share=0.0)
-    return list(zip(whole, before, strict=True))
-
-
-def prefix_lengths(res: AnalysisResult | None) -> dict[str, float]:
-    """Connection ("" for the whole trace) → critical-path length of the warm-up
-    prefix; a connection whose prefix path is cut (it had not reached the
-    receiver yet) has done no measured-interval work before the cut: 0."""
-    if res is None:
-        return {}
-    paths = {"": res.path} if res.path is not None else dict(res.connections)
-    return {
-        c: float(p.critical_path_ns) if p.reachable and p.critical_path_ns is not None else 0.0
-        for c, p in paths.items()
-    }
+    open_source, start, end, transforms: Sequence[Transforms], warmup: float, *, profiles=False
+) -> list[tuple[AnalysisResult, dict[str, float], AnalysisResult | None]]:
+    """Per transform set, from one pass: the whole trace's analysis and its path
+    lengths at the end of the warm-up (``{}`` without one); with ``profiles``, also
+    the warm-up prefix's own analysis (a second pass), whose busy times
+    :func:`~cpasim.predict.runs.measured_active` subtracts.  ``open_source()``
+    opens the trace afresh.  Without ``profiles`` the analyses carry the paths
+    only (what predictions read)."""
+    whole = analyze_many(
+        open_source(),
+        start,
+        end,
+        transforms,
+        min_share=0.0,
+        mark=warmup if warmup > 0 else None,
+        details=profiles,
+        listing_limit=10_000 if profiles else 0,  # predictions read no edge listing
+    )
+    cuts = [res.lengths_at_mark or {} for res in whole]
+    if warmup > 0 and profiles:
+        before = analyze_many(Prefix(open_source(), warmup), start, end, transforms, min_share=0.0)
+    else:
+        before = [None] * len(whole)
+    return list(zip(whole, cuts, before, strict=True))
 
 
 # -- what-ifs over the tail of a trace ------------------------------------------------
