@@ -34,6 +34,7 @@ def main(names: list[str]) -> int:
     for script in scripts:
         print(f"== {script.stem} ==", flush=True)
         started = time.perf_counter()
+        sys.argv = [str(script)]  # each benchmark's own defaults, not the runner's arguments
         runpy.run_path(str(script), run_name="__main__")
         print(f"   ({time.perf_counter() - started:.1f} s)\n", flush=True)
     return 0

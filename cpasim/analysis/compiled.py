@@ -171,8 +171,8 @@ class CompiledPass:
         todo = np.isnan(fac[sm, si])
         if not todo.any():
             return
-        pairs = np.unique(np.stack([sm[todo], si[todo]], axis=1), axis=0)
-        for x, y in pairs.tolist():
+        for pair in np.unique((sm[todo] << 32) | si[todo]).tolist():
+            x, y = pair >> 32, pair & 0xFFFFFFFF
             sys, name, inst = key.sms[x]
             fac[x, y] = self.tf.state_factor(sys, name, inst, key.states[y - 1])
 
@@ -323,7 +323,7 @@ class CompiledPass:
         ]
         v.s_act = self.act.tolist() if details else []
         v.s_wait = self.wait.tolist() if details else []
-        v.s_conns = [set(np.flatnonzero(row).tolist()) for row in self.sconn]
+        v.s_conns = [set(np.flatnonzero(row).tolist()) for row in self.sconn] if details else []
         v.s_base = self.s_base
         seq = self.ends_i[:, 2]
         v.ends = {}
@@ -384,6 +384,9 @@ class CompiledPass:
                 detail = self._short_message(rec, sm, q, n, held)
                 msg = f"{what} of more units than held in {qname} ({detail})"
             v.warnings[wkey] = [int(self.warn_cnt[q, kind]), rec, msg]
+        if not details:
+            v._transitions, v._qedges, v.links = [], [], {}
+            return v
         ntr = int(self.meta[k.M_NTR])
         v._transitions = [
             (sm, frm, si, to, visits, time)

@@ -306,13 +306,14 @@ def check_chunk(
     n_sms, n_states, n_queues, n_conns = key.sizes()
     op = chunk["op"]
     a = chunk["a"]
-    is_queue_op = np.isin(op, list(QUEUE_OPS))
-    limit = np.select(
-        [op == BEGIN, op == LINK, op == IDENTIFY, is_queue_op],
-        [n_states, n_sms, n_conns, n_queues],
-        default=0,
-    )
-    bad = (op >= len(OPS)) | (chunk["sm"] >= n_sms) | (a < 0) | (a >= limit)
+    # The bound on ``a`` per op code (an unknown op, past the end, allows nothing).
+    limits = np.zeros(256, np.int64)
+    for code in QUEUE_OPS:
+        limits[code] = n_queues
+    limits[BEGIN], limits[LINK], limits[IDENTIFY] = n_states, n_sms, n_conns
+    limits[len(OPS) :] = -1
+    limit = limits[op]
+    bad = (limit < 0) | (chunk["sm"] >= n_sms) | (a < 0) | (a >= limit)
     bad |= ~np.isfinite(chunk["t"])
     t = chunk["t"]
     if len(t):
