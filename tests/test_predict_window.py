@@ -198,7 +198,7 @@ def test_window_of_another_trace_is_refused(tmp_path):
 
 @pytest.fixture(scope="module")
 def stream_run(tmp_path_factory):
-    # Long enough for a window: measured 10-45 ms, the window 30-45 ms measures 33-45.
+    # Long enough for a window: measured 10-45 ms, the window 23-45 ms measures 25-45.
     scenario = Path(__file__).resolve().parents[1] / "scenarios" / "tcp-stream.toml"
     cfg = load_scenario(scenario, ["sim.duration=45ms", "sim.warmup=10ms"])
     return traced_run(cfg, tmp_path_factory.mktemp("stream") / "s.cpt")
@@ -206,7 +206,7 @@ def stream_run(tmp_path_factory):
 
 @pytest.mark.parametrize("change", [{"link.rate": "10Gbps"}, {"pcie.lanes": "4"}])
 def test_stream_predictions_from_the_tail_agree_with_the_whole(stream_run, change):
-    # Measured: 0.6% apart for the link (a window-loop-bound result), 0.02% for PCIe.
+    # Measured: 0.2% apart for the link (a window-loop-bound result), 0.01% for PCIe.
     assert stream_run.window is not None
     new = changed_config(stream_run.cfg, change)
     tail = predict(stream_run, new)

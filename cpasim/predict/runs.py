@@ -328,8 +328,8 @@ def traced_run(
 #: its start.  A run whose measured interval is not longer than both, a stream of a
 #: fixed size (it may end early) and request/response workloads (a few requests in
 #: a window are no sample of their mix) analyse the whole measured interval.
-WINDOW_MEASURE = 12e6  # ns
-WINDOW_LEAD = 3e6  # ns
+WINDOW_MEASURE = 20e6  # ns
+WINDOW_LEAD = 2e6  # ns
 WINDOW_WORKLOADS = ("tcp_stream", "udp_stream")
 
 
