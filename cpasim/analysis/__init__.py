@@ -190,20 +190,26 @@ def analyze_many(
     return results
 
 
+def _path_ends(ends: dict, conns: list[str], conn: str | None):
+    """How a result lays out its paths: ``(True, {conn name or None: end})`` for the
+    single path (connection ``conn``, else the latest end of any), else ``(False,
+    {conn name: end})``.  ``ends``: connection id → entry whose first item is its time."""
+    if conn is not None:
+        return True, {conn: ends.get(conns.index(conn))}
+    if len(conns) <= 1:
+        last = max(ends.values(), key=lambda e: e[0], default=None)
+        return True, {conns[0] if conns else None: last}
+    return False, {name: ends.get(cid) for cid, name in enumerate(conns)}
+
+
 def _mark_lengths(ends: dict, conns: list[str], conn: str | None) -> dict[str, float]:
-    """Per path of a result (keyed as :func:`_result` lays them out), the length
-    at its end SM's last record of ``ends`` (``{conn id: (t, length | None)}``)."""
-    if conn is not None or len(conns) <= 1:
-        if conn is not None:
-            end = ends.get(conns.index(conn))
-        else:
-            end = max(ends.values(), key=lambda e: e[0], default=None)
-        return {"": end[1] if end is not None and end[1] is not None else 0.0}
-    out = {}
-    for cid, name in enumerate(conns):
-        end = ends.get(cid)
-        out[name] = end[1] if end is not None and end[1] is not None else 0.0
-    return out
+    """Per path of a result ("" for the single one), the length at its end SM's last
+    record of ``ends`` (``{conn id: (t, length | None)}``), 0 without one."""
+    single, picked = _path_ends(ends, conns, conn)
+    return {
+        "" if single else name: end[1] if end is not None and end[1] is not None else 0.0
+        for name, end in picked.items()
+    }
 
 
 @contextmanager
@@ -230,17 +236,10 @@ def _result(
 ) -> AnalysisResult:
     key = source.key
     names = Names(key)
-    connections: dict[str, PathResult] = {}
-    path = None
-    if conn is not None:
-        cid = key.conns.index(conn)
-        path = path_result(p, names, conn, p.ends.get(cid), min_share)
-    elif len(key.conns) <= 1:
-        last = max(p.ends.values(), key=lambda e: e[0], default=None)
-        path = path_result(p, names, key.conns[0] if key.conns else None, last, min_share)
-    else:
-        for cid, cname in enumerate(key.conns):
-            connections[cname] = path_result(p, names, cname, p.ends.get(cid), min_share)
+    single, picked = _path_ends(p.ends, key.conns, conn)
+    paths = {name: path_result(p, names, name, e, min_share) for name, e in picked.items()}
+    path = next(iter(paths.values())) if single else None
+    connections: dict[str, PathResult] = {} if single else paths
     warnings = warning_lines(p)
     for pr in [path] if path is not None else connections.values():
         if not pr.reachable:

@@ -109,7 +109,7 @@ class Transforms:
     def state_factor(self, sys: str, sm: str, inst: str, state: str) -> float:
         if not self.scale:
             return 1.0
-        first = self._scale_matcher(_variants(sys, sm, inst, state))
+        first = self._scale_matcher(name_variants(sys, sm, inst, state))
         return 1.0 if first is None else float(self.scale[first][1])
 
     @cached_property
@@ -122,7 +122,7 @@ class Transforms:
         """``(broken, comm factor, extra capacity)`` for one queue instance."""
         if not (self.breaks or self.scale_comm or self.capacity):
             return False, 1.0, 0
-        names = _variants(qsys, q, qinst, None)
+        names = name_variants(qsys, q, qinst, None)
         broken, comm, extra = self._queue_matchers
         i, k = comm(names), extra(names)
         return (
@@ -163,7 +163,9 @@ def first_match(patterns: list[str]):
     return match
 
 
-def _variants(sys: str, name: str, inst: str, state: str | None) -> tuple[str, ...]:
+def name_variants(sys: str, name: str, inst: str, state: str | None) -> tuple[str, ...]:
+    """The display names patterns are matched against: ``sys:sm[:state]``, and
+    ``sys:sm#inst[:state]`` for an instance other than ``"0"``."""
     tail = "" if state is None else f":{state}"
     plain = f"{sys}:{name}{tail}"
     if inst == "0":

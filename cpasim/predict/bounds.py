@@ -23,12 +23,11 @@ resource                     states that hold it                                
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from fnmatch import translate
 
 from cpasim.analysis import Transforms
+from cpasim.analysis.transforms import first_match, name_variants
 from cpasim.config import HOSTS, Config
 from cpasim.predict.transforms_table import CPU_PATTERNS, Lookup
 
@@ -59,20 +58,11 @@ RESOURCES: tuple[Resource, ...] = (
 )
 
 
-def _state_factor(tf: Transforms, name: str) -> float:
-    """The analyzer's scale factor for display name ``sys:sm[#inst]:state``."""
+def _parts(name: str) -> tuple[str, str, str, str]:
+    """Display name ``sys:sm[#inst]:state`` → ``(sys, sm, inst, state)``."""
     sys, sm, state = name.split(":", 2)
     sm, _, inst = sm.partition("#")
-    return tf.state_factor(sys, sm, inst or "0", state)
-
-
-_INSTANCE = re.compile(r"#[^:]*")
-
-
-def _matcher(patterns: list[str]) -> Callable[[str], bool]:
-    """Whether a display name (or the name without its ``#inst``) matches any pattern."""
-    match = re.compile("|".join(f"(?:{translate(p)})" for p in patterns)).match
-    return lambda name: bool(match(name) or match(_INSTANCE.sub("", name, count=1)))
+    return sys, sm, inst or "0", state
 
 
 def busy(cfg: Config, tf: Transforms, active: Mapping[str, float]) -> dict[str, float]:
@@ -90,11 +80,15 @@ def busy(cfg: Config, tf: Transforms, active: Mapping[str, float]) -> dict[str, 
             return flat.get(f"hosts.{host}.{key}", flat.get(key))
 
         # Every resource pattern names its host: the other host's states never match.
-        hosted = [(name, ns) for name, ns in active.items() if name.startswith(f"{host}:")]
+        hosted = [(_parts(name), ns) for name, ns in active.items() if name.startswith(f"{host}:")]
         for res in RESOURCES:
             if not res.present(v):
                 continue
-            holds = _matcher([p.format(sys=host) for p in res.patterns])
-            work = sum(ns * _state_factor(tf, name) for name, ns in hosted if holds(name))
+            holds = first_match([p.format(sys=host) for p in res.patterns])
+            work = sum(
+                ns * tf.state_factor(*parts)
+                for parts, ns in hosted
+                if holds(name_variants(*parts)) is not None
+            )
             out[res.name.format(sys=host)] = work / res.units(v)
     return out

@@ -28,6 +28,8 @@ what the preamble must reproduce; the tests compare it before and after.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from cpasim.analysis.criticalpath import ON_EMPTY, ON_FULL, ON_LINK, CriticalPathPass
@@ -75,11 +77,8 @@ def preamble(p: CriticalPathPass, t0: float, first_origin: int) -> tuple[np.ndar
         if Q.cap >= 0 or not Q.flow:
             add(DECLARE, none, q, Q.cap, FLAG_CONN_FLOW if Q.flow else 0)
     for q, Q in enumerate(p.queues):
-        pos = Q.head
-        for first, end, _node, _t, conn, _sm in Q.live:
-            lo = max(first, pos)
-            if end > lo:
-                add(ENQ, origin[conn if Q.flow else -1], q, end - lo)
+        for n, conn in _held(Q):
+            add(ENQ, origin[conn if Q.flow else -1], q, n)
     for sm in recorded:
         add(LINK, origin[p.s_cur[sm]], sm)
     for sm in recorded:
@@ -107,6 +106,15 @@ def preamble(p: CriticalPathPass, t0: float, first_origin: int) -> tuple[np.ndar
     return np.array(rows, dtype=RECORD_DTYPE), conns
 
 
+def _held(Q) -> Iterator[tuple[int, int]]:
+    """``(units, connection)`` of each run of units queue ``Q`` holds, oldest first
+    (the head segment may be partly taken)."""
+    for first, end, _node, _t, conn, _sm in Q.live:
+        lo = max(first, Q.head)
+        if end > lo:
+            yield end - lo, conn
+
+
 def _unit_conns(p: CriticalPathPass) -> set[int]:
     return {seg[4] for Q in p.queues if Q.flow for seg in Q.live}
 
@@ -115,12 +123,7 @@ def structure(p: CriticalPathPass, sms: int) -> dict:
     """What :func:`preamble` must reproduce of pass ``p``, for SMs ``0 .. sms-1``."""
     held = {}
     for q, Q in enumerate(p.queues):
-        units = []
-        pos = Q.head
-        for first, end, _node, _t, conn, _sm in Q.live:
-            lo = max(first, pos)
-            if end > lo:
-                units.append((end - lo, conn))
+        units = list(_held(Q))
         if units or Q.cap >= 0 or not Q.flow:
             held[q] = (Q.cap, Q.flow, _merge(units))
     return {

@@ -7,11 +7,15 @@ is measured after the warm-up, though, and start-up work (a writer filling a
 in a path length or a resource's busy time it biases the ratio a prediction
 scales the metric by.  So every length and busy time a prediction compares is
 taken over the measured interval, as the whole trace's figure minus the
-figure of its warm-up prefix (:class:`Prefix`, analysed with the same
-transforms).  For the baseline this is the path from the first record to the
-last minus the path to the last receiver record of the warm-up — the measured
-elapsed time; for a changed graph, the predicted time to do the measured
-interval's work.
+figure of its warm-up prefix: a path's length at the warm-up's end comes from
+the same pass (``analyze_many(mark=)``), busy times from an analysis of the
+prefix (:class:`Prefix`) with the same transforms.  For the baseline this is
+the path from the first record to the last minus the path to the last
+receiver record of the warm-up — the measured elapsed time; for a changed
+graph, the predicted time to do the measured interval's work.
+
+Streams also keep a *window* (:class:`Window`): the tail of the trace, which
+predictions analyse instead of the whole, from the state recorded at its start.
 """
 
 from __future__ import annotations
@@ -131,9 +135,7 @@ class WindowSource(TraceSource):
     def __init__(self, trace: Path, window: Window):
         self.window = window
         self._cpt = read_cpt(trace)
-        for _ in self._cpt.chunks(since=float("inf")):  # every name, no records
-            pass
-        self.key = self._cpt.key
+        self.key = self._cpt.read_names()
         if len(self.key.sms) != window.sms:
             raise CpasimError(
                 f"{trace}: defines {len(self.key.sms)} state machines, its run sidecar "
@@ -151,10 +153,7 @@ class WindowSource(TraceSource):
 def make_window(trace: Path, start, end, t0: float, t_measure: float) -> Window:
     """Snapshot the trace's state at ``t0`` with one reference pass over the records
     before it."""
-    src = read_cpt(trace)
-    for _ in src.chunks(since=float("inf")):
-        pass
-    sms = len(src.key.sms)
+    sms = len(read_cpt(trace).read_names().sms)
     p = CriticalPathPass(Transforms(), parse_sm(start), parse_sm(end), source_name=str(trace))
     head = Prefix(read_cpt(trace), t0)
     for chunk in head.chunks():

@@ -175,6 +175,12 @@ class CptSource(TraceSource):
         with self._open() as fh:
             yield from self._blocks(fh, since)
 
+    def read_names(self) -> TraceKey:
+        """Take every name the file defines, reading no records; returns ``key``."""
+        for _ in self.chunks(since=float("inf")):
+            pass
+        return self.key
+
     def _blocks(self, fh, since: float | None = None) -> Iterator[np.ndarray]:
         size = os.fstat(fh.fileno()).st_size
         self._read_header(fh)
