@@ -154,3 +154,39 @@ def test_state_factor_is_the_first_matching_pattern_of_either_name(patterns, sm,
         1.0,
     )
     assert tf.state_factor("a", sm, inst, state) == want
+
+
+@given(
+    patterns=st.lists(st.builds(lambda a, b: f"{a}:{b}", _part, _part), min_size=1, max_size=6),
+    names=st.lists(
+        st.tuples(
+            st.text(alphabet="ab:#\n", min_size=1, max_size=4),
+            st.sampled_from(["0", "1", "a#"]),
+            st.text(alphabet="ab:*#\n", max_size=4),
+        ),
+        max_size=8,
+    ),
+)
+# A negated class could take the line break between two names matched together.
+@example(patterns=["a:b:[!x]a:b#1:"], names=[("b", "0", ""), ("b", "1", "")])
+def test_state_factors_of_many_names_are_each_ones_factor(patterns, names):
+    # state_factors matches the distinct names of the whole list together (as
+    # the lines of one text); the result must be each name's definition.
+    try:
+        tf = Transforms(scale=[(p, float(i + 2)) for i, p in enumerate(patterns)])
+    except CpasimError:
+        return
+    want = []
+    for sm, inst, state in names:
+        shown = [f"a:{sm}:{state}"] + ([f"a:{sm}#{inst}:{state}"] if inst != "0" else [])
+        want.append(
+            next(
+                (
+                    float(i + 2)
+                    for i, p in enumerate(patterns)
+                    if any(fnmatchcase(n, p) for n in shown)
+                ),
+                1.0,
+            )
+        )
+    assert tf.state_factors([("a", sm, inst, state) for sm, inst, state in names]) == want

@@ -457,3 +457,27 @@ def test_installed_command_reports_errors_in_one_line(small_trace, tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"cpasim: error: {bad}: truncated")
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def _two_state_file(path: Path, state: str) -> None:
+    key = TraceKey()
+    key.intern_sm("h", "A", "0")
+    key.intern_state(state)
+    rows = np.zeros(2, RECORD_DTYPE)
+    rows["t"] = [1.0, 2.0]
+    w = CptWriter(path)
+    w.write(rows, key)
+    w.close(key)
+
+
+def test_a_second_read_of_the_same_source_takes_its_names_once_and_sees_a_rewrite(tmp_path):
+    path = tmp_path / "t.cpt"
+    _two_state_file(path, "run")
+    src = read_cpt(path)
+    first = [c.copy() for c in src.chunks()]
+    again = [c.copy() for c in src.chunks()]  # names blocks skipped, records the same
+    assert [c.tobytes() for c in again] == [c.tobytes() for c in first]
+    assert src.key.states == ["run"]
+    _two_state_file(path, "ran")  # same length, other name: the block's checksum differs
+    with pytest.raises(CpasimError, match="states id 0 changed name"):
+        list(src.chunks())

@@ -104,9 +104,9 @@ class CompiledPass:
             # enters (:meth:`_match_factors`): most instance SMs use a few states.
             fac = _pad(self.fac, (n_sm, w), np.nan if tf.scale else 1.0)
             if tf.scale:
-                for sm in range(old_sm, n_sm):
-                    sys, name, inst = key.sms[sm]
-                    fac[sm, 0] = tf.state_factor(sys, name, inst, "(initial)")
+                fac[old_sm:n_sm, 0] = tf.state_factors(
+                    [(*key.sms[sm], "(initial)") for sm in range(old_sm, n_sm)]
+                )
             self.fac = fac
         self.n_states = n_states
         if n_sm > old_sm or n_conn > self.layer.shape[1]:
@@ -122,12 +122,9 @@ class CompiledPass:
             qf = np.zeros((n_q - old_q, k.NQF), np.float64)
             qi[:, k.Q_CAP] = -1
             qi[:, k.Q_FLOW] = 1
-            for j, q in enumerate(range(old_q, n_q)):
-                broken, comm, extra = tf.queue_rules(*key.queues[q])
-                self.queue_rules.append((broken, comm, extra))
-                qi[j, k.Q_BROKEN] = broken
-                qi[j, k.Q_EXTRA] = extra
-                qf[j, k.QF_COMM] = comm
+            rules = tf.queues_rules(key.queues[old_q:n_q])
+            self.queue_rules += rules
+            qi[:, k.Q_BROKEN], qf[:, k.QF_COMM], qi[:, k.Q_EXTRA] = zip(*rules, strict=True)
             self.q_i = np.concatenate([self.q_i, qi])
             self.q_f = np.concatenate([self.q_f, qf])
             self.warn_cnt = _pad(self.warn_cnt, (n_q, 3), 0)
@@ -138,11 +135,11 @@ class CompiledPass:
         """Process one chunk of records (``key`` must cover the chunk's ids)."""
         self.key = key
         self._grow(key)
-        if self.tf.scale:
-            self._match_factors(chunk, key)
         k = self.k
         # Contiguous columns: one compiled signature whatever the reader, and faster.
         cols = [np.ascontiguousarray(chunk[f]) for f in ("t", "op", "flags", "sm", "a", "n")]
+        if self.tf.scale:
+            self._match_factors(cols[1], cols[3], cols[4], key)
         keyed = self._keyed_now()
         status, i = k.run(*cols, self.records, keyed, self.hot, self.meta, self.cold)
         m = self.meta
@@ -160,21 +157,22 @@ class CompiledPass:
             )
         self.records += len(chunk)
 
-    def _match_factors(self, chunk, key: TraceKey) -> None:
-        """Scale factors of the states the chunk's ``begin``s enter, where not yet known."""
-        b = chunk[chunk["op"] == BEGIN]
-        if not len(b):
-            return
-        sm = b["sm"].astype(np.int64)
-        si = b["a"].astype(np.int64) + 1
+    def _match_factors(self, op, sm, a, key: TraceKey) -> None:
+        """Scale factors of the states the chunk's ``begin``s enter, where not yet known
+        (``op``, ``sm``, ``a``: the chunk's columns)."""
+        begins = op == BEGIN
+        sm = sm[begins].astype(np.int64)
+        si = a[begins].astype(np.int64) + 1
         fac = self.fac
         todo = np.isnan(fac[sm, si])
         if not todo.any():
             return
-        for pair in np.unique((sm[todo] << 32) | si[todo]).tolist():
-            x, y = pair >> 32, pair & 0xFFFFFFFF
-            sys, name, inst = key.sms[x]
-            fac[x, y] = self.tf.state_factor(sys, name, inst, key.states[y - 1])
+        pairs = np.unique((sm[todo] << 32) | si[todo])
+        x, y = pairs >> 32, pairs & 0xFFFFFFFF
+        sms, states = key.sms, key.states
+        fac[x, y] = self.tf.state_factors(
+            [(*sms[i], states[j - 1]) for i, j in zip(x.tolist(), y.tolist(), strict=True)]
+        )
 
     def _qname(self, q: int) -> str:
         return sm_display(*self.key.queues[q])

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fnmatch import translate
-from functools import cached_property
+from functools import cached_property, lru_cache
+from itertools import accumulate, chain, count
+from operator import add
 
 from cpasim.errors import CpasimError
 
@@ -107,60 +110,129 @@ class Transforms:
     # -- matching, once per name ---------------------------------------------------
 
     def state_factor(self, sys: str, sm: str, inst: str, state: str) -> float:
+        return self.state_factors([(sys, sm, inst, state)])[0]
+
+    def state_factors(self, names: Sequence[tuple[str, str, str, str]]) -> list[float]:
+        """The scale factor of each ``(sys, sm, inst, state)``, matched in one go."""
         if not self.scale:
-            return 1.0
-        first = self._scale_matcher(name_variants(sys, sm, inst, state))
-        return 1.0 if first is None else float(self.scale[first][1])
+            return [1.0] * len(names)
+        scale = self.scale
+        found = self._scale_matcher([name_variants(*name) for name in names])
+        return [1.0 if i is None else float(scale[i][1]) for i in found]
 
     @cached_property
     def _scale_matcher(self):
-        """Index of the first ``scale`` pattern any of the names matches, or None:
+        """Index of the first ``scale`` pattern each name tuple matches, or None:
         one regex for all patterns, as a prediction may bring a hundred of them."""
-        return first_match([pat for pat, _ in self.scale])
+        return first_matches([pat for pat, _ in self.scale])
 
     def queue_rules(self, qsys: str, q: str, qinst: str) -> tuple[bool, float, int]:
         """``(broken, comm factor, extra capacity)`` for one queue instance."""
+        return self.queues_rules([(qsys, q, qinst)])[0]
+
+    def queues_rules(self, queues: Sequence[tuple[str, str, str]]) -> list[tuple[bool, float, int]]:
+        """:meth:`queue_rules` of each ``(qsys, q, qinst)``, matched in one go."""
         if not (self.breaks or self.scale_comm or self.capacity):
-            return False, 1.0, 0
-        names = name_variants(qsys, q, qinst, None)
-        broken, comm, extra = self._queue_matchers
-        i, k = comm(names), extra(names)
-        return (
-            broken(names) is not None,
-            1.0 if i is None else float(self.scale_comm[i][1]),
-            0 if k is None else int(self.capacity[k][1]),
-        )
+            return [(False, 1.0, 0)] * len(queues)
+        names = [name_variants(qsys, q, qinst, None) for qsys, q, qinst in queues]
+        broken, comm, extra = (match(names) for match in self._queue_matchers)
+        return [
+            (
+                b is not None,
+                1.0 if i is None else float(self.scale_comm[i][1]),
+                0 if k is None else int(self.capacity[k][1]),
+            )
+            for b, i, k in zip(broken, comm, extra, strict=True)
+        ]
 
     @cached_property
     def _queue_matchers(self):
         return (
-            first_match(self.breaks),
-            first_match([pat for pat, _ in self.scale_comm]),
-            first_match([pat for pat, _ in self.capacity]),
+            first_matches(self.breaks),
+            first_matches([pat for pat, _ in self.scale_comm]),
+            first_matches([pat for pat, _ in self.capacity]),
         )
 
 
 def first_match(patterns: list[str]):
-    """``names -> index of the first pattern (fnmatchcase) some name matches, or None``.
+    """``names -> index of the first pattern (fnmatchcase) some name matches, or None``."""
+    many = first_matches(patterns)
+    return lambda names: many([names])[0]
+
+
+def first_matches(patterns: list[str]):
+    """``[names, ...] -> [first_match(patterns)(names), ...]``.
 
     The patterns become one alternation of named groups; alternatives are tried
     in order, so the group that matched a name is its first matching pattern.
+    The distinct names are matched together, as the lines of one text (a pass
+    meets hundreds of SM instances, and a call per name costs more than the
+    regex itself); a name is matched alone where that cannot be done exactly.
     """
     if not patterns:
-        return lambda names: None
-    regex = re.compile("|".join(f"(?P<p{i}>{translate(p)})" for i, p in enumerate(patterns)))
+        return lambda many: [None] * len(many)
+    match = _alternation(tuple(patterns)).match
+    lines = _line_alternation(tuple(patterns))
 
-    def match(names) -> int | None:
-        best = None
+    def alone(names: list[str]) -> dict[str, int | None]:
+        out = {}
         for name in names:
-            m = regex.match(name)
-            if m is not None:
-                i = int(m.lastgroup[1:])
-                if best is None or i < best:
-                    best = i
-        return best
+            m = match(name)
+            out[name] = None if m is None else int(m.lastgroup[1:])
+        return out
 
-    return match
+    def together(names: list[str]) -> dict[str, int | None] | None:
+        if lines is None or any("\n" in name for name in names):
+            return None
+        # Line i starts after the lengths of the lines before it and i line breaks.
+        offsets = map(add, accumulate(map(len, names), initial=0), count())
+        starts = dict(zip(offsets, names, strict=False))
+        out = dict.fromkeys(names)
+        for m in lines.finditer("\n".join(names)):
+            if "\n" in m.group():  # a [^...] took the line break: give up
+                return None
+            out[starts[m.start()]] = int(m.lastgroup[1:])
+        return out
+
+    def run(many: Sequence[Sequence[str]]) -> list[int | None]:
+        flat = list(chain.from_iterable(many))
+        names = list(dict.fromkeys(flat))
+        index = together(names)
+        if index is None:
+            index = alone(names)
+        found = iter(list(map(index.__getitem__, flat)))
+        out = []
+        for group in many:
+            best = next(found)
+            for _ in range(len(group) - 1):
+                i = next(found)
+                if i is not None and (best is None or i < best):
+                    best = i
+            out.append(best)
+        return out
+
+    return run
+
+
+@lru_cache(maxsize=256)
+def _alternation(patterns: tuple[str, ...]) -> re.Pattern:
+    return re.compile("|".join(f"(?P<p{i}>{translate(p)})" for i, p in enumerate(patterns)))
+
+
+@lru_cache(maxsize=256)
+def _line_alternation(patterns: tuple[str, ...]) -> re.Pattern | None:
+    """The alternation for names one per line: each pattern as :func:`fnmatch.translate`
+    gives it, ``.`` kept from line breaks, from a line's start to its end; None if a
+    translation has an unexpected form."""
+    bodies = []
+    for p in patterns:
+        t = translate(p)
+        end = next((e for e in ("\\Z", "\\z") if t.endswith(e)), None)
+        if "\n" in p or end is None or not t.startswith("(?s:"):
+            return None
+        bodies.append("(?-s:" + t[4 : -len(end)])
+    alts = "|".join(f"(?P<p{i}>{b})" for i, b in enumerate(bodies))
+    return re.compile(f"(?m)^(?:{alts})(?=\\n|\\Z)")
 
 
 def name_variants(sys: str, name: str, inst: str, state: str | None) -> tuple[str, ...]:

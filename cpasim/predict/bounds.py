@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from cpasim.analysis import Transforms
-from cpasim.analysis.transforms import first_match, name_variants
+from cpasim.analysis.transforms import first_matches, name_variants
 from cpasim.config import HOSTS, Config
 from cpasim.predict.transforms_table import CPU_PATTERNS, Lookup
 
@@ -81,14 +81,16 @@ def busy(cfg: Config, tf: Transforms, active: Mapping[str, float]) -> dict[str, 
 
         # Every resource pattern names its host: the other host's states never match.
         hosted = [(_parts(name), ns) for name, ns in active.items() if name.startswith(f"{host}:")]
+        variants = [name_variants(*parts) for parts, _ in hosted]
+        factors = tf.state_factors([parts for parts, _ in hosted])
         for res in RESOURCES:
             if not res.present(v):
                 continue
-            holds = first_match([p.format(sys=host) for p in res.patterns])
+            holds = first_matches([p.format(sys=host) for p in res.patterns])(variants)
             work = sum(
-                ns * tf.state_factor(*parts)
-                for parts, ns in hosted
-                if holds(name_variants(*parts)) is not None
+                ns * f
+                for (_, ns), f, held in zip(hosted, factors, holds, strict=True)
+                if held is not None
             )
             out[res.name.format(sys=host)] = work / res.units(v)
     return out

@@ -136,6 +136,9 @@ class CptSource(TraceSource):
         self.path = Path(path)
         self.name = str(path)
         self.key = TraceKey()
+        # Names blocks already taken, by byte offset: (length, checksum).  A re-read
+        # skips those whose frame still says the same.
+        self._names_taken: dict[int, tuple[int, int]] = {}
         with self._open() as fh:
             self._read_header(fh)
 
@@ -206,6 +209,10 @@ class CptSource(TraceSource):
                     f"{self.name}: truncated at {where}: the block runs past the end of the file "
                     "(an unfinished or corrupted trace)"
                 )
+            if tag == TAG_KEYS and self._names_taken.get(pos) == (length, crc):
+                fh.seek(length, os.SEEK_CUR)
+                pos += FRAME.size + length
+                continue
             if since is not None and tag == TAG_RECS and length >= COUNT.size:
                 skipped = self._skip_before(fh, length, since)
                 if skipped:
@@ -215,6 +222,7 @@ class CptSource(TraceSource):
                     continue
             payload = bytearray(length)
             fh.readinto(payload)
+            block_at = pos
             pos += FRAME.size + length
             if zlib.crc32(payload, zlib.crc32(frame[:12])) != crc:
                 raise CpasimError(
@@ -222,6 +230,7 @@ class CptSource(TraceSource):
                 )
             if tag == TAG_KEYS:
                 self._apply_key_delta(payload, where)
+                self._names_taken[block_at] = (length, crc)
             elif tag == TAG_RECS:
                 chunk = self._records(payload, where, records)
                 records += len(chunk)
