@@ -149,3 +149,30 @@ def test_live_path_nodes_stay_bounded():
             h = h[PARENT]
     assert p.folded > 10_000  # the path prefix was folded into summaries as it settled
     assert len(live) < 4 * 512, len(live)
+
+
+def test_paths_that_part_for_good_are_folded_apart():
+    """Two loops whose paths share nothing from the start to the end (the two
+    halves of a TCP window on a link-limited stream) would pin the fold point
+    at the start and keep every node: each is folded on its own instead, and
+    the result is that of a pass that never commits."""
+    from cpasim.analysis import _result
+    from cpasim.analysis.synthetic import parted_loops_source
+
+    src = parted_loops_source(20_000)
+    results, live_nodes = [], []
+    for every in (10**9, 512):
+        p = CriticalPathPass(Transforms(), ("tx", "App"), ("rx", "App"), commit_every=every)
+        for chunk in src.chunks():
+            p.feed(chunk, src.key)
+        live = set()
+        for h in p.handles():
+            while h is not None and not isinstance(h, Summary) and id(h) not in live:
+                live.add(id(h))
+                h = h[PARENT]
+        live_nodes.append(len(live))
+        results.append(_result(p, src, ("tx", "App"), ("rx", "App"), None, 0.01).to_json())
+    assert results[0] == results[1]
+    assert p.records > 75_000
+    assert live_nodes[0] > 75_000  # without commits: every node
+    assert live_nodes[1] < 2_000, live_nodes[1]

@@ -418,7 +418,7 @@ class CriticalPathPass:
                 self.folded += folded
                 # A long unsettled stretch (an idle SM pins its branch point) is
                 # walked again by every commit: space them out to match.
-                self.next_commit = base + lo + 1 + max(self.commit_every, 4 * walked)
+                self.next_commit = base + lo + 1 + max(self.commit_every, 4 * (walked - folded))
                 continue
             hi = min(n, i)
             self._run(base, lo, hi, cols)

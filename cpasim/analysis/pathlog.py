@@ -16,9 +16,13 @@ of them and can never change for them — folds those nodes into the root
 and hangs L directly under it; the detached nodes are then freed.  Paths
 held elsewhere that do not pass through L (an idle timer, an old unit) keep
 their own short chain to the previous summary, which is copied rather than
-changed in that case.  Memory is thus bounded by what active paths have not
-yet agreed on (a few commit intervals in a pipeline) plus a short chain per
-idle SM or held unit — never by the length of the trace.
+changed in that case.  Active paths that part for good (two loops that each
+adopt only their own past, as the two halves of a TCP window on a saturated
+link do) would keep L where they parted: once a branch below L is long, it
+is hung under a copy of the summary of its own and folds on its own.  Memory
+is thus bounded by what active paths have not yet agreed on (a few commit
+intervals in a pipeline) plus a short chain per idle SM or held unit — never
+by the length of the trace.
 
 Edge codes are ints: ``sm << 21 | state_index`` for the intra-SM edge of a
 state (index 0 = the state before the SM's first ``begin``), ``INTER | psm <<
@@ -31,6 +35,8 @@ from __future__ import annotations
 PARENT, DEPTH, CODE, INC, WAIT, CP, LOSER, MARGIN = range(8)
 
 INTER = 1 << 63
+#: Nodes a branch needs, beyond one per distinct edge, to be split off (:func:`_split`).
+SPLIT_MIN = 1024
 _M21 = (1 << 21) - 1
 
 
@@ -170,12 +176,15 @@ def commit(active, others) -> tuple[int, int]:
     descend from L (an idle timer's early node, an old unit) keeps its own
     chain to the old summary, which is then left untouched and copied for
     the fold instead: so an idle SM costs its own short chain, and never pins
-    the history of the others.
+    the history of the others.  Long branches below L get summaries of their
+    own (:func:`_split`).  ``nodes walked`` less ``nodes folded`` is what the
+    next commit will walk again.
     """
     # id(node) -> (group, depth it meets the main chain); None = on the main
     # chain itself (it meets it at its own depth).
     seen: dict[int, tuple] = {}
-    groups: list[list] = []  # [main chain (deepest first), fold depth, root, shared]
+    # [main chain (deepest first), fold depth, root, shared, active nodes]
+    groups: list[list] = []
     roots: dict[int, int] = {}  # id(root summary) -> group
     for h in active:
         if h is None:
@@ -188,6 +197,7 @@ def commit(active, others) -> tuple[int, int]:
             group = groups[g]
             if meet < group[1]:
                 group[1] = meet
+            group[4].append(h)
             continue
         walked = []
         n = h
@@ -198,7 +208,7 @@ def commit(active, others) -> tuple[int, int]:
             g = roots.get(id(n))
             if g is None:
                 g = roots[id(n)] = len(groups)
-                groups.append([walked, walked[0][DEPTH], n, False])
+                groups.append([walked, walked[0][DEPTH], n, False, [h]])
                 seen.update(dict.fromkeys(map(id, walked), (g, None)))
                 continue
             meet = -1  # two chains under one root with nothing in common: no fold
@@ -208,6 +218,7 @@ def commit(active, others) -> tuple[int, int]:
                 meet = n[DEPTH]
         if meet < groups[g][1]:
             groups[g][1] = meet
+        groups[g][4].append(h)
         seen.update(dict.fromkeys(map(id, walked), (g, meet)))
     for h in others:
         if h is None:
@@ -232,17 +243,65 @@ def commit(active, others) -> tuple[int, int]:
         if g >= 0 and meet < groups[g][1]:
             groups[g][3] = True  # keeps the old summary's view: fold into a copy
     folded = 0
-    for chain, meet, _root, shared in groups:
-        if meet < 0:
+    for chain, meet, root, shared, heads in groups:
+        if meet < 0:  # chains under the root with nothing in common
+            folded += _split(heads, root, root)
             continue
         lca = chain[chain[0][DEPTH] - meet]  # depths fall by one per step up the chain
-        parent = lca[PARENT]
-        if isinstance(parent, Summary):
-            continue
-        root, nodes = chain_to_root(parent)
-        if shared:
-            root = root.copy()
-        root.fold(nodes)
-        lca[PARENT] = root
-        folded += len(nodes)
+        root = lca[PARENT]
+        if not isinstance(root, Summary):
+            root, nodes = chain_to_root(root)
+            if shared:
+                root = root.copy()
+            root.fold(nodes)
+            lca[PARENT] = root
+            folded += len(nodes)
+        folded += _split(heads, lca, root)
     return folded, len(seen)
+
+
+def split_min(root: Summary) -> int:
+    """Nodes a branch must have before it gets a summary of its own: about what
+    that summary costs, one entry per distinct edge."""
+    return SPLIT_MIN + len(root.edges)
+
+
+def _split(heads: list[list], at, root: Summary) -> int:
+    """Hang every long branch below ``at`` (a node right under ``root``, or
+    ``root`` itself) under a copy of the summary down to ``at``; returns the
+    nodes folded.
+
+    Active paths that part at ``at`` and never meet again (two loops that each
+    adopt only their own past) would otherwise keep the fold point at ``at``
+    for good, and every node since in memory.  Once apart, each branch folds
+    on its own.
+    """
+    below: dict[int, list] = {}  # id(node) -> the child of ``at`` it descends from
+    deepest: dict[int, list] = {}  # id(child) -> [child, depth of its deepest head]
+    for h in heads:
+        walked = []
+        n = h
+        while n is not at and id(n) not in below:
+            walked.append(n)
+            n = n[PARENT]
+        if n is at:
+            if not walked:
+                continue
+            child = walked[-1]
+        else:
+            child = below[id(n)]
+        below.update(dict.fromkeys(map(id, walked), child))
+        d = deepest.setdefault(id(child), [child, h[DEPTH]])
+        if h[DEPTH] > d[1]:
+            d[1] = h[DEPTH]
+    folded = 0
+    least = split_min(root)
+    for child, depth in deepest.values():
+        if depth - child[DEPTH] < least:
+            continue
+        copy = root.copy()
+        if at is not root:
+            copy.fold([at])
+            folded += 1
+        child[PARENT] = copy
+    return folded

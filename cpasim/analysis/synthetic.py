@@ -300,3 +300,53 @@ def pipeline_source(spec: PipelineSpec, chunk: int = 65536) -> SyntheticSource:
     return SyntheticSource(
         lambda sim: build_pipeline(spec, sim), name=f"<pipeline {spec}>", chunk=chunk
     )
+
+
+# -- two loops that part at the start and meet only at the end --------------------
+
+
+def build_parted_loops(rounds: int, sim: MiniSim | None = None) -> MiniSim:
+    """``tx:App`` hands one unit each to ``tx:Loop1`` and ``tx:Loop2``, which then
+    work ``rounds`` rounds apart (neither ever waits on the other) and hand one
+    unit each to ``rx:App``: the shape of two self-clocked halves of a window,
+    whose paths share nothing between the start and the end."""
+    sim = sim or MiniSim()
+    app, sink = sim.sm("tx", "App"), sim.sm("rx", "App")
+    loops = [sim.sm("tx", f"Loop{i}") for i in (1, 2)]
+    into = [sim.queue(app, "tx", f"L{i}", wake_ns=1.0) for i in (1, 2)]
+    out = sim.queue(loops[0], "rx", "E", wake_ns=1.0)
+
+    def sender():
+        yield ("begin", "send")
+        yield ("delay", 5.0)
+        for q in into:
+            yield ("put", q, 1)
+        yield ("begin", "done")
+
+    def loop(i):
+        yield ("begin", "idle")
+        yield ("get", into[i], 1)
+        for _ in range(rounds):
+            yield ("begin", "a")
+            yield ("delay", 10.0 + i)
+            yield ("begin", "b")
+            yield ("delay", 7.0 - i)
+        yield ("put", out, 1)
+        yield ("begin", "done")
+
+    def receiver():
+        yield ("begin", "idle")
+        yield ("get", out, 2)
+        yield ("begin", "done")
+
+    sim.process(app, sender())
+    for i, sm in enumerate(loops):
+        sim.process(sm, loop(i))
+    sim.process(sink, receiver())
+    return sim
+
+
+def parted_loops_source(rounds: int, chunk: int = 65536) -> SyntheticSource:
+    return SyntheticSource(
+        lambda sim: build_parted_loops(rounds, sim), name=f"<parted loops x{rounds}>", chunk=chunk
+    )
