@@ -34,6 +34,7 @@ from numba import carray, njit, types
 from numba.extending import intrinsic
 from numba.typed import Dict, List
 
+from cpasim.analysis.pathlog import SPLIT_MIN
 from cpasim.trace.records import (
     BEGIN,
     DECLARE,
@@ -157,7 +158,7 @@ OK, ERR_SHORT, ERR_RESIZE = 0, 1, 2
 # warnings (kind, queue, record, held, n, cap, sm, op)
 W_EMPTY, W_FULL, W_SHORT = 0, 1, 2
 
-CACHE = 1 << 14
+CACHE = 1 << 12
 
 # where the growable arrays sit in the typed lists of new_hot()
 I2_NI, I2_CODES, I2_TR, I2_QE, I2_WARN, I2_STORE, I2_TRC, I2_QEC, I2_IC, I2_SEEN = range(10)
@@ -186,9 +187,11 @@ def new_hot():
     i2.append(np.zeros((256, 2), np.int64))  # I2_QE: queue ops (key, count)
     i2.append(np.zeros((16, 8), np.int64))  # I2_WARN: first warning of each kind
     i2.append(np.zeros((1024, 5), np.int64))  # I2_STORE: segment store
-    i2.append(np.full((CACHE, 5), -1, np.int64))  # I2_TRC: transition cache
-    i2.append(np.full((CACHE, 2), -1, np.int64))  # I2_QEC: queue-op cache
-    i2.append(np.full((CACHE, 4), -1, np.int64))  # I2_IC: inter-code cache
+    # Lookup caches in front of the typed dicts: small rows, so that the hot
+    # part of each stays in the CPU cache.
+    i2.append(np.full((CACHE, 4), -1, np.int64))  # I2_TRC: (sm|from, state|to, index, -)
+    i2.append(np.full((CACHE, 2), -1, np.int64))  # I2_QEC: (queue-op key, index)
+    i2.append(np.full((CACHE, 2), -1, np.int64))  # I2_IC: (inter code key, code id)
     i2.append(np.zeros((4096, 3), np.int64))  # I2_SEEN: commit marks (stamp, group, meet)
     f2 = List.empty_list(_F2)
     f2.append(np.zeros((4096, 4), np.float64))  # F2_NF: node floats
@@ -218,9 +221,12 @@ def new_cold():
     ints.append(np.zeros(16, np.int64))  # 0 summary free stack
     ints.append(np.zeros(256, np.int64))  # 1 scratch chain
     ints.append(np.zeros(64, np.int64))  # 2 commit: handles of the inactive holders
+    ints.append(np.zeros(64, np.int64))  # 3 commit: active handles, then their groups
+    ints.append(np.zeros(64, np.int64))  # 4 commit: branches of a split
     ints2 = List.empty_list(_I2)
     ints2.append(np.zeros((16, NSMETA), np.int64))  # 0 summary meta
-    ints2.append(np.zeros((16, 4), np.int64))  # 1 commit groups (chain0, meet, root, shared)
+    # 1 commit groups (chain0, meet, root, shared, fold point after the fold, its root)
+    ints2.append(np.zeros((16, 6), np.int64))
     floats = List.empty_list(_F1)
     floats.append(np.zeros(16, np.float64))  # 0 summary start times
     sums = (
@@ -577,27 +583,25 @@ def _add_code(codes, meta, kind, x, y, z):
 
 
 @njit(cache=True)
-def _inter_code_miss(codes, cache, meta, inter, psm, csm, qi, slot):
-    key = (psm << 42) | (csm << 21) | qi
+def _inter_code_miss(codes, cache, meta, inter, psm, csm, qi, key, slot):
     if key in inter:
         c = inter[key]
     else:
         c = _add_code(codes, meta, K_INTER, psm, csm, qi)
         inter[key] = c
-    cache[slot, 0] = psm
-    cache[slot, 1] = csm
-    cache[slot, 2] = qi
-    cache[slot, 3] = c
+    cache[slot, 0] = key
+    cache[slot, 1] = c
     return c
 
 
 @njit(cache=True, inline="always")
 def _inter_code(codes, cache, meta, inter, psm, csm, qi):
     """Code id of the edge ``psm -> csm`` through queue index ``qi`` (0 = link)."""
+    key = (psm << 42) | (csm << 21) | qi
     slot = ((psm * 1000003 + csm) * 1000003 + qi) & (CACHE - 1)
-    if cache[slot, 0] == psm and cache[slot, 1] == csm and cache[slot, 2] == qi:
-        return cache[slot, 3]
-    return _inter_code_miss(codes, cache, meta, inter, psm, csm, qi, slot)
+    if cache[slot, 0] == key:
+        return cache[slot, 1]
+    return _inter_code_miss(codes, cache, meta, inter, psm, csm, qi, key, slot)
 
 
 # ---------------------------------------------------------------------------
@@ -906,11 +910,9 @@ def _transition_index(tr_i, tr_f, cache, meta, tr_dict, sm, frm, si, to, slot):
         tr_i[k, 4] = 0
         tr_f[k] = 0.0
         tr_dict[tkey] = k
-    cache[slot, 0] = sm
-    cache[slot, 1] = frm
-    cache[slot, 2] = si
-    cache[slot, 3] = to
-    cache[slot, 4] = k
+    cache[slot, 0] = (sm << 32) | frm
+    cache[slot, 1] = (si << 32) | to
+    cache[slot, 2] = k
     return k
 
 
@@ -986,13 +988,17 @@ def _grow(hot, meta, q_i):
     i2, f2, i1, f1 = hot
     nfree = meta[M_NFREE]
     if nfree < 2:
+        # Uninitialised: a node's fields are all set when it leaves the pool, and
+        # zeroing megabytes of fresh pool costs as much as thousands of records.
+        # The commit marks are sized by commit(), which runs rarely.
         old = i2[I2_NI].shape[0]
-        i2[I2_NI] = _grow2i(i2[I2_NI], 2 * old)
-        i2[I2_SEEN] = _grow2i(i2[I2_SEEN], 2 * old)
-        nf = np.zeros((2 * old, 4), np.float64)
+        ni = np.empty((2 * old, 5), np.int64)
+        ni[:old] = i2[I2_NI]
+        i2[I2_NI] = ni
+        nf = np.empty((2 * old, 4), np.float64)
         nf[:old] = f2[F2_NF]
         f2[F2_NF] = nf
-        free = np.zeros(2 * old, np.int64)
+        free = np.empty(2 * old, np.int64)
         free[:nfree] = i1[I1_FREE][:nfree]
         for k in range(old):
             free[nfree + k] = 2 * old - 1 - k
@@ -1117,9 +1123,11 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
     for i in range(nrec):
         rec = base + i + 1
         if rec >= meta[M_NEXTCOMMIT]:
-            walked = commit(keyed, hot, meta, cold, rec)
+            # A long unsettled stretch (an idle SM pins its branch point) is
+            # walked again by every commit: space them out to match.
+            unsettled = commit(keyed, hot, meta, cold, rec)
             every = meta[M_EVERY]
-            meta[M_NEXTCOMMIT] = rec + (every if every > 4 * walked else 4 * walked)
+            meta[M_NEXTCOMMIT] = rec + (every if every > 4 * unsettled else 4 * unsettled)
         t = t_col[i]
         op = op_col[i]
         sm = np.int64(sm_col[i])
@@ -1144,13 +1152,8 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
             spent = t - sm_f[sm, SF_ENTER] if sm_i[sm, S_HASENTER] else 0.0
             to = a + 1
             slot = (((sm * 1000003 + frm) * 1000003 + si) * 1000003 + to) & (CACHE - 1)
-            if (
-                tr_cache[slot, 0] == sm
-                and tr_cache[slot, 1] == frm
-                and tr_cache[slot, 2] == si
-                and tr_cache[slot, 3] == to
-            ):
-                k = tr_cache[slot, 4]
+            if tr_cache[slot, 0] == (sm << 32) | frm and tr_cache[slot, 1] == (si << 32) | to:
+                k = tr_cache[slot, 2]
             else:
                 k = _transition_index(tr_i, tr_f, tr_cache, meta, tr_dict, sm, frm, si, to, slot)
             tr_i[k, 4] += 1
@@ -1162,7 +1165,8 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
         elif op < WAIT_EMPTY:
             # Who adds to (enq, reserve, resize) and takes from (deq, peek) each queue.
             key = (sm << 22) | (a << 1) | (1 if op in (DEQ, PEEK) else 0)
-            slot = (key * 1000003) & (CACHE - 1)
+            # (Not from ``key``: its low bits, which the slot keeps, leave out the SM.)
+            slot = ((sm * 1000003 + a) * 1000003 + op) & (CACHE - 1)
             if qe_cache[slot, 0] == key:
                 k = qe_cache[slot, 1]
             else:
@@ -1391,7 +1395,7 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
 
 @njit(cache=True)
 def commit(keyed, hot, meta, cold, rec):
-    """Fold the settled prefix of the live paths; returns the nodes walked.
+    """Fold the settled prefix of the live paths; returns the nodes left unsettled.
 
     As :func:`cpasim.analysis.pathlog.commit`; "active" SMs are those with a
     record in the last half commit interval.
@@ -1400,6 +1404,10 @@ def commit(keyed, hot, meta, cold, rec):
     i2, f2, i1, f1 = hot
     ni, nf, free, seen = i2[I2_NI], f2[F2_NF], i1[I1_FREE], i2[I2_SEEN]
     codes, rs_i = i2[I2_CODES], i2[I2_STORE]
+    if seen.shape[0] < ni.shape[0]:
+        # Marks of earlier commits have older stamps: nothing to keep.
+        seen = np.zeros((ni.shape[0], 3), np.int64)
+        i2[I2_SEEN] = seen
     ints, ints2, floats, sums, dicts = cold
     meta[M_COMMITS] += 1
     stamp = meta[M_STAMP] + 1
@@ -1532,13 +1540,17 @@ def commit(keyed, hot, meta, cold, rec):
     folded = 0
     for g in range(ngroups):
         meet = groups[g, 1]
-        if meet < 0:
+        if meet < 0:  # chains under the root with nothing in common
+            groups[g, 4] = NONE
+            groups[g, 5] = groups[g, 2]
             continue
         lca = groups[g, 0]
         for _ in range(ni[lca, N_DEPTH] - meet):
             lca = ni[lca, N_PAR]
+        groups[g, 4] = lca
         parent = ni[lca, N_PAR]
-        if parent < 0:
+        if parent < 0:  # nothing settled since the last fold
+            groups[g, 5] = -2 - parent
             continue
         nchain = 0
         x = parent
@@ -1552,12 +1564,97 @@ def commit(keyed, hot, meta, cold, rec):
         _fold(ni, nf, codes, meta, ints2, sums, sm_i, root, ints[1], nchain)
         ints2[0][root, SM_RC] += 1
         ni[lca, N_PAR] = -2 - root
+        groups[g, 5] = root
         x = _decref(ni, free, meta, parent)
         if x <= -2:
             _summary_decref(meta, ints, ints2, sums, -2 - x)
         folded += nchain
+    # The active handles and their groups, before the splits re-stamp their nodes.
+    nact = 0
+    for s in range(nsm):
+        h = sm_i[s, S_NODE]
+        if h != NONE and sm_i[s, S_HASLAST] and sm_i[s, S_LASTREC] >= since:
+            _push(ints, 3, 2 * nact, h)
+            _push(ints, 3, 2 * nact + 1, seen[h, 1])
+            nact += 1
+    for g in range(ngroups):
+        folded += _split(ni, nf, free, seen, codes, meta, ints, ints2, floats, sums, sm_i, nact, g)
     meta[M_FOLDED] += folded
-    return nseen
+    return max(0, nseen - folded)
+
+
+@njit(cache=True)
+def _split(ni, nf, free, seen, codes, meta, ints, ints2, floats, sums, sm_i, nact, g):
+    """:func:`cpasim.analysis.pathlog._split` for commit group ``g``: hang every long
+    branch below its fold point under a copy of the summary down to it; returns
+    the nodes folded."""
+    groups = ints2[1]
+    at = groups[g, 4]  # NONE: the root summary itself
+    root = groups[g, 5]
+    stamp = meta[M_STAMP] + 1
+    meta[M_STAMP] = stamp
+    # seen[x] = (stamp, child of ``at`` that x descends from, deepest head below a child)
+    nchild = 0
+    for k in range(nact):
+        if ints[3][2 * k + 1] != g:
+            continue
+        h = ints[3][2 * k]
+        nwalk = 0
+        last = NONE
+        x = h
+        while x >= 0 and x != at and seen[x, 0] != stamp:
+            last = x
+            nwalk += 1
+            x = ni[x, N_PAR]
+        if x >= 0 and x != at:
+            child = seen[x, 1]
+        elif nwalk == 0:
+            continue
+        else:
+            child = last
+            _push(ints, 4, nchild, child)
+            nchild += 1
+            seen[child, 2] = -1
+        y = h
+        for _ in range(nwalk):
+            seen[y, 0] = stamp
+            seen[y, 1] = child
+            if y != child:
+                seen[y, 2] = -1
+            y = ni[y, N_PAR]
+        if ni[h, N_DEPTH] > seen[child, 2]:
+            seen[child, 2] = ni[h, N_DEPTH]
+    if nchild == 0:
+        return 0
+    least = SPLIT_MIN + ints2[0][root, SM_NORDER]
+    # Held while the branches are moved off: the last move may free them.
+    if at >= 0:
+        ni[at, N_RC] += 1
+    else:
+        ints2[0][root, SM_RC] += 1
+    folded = 0
+    for k in range(nchild):
+        child = ints[4][k]
+        if seen[child, 2] - ni[child, N_DEPTH] < least:
+            continue
+        copy = _copy_summary(meta, ints, ints2, floats, sums, root)
+        if at >= 0:
+            _push(ints, 1, 0, at)
+            _fold(ni, nf, codes, meta, ints2, sums, sm_i, copy, ints[1], 1)
+            folded += 1
+        ints2[0][copy, SM_RC] += 1
+        ni[child, N_PAR] = -2 - copy
+        if at >= 0:
+            ni[at, N_RC] -= 1  # the child's reference; the hold above keeps it above 0
+        else:
+            ints2[0][root, SM_RC] -= 1
+    if at >= 0:
+        x = _decref(ni, free, meta, at)
+        if x <= -2:
+            _summary_decref(meta, ints, ints2, sums, -2 - x)
+    else:
+        _summary_decref(meta, ints, ints2, sums, root)
+    return folded
 
 
 # ---------------------------------------------------------------------------
