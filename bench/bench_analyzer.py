@@ -20,7 +20,8 @@ between them, receiver app returning the credits (``PipelineSpec``).
 
 Then records/s of both engines on a real model trace: ``scenarios/tcp-stream.toml``
 simulated for ``--model-ms`` (the trace read into memory first, so only the
-analyzer is timed), which is what users analyze; and the compiled kernel's
+analyzer is timed), which is what users analyze; the compiled pass's memory on
+one model trace cut at 1x, 4x and 16x ``--model-ms``; and the compiled kernel's
 cold compile time (empty numba cache, in a fresh process) and cached load time.
 
     .venv/bin/python bench/bench_analyzer.py [--items 5000] [--repeat 3] [--model-ms 30]
@@ -45,6 +46,7 @@ from cpasim.analysis.criticalpath import CriticalPathPass
 from cpasim.analysis.pathlog import PARENT, Summary
 from cpasim.analysis.synthetic import PipelineSpec, pipeline_source
 from cpasim.config import load_scenario
+from cpasim.predict.window import Prefix
 from cpasim.simulate import simulate
 from cpasim.trace import open_trace
 from cpasim.trace.memory import MemorySource
@@ -126,6 +128,25 @@ def model_trace(ms: float) -> tuple[MemorySource, str, str]:
     return mem, start, end
 
 
+def model_memory(ms: float) -> None:
+    """The compiled pass's memory on one tcp-stream model trace cut at 1x, 4x and 16x
+    ``ms`` simulated milliseconds (the file streamed, as ``cpasim analyze`` reads it)."""
+    cfg = load_scenario(SCENARIO, sets=[f"sim.duration={16 * ms}ms", f"sim.warmup={ms / 6:g}ms"])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.cpt"
+        res = simulate(cfg, trace_path=path)
+        for mult in (1, 4, 16):
+            src = Prefix(open_trace(path), mult * ms * 1e6)
+            p = CompiledPass(Transforms(), res.analysis_start, res.analysis_end)
+            for chunk in src.chunks():
+                p.feed(chunk, src.key)
+            print(
+                f"model trace memory, {mult:>2}x ({mult * ms:g} ms simulated): "
+                f"{p.records:>9,} records, live nodes {p.live_nodes:,}, peak nodes "
+                f"{p.peak_nodes:,}, arrays {p.pool_bytes() / 2**20:.1f} MiB"
+            )
+
+
 _FIRST_USE = """
 import time
 from cpasim.analysis import analyze
@@ -198,6 +219,7 @@ def main() -> None:
             f"{n / cpu / TARGET:.2f} of target, {n / cpu / GOAL:.2f} of the predict goal"
         )
     print(f"compiled / python on the model trace: {rates['compiled'] / rates['python']:.1f}x")
+    model_memory(args.model_ms)
     cold, cached = compile_times()
     print(
         f"compiled kernel, first use: {cold:.1f} s to compile (empty cache), {cached:.2f} s loaded"
