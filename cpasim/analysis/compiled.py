@@ -16,7 +16,7 @@ import numpy as np
 from cpasim.analysis.criticalpath import _matches
 from cpasim.analysis.pathlog import INTER, Summary
 from cpasim.analysis.queues import QueueState
-from cpasim.analysis.transforms import Transforms, sm_display
+from cpasim.analysis.transforms import Names, Transforms, sm_display
 from cpasim.errors import CpasimError
 from cpasim.trace.records import BEGIN, DEQ, TraceKey
 
@@ -105,7 +105,7 @@ class CompiledPass:
             fac = _pad(self.fac, (n_sm, w), np.nan if tf.scale else 1.0)
             if tf.scale:
                 fac[old_sm:n_sm, 0] = tf.state_factors(
-                    [(*key.sms[sm], "(initial)") for sm in range(old_sm, n_sm)]
+                    Names.of_states((*key.sms[sm], "(initial)") for sm in range(old_sm, n_sm))
                 )
             self.fac = fac
         self.n_states = n_states
@@ -122,7 +122,7 @@ class CompiledPass:
             qf = np.zeros((n_q - old_q, k.NQF), np.float64)
             qi[:, k.Q_CAP] = -1
             qi[:, k.Q_FLOW] = 1
-            rules = tf.queues_rules(key.queues[old_q:n_q])
+            rules = tf.queues_rules(Names.of_queues(key.queues[old_q:n_q]))
             self.queue_rules += rules
             qi[:, k.Q_BROKEN], qf[:, k.QF_COMM], qi[:, k.Q_EXTRA] = zip(*rules, strict=True)
             self.q_i = np.concatenate([self.q_i, qi])
@@ -160,18 +160,19 @@ class CompiledPass:
     def _match_factors(self, op, sm, a, key: TraceKey) -> None:
         """Scale factors of the states the chunk's ``begin``s enter, where not yet known
         (``op``, ``sm``, ``a``: the chunk's columns)."""
-        begins = op == BEGIN
-        sm = sm[begins].astype(np.int64)
-        si = a[begins].astype(np.int64) + 1
         fac = self.fac
-        todo = np.isnan(fac[sm, si])
-        if not todo.any():
+        width = fac.shape[1]
+        begins = op == BEGIN
+        cells = sm[begins].astype(np.int64) * width + a[begins] + 1  # (sm, state index + 1)
+        todo = cells[np.isnan(fac.ravel()[cells])]
+        if not len(todo):
             return
-        pairs = np.unique((sm[todo] << 32) | si[todo])
-        x, y = pairs >> 32, pairs & 0xFFFFFFFF
+        x, y = np.divmod(np.unique(todo), width)
         sms, states = key.sms, key.states
         fac[x, y] = self.tf.state_factors(
-            [(*sms[i], states[j - 1]) for i, j in zip(x.tolist(), y.tolist(), strict=True)]
+            Names.of_states(
+                (*sms[i], states[j - 1]) for i, j in zip(x.tolist(), y.tolist(), strict=True)
+            )
         )
 
     def _qname(self, q: int) -> str:

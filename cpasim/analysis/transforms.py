@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fnmatch import translate
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from itertools import accumulate, chain, count
 from operator import add
 
@@ -110,32 +110,27 @@ class Transforms:
     # -- matching, once per name ---------------------------------------------------
 
     def state_factor(self, sys: str, sm: str, inst: str, state: str) -> float:
-        return self.state_factors([(sys, sm, inst, state)])[0]
+        return self.state_factors(Names.of_states([(sys, sm, inst, state)]))[0]
 
-    def state_factors(self, names: Sequence[tuple[str, str, str, str]]) -> list[float]:
-        """The scale factor of each ``(sys, sm, inst, state)``, matched in one go."""
+    def state_factors(self, names: Names) -> list[float]:
+        """The scale factor of each state of ``names`` (:meth:`Names.of_states`)."""
         if not self.scale:
             return [1.0] * len(names)
         scale = self.scale
-        found = self._scale_matcher([name_variants(*name) for name in names])
+        found = names.first([pat for pat, _ in scale])
         return [1.0 if i is None else float(scale[i][1]) for i in found]
-
-    @cached_property
-    def _scale_matcher(self):
-        """Index of the first ``scale`` pattern each name tuple matches, or None:
-        one regex for all patterns, as a prediction may bring a hundred of them."""
-        return first_matches([pat for pat, _ in self.scale])
 
     def queue_rules(self, qsys: str, q: str, qinst: str) -> tuple[bool, float, int]:
         """``(broken, comm factor, extra capacity)`` for one queue instance."""
-        return self.queues_rules([(qsys, q, qinst)])[0]
+        return self.queues_rules(Names.of_queues([(qsys, q, qinst)]))[0]
 
-    def queues_rules(self, queues: Sequence[tuple[str, str, str]]) -> list[tuple[bool, float, int]]:
-        """:meth:`queue_rules` of each ``(qsys, q, qinst)``, matched in one go."""
+    def queues_rules(self, names: Names) -> list[tuple[bool, float, int]]:
+        """:meth:`queue_rules` of each queue of ``names`` (:meth:`Names.of_queues`)."""
         if not (self.breaks or self.scale_comm or self.capacity):
-            return [(False, 1.0, 0)] * len(queues)
-        names = [name_variants(qsys, q, qinst, None) for qsys, q, qinst in queues]
-        broken, comm, extra = (match(names) for match in self._queue_matchers)
+            return [(False, 1.0, 0)] * len(names)
+        broken = names.first(self.breaks)
+        comm = names.first([pat for pat, _ in self.scale_comm])
+        extra = names.first([pat for pat, _ in self.capacity])
         return [
             (
                 b is not None,
@@ -145,73 +140,85 @@ class Transforms:
             for b, i, k in zip(broken, comm, extra, strict=True)
         ]
 
-    @cached_property
-    def _queue_matchers(self):
-        return (
-            first_matches(self.breaks),
-            first_matches([pat for pat, _ in self.scale_comm]),
-            first_matches([pat for pat, _ in self.capacity]),
-        )
-
 
 def first_match(patterns: list[str]):
     """``names -> index of the first pattern (fnmatchcase) some name matches, or None``."""
-    many = first_matches(patterns)
-    return lambda names: many([names])[0]
+    return lambda names: Names([names]).first(patterns)[0]
 
 
-def first_matches(patterns: list[str]):
-    """``[names, ...] -> [first_match(patterns)(names), ...]``.
+class Names:
+    """Display names to match against pattern lists: per entry, the names it goes
+    by (:func:`name_variants`); the entry matches the first pattern any of them does.
 
-    The patterns become one alternation of named groups; alternatives are tried
-    in order, so the group that matched a name is its first matching pattern.
-    The distinct names are matched together, as the lines of one text (a pass
-    meets hundreds of SM instances, and a call per name costs more than the
-    regex itself); a name is matched alone where that cannot be done exactly.
+    The patterns of a list become one alternation of named groups; alternatives
+    are tried in order, so the group that matched a name is its first matching
+    pattern.  The distinct names are joined once, as the lines of one text, and
+    each list is matched over the whole text in one scan (a pass meets hundreds
+    of SM instances, and a call per name would cost more than the regex); names
+    are matched one by one where that cannot be done exactly.
     """
-    if not patterns:
-        return lambda many: [None] * len(many)
-    match = _alternation(tuple(patterns)).match
-    lines = _line_alternation(tuple(patterns))
 
-    def alone(names: list[str]) -> dict[str, int | None]:
-        out = {}
-        for name in names:
-            m = match(name)
-            out[name] = None if m is None else int(m.lastgroup[1:])
-        return out
+    def __init__(self, entries: Sequence[Sequence[str]]):
+        self.entries = entries
+        self.names = list(dict.fromkeys(chain.from_iterable(entries)))
+        text = "\n".join(self.names)
+        # Usable when no name holds a line break of its own.
+        self.text = text if text.count("\n") == len(self.names) - 1 else None
+        self._starts: dict[int, str] | None = None
 
-    def together(names: list[str]) -> dict[str, int | None] | None:
-        if lines is None or any("\n" in name for name in names):
-            return None
-        # Line i starts after the lengths of the lines before it and i line breaks.
-        offsets = map(add, accumulate(map(len, names), initial=0), count())
-        starts = dict(zip(offsets, names, strict=False))
-        out = dict.fromkeys(names)
-        for m in lines.finditer("\n".join(names)):
-            if "\n" in m.group():  # a [^...] took the line break: give up
-                return None
-            out[starts[m.start()]] = int(m.lastgroup[1:])
-        return out
+    @classmethod
+    def of_states(cls, states: Iterable[tuple[str, str, str, str]]) -> Names:
+        """``(sys, sm, inst, state)`` each."""
+        return cls([name_variants(*state) for state in states])
 
-    def run(many: Sequence[Sequence[str]]) -> list[int | None]:
-        flat = list(chain.from_iterable(many))
-        names = list(dict.fromkeys(flat))
-        index = together(names)
+    @classmethod
+    def of_queues(cls, queues: Iterable[tuple[str, str, str]]) -> Names:
+        """``(qsys, q, qinst)`` each."""
+        return cls([name_variants(qsys, q, qinst, None) for qsys, q, qinst in queues])
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def first(self, patterns: Sequence[str]) -> list[int | None]:
+        """Per entry, the index of the first of ``patterns`` it matches, or None."""
+        if not patterns:
+            return [None] * len(self.entries)
+        index = self._together(tuple(patterns))
         if index is None:
-            index = alone(names)
-        found = iter(list(map(index.__getitem__, flat)))
+            match = _alternation(tuple(patterns)).match
+            index = {}
+            for name in self.names:
+                m = match(name)
+                index[name] = None if m is None else int(m.lastgroup[1:])
+        get = index.__getitem__
         out = []
-        for group in many:
-            best = next(found)
-            for _ in range(len(group) - 1):
-                i = next(found)
+        for group in self.entries:
+            if len(group) == 1:  # the common case: instance "0"
+                out.append(get(group[0]))
+                continue
+            best = None
+            for name in group:
+                i = get(name)
                 if i is not None and (best is None or i < best):
                     best = i
             out.append(best)
         return out
 
-    return run
+    def _together(self, patterns: tuple[str, ...]) -> dict[str, int | None] | None:
+        lines = _line_alternation(patterns)
+        if lines is None or self.text is None:
+            return None
+        if self._starts is None:
+            # Line i starts after the lengths of the lines before it and i line breaks.
+            offsets = map(add, accumulate(map(len, self.names), initial=0), count())
+            self._starts = dict(zip(offsets, self.names, strict=False))
+        starts = self._starts
+        out = dict.fromkeys(self.names)
+        for m in lines.finditer(self.text):
+            if "\n" in m.group():  # a [^...] took the line break: give up
+                return None
+            out[starts[m.start()]] = int(m.lastgroup[1:])
+        return out
 
 
 @lru_cache(maxsize=256)

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from cpasim.analysis import Transforms
-from cpasim.analysis.transforms import first_matches, name_variants
+from cpasim.analysis.transforms import Names
 from cpasim.config import HOSTS, Config
 from cpasim.predict.transforms_table import CPU_PATTERNS, Lookup
 
@@ -81,12 +81,12 @@ def busy(cfg: Config, tf: Transforms, active: Mapping[str, float]) -> dict[str, 
 
         # Every resource pattern names its host: the other host's states never match.
         hosted = [(_parts(name), ns) for name, ns in active.items() if name.startswith(f"{host}:")]
-        variants = [name_variants(*parts) for parts, _ in hosted]
-        factors = tf.state_factors([parts for parts, _ in hosted])
+        names = Names.of_states(parts for parts, _ in hosted)
+        factors = tf.state_factors(names)
         for res in RESOURCES:
             if not res.present(v):
                 continue
-            holds = first_matches([p.format(sys=host) for p in res.patterns])(variants)
+            holds = names.first([p.format(sys=host) for p in res.patterns])
             work = sum(
                 ns * f
                 for (_, ns), f, held in zip(hosted, factors, holds, strict=True)
