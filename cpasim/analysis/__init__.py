@@ -24,7 +24,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from cpasim.analysis.criticalpath import CriticalPathPass
+from cpasim.analysis.criticalpath import COMMIT_EVERY, CriticalPathPass
 from cpasim.analysis.report import (
     AnalysisResult,
     Names,
@@ -122,6 +122,7 @@ def analyze_many(
     engine: str | None = None,
     mark: float | None = None,
     details: bool = True,
+    commit_every: int | None = None,
 ) -> list[AnalysisResult]:
     """Several what-ifs from one read of the trace: one result per ``Transforms``.
 
@@ -131,7 +132,10 @@ def analyze_many(
     of the records before this time (``AnalysisResult.lengths_at_mark``), what
     an analysis of just those records would give as its length.  Without
     ``details`` the results carry the paths only (empty ``profile``, ``queues``
-    and ``connection_trace``), which is cheaper to build.
+    and ``connection_trace``), which is cheaper to build.  ``commit_every``: records
+    between the passes' folds of settled path prefixes (a memory/time trade that
+    never changes a result; default
+    :data:`~cpasim.analysis.criticalpath.COMMIT_EVERY`).
     """
     start_t = parse_sm(start)
     end_t = parse_sm(end)
@@ -147,6 +151,7 @@ def analyze_many(
             lenient=lenient,
             listing_limit=listing_limit,
             source_name=source.name,
+            commit_every=commit_every or COMMIT_EVERY,
         )
         for tf in transforms
     ]

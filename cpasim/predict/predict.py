@@ -27,7 +27,7 @@ from cpasim.predict.runs import (
     summarize,
 )
 from cpasim.predict.transforms_table import check_keys, plan_change
-from cpasim.predict.window import analyses
+from cpasim.predict.window import WINDOW_COMMIT_EVERY, analyses
 from cpasim.trace import open_trace
 
 
@@ -114,6 +114,7 @@ def predict_many(
             run.end,
             [p.transforms for p in plans],
             window.window.t_measure,
+            commit_every=WINDOW_COMMIT_EVERY,
         )
     else:
         base_path, active = run.path, run.state_active

@@ -25,7 +25,7 @@ from cpasim.config import Config
 from cpasim.errors import CpasimError
 from cpasim.predict.bounds import busy
 from cpasim.predict.transforms_table import reference, state_active, state_means
-from cpasim.predict.window import Window, analyses, make_window
+from cpasim.predict.window import WINDOW_COMMIT_EVERY, Window, analyses, make_window
 from cpasim.simulate import simulate
 from cpasim.trace import open_trace
 from cpasim.trace.records import BEGIN, TraceSource
@@ -353,7 +353,13 @@ def _window_run(cfg: Config, trace: Path, start, end) -> WindowRun | None:
     window = make_window(trace, start, end, *span)
     ref = reference()
     [(res, cut, before)] = analyses(
-        lambda: window.source(trace), start, end, [ref], window.t_measure, profiles=True
+        lambda: window.source(trace),
+        start,
+        end,
+        [ref],
+        window.t_measure,
+        profiles=True,
+        commit_every=WINDOW_COMMIT_EVERY,
     )
     active = measured_active(res, before)
     path = summarize(res, f"{trace} (window)", cut).bounded(busy(cfg, ref, active))

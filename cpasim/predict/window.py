@@ -57,14 +57,22 @@ class Prefix(TraceSource):
 
 
 def analyses(
-    open_source, start, end, transforms: Sequence[Transforms], warmup: float, *, profiles=False
+    open_source,
+    start,
+    end,
+    transforms: Sequence[Transforms],
+    warmup: float,
+    *,
+    profiles=False,
+    commit_every: int | None = None,
 ) -> list[tuple[AnalysisResult, dict[str, float], AnalysisResult | None]]:
     """Per transform set, from one pass: the whole trace's analysis and its path
     lengths at the end of the warm-up (``{}`` without one); with ``profiles``, also
     the warm-up prefix's own analysis (a second pass), whose busy times
     :func:`~cpasim.predict.runs.measured_active` subtracts.  ``open_source()``
     opens the trace afresh.  Without ``profiles`` the analyses carry the paths
-    only (what predictions read)."""
+    only (what predictions read).  ``commit_every``: as for
+    :func:`~cpasim.analysis.analyze_many` (:data:`WINDOW_COMMIT_EVERY` for a window)."""
     whole = analyze_many(
         open_source(),
         start,
@@ -74,6 +82,7 @@ def analyses(
         mark=warmup if warmup > 0 else None,
         details=profiles,
         listing_limit=10_000 if profiles else 0,  # predictions read no edge listing
+        commit_every=commit_every,
     )
     cuts = [res.lengths_at_mark or {} for res in whole]
     if warmup > 0 and profiles:
@@ -84,6 +93,12 @@ def analyses(
 
 
 # -- what-ifs over the tail of a trace ------------------------------------------------
+
+#: Records between the folds of a window's pass.  Its preamble hands every SM
+#: its history at once, and each fold walks all of it again; a window is only a
+#: few ordinary commit intervals long, so its pass folds rarely (memory is then
+#: bounded by the window's length instead, which is fixed).
+WINDOW_COMMIT_EVERY = 1 << 18
 
 
 @dataclass(frozen=True)
