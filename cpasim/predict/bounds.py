@@ -65,6 +65,20 @@ def _parts(name: str) -> tuple[str, str, str, str]:
     return sys, sm, inst or "0", state
 
 
+def holding(active: Mapping[str, float]) -> dict[str, float]:
+    """The entries of ``active`` (``sys:sm:state`` → ns) whose state holds one of the
+    :data:`RESOURCES`, whatever the configuration: all :func:`busy` reads of them."""
+    out = {}
+    for host in HOSTS:
+        hosted = [name for name in active if name.startswith(f"{host}:")]
+        names = Names.of_states(_parts(name) for name in hosted)
+        patterns = [p.format(sys=host) for res in RESOURCES for p in res.patterns]
+        for name, held in zip(hosted, names.first(patterns), strict=True):
+            if held is not None:
+                out[name] = active[name]
+    return out
+
+
 def busy(cfg: Config, tf: Transforms, active: Mapping[str, float]) -> dict[str, float]:
     """Resource name → its work per unit (ns) in ``cfg`` with ``tf`` applied.
 

@@ -23,7 +23,7 @@ import numpy as np
 from cpasim.analysis import AnalysisResult
 from cpasim.config import Config
 from cpasim.errors import CpasimError
-from cpasim.predict.bounds import busy
+from cpasim.predict.bounds import busy, holding
 from cpasim.predict.transforms_table import reference, state_active, state_means
 from cpasim.predict.window import WINDOW_COMMIT_EVERY, Window, analyses, make_window
 from cpasim.simulate import simulate
@@ -199,12 +199,14 @@ def summarize(res: AnalysisResult, what: str, cut: dict[str, float] | None = Non
 
 
 def measured_active(res: AnalysisResult, before: AnalysisResult | None) -> dict[str, float]:
-    """``sys:sm:state`` → active ns after the warm-up: the whole trace's minus its prefix's."""
+    """``sys:sm:state`` → active ns after the warm-up (the whole trace's minus its
+    prefix's), for the states that hold a shared resource: what the busy-time
+    bounds of a prediction read (:func:`cpasim.predict.bounds.holding`)."""
     active = state_active(res.profile)
     if before is not None:
         for name, ns in state_active(before.profile).items():
             active[name] = active.get(name, 0.0) - ns
-    return {k: v for k, v in active.items() if v > 0}
+    return holding({k: v for k, v in active.items() if v > 0})
 
 
 def scaled_metric(value: float, higher_is_better: bool, base: PathSummary, new: PathSummary):
@@ -261,7 +263,7 @@ class TracedRun:
     result: dict  # Result.to_json()
     path: PathSummary
     state_means: dict[str, float]
-    state_active: dict[str, float]  # active ns per sys:sm:state after the warm-up
+    state_active: dict[str, float]  # active ns after the warm-up, resource-holding states
     window: WindowRun | None = None  # the tail predictions analyse, if shorter than all
 
     @property
