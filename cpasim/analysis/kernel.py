@@ -293,21 +293,12 @@ def _view(a):
 
 
 @njit(cache=True)
-def _grow1i(a, need):
+def _grow1(a, need):
+    """``a`` copied into a zeroed array of at least ``need`` entries (doubling)."""
     n = len(a)
     while n < need:
         n = n * 2 if n else 16
-    b = np.zeros(n, np.int64)
-    b[: len(a)] = a
-    return b
-
-
-@njit(cache=True)
-def _grow1f(a, need):
-    n = len(a)
-    while n < need:
-        n = n * 2 if n else 16
-    b = np.zeros(n, np.float64)
+    b = np.zeros(n, a.dtype)
     b[: len(a)] = a
     return b
 
@@ -326,7 +317,7 @@ def _grow2i(a, need):
 def _push(ints, k, pos, x):
     buf = ints[k]
     if pos >= len(buf):
-        buf = _grow1i(buf, pos + 1)
+        buf = _grow1(buf, pos + 1)
         ints[k] = buf
     buf[pos] = x
 
@@ -410,7 +401,7 @@ def _new_summary(meta, ints, ints2, floats, sums, start_t):
         meta[M_NSUM] = s + 1
         if s >= ints2[0].shape[0]:
             ints2[0] = _grow2i(ints2[0], s + 1)
-            floats[0] = _grow1f(floats[0], s + 1)
+            floats[0] = _grow1(floats[0], s + 1)
         sums_i.append(np.zeros((0, 4), np.int64))
         sums_f.append(np.zeros((0, 3), np.float64))
         sums_first.append(np.zeros(0, np.int64))
@@ -1010,7 +1001,7 @@ def _grow(hot, meta, q_i):
         i2[I2_CODES] = _grow2i(i2[I2_CODES], meta[M_NCODES] + 2)
     if meta[M_NTR] + 1 > i2[I2_TR].shape[0]:
         i2[I2_TR] = _grow2i(i2[I2_TR], meta[M_NTR] + 1)
-        f1[F1_TR] = _grow1f(f1[F1_TR], meta[M_NTR] + 1)
+        f1[F1_TR] = _grow1(f1[F1_TR], meta[M_NTR] + 1)
     if meta[M_NQE] + 1 > i2[I2_QE].shape[0]:
         i2[I2_QE] = _grow2i(i2[I2_QE], meta[M_NQE] + 1)
     if meta[M_NWARN] + 1 > i2[I2_WARN].shape[0]:
