@@ -88,12 +88,13 @@ class CompiledPass:
             rows = np.zeros((n_sm - old_sm, k.NSI), np.int64)
             for f in (k.S_NODE, k.S_WQ, k.S_PEND, k.S_PENDSM, k.S_PENDCONN, k.S_CUR, k.S_STARTID):
                 rows[:, f] = -1
-            for j, sm in enumerate(range(old_sm, n_sm)):
-                sys, name, inst = key.sms[sm]
-                rows[j, k.S_BASE] = self._base_ids.setdefault((sys, name), len(self._base_ids))
-                self.s_base.append(int(rows[j, k.S_BASE]))
-                rows[j, k.S_ISSTART] = _matches(self.start, sys, name, inst)
-                rows[j, k.S_ISEND] = _matches(self.end, sys, name, inst)
+            names = key.sms[old_sm:n_sm]
+            ids = self._base_ids
+            base = [ids.setdefault((sys, name), len(ids)) for sys, name, _ in names]
+            rows[:, k.S_BASE] = base
+            self.s_base += base
+            rows[:, k.S_ISSTART] = [_matches(self.start, *name) for name in names]
+            rows[:, k.S_ISEND] = [_matches(self.end, *name) for name in names]
             self.sm_i = np.concatenate([self.sm_i, rows])
             self.sm_f = np.concatenate([self.sm_f, np.zeros((n_sm - old_sm, k.NSF))])
         if n_sm > old_sm or w > old_w:
