@@ -18,7 +18,7 @@ from cpasim.analysis.pathlog import INTER, Summary
 from cpasim.analysis.queues import QueueState
 from cpasim.analysis.transforms import Names, Transforms, sm_display
 from cpasim.errors import CpasimError
-from cpasim.trace.records import BEGIN, DEQ, TraceKey
+from cpasim.trace.records import BEGIN, DEQ, RECORD_DTYPE, TraceKey
 
 _M21 = (1 << 21) - 1
 
@@ -27,6 +27,24 @@ def _kernel():
     from cpasim.analysis import kernel
 
     return kernel
+
+
+_run_compiled = None
+
+
+def _run(k, *args):
+    """``k.run(*args)``; once compiled, its one overload called directly.  The
+    dispatcher would work out the types of the nested tuples of every call anew
+    (0.13 ms, more than many a chunk's records), and :meth:`CompiledPass.feed`
+    passes the same types every time."""
+    global _run_compiled
+    if _run_compiled is not None:
+        return _run_compiled(*args)
+    out = k.run(*args)
+    signatures = getattr(k.run, "signatures", ())  # none with NUMBA_DISABLE_JIT
+    if len(signatures) == 1:
+        _run_compiled = k.run.get_overload(signatures[0])
+    return out
 
 
 class CompiledPass:
@@ -137,12 +155,13 @@ class CompiledPass:
         self.key = key
         self._grow(key)
         k = self.k
-        # Contiguous columns: one compiled signature whatever the reader, and faster.
-        cols = [np.ascontiguousarray(chunk[f]) for f in ("t", "op", "flags", "sm", "a", "n")]
+        # Contiguous columns of the record's dtypes: one compiled signature whatever
+        # the reader, and faster.
+        cols = [np.ascontiguousarray(chunk[f], RECORD_DTYPE[f]) for f in RECORD_DTYPE.names]
         if self.tf.scale:
             self._match_factors(cols[1], cols[3], cols[4], key)
         keyed = self._keyed_now()
-        status, i = k.run(*cols, self.records, keyed, self.hot, self.meta, self.cold)
+        status, i = _run(k, *cols, self.records, keyed, self.hot, self.meta, self.cold)
         m = self.meta
         rec = self.records + i + 1
         if status == k.ERR_SHORT:
