@@ -15,7 +15,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from cpasim.analysis import Transforms, analyze, analyze_many
-from cpasim.analysis.transforms import Names
+from cpasim.analysis.transforms import NameSet
 from cpasim.errors import CpasimError
 from cpasim.trace.memory import MemorySource
 
@@ -190,5 +190,5 @@ def test_state_factors_of_many_names_are_each_ones_factor(patterns, names):
                 1.0,
             )
         )
-    shown = Names.of_states(("a", sm, inst, state) for sm, inst, state in names)
+    shown = NameSet.of_states(("a", sm, inst, state) for sm, inst, state in names)
     assert tf.state_factors(shown) == want

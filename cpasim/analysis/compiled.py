@@ -16,7 +16,7 @@ import numpy as np
 from cpasim.analysis.criticalpath import _matches
 from cpasim.analysis.pathlog import INTER, Summary
 from cpasim.analysis.queues import QueueState
-from cpasim.analysis.transforms import Names, Transforms, sm_display
+from cpasim.analysis.transforms import NameSet, Transforms, sm_display
 from cpasim.errors import CpasimError
 from cpasim.trace.records import BEGIN, DEQ, RECORD_DTYPE, TraceKey
 
@@ -124,7 +124,7 @@ class CompiledPass:
             fac = _pad(self.fac, (n_sm, w), np.nan if tf.scale else 1.0)
             if tf.scale:
                 fac[old_sm:n_sm, 0] = tf.state_factors(
-                    Names.of_states((*key.sms[sm], "(initial)") for sm in range(old_sm, n_sm))
+                    NameSet.of_states((*key.sms[sm], "(initial)") for sm in range(old_sm, n_sm))
                 )
             self.fac = fac
         self.n_states = n_states
@@ -141,7 +141,7 @@ class CompiledPass:
             qf = np.zeros((n_q - old_q, k.NQF), np.float64)
             qi[:, k.Q_CAP] = -1
             qi[:, k.Q_FLOW] = 1
-            rules = tf.queues_rules(Names.of_queues(key.queues[old_q:n_q]))
+            rules = tf.queues_rules(NameSet.of_queues(key.queues[old_q:n_q]))
             self.queue_rules += rules
             qi[:, k.Q_BROKEN], qf[:, k.QF_COMM], qi[:, k.Q_EXTRA] = zip(*rules, strict=True)
             self.q_i = np.concatenate([self.q_i, qi])
@@ -190,7 +190,7 @@ class CompiledPass:
         x, y = np.divmod(np.unique(todo), width)
         sms, states = key.sms, key.states
         fac[x, y] = self.tf.state_factors(
-            Names.of_states(
+            NameSet.of_states(
                 (*sms[i], states[j - 1]) for i, j in zip(x.tolist(), y.tolist(), strict=True)
             )
         )

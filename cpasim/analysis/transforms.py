@@ -110,10 +110,10 @@ class Transforms:
     # -- matching, once per name ---------------------------------------------------
 
     def state_factor(self, sys: str, sm: str, inst: str, state: str) -> float:
-        return self.state_factors(Names.of_states([(sys, sm, inst, state)]))[0]
+        return self.state_factors(NameSet.of_states([(sys, sm, inst, state)]))[0]
 
-    def state_factors(self, names: Names) -> list[float]:
-        """The scale factor of each state of ``names`` (:meth:`Names.of_states`)."""
+    def state_factors(self, names: NameSet) -> list[float]:
+        """The scale factor of each state of ``names`` (:meth:`NameSet.of_states`)."""
         if not self.scale:
             return [1.0] * len(names)
         scale = self.scale
@@ -122,10 +122,10 @@ class Transforms:
 
     def queue_rules(self, qsys: str, q: str, qinst: str) -> tuple[bool, float, int]:
         """``(broken, comm factor, extra capacity)`` for one queue instance."""
-        return self.queues_rules(Names.of_queues([(qsys, q, qinst)]))[0]
+        return self.queues_rules(NameSet.of_queues([(qsys, q, qinst)]))[0]
 
-    def queues_rules(self, names: Names) -> list[tuple[bool, float, int]]:
-        """:meth:`queue_rules` of each queue of ``names`` (:meth:`Names.of_queues`)."""
+    def queues_rules(self, names: NameSet) -> list[tuple[bool, float, int]]:
+        """:meth:`queue_rules` of each queue of ``names`` (:meth:`NameSet.of_queues`)."""
         if not (self.breaks or self.scale_comm or self.capacity):
             return [(False, 1.0, 0)] * len(names)
         broken = names.first(self.breaks)
@@ -141,12 +141,7 @@ class Transforms:
         ]
 
 
-def first_match(patterns: list[str]):
-    """``names -> index of the first pattern (fnmatchcase) some name matches, or None``."""
-    return lambda names: Names([names]).first(patterns)[0]
-
-
-class Names:
+class NameSet:
     """Display names to match against pattern lists: per entry, the names it goes
     by (:func:`name_variants`); the entry matches the first pattern any of them does.
 
@@ -167,12 +162,12 @@ class Names:
         self._starts: dict[int, str] | None = None
 
     @classmethod
-    def of_states(cls, states: Iterable[tuple[str, str, str, str]]) -> Names:
+    def of_states(cls, states: Iterable[tuple[str, str, str, str]]) -> NameSet:
         """``(sys, sm, inst, state)`` each."""
         return cls([name_variants(*state) for state in states])
 
     @classmethod
-    def of_queues(cls, queues: Iterable[tuple[str, str, str]]) -> Names:
+    def of_queues(cls, queues: Iterable[tuple[str, str, str]]) -> NameSet:
         """``(qsys, q, qinst)`` each."""
         return cls([name_variants(qsys, q, qinst, None) for qsys, q, qinst in queues])
 

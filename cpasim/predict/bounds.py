@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from cpasim.analysis import Transforms
-from cpasim.analysis.transforms import Names
+from cpasim.analysis.transforms import NameSet
 from cpasim.config import HOSTS, Config
 from cpasim.predict.transforms_table import CPU_PATTERNS, Lookup
 
@@ -71,7 +71,7 @@ def holding(active: Mapping[str, float]) -> dict[str, float]:
     out = {}
     for host in HOSTS:
         hosted = [name for name in active if name.startswith(f"{host}:")]
-        names = Names.of_states(_parts(name) for name in hosted)
+        names = NameSet.of_states(_parts(name) for name in hosted)
         patterns = [p.format(sys=host) for res in RESOURCES for p in res.patterns]
         for name, held in zip(hosted, names.first(patterns), strict=True):
             if held is not None:
@@ -95,7 +95,7 @@ def busy(cfg: Config, tf: Transforms, active: Mapping[str, float]) -> dict[str, 
 
         # Every resource pattern names its host: the other host's states never match.
         hosted = [(_parts(name), ns) for name, ns in active.items() if name.startswith(f"{host}:")]
-        names = Names.of_states(parts for parts, _ in hosted)
+        names = NameSet.of_states(parts for parts, _ in hosted)
         factors = tf.state_factors(names)
         for res in RESOURCES:
             if not res.present(v):
