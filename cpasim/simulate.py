@@ -155,7 +155,7 @@ class _Runner:
         if not env.run_until(t):
             return  # stopped: the byte target is met
         if env._queue:  # paused, not finished: the clock stands at the slice's end
-            env._now = max(env._now, t)
+            env.advance(t)
 
     def _snapshot(self) -> dict:
         s = self.system

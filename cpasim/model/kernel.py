@@ -9,7 +9,9 @@ method made anew at every wait; the search for a thrown exception's frame).
 :meth:`Kernel.run_until` processes events like ``step()`` in a loop without a
 call per event.  Every event still gets the id, time and priority SimPy would
 give it, so a run on a Kernel is the run on a plain Environment, event for event:
-components may be driven by either.
+components may be driven by either.  A tracer bound to a Kernel hands it its
+buffer (:meth:`Kernel.note_times`): the Kernel notes each new time there before the
+event runs, so that the records themselves never read the clock.
 """
 
 from __future__ import annotations
@@ -74,6 +76,41 @@ class _Process(Process):
 class Kernel(simpy.Environment):
     """The model's environment (see the module docstring)."""
 
+    _notes = None  # a tracer's buffer: (mark, append, buffer, flush); see note_times
+
+    def note_times(self, notes) -> None:
+        """Note the simulated time in a tracer's buffer before each event (None: stop).
+
+        ``notes`` is ``(mark, append, buffer, flush)``: ``mark[0]`` the time last noted,
+        ``mark[1]`` the buffer length at which to ``flush`` (the length grows by one
+        with every time noted).  A tracer hands it over so that its records need not
+        read the clock one by one (:class:`cpasim.trace.tracer.ClockedSM`)."""
+        self._notes = notes
+
+    def advance(self, t: float) -> None:
+        """Move the clock forward to ``t`` between events (a paused run's end)."""
+        if t > self._now:
+            self._now = t
+            notes = self._notes
+            if notes is not None:
+                notes[0][0] = t
+                notes[0][1] += 1
+                notes[1](t)
+
+    def step(self) -> None:
+        notes = self._notes
+        if notes is None or not self._queue:
+            return super().step()
+        mark, note, buffer, flush = notes
+        now = self._queue[0][0]
+        if now != mark[0]:
+            mark[0] = now
+            mark[1] += 1
+            note(now)
+        super().step()
+        if len(buffer) >= mark[1]:
+            flush()
+
     def process(self, generator) -> Process:
         return _Process(self, generator)
 
@@ -94,6 +131,8 @@ class Kernel(simpy.Environment):
 
         Returns False when an event stopped the simulation (``StopSimulation``), whose
         remaining callbacks are then rescheduled, as ``step()`` does."""
+        if self._notes is not None:
+            return self._run_until_noted(t)
         queue = self._queue
         while queue and queue[0][0] < t:
             self._now, _, _, event = heappop(queue)
@@ -109,4 +148,32 @@ class Kernel(simpy.Environment):
                 exc = type(event._value)(*event._value.args)
                 exc.__cause__ = event._value
                 raise exc
+        return True
+
+    def _run_until_noted(self, t: float) -> bool:
+        """:meth:`run_until`, noting each new time in the tracer's buffer and flushing
+        it between events once a chunk is full."""
+        queue = self._queue
+        mark, note, buffer, flush = self._notes
+        while queue and queue[0][0] < t:
+            now, _, _, event = heappop(queue)
+            self._now = now
+            if now != mark[0]:
+                mark[0] = now
+                mark[1] += 1
+                note(now)
+            callbacks, event.callbacks = event.callbacks, None
+            try:
+                for callback in callbacks:
+                    callback(event)
+            except StopSimulation:
+                event.callbacks = callbacks[callbacks.index(callback) + 1 :]
+                self.schedule(event, -1)
+                return False
+            if not event._ok and not hasattr(event, "_defused"):
+                exc = type(event._value)(*event._value.args)
+                exc.__cause__ = event._value
+                raise exc
+            if len(buffer) >= mark[1]:
+                flush()
         return True

@@ -17,9 +17,18 @@ is not stored per record either: records come in runs at the same simulated
 time (several per SimPy event), so only a change of ``env.now`` is noted, by
 appending the new time itself to the same list.  Packed codes are negative and
 times are not (the clock must start at 0 or later), which tells them apart; codes
-are kept as floats (exact integers), because numpy turns a list of floats into an
-array faster than one of ints.  A flush turns the buffer into a chunk with a few
+are kept as floats (exact integers), because a list of floats becomes an array
+faster than one of ints.  A flush turns the buffer into a chunk with a few
 vectorised numpy operations.
+
+Who notes the time depends on the environment.  On a plain SimPy environment
+every record compares the clock with the time last noted, and checks whether the
+chunk is full (:class:`SM`).  An environment with ``note_times`` (the model's
+:class:`~cpasim.model.kernel.Kernel`) is handed the buffer and notes the time
+itself before each event it processes, flushing between events once a chunk is
+full; its records are then one dictionary look-up and one append
+(:class:`ClockedSM`), and a chunk may end a few records past ``chunk_records``,
+with the event that filled it.
 
 A sink is anything with ``write(chunk, key)`` and ``close()``: the columnar
 file writer (:meth:`Tracer.to_file`) or :class:`MemorySink` (:meth:`Tracer.in_memory`).
@@ -31,6 +40,7 @@ either tracer produces the same simulation, event for event.
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 from typing import Protocol
 
@@ -89,15 +99,26 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
 
-def _queue_op(op: int, doc: str):
-    """An SM method emitting ``op`` on a queue, with the record's code kept per queue."""
+def _queue_op(op: int, doc: str, *, clocked: bool = False):
+    """An SM method emitting ``op`` on a queue, with the record's code kept per queue;
+    ``clocked``: for an environment that notes the time itself (see :class:`ClockedSM`)."""
+
+    def clocked_method(self, queue: int, n: int = 1) -> None:
+        try:
+            pair = self._queue_codes[op][queue]
+        except KeyError:
+            pair = self._new_queue_codes(op, queue)
+        if n == 1:
+            self._add(pair[0])
+        else:
+            self._add(pair[1])
+            self._add_count(n)
 
     def method(self, queue: int, n: int = 1) -> None:
         try:
             pair = self._queue_codes[op][queue]  # packed codes: count 1, count on the side
         except KeyError:
-            index = self._tracer.code(op, self.id, queue)
-            pair = self._queue_codes[op][queue] = (packed(index, 1), counted(index))
+            pair = self._new_queue_codes(op, queue)
         now = self._env._now
         mark = self._mark
         if now != mark[0]:
@@ -112,6 +133,8 @@ def _queue_op(op: int, doc: str):
         if len(self._buf) >= mark[1]:
             self._tracer.flush()
 
+    if clocked:
+        method = clocked_method
     method.__doc__ = doc
     return method
 
@@ -172,6 +195,12 @@ class SM:
         if len(self._buf) >= mark[1]:
             self._tracer.flush()
 
+    def _new_queue_codes(self, op: int, queue: int) -> tuple[float, float]:
+        """The packed codes of this SM's ``op`` on ``queue``: count 1, count on the side."""
+        index = self._tracer.code(op, self.id, queue)
+        pair = self._queue_codes[op][queue] = (packed(index, 1), counted(index))
+        return pair
+
     def link(self, other: SM) -> None:
         """Call into (or return to) ``other`` without a queue in between."""
         other._last = None
@@ -196,6 +225,35 @@ class SM:
 
     def __repr__(self) -> str:
         return f"SM({':'.join(self.name)})"
+
+
+class ClockedSM(SM):
+    """A handle whose records take their time from the environment's own notes.
+
+    An environment that notes the simulated time in the buffer before each event it
+    processes (:meth:`cpasim.model.kernel.Kernel.note_times`) spares every record
+    the check of the clock and of the buffer's length: a record is one append."""
+
+    __slots__ = ()
+
+    def begin(self, state: str) -> None:
+        try:
+            code = self._begin_codes[state]
+        except KeyError:
+            tracer = self._tracer
+            index = tracer.code(BEGIN, self.id, tracer.state(state))
+            code = self._begin_codes[state] = packed(index)
+        if code is not self._last:
+            self._last = code
+            self._add(code)
+
+    enq = _queue_op(ENQ, SM.enq.__doc__, clocked=True)
+    deq = _queue_op(DEQ, SM.deq.__doc__, clocked=True)
+    peek = _queue_op(PEEK, SM.peek.__doc__, clocked=True)
+    reserve = _queue_op(RESERVE, SM.reserve.__doc__, clocked=True)
+    resize = _queue_op(RESIZE, SM.resize.__doc__, clocked=True)
+    wait_empty = _queue_op(WAIT_EMPTY, SM.wait_empty.__doc__, clocked=True)
+    wait_full = _queue_op(WAIT_FULL, SM.wait_full.__doc__, clocked=True)
 
 
 class Tracer:
@@ -240,7 +298,9 @@ class Tracer:
         # What SM handles append with (see SM); bind() gives them the environment.
         self._clock = [env]  # a list, so that the closures see a later bind()
         self._buffer = (self._mark, self._buf.append, self._counts.append, self._buf)
+        self._clocked = False  # True: the environment notes the time (see ClockedSM)
         self.emit_packed, self.emit_counted, self.emit, self.record = self._hot_path()
+        self._env = None
         self.env = env
 
     @property
@@ -253,10 +313,38 @@ class Tracer:
         # A time in the buffer is told from a (negative) packed code by its sign.
         if env is not None and env._now < 0:
             raise ValueError(f"tracing needs a clock that starts at 0 or later, not {env._now}")
+        # An environment that can note the time before each event does (the model's
+        # Kernel); then records need not look at the clock.
+        clocked = hasattr(env, "note_times")
+        if self._clocked and not clocked and self._code_fields:
+            raise RuntimeError(
+                "tracer already serves queues of a clocked environment; use a new tracer"
+            )
+        old = self._env
+        if old is not None and old is not env and self._clocked:
+            old.note_times(None)
         self._env = env
         self._clock[0] = env
+        if clocked != self._clocked:
+            self._clocked = clocked
+            self.emit_packed, self.emit_counted, self.emit, self.record = self._hot_path()
+        cls = ClockedSM if clocked else SM
         for handle in self._handles:
+            handle.__class__ = cls
             handle._env = env
+        if clocked:
+            mark, add, _, buf = self._buffer
+            env.note_times((mark, add, buf, self.flush))
+            self._note_time()
+
+    def _note_time(self) -> None:
+        """Note the current time in the buffer (clocked: the records that follow take it)."""
+        now = self._env._now
+        mark = self._mark
+        if now != mark[0]:
+            mark[0] = now
+            mark[1] += 1
+            self._buf.append(now)
 
     @classmethod
     def to_file(cls, env, path: str | Path, **kwargs) -> Tracer:
@@ -272,7 +360,8 @@ class Tracer:
 
     def bind(self, env) -> Tracer:
         """Take time from ``env`` (for code that builds its own environment)."""
-        if (self._buf or self.records_written) and env is not self.env:
+        holds_records = self.records_written or any(entry < 0 for entry in self._buf)
+        if holds_records and env is not self.env:
             raise RuntimeError("tracer already holds records of another environment")
         self.env = env
         return self
@@ -282,8 +371,9 @@ class Tracer:
         """The handle of SM ``(sys, sm, inst)``; the same object for the same name."""
         sm_id = self.key.intern_sm(sys, sm, inst)
         handles = self._handles
+        cls = ClockedSM if self._clocked else SM
         while len(handles) <= sm_id:
-            handles.append(SM(self, len(handles), self.key.sms[len(handles)]))
+            handles.append(cls(self, len(handles), self.key.sms[len(handles)]))
         return handles[sm_id]
 
     def queue(self, qsys: str, q: str, qinst: str = "0") -> int:
@@ -324,6 +414,11 @@ class Tracer:
         clock = self._clock
         code_ids, new_code, flush = self._code_ids, self.code, self.flush
         size = len
+        clocked = self._clocked
+
+        def emit_counted_clocked(code: float, n: int) -> None:
+            add(code)
+            add_count(n)
 
         def emit_packed(code: float) -> None:
             """Append the record of packed ``code`` at the current simulated time."""
@@ -347,6 +442,10 @@ class Tracer:
             add_count(n)
             if size(buf) >= mark[1]:
                 flush()
+
+        if clocked:  # the environment notes the time and flushes: a record is an append
+            emit_packed = add
+            emit_counted = emit_counted_clocked
 
         def emit(code: int, n: int = 0) -> None:
             """Append the record of code index ``code`` with count ``n`` now."""
@@ -381,15 +480,21 @@ class Tracer:
             new = self._code_fields[len(table) - 1 :]
             rows = [(0.0, op, flags, sm, a, 0) for op, flags, sm, a in new]
             table = self._code_table = np.concatenate([table, np.array(rows, dtype=RECORD_DTYPE)])
-        entries = np.fromiter(buf, dtype=np.float64, count=len(buf))
+        # struct packs a list of floats about four times faster than np.fromiter.
+        entries = np.frombuffer(struct.pack(f"{len(buf)}d", *buf), dtype=np.float64)
         is_time = entries >= 0
         is_record = ~is_time
         raw = (-entries[is_record]).astype(np.int64)
         n_records = len(raw)
+        if not n_records:  # only times noted (a clocked environment): nothing to write
+            self._restart()
+            return
         # A sink that is done with a chunk once written gets the same memory each
         # time: fresh pages for every chunk would cost more than filling them.
         out = None
         if self._scratch is not None:
+            if len(self._scratch) < n_records:  # a clocked chunk ends with its event
+                self._scratch = np.empty(n_records + n_records // 8, dtype=RECORD_DTYPE)
             out = self._scratch[:n_records]
         # Whole rows (op, flags, sm, a at once); every index names a row, and "clip"
         # spares the copy that bounds checking would make of ``out``.
@@ -402,11 +507,17 @@ class Tracer:
         # its records up to the next time (there is at least one).
         at = np.flatnonzero(is_time)
         chunk["t"] = np.repeat(entries[at], np.diff(at, append=len(entries)) - 1)
-        buf.clear()
-        self._counts.clear()
-        self._mark[:] = (_NO_TIME, self._chunk_records)
+        self._restart()
         self.records_written += len(chunk)
         self.sink.write(chunk, self.key)
+
+    def _restart(self) -> None:
+        """Empty the buffer for the next chunk, which starts with a time."""
+        self._buf.clear()
+        self._counts.clear()
+        self._mark[:] = (_NO_TIME, self._chunk_records)
+        if self._clocked:
+            self._note_time()
 
     def close(self) -> None:
         """Flush and close the sink; further closes do nothing."""
