@@ -123,6 +123,7 @@ def _setup(queue, tracer, name, owner, capacity, conn_flow):
     queue._emit_counted = tracer.emit_counted
     queue._enq_codes = {}  # SM handle -> packed code of its enq on this queue
     queue._deq_codes = {}
+    queue._deq_counted = {}  # a store's deq of several items: codes with a side count
     queue._code_now = None
     queue._puts_wait = queue._capacity != INF  # else a put never blocks
     owner = owner if owner is not None else tracer.sm(*name)
@@ -185,7 +186,10 @@ class TracedStore(_Untraceable, simpy.Store):
         if len(items) >= self._capacity:
             raise RuntimeError(f"{':'.join(self.name)}: put without room")
         items.append(item)
-        sm.enq(self.qid, 1)
+        code = self._enq_codes.get(sm)
+        if code is None:
+            code = _code(self, self._enq_codes, ENQ, sm, _packed_one)
+        self._emit(code)
         if self.get_queue:
             self._trigger_get(None)
 
@@ -197,7 +201,16 @@ class TracedStore(_Untraceable, simpy.Store):
             return []
         out = items[:k]
         del items[:k]
-        sm.deq(self.qid, k)
+        if k == 1:
+            code = self._deq_codes.get(sm)
+            if code is None:
+                code = _code(self, self._deq_codes, DEQ, sm, _packed_one)
+            self._emit(code)
+        else:
+            code = self._deq_counted.get(sm)
+            if code is None:
+                code = _code(self, self._deq_counted, DEQ, sm, counted)
+            self._emit_counted(code, k)
         if self.put_queue:
             self._trigger_put(None)
         return out
@@ -334,7 +347,10 @@ class TracedContainer(_Untraceable, simpy.Container):
         if self._level + n > self._capacity:
             raise RuntimeError(f"{':'.join(self.name)}: {n} units do not fit")
         self._level += n
-        sm.enq(self.qid, n)
+        code = self._enq_codes.get(sm)
+        if code is None:
+            code = _code(self, self._enq_codes, ENQ, sm, counted)
+        self._emit_counted(code, n)
         if self.get_queue:
             self._trigger_get(None)
 
@@ -343,7 +359,10 @@ class TracedContainer(_Untraceable, simpy.Container):
         k = min(n, int(self._level))
         if k > 0:
             self._level -= k
-            sm.deq(self.qid, k)
+            code = self._deq_codes.get(sm)
+            if code is None:
+                code = _code(self, self._deq_codes, DEQ, sm, counted)
+            self._emit_counted(code, k)
             if self.put_queue:
                 self._trigger_put(None)
         return k
@@ -455,6 +474,7 @@ class TracedPool(TracedContainer):
             env, tracer, qsys, q, qinst, capacity=size, init=size, conn_flow=False, owner=owner
         )
         self._release_codes = {}  # SM handle -> packed code of its enq of one unit
+        self._acquire_codes = {}  # SM handle -> packed code of its deq of one unit
         self._puts_wait = False  # units come back by release(), which never waits
 
     @property
@@ -473,7 +493,10 @@ class TracedPool(TracedContainer):
         """Take a unit now (``deq``) if one is free and nobody queues for it."""
         if self._level >= 1 and not self.get_queue:
             self._level -= 1
-            sm.deq(self.qid, 1)
+            code = self._acquire_codes.get(sm)
+            if code is None:
+                code = _code(self, self._acquire_codes, DEQ, sm, _packed_one)
+            self._emit(code)
             return True
         return False
 
