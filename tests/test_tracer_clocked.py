@@ -111,23 +111,24 @@ def test_kernel_handles_are_clocked_and_a_plain_environment_keeps_the_checks():
     assert type(early) is ClockedSM and late.sm("h", "A") is early
 
 
-def test_chunks_end_with_the_event_that_filled_them():
+def test_a_full_chunk_is_written_between_events():
     env = Kernel()
     tracer = Tracer.in_memory(env, chunk_records=4)
-    sm = tracer.sm("h", "A")
+    sms = [tracer.sm("h", name) for name in "AB"]
 
-    def proc():
+    def proc(sm):
         for i in range(10):
-            for k in range(3):  # three records per event
+            for k in range(3):  # three records per event, two events per time
                 sm.begin(f"s{i}.{k}")
             yield env.timeout(1)
 
-    env.process(proc())
+    for sm in sms:
+        env.process(proc(sm))
     env.run()
     tracer.close()
     sizes = [len(c) for c in tracer.sink.chunks]
-    assert sizes == [6, 6, 6, 6, 6]  # the second event's records fill each chunk
-    assert records(tracer)["t"].tolist() == [float(t) for t in range(10) for _ in range(3)]
+    assert sizes == [6] * 10  # a chunk ends with the event that filled it
+    assert records(tracer)["t"].tolist() == [float(t) for t in range(10) for _ in range(6)]
 
 
 def test_a_record_after_advance_takes_the_new_time():
