@@ -86,6 +86,11 @@ class Kernel(simpy.Environment):
         with every time noted).  A tracer hands it over so that its records need not
         read the clock one by one (:class:`cpasim.trace.tracer.ClockedSM`)."""
         self._notes = notes
+        # ``run()`` steps through ``self.step``: only a traced run pays for the notes.
+        if notes is not None:
+            self.step = self._noted_step
+        else:
+            self.__dict__.pop("step", None)
 
     def advance(self, t: float) -> None:
         """Move the clock forward to ``t`` between events (a paused run's end)."""
@@ -97,17 +102,17 @@ class Kernel(simpy.Environment):
                 notes[0][1] += 1
                 notes[1](t)
 
-    def step(self) -> None:
-        notes = self._notes
-        if notes is None or not self._queue:
-            return super().step()
-        mark, note, buffer, flush = notes
+    def _noted_step(self) -> None:
+        """``step()``, noting the time of the event it processes (see :meth:`note_times`)."""
+        if not self._queue:
+            return simpy.Environment.step(self)
+        mark, note, buffer, flush = self._notes
         now = self._queue[0][0]
         if now != mark[0]:
             mark[0] = now
             mark[1] += 1
             note(now)
-        super().step()
+        simpy.Environment.step(self)
         if len(buffer) >= mark[1]:
             flush()
 
