@@ -146,14 +146,17 @@ class Kernel(simpy.Environment):
                 for callback in callbacks:
                     callback(event)
             except StopSimulation:
-                event.callbacks = callbacks[callbacks.index(callback) + 1 :]
-                self.schedule(event, -1)
+                self._stopped(event, callbacks, callback)
                 return False
             if not event._ok and not hasattr(event, "_defused"):
-                exc = type(event._value)(*event._value.args)
-                exc.__cause__ = event._value
-                raise exc
+                _raise_failure(event)
         return True
+
+    def _stopped(self, event, callbacks, callback) -> None:
+        """``callback`` stopped the run: reschedule the event's other callbacks, as
+        ``step()`` does."""
+        event.callbacks = callbacks[callbacks.index(callback) + 1 :]
+        self.schedule(event, -1)
 
     def _run_until_noted(self, t: float) -> bool:
         """:meth:`run_until`, noting each new time in the tracer's buffer and flushing
@@ -172,13 +175,17 @@ class Kernel(simpy.Environment):
                 for callback in callbacks:
                     callback(event)
             except StopSimulation:
-                event.callbacks = callbacks[callbacks.index(callback) + 1 :]
-                self.schedule(event, -1)
+                self._stopped(event, callbacks, callback)
                 return False
             if not event._ok and not hasattr(event, "_defused"):
-                exc = type(event._value)(*event._value.args)
-                exc.__cause__ = event._value
-                raise exc
+                _raise_failure(event)
             if len(buffer) >= mark[1]:
                 flush()
         return True
+
+
+def _raise_failure(event) -> None:
+    """An event failed and nobody defused it: raise its exception, as ``step()`` does."""
+    exc = type(event._value)(*event._value.args)
+    exc.__cause__ = event._value
+    raise exc

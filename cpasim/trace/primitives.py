@@ -132,7 +132,10 @@ def _setup(queue, tracer, name, owner, capacity, conn_flow):
 
 
 def _code(queue, codes: dict, op: int, sm, pack) -> float:
-    """The code (``pack`` of the index) of ``sm``'s ``op`` on ``queue``, kept in ``codes``."""
+    """The code (``pack`` of the index) of ``sm``'s ``op`` on ``queue``, kept in ``codes``.
+
+    Packed codes are negative, never 0, so a caller looks one up with
+    ``codes.get(sm) or _code(...)``."""
     code = codes[sm] = pack(queue.tracer.code(op, sm.id, queue.qid))
     return code
 
@@ -160,9 +163,7 @@ class TracedStore(_Untraceable, simpy.Store):
         _setup(self, tracer, (qsys, q, qinst), owner, capacity, conn_flow)
 
     def put(self, item, sm) -> StorePut:
-        code = self._enq_codes.get(sm)
-        if code is None:
-            code = _code(self, self._enq_codes, ENQ, sm, _packed_one)
+        code = self._enq_codes.get(sm) or _code(self, self._enq_codes, ENQ, sm, _packed_one)
         self._code_now = code
         event = _TracedStorePut(self, item)
         if event._value is PENDING:
@@ -172,9 +173,7 @@ class TracedStore(_Untraceable, simpy.Store):
         return event
 
     def get(self, sm) -> StoreGet:
-        code = self._deq_codes.get(sm)
-        if code is None:
-            code = _code(self, self._deq_codes, DEQ, sm, _packed_one)
+        code = self._deq_codes.get(sm) or _code(self, self._deq_codes, DEQ, sm, _packed_one)
         event = _get_request(_TracedStoreGet, self, code)
         if event._value is PENDING and not self.items:
             sm.wait_empty(self.qid, 1)
@@ -186,9 +185,7 @@ class TracedStore(_Untraceable, simpy.Store):
         if len(items) >= self._capacity:
             raise RuntimeError(f"{':'.join(self.name)}: put without room")
         items.append(item)
-        code = self._enq_codes.get(sm)
-        if code is None:
-            code = _code(self, self._enq_codes, ENQ, sm, _packed_one)
+        code = self._enq_codes.get(sm) or _code(self, self._enq_codes, ENQ, sm, _packed_one)
         self._emit(code)
         if self.get_queue:
             self._trigger_get(None)
@@ -202,14 +199,10 @@ class TracedStore(_Untraceable, simpy.Store):
         out = items[:k]
         del items[:k]
         if k == 1:
-            code = self._deq_codes.get(sm)
-            if code is None:
-                code = _code(self, self._deq_codes, DEQ, sm, _packed_one)
+            code = self._deq_codes.get(sm) or _code(self, self._deq_codes, DEQ, sm, _packed_one)
             self._emit(code)
         else:
-            code = self._deq_counted.get(sm)
-            if code is None:
-                code = _code(self, self._deq_counted, DEQ, sm, counted)
+            code = self._deq_counted.get(sm) or _code(self, self._deq_counted, DEQ, sm, counted)
             self._emit_counted(code, k)
         if self.put_queue:
             self._trigger_put(None)
@@ -317,9 +310,7 @@ class TracedContainer(_Untraceable, simpy.Container):
     # room (or units) for itself and for every request queued before it: that sum
     # is the ``n`` of its wait record.
     def put(self, amount: int, sm) -> ContainerPut:
-        code = self._enq_codes.get(sm)
-        if code is None:
-            code = _code(self, self._enq_codes, ENQ, sm, counted)
+        code = self._enq_codes.get(sm) or _code(self, self._enq_codes, ENQ, sm, counted)
         self._code_now = code
         event = _TracedContainerPut(self, amount)
         if event._value is PENDING:
@@ -331,9 +322,7 @@ class TracedContainer(_Untraceable, simpy.Container):
         return event
 
     def get(self, amount: int, sm) -> ContainerGet:
-        code = self._deq_codes.get(sm)
-        if code is None:
-            code = _code(self, self._deq_codes, DEQ, sm, counted)
+        code = self._deq_codes.get(sm) or _code(self, self._deq_codes, DEQ, sm, counted)
         event = _get_request(_TracedContainerGet, self, code, amount)
         if event._value is PENDING:
             need = 0
@@ -347,9 +336,7 @@ class TracedContainer(_Untraceable, simpy.Container):
         if self._level + n > self._capacity:
             raise RuntimeError(f"{':'.join(self.name)}: {n} units do not fit")
         self._level += n
-        code = self._enq_codes.get(sm)
-        if code is None:
-            code = _code(self, self._enq_codes, ENQ, sm, counted)
+        code = self._enq_codes.get(sm) or _code(self, self._enq_codes, ENQ, sm, counted)
         self._emit_counted(code, n)
         if self.get_queue:
             self._trigger_get(None)
@@ -359,9 +346,7 @@ class TracedContainer(_Untraceable, simpy.Container):
         k = min(n, int(self._level))
         if k > 0:
             self._level -= k
-            code = self._deq_codes.get(sm)
-            if code is None:
-                code = _code(self, self._deq_codes, DEQ, sm, counted)
+            code = self._deq_codes.get(sm) or _code(self, self._deq_codes, DEQ, sm, counted)
             self._emit_counted(code, k)
             if self.put_queue:
                 self._trigger_put(None)
@@ -493,9 +478,9 @@ class TracedPool(TracedContainer):
         """Take a unit now (``deq``) if one is free and nobody queues for it."""
         if self._level >= 1 and not self.get_queue:
             self._level -= 1
-            code = self._acquire_codes.get(sm)
-            if code is None:
-                code = _code(self, self._acquire_codes, DEQ, sm, _packed_one)
+            code = self._acquire_codes.get(sm) or _code(
+                self, self._acquire_codes, DEQ, sm, _packed_one
+            )
             self._emit(code)
             return True
         return False
