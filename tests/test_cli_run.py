@@ -159,3 +159,29 @@ def test_more_server_processes_than_cores_is_refused(capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "workload.processes (2) must not exceed hosts.tx.cpu.cores (1)" in err
+
+
+def test_an_interrupted_run_says_so_and_keeps_its_trace(tmp_path, monkeypatch, capsys):
+    from cpasim.model.kernel import Kernel
+
+    slices = 0
+    run_until = Kernel.run_until
+
+    def interrupted(self, t):
+        nonlocal slices
+        slices += 1
+        if slices == 5:  # Ctrl-C half-way through the run
+            raise KeyboardInterrupt
+        return run_until(self, t)
+
+    monkeypatch.setattr(Kernel, "run_until", interrupted)
+    path = tmp_path / "partial.cpt"
+    scenario = ROOT / "scenarios" / "tcp-stream.toml"
+    with pytest.raises(SystemExit) as stop:
+        main(["run", str(scenario), *SHORT, "--trace", str(path)])
+    assert stop.value.code == 130
+    err = capsys.readouterr().err
+    kept = f"the trace recorded so far is in {path}"
+    assert err.strip() == f"cpasim: run interrupted, no result; {kept}"
+    records = sum(len(c) for c in open_trace(path).chunks())
+    assert records > 1000

@@ -33,7 +33,13 @@ def run_cmd(
 ) -> None:
     """Simulate SCENARIO and report goodput, utilisation, CPU split, latency and drops."""
     cfg = load_scenario(scenario, sets=sets or [])
-    result = simulate(cfg, trace_path=trace, progress=progress)
+    try:
+        result = simulate(cfg, trace_path=trace, progress=progress)
+    except KeyboardInterrupt:
+        # simulate() closed the trace on the way out: what was recorded stays readable.
+        kept = f"; the trace recorded so far is in {trace}" if trace is not None else ""
+        print(f"cpasim: run interrupted, no result{kept}", file=sys.stderr)
+        raise typer.Exit(130) from None
     if as_json:
         out = result.to_json()
         out["scenario"] = str(scenario)
