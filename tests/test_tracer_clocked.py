@@ -171,3 +171,24 @@ def test_an_idle_flush_writes_no_empty_chunk():
     tracer.close()
     assert [len(c) for c in tracer.sink.chunks] == [1, 1]
     assert records(tracer)["t"].tolist() == [0.0, 3.0]
+
+
+def test_a_closed_tracer_leaves_its_kernel_running_untraced():
+    env = Kernel()
+    tracer = Tracer.in_memory(env, chunk_records=1)
+    sm = tracer.sm("h", "A")
+
+    def proc():
+        for i in range(2):
+            sm.begin(f"s{i}")
+            yield env.timeout(1)
+        for _ in range(100):  # goes on without records
+            yield env.timeout(1)
+
+    env.process(proc())
+    env.run_until(1.5)
+    tracer.close()
+    assert env._notes is None
+    env.run()  # the Kernel neither notes times for nor flushes the closed tracer
+    assert env.now == 102 and not tracer._buf
+    assert records(tracer)["t"].tolist() == [0.0, 1.0]

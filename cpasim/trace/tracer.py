@@ -504,7 +504,7 @@ class Tracer:
         if self._counts:
             chunk["n"][slot == COUNTED] = self._counts
         # Each record takes the time last noted before it: a time is followed by
-        # its records up to the next time (there is at least one).
+        # its records up to the next time (none, where a clocked event recorded nothing).
         at = np.flatnonzero(is_time)
         chunk["t"] = np.repeat(entries[at], np.diff(at, append=len(entries)) - 1)
         self._restart()
@@ -525,6 +525,9 @@ class Tracer:
             return
         self.flush()
         self._closed = True
+        if self._clocked:  # the environment may run on: it stops noting for us
+            self._env.note_times(None)
+            self._buf.clear()  # the time noted for a next chunk that never comes
         self.sink.close()
 
     def source(self) -> TraceSource:
