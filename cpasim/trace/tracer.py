@@ -179,9 +179,7 @@ class SM:
         try:
             code = self._begin_codes[state]
         except KeyError:
-            tracer = self._tracer
-            index = tracer.code(BEGIN, self.id, tracer.state(state))
-            code = self._begin_codes[state] = packed(index)
+            code = self._new_begin_code(state)
         if code is self._last:  # the same int object: codes are kept, never recomputed
             return
         self._last = code
@@ -194,6 +192,12 @@ class SM:
         self._add(code)
         if len(self._buf) >= mark[1]:
             self._tracer.flush()
+
+    def _new_begin_code(self, state: str) -> float:
+        """The packed code of this SM's begin of ``state``, made and kept."""
+        tracer = self._tracer
+        code = self._begin_codes[state] = packed(tracer.code(BEGIN, self.id, tracer.state(state)))
+        return code
 
     def _new_queue_codes(self, op: int, queue: int) -> tuple[float, float]:
         """The packed codes of this SM's ``op`` on ``queue``: count 1, count on the side."""
@@ -240,9 +244,7 @@ class ClockedSM(SM):
         try:
             code = self._begin_codes[state]
         except KeyError:
-            tracer = self._tracer
-            index = tracer.code(BEGIN, self.id, tracer.state(state))
-            code = self._begin_codes[state] = packed(index)
+            code = self._new_begin_code(state)
         if code is not self._last:
             self._last = code
             self._add(code)
