@@ -160,7 +160,8 @@ class Kernel(simpy.Environment):
 
     def _run_until_noted(self, t: float) -> bool:
         """:meth:`run_until`, noting each new time in the tracer's buffer and flushing
-        it between events once a chunk is full."""
+        it between events once a chunk is full.  A second copy of the loop, so that an
+        untraced run tests for the notes once per call, not once per event."""
         queue = self._queue
         mark, note, buffer, flush = self._notes
         while queue and queue[0][0] < t:
