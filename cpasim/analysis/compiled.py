@@ -13,7 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from cpasim.analysis.criticalpath import _matches
+from cpasim.analysis.criticalpath import (
+    COMMIT_EVERY,
+    _matches,
+    short_take,
+    short_warning,
+    wait_empty_warning,
+    wait_full_warning,
+)
 from cpasim.analysis.pathlog import INTER, Summary
 from cpasim.analysis.queues import QueueState
 from cpasim.analysis.transforms import NameSet, Transforms, sm_display
@@ -59,7 +66,7 @@ class CompiledPass:
         lenient: bool = False,
         listing_limit: int = 10_000,
         source_name: str = "<trace>",
-        commit_every: int = 16384,
+        commit_every: int = COMMIT_EVERY,
     ):
         k = _kernel()
         self.k = k
@@ -165,8 +172,13 @@ class CompiledPass:
         m = self.meta
         rec = self.records + i + 1
         if status == k.ERR_SHORT:
-            msg = self._short_message(
-                rec, int(m[k.M_ERR_SM]), int(m[k.M_ERR_Q]), int(m[k.M_ERR_N]), int(m[k.M_ERR_HELD])
+            msg = short_take(
+                self.key,
+                rec,
+                int(m[k.M_ERR_SM]),
+                int(m[k.M_ERR_Q]),
+                int(m[k.M_ERR_N]),
+                int(m[k.M_ERR_HELD]),
             )
             raise CpasimError(f"{self.source_name}: {msg} (use --lenient to count these)")
         if status == k.ERR_RESIZE:
@@ -197,13 +209,6 @@ class CompiledPass:
 
     def _qname(self, q: int) -> str:
         return sm_display(*self.key.queues[q])
-
-    def _short_message(self, rec: int, sm: int, q: int, n: int, held: int) -> str:
-        """The reference pass's message for a take of more units than held."""
-        return (
-            f"record {rec}: {sm_display(*self.key.sms[sm])} takes {n} units from queue "
-            f"{self._qname(q)}, which holds {held}"
-        )
 
     @property
     def live_nodes(self) -> int:
@@ -386,22 +391,14 @@ class CompiledPass:
             qname = self._qname(q)
             if kind == k.W_EMPTY:
                 wkey = ("wait_empty", q)
-                msg = (
-                    f"wait_empty on {qname} while it held {held} >= {n} units"
-                    " (missing or misplaced annotation?)"
-                )
+                msg = wait_empty_warning(qname, held, n)
             elif kind == k.W_FULL:
                 wkey = ("wait_full", q)
-                room = "no capacity declared" if cap < 0 else f"{held}/{cap} held"
-                msg = (
-                    f"wait_full on {qname} while it had room ({room})"
-                    " (missing or misplaced annotation?)"
-                )
+                msg = wait_full_warning(qname, held, cap)
             else:
                 wkey = ("short", q)
-                what = "deq" if op == DEQ else "peek"
-                detail = self._short_message(rec, sm, q, n, held)
-                msg = f"{what} of more units than held in {qname} ({detail})"
+                detail = short_take(self.key, rec, sm, q, n, held)
+                msg = short_warning("deq" if op == DEQ else "peek", qname, detail)
             v.warnings[wkey] = [int(self.warn_cnt[q, kind]), rec, msg]
         if not details:
             v._transitions, v._qedges, v.links = [], [], {}

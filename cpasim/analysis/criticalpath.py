@@ -47,7 +47,7 @@ import numpy as np
 
 from cpasim.analysis.pathlog import CP, DEPTH, INTER, Summary, commit
 from cpasim.analysis.queues import QueueState
-from cpasim.analysis.transforms import Transforms
+from cpasim.analysis.transforms import Transforms, sm_display
 from cpasim.errors import CpasimError
 from cpasim.trace.records import (
     BEGIN,
@@ -67,6 +67,34 @@ from cpasim.trace.records import (
 
 # What an SM is blocked on (``s_wk``).
 NOT_WAITING, ON_EMPTY, ON_FULL, ON_LINK = 0, 1, 2, 3
+
+
+# The pass's messages, shared with the compiled engine (cpasim.analysis.compiled),
+# which must report the same words.
+def short_take(key: TraceKey, rec: int, sm: int, q: int, n: int, held: int) -> str:
+    """Record ``rec`` takes ``n`` units from queue ``q``, which holds only ``held``."""
+    return (
+        f"record {rec}: {sm_display(*key.sms[sm])} takes {n} units from queue "
+        f"{sm_display(*key.queues[q])}, which holds {held}"
+    )
+
+
+def short_warning(op: str, qname: str, detail: str) -> str:
+    """The ``--lenient`` warning of a ``short_take`` by a deq or a peek (``op``)."""
+    return f"{op} of more units than held in {qname} ({detail})"
+
+
+def wait_empty_warning(qname: str, held: int, n: int) -> str:
+    return (
+        f"wait_empty on {qname} while it held {held} >= {n} units"
+        " (missing or misplaced annotation?)"
+    )
+
+
+def wait_full_warning(qname: str, held: int, cap: int) -> str:
+    room = "no capacity declared" if cap < 0 else f"{held}/{cap} held"
+    return f"wait_full on {qname} while it had room ({room}) (missing or misplaced annotation?)"
+
 
 #: Records between two commits of the settled path prefix.
 COMMIT_EVERY = 16384
@@ -198,21 +226,13 @@ class CriticalPathPass:
             w[0] += 1
 
     def _qname(self, q: int) -> str:
-        qsys, name, qinst = self.key.queues[q]
-        return f"{qsys}:{name}" if qinst == "0" else f"{qsys}:{name}#{qinst}"
-
-    def _smname(self, sm: int) -> str:
-        sys, name, inst = self.key.sms[sm]
-        return f"{sys}:{name}" if inst == "0" else f"{sys}:{name}#{inst}"
+        return sm_display(*self.key.queues[q])
 
     def _short(self, rec: int, sm: int, op: str, q: int, n: int, held: int) -> None:
-        msg = (
-            f"record {rec}: {self._smname(sm)} takes {n} units from queue "
-            f"{self._qname(q)}, which holds {held}"
-        )
+        msg = short_take(self.key, rec, sm, q, n, held)
         if not self.lenient:
             raise CpasimError(f"{self.source_name}: {msg} (use --lenient to count these)")
-        self._warn(("short", q), rec, f"{op} of more units than held in {self._qname(q)} ({msg})")
+        self._warn(("short", q), rec, short_warning(op, self._qname(q), msg))
 
     # -- connections -----------------------------------------------------------
 
@@ -620,23 +640,12 @@ class CriticalPathPass:
         if op == WAIT_EMPTY:
             Q.waits_empty += 1
             if held >= n:
-                self._warn(
-                    ("wait_empty", a),
-                    rec,
-                    f"wait_empty on {self._qname(a)} while it held {held} >= {n} units"
-                    " (missing or misplaced annotation?)",
-                )
+                self._warn(("wait_empty", a), rec, wait_empty_warning(self._qname(a), held, n))
             self.s_wk[sm] = ON_EMPTY
         else:
             Q.waits_full += 1
             if Q.cap < 0 or held + n <= Q.cap:
-                room = "no capacity declared" if Q.cap < 0 else f"{held}/{Q.cap} held"
-                self._warn(
-                    ("wait_full", a),
-                    rec,
-                    f"wait_full on {self._qname(a)} while it had room ({room})"
-                    " (missing or misplaced annotation?)",
-                )
+                self._warn(("wait_full", a), rec, wait_full_warning(self._qname(a), held, Q.cap))
             self.s_wk[sm] = ON_FULL
         self.s_wq[sm] = a
         self.s_wt[sm] = t

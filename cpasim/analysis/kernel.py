@@ -34,6 +34,7 @@ from numba import carray, njit, types
 from numba.extending import intrinsic
 from numba.typed import Dict, List
 
+from cpasim.analysis.criticalpath import NOT_WAITING, ON_EMPTY, ON_FULL, ON_LINK
 from cpasim.analysis.pathlog import SPLIT_MIN
 from cpasim.trace.records import (
     BEGIN,
@@ -48,8 +49,6 @@ from cpasim.trace.records import (
     WAIT_EMPTY,
     WAIT_FULL,
 )
-
-NOT_WAITING, ON_EMPTY, ON_FULL, ON_LINK = 0, 1, 2, 3
 
 # node fields
 N_PAR, N_DEPTH, N_CODE, N_LOSER, N_RC = 0, 1, 2, 3, 4

@@ -96,23 +96,25 @@ class Kernel(simpy.Environment):
         """Move the clock forward to ``t`` between events (a paused run's end)."""
         if t > self._now:
             self._now = t
-            notes = self._notes
-            if notes is not None:
-                notes[0][0] = t
-                notes[0][1] += 1
-                notes[1](t)
+            if self._notes is not None:
+                self._note(t)
+
+    def _note(self, now: float) -> None:
+        """Note ``now`` in the tracer's buffer unless it is the time last noted.
+        (:meth:`_run_until_noted` does the same inline, once per event.)"""
+        mark, note, _, _ = self._notes
+        if now != mark[0]:
+            mark[0] = now
+            mark[1] += 1
+            note(now)
 
     def _noted_step(self) -> None:
         """``step()``, noting the time of the event it processes (see :meth:`note_times`)."""
         if not self._queue:
             return simpy.Environment.step(self)
-        mark, note, buffer, flush = self._notes
-        now = self._queue[0][0]
-        if now != mark[0]:
-            mark[0] = now
-            mark[1] += 1
-            note(now)
+        self._note(self._queue[0][0])
         simpy.Environment.step(self)
+        mark, _, buffer, flush = self._notes
         if len(buffer) >= mark[1]:
             flush()
 
