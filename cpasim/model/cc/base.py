@@ -71,6 +71,9 @@ class TcpState:
     app_limited: int = 0  # tp->app_limited: delivered mark while app-limited, 0 if not
     snd_una: int = 0  # bytes (sequence space)
     snd_nxt: int = 0
+    lost: int = 0  # tp->lost: segments marked lost since the start (BBR's policer detection)
+    lsndtime_ns: float = 0.0  # tp->lsndtime: when data was last sent (CUBIC's idle restart)
+    wstamp_ns: float = 0.0  # tp->tcp_wstamp_ns: earliest departure time of the next packet
 
     @property
     def packets_in_flight(self) -> int:
