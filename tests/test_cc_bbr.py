@@ -300,3 +300,20 @@ def test_invariants(clamp, steps):
         assert tp.snd_ssthresh >= 2
         assert tp.pacing_rate >= 0
         assert cc.mode in (BBR_STARTUP, BBR_DRAIN, BBR_PROBE_BW, BBR_PROBE_RTT)
+
+
+@pytest.mark.parametrize(
+    ("pacing_rate", "segs"),
+    [
+        (100_000, 1),  # below bbr_min_tso_rate (1.2 Mbit/s): one segment
+        (200_000, 2),  # min_tso_segs 2, ~1 ms of data is under one segment
+        (RATE * MSS * 0.99, int(RATE * MSS * 0.99) // 1024 // MSS),  # ~1 ms of data
+        (10e9, (65536 - 1 - 320) // MSS),  # capped by one legacy 64 KB GSO packet
+    ],
+)
+def test_tso_segs_goal(pacing_rate, segs):
+    cc = Bbr()
+    tp = TcpState(mss=MSS, snd_cwnd=10, snd_ssthresh=INFINITE_SSTHRESH)
+    cc.init(tp)
+    tp.pacing_rate = pacing_rate
+    assert cc._tso_segs_goal(tp) == segs

@@ -86,7 +86,7 @@ bbr_extra_acked_max_us = 100 * 1000
 
 # Constants of the sending host that bbr_tso_segs_goal() reads.
 SK_PACING_SHIFT = 10  # sk->sk_pacing_shift default: ~1 ms of data per TSO burst
-GSO_MAX_SIZE = 8 * 65535  # GSO_MAX_SIZE = 8 * GSO_MAX_SEGS (BIG TCP era)
+GSO_LEGACY_MAX_SIZE = 65536  # bbr_tso_segs_goal ignores the device's (BIG TCP) gso_max_size
 MAX_TCP_HEADER = 320  # L1_CACHE_ALIGN(128 + MAX_HEADER) on x86-64
 
 
@@ -223,9 +223,13 @@ class Bbr(CongestionOps):
         return 1 if tp.pacing_rate < (bbr_min_tso_rate >> 3) else 2
 
     def _tso_segs_goal(self, tp: TcpState) -> int:
-        """``bbr_tso_segs_goal``: segments per TSO burst, ~1 ms at the pacing rate."""
-        nbytes = min(int(tp.pacing_rate) >> SK_PACING_SHIFT, GSO_MAX_SIZE - 1 - MAX_TCP_HEADER)
-        return max(nbytes // tp.mss, self._min_tso_segs(tp))
+        """``bbr_tso_segs_goal`` (Linux 6.17/6.18 form): segments per TSO burst,
+        ~1 ms at the pacing rate, within a legacy 64 KB GSO packet."""
+        nbytes = min(
+            int(tp.pacing_rate) >> SK_PACING_SHIFT, GSO_LEGACY_MAX_SIZE - 1 - MAX_TCP_HEADER
+        )
+        segs = max(nbytes // tp.mss, self._min_tso_segs(tp))
+        return min(segs, 0x7F)
 
     def _save_cwnd(self, tp: TcpState) -> None:
         """``bbr_save_cwnd``: the last known good cwnd, to restore after loss or PROBE_RTT."""
