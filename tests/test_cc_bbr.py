@@ -153,8 +153,11 @@ def test_probe_rtt_after_ten_seconds_holds_four_packets_for_200ms(steady):
     probe_rtt = [(t0, t1) for m, t0, t1 in runs if m == BBR_PROBE_RTT]
     assert len(probe_rtt) == 1
     t0, t1 = probe_rtt[0]
-    # The min_rtt filter was last refreshed early in STARTUP; 10 s later it expires.
-    assert 10e9 < t0 < 10e9 + 0.5e9
+    # The min_rtt filter was last refreshed early in STARTUP; it expires the
+    # first jiffy after 10 s (at the next ACK, 0.1 ms apart here).
+    refreshed = [r[0] for a, r in zip(rows, rows[1:], strict=False) if r[8] != a[8] and r[0] < t0]
+    assert t0 - refreshed[-1] >= 10e9
+    assert t0 - refreshed[-1] <= 10e9 + 2e6 + 1e9 / RATE
     inside = [r for r in rows if t0 <= r[0] <= t1]
     assert all(r[4] == 4 for r in inside)  # cwnd held at bbr_cwnd_min_target
     assert all(r[3] == BBR_UNIT for r in inside)
@@ -253,7 +256,7 @@ def test_minmax_window_expires_old_max():
 
 @settings(max_examples=100, deadline=None)
 @given(
-    clamp=st.integers(4, 3000),
+    clamp=st.integers(1, 3000),
     steps=st.lists(
         st.tuples(
             st.integers(1, 50_000),  # µs since the last ACK
