@@ -39,7 +39,7 @@ USEC_PER_SEC = 1_000_000
 BICTCP_BETA_SCALE = 1024  # beta is a fraction of 1024
 BICTCP_HZ = 10  # the cubic curve's time unit is 1/2^10 s
 
-# HyStart (the module parameters' defaults).
+# HyStart's fixed constants (#defines in tcp_cubic.c).
 HYSTART_ACK_TRAIN = 0x1
 HYSTART_DELAY = 0x2
 HYSTART_MIN_SAMPLES = 8  # RTT samples per round before the delay test
