@@ -320,3 +320,50 @@ def test_tso_segs_goal(pacing_rate, segs):
     cc.init(tp)
     tp.pacing_rate = pacing_rate
     assert cc._tso_segs_goal(tp) == segs
+
+
+def test_bandwidth_filter_forgets_a_lost_rate_within_ten_rounds():
+    """The max filter spans bbr_bw_rtts = 10 packet-timed rounds: when the
+    bottleneck halves, the old rate is kept for a few rounds, then forgotten."""
+    cc = make("bbr")
+    rows = []
+    p = Path(
+        cc,
+        rate_pps=RATE,
+        prop_rtt_ns=PROP,
+        mss=MSS,
+        on_ack=lambda p: rows.append((p.now, cc.rtt_cnt, cc.max_bw() * 1e6 / BW_UNIT)),
+    )
+    p.run_until(2e9)
+    p.set_rate(RATE / 2)  # the bottleneck halves
+    p.run_until(4e9)
+    r_drop = next(r[1] for r in rows if r[0] >= 2e9)
+    held = [r[2] for r in rows if r[1] == r_drop + 2]
+    assert min(held) >= 0.95 * RATE  # still the windowed max of the old rate
+    r_forget = next(r[1] for r in rows if r[0] >= 2e9 and r[2] < 0.6 * RATE)
+    assert r_forget - r_drop <= 10 + 1
+    assert rows[-1][2] == pytest.approx(RATE / 2, rel=0.01)
+
+
+def test_loss_does_not_make_bbr_back_off():
+    """A drop-tail buffer of a quarter BDP: BBR v1's 2 BDP cwnd keeps it
+    losing, but its model ignores loss: the link stays full and the estimate
+    stays the link rate; recovery rounds use packet conservation."""
+    cc = make("bbr")
+    rows = []
+    p = Path(
+        cc,
+        rate_pps=RATE,
+        prop_rtt_ns=PROP,
+        mss=MSS,
+        buffer_pkts=int(BDP / 4),
+        on_ack=lambda p: rows.append((p.tp.ca_state, cc.packet_conservation, p.tp.snd_cwnd)),
+    )
+    seconds = 4.0
+    p.run_until(seconds * 1e9)
+    assert p.losses > 100
+    assert p.tp.delivered / seconds >= 0.95 * RATE
+    assert cc.max_bw() * 1e6 / BW_UNIT == pytest.approx(RATE, rel=0.01)
+    assert any(cons for state, cons, _ in rows if state == CA_RECOVERY)
+    assert not any(cons for state, cons, _ in rows if state == CA_OPEN)
+    assert min(c for _, _, c in rows) >= 1
