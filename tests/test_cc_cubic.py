@@ -254,3 +254,14 @@ def test_idle_restart_shifts_the_epoch_by_the_idle_time():
     tp.lsndtime_ns, tp.now_ns = 1.0e9, 13.5e9  # the shift would pass now: capped at now
     cc.cwnd_event(tp, CA_EVENT_TX_START)
     assert cc.epoch_start == 13_500
+
+
+@pytest.mark.parametrize(
+    ("pacing_rate", "cushion_us"),
+    [(0, 0), (1e9, 65536 * 4 * 1_000_000 // 1_000_000_000), (1e8, 1000)],
+)
+def test_hystart_ack_delay_cushion(pacing_rate, cushion_us):
+    """hystart_ack_delay: 4 GSO-sized packets at the pacing rate, at most 1 ms."""
+    tp = TcpState(mss=1448, snd_cwnd=10, snd_ssthresh=INFINITE_SSTHRESH)
+    tp.pacing_rate = pacing_rate
+    assert Cubic()._hystart_ack_delay(tp) == cushion_us
