@@ -110,8 +110,7 @@ def _source(trace):
         ends = (":".join(trace.analysis_start), ":".join(trace.analysis_end))
         trace = trace.trace
     if isinstance(trace, Tracer):
-        trace.flush()
-        return trace.source(), ends
+        return trace.source(), ends  # flushes what it still buffers
     if isinstance(trace, TraceSource):
         return trace, ends
     if isinstance(trace, str | Path):
