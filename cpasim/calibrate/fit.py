@@ -75,11 +75,13 @@ class FitResult:
     def to_dict(self) -> dict:
         """The fit as plain data; values in internal units (ns, bit/s, bytes, Hz)."""
         return {
-            "fitted": {k: {"start": a, "fitted": b} for k, (a, b) in self.fitted.items()},
+            "fitted": {
+                k: {"start": float(a), "fitted": float(b)} for k, (a, b) in self.fitted.items()
+            },
             "unidentifiable": dict(self.unidentifiable),
             "residuals": [_residual_dict(r) for r in self.residuals],
             "start_residuals": [_residual_dict(r) for r in self.start_residuals],
-            "rms_error": self.rms_error,
+            "rms_error": float(self.rms_error),
             "simulations": self.simulations,
             "notes": list(self.notes),
             "config_digest": self.config.digest,
@@ -102,9 +104,9 @@ def _residual_dict(r: Residual) -> dict:
         "source": t.source,
         "figure": t.figure,
         "conditions": dict(t.overrides),
-        "measured": t.measured,
-        "simulated": r.simulated,
-        "relative_error": r.relative,
+        "measured": float(t.measured),
+        "simulated": float(r.simulated),
+        "relative_error": float(r.relative),
     }
 
 
