@@ -15,6 +15,8 @@ Every name below is imported on first use, so ``import cpasim`` stays quick;
 """
 
 import importlib as _importlib
+import sys as _sys
+import types as _types
 
 __version__ = "0.1.0"
 
@@ -58,3 +60,22 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted({*__all__, *(n for n in globals() if n.startswith("__"))})
+
+
+class _Package(_types.ModuleType):
+    """``cpasim`` itself: the functions ``predict`` and ``calibrate`` share their names
+    with the subpackages that implement them.  Importing a subpackage sets the
+    attribute of that name on its parent, which would replace the function for
+    every later ``cpasim.predict(...)``; the function is kept instead.  The
+    subpackages stay importable as ever (``from cpasim.predict.runs import ...``).
+    """
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _SHADOWED and isinstance(value, _types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+#: Public functions named like a subpackage of cpasim.
+_SHADOWED = frozenset({"predict", "calibrate"})
+_sys.modules[__name__].__class__ = _Package

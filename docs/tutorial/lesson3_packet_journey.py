@@ -81,7 +81,8 @@ def main(out: Path) -> None:
     steps = journey(analysis, run.config.sim.warmup)
     t0 = steps[0][3]
     total = steps[-1][4] - t0
-    print(f"one round trip: {total / 1e3:.1f} us (mean latency {run.latency_ns['mean'] / 1e3:.1f} us)")
+    mean = run.latency_ns["mean"]
+    print(f"one round trip: {total / 1e3:.1f} us (mean latency {mean / 1e3:.1f} us)")
 
     rows: list[str] = []  # components in the order the message meets them
     for host, sm, _, _, _ in steps:
