@@ -145,13 +145,14 @@ def analyze(
     """
     from cpasim.analysis import analyze as analyze_trace
 
+    what_if = transforms(scale, scale_comm, breaks, capacity)  # checked before any reading
     source, (default_start, default_end) = _source(trace)
     return analyze_trace(
         source,
         start or default_start,
         end or default_end,
         conn=conn,
-        transforms=transforms(scale, scale_comm, breaks, capacity),
+        transforms=what_if,
         lenient=lenient,
         engine=engine,
     )
