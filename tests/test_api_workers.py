@@ -21,7 +21,7 @@ from cpasim.sweeps import executors
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SCRIPT = """\
+TEMPLATE = """\
 import cpasim
 print("top of the script")
 table = cpasim.sweep(
@@ -29,11 +29,13 @@ table = cpasim.sweep(
     grid={"link.rate": ["100Mbps", "1Gbps"]},
     overrides={"sim.duration": "2ms", "sim.warmup": "500us"},
     workers=2,
-    progress=False,
+    progress=False,EXECUTOR
 )
 for row in table.rows:
     print("row", row["link.rate"], row["error"], row["goodput_bps"] > 0)
 """
+SCRIPT = TEMPLATE.replace("EXECUTOR", "")
+DASK_SCRIPT = TEMPLATE.replace("EXECUTOR", '\n    dask="local",')
 
 
 def _run(args, stdin=None):
@@ -64,6 +66,13 @@ def test_unguarded_script_gets_its_rows_once(tmp_path):
 
 def test_script_on_stdin_gets_its_rows_once():
     _check(_run(["-"], stdin=SCRIPT))
+
+
+def test_dask_local_cluster_from_an_unguarded_script_and_stdin(tmp_path):
+    script = tmp_path / "dask_script.py"
+    script.write_text(DASK_SCRIPT)
+    _check(_run([str(script)]))
+    _check(_run(["-"], stdin=DASK_SCRIPT))
 
 
 def test_code_without_a_main_file_gets_its_rows_once():

@@ -184,7 +184,8 @@ def run_dask(
     try:
         try:
             if address == "local":
-                with _sigint_ignored():
+                # Dask starts its workers (spawned) before LocalCluster returns.
+                with _sigint_ignored(), _main_left_alone():
                     cluster = distributed.LocalCluster(
                         n_workers=workers or cores(),
                         threads_per_worker=1,
