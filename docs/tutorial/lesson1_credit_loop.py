@@ -114,6 +114,8 @@ def main(out: Path) -> None:
     right.set_ylabel("critical path (ns) for 200 items")
     right.set_title("What-if: more credits")
     right.legend()
+    loops = ", ".join(f"{lp['edge']} ({lp['count']}×)" for lp in base.loops)
+    fig.suptitle(f"Resource loop with 2 credits: {loops}", fontsize=10)
     fig.tight_layout()
     fig.savefig(out / "lesson1_credit_loop.png", dpi=110)
     print(f"wrote {out / 'lesson1_credit_loop.png'}")
