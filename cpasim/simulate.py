@@ -273,7 +273,7 @@ class _Progress:
             BarColumn(),
             TextColumn("{task.percentage:>3.0f}%"),
             TimeElapsedColumn(),
-            console=Console(stderr=True),
+            console=Console(stderr=True, force_jupyter=False),  # no ipywidgets needed
             transient=True,
         )
         self.task = self.bar.add_task("run", total=total)

@@ -87,7 +87,9 @@ def _progress(enabled: bool) -> Progress:
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
-        console=Console(stderr=True),
+        # Plain text on stderr in a notebook too: rich's notebook display needs
+        # ipywidgets, and warns without them.
+        console=Console(stderr=True, force_jupyter=False),
         disable=not enabled,
     )
 
