@@ -12,7 +12,7 @@ read them all (or when nothing is left to happen).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +54,14 @@ class Result:
     workload: str
     analysis_start: tuple[str, str] = ("tx", "App")
     analysis_end: tuple[str, str] = ("rx", "App")
+    #: Set by :func:`cpasim.run`: the configuration simulated, and the trace recorded
+    #: (its file, or the in-memory :class:`~cpasim.trace.records.TraceSource`).
+    config: object = field(default=None, repr=False, compare=False)
+    trace: object = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict:
+        """The metrics as plain data (what ``cpasim run --json`` prints)."""
+        return self.to_json()
 
     def to_json(self) -> dict:
         return {
@@ -265,7 +273,7 @@ class _Progress:
             BarColumn(),
             TextColumn("{task.percentage:>3.0f}%"),
             TimeElapsedColumn(),
-            console=Console(stderr=True),
+            console=Console(stderr=True, force_jupyter=False),  # no ipywidgets needed
             transient=True,
         )
         self.task = self.bar.add_task("run", total=total)

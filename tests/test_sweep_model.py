@@ -35,7 +35,7 @@ def rows_of(frame):
 def test_python_api_returns_a_frame_in_grid_order():
     frame = cpasim.sweep(
         grid={"link.rate": ["100Mbps", "1Gbps"]}, repeat=2, sets=TINY, workers=1, progress=False
-    )
+    ).to_frame()
     assert isinstance(frame, pandas.DataFrame)
     assert list(frame.columns[:4]) == ["link.rate", "repeat", "seed", "error"]
     assert list(frame["link.rate"]) == ["100Mbps", "100Mbps", "1Gbps", "1Gbps"]
@@ -50,8 +50,8 @@ def test_python_api_returns_a_frame_in_grid_order():
 
 def test_dask_local_cluster_gives_the_rows_of_the_local_executor():
     grid = {"link.rate": ["100Mbps", "1Gbps"], "tcp.wmem": ["64KiB", "256KiB"]}
-    local = cpasim.sweep(grid=grid, sets=TINY, workers=2, progress=False)
-    dask = cpasim.sweep(grid=grid, sets=TINY, workers=1, dask="local", progress=False)
+    local = cpasim.sweep(grid=grid, sets=TINY, workers=2, progress=False).to_frame()
+    dask = cpasim.sweep(grid=grid, sets=TINY, workers=1, dask="local", progress=False).to_frame()
     assert len(local) == 4 and local["error"].isna().all(), list(local["error"])
     assert dask["error"].isna().all(), list(dask["error"])
     assert rows_of(dask) == rows_of(local)
@@ -75,7 +75,7 @@ def test_goodput_follows_min_of_link_and_window_bounds():
         ],
         workers=2,
         progress=False,
-    )
+    ).to_frame()
     regimes = []
     for row in frame.to_dict("records"):
         rate, mtu, delay = row["cfg.link.rate"], row["cfg.link.mtu"], row["cfg.link.delay"]
@@ -151,9 +151,11 @@ def test_analyze_adds_the_critical_state_and_loop(tmp_path):
 def test_resume_on_the_real_model_and_a_changed_scenario_is_refused(tmp_path):
     out = tmp_path / "s.csv"
     grid = {"link.rate": ["100Mbps", "200Mbps", "1Gbps"]}
-    full = cpasim.sweep(grid=grid, sets=TINY, workers=1, progress=False)
+    full = cpasim.sweep(grid=grid, sets=TINY, workers=1, progress=False).to_frame()
     cpasim.sweep(grid={"link.rate": ["200Mbps"]}, sets=TINY, out=out, workers=1, progress=False)
-    resumed = cpasim.sweep(grid=grid, sets=TINY, out=out, resume=True, workers=1, progress=False)
+    resumed = cpasim.sweep(
+        grid=grid, sets=TINY, out=out, resume=True, workers=1, progress=False
+    ).to_frame()
     # The resumed middle row comes back from the file; wall time is a measurement.
     assert rows_of(resumed) == rows_of(full)
     with pytest.raises(CpasimError, match="different scenario or --set"):
@@ -169,8 +171,8 @@ def test_resume_on_the_real_model_and_a_changed_scenario_is_refused(tmp_path):
 
 def test_analyze_changes_no_metric():
     grid = {"link.rate": ["100Mbps", "1Gbps"]}
-    plain = cpasim.sweep(grid=grid, sets=TINY, workers=1, progress=False)
-    traced = cpasim.sweep(grid=grid, sets=TINY, workers=1, analyze=True, progress=False)
+    plain = cpasim.sweep(grid=grid, sets=TINY, workers=1, progress=False).to_frame()
+    traced = cpasim.sweep(grid=grid, sets=TINY, workers=1, analyze=True, progress=False).to_frame()
     analysis = [c for c in traced.columns if c.startswith(("critical_state", "resource_loop"))]
     assert len(analysis) == 5
     assert rows_of(traced.drop(columns=analysis)) == rows_of(plain)

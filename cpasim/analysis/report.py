@@ -182,6 +182,38 @@ class AnalysisResult:
     def slack(self):
         return self.path.slack if self.path else []
 
+    #: The tables :meth:`to_frame` can make, and their columns.
+    TABLES = {
+        "most_critical": (
+            "name",
+            "share",
+            "time_ns",
+            "waiting_ns",
+            "waiting_share",
+            "visits",
+            "slack_ns",
+        ),
+        "loops": ("edge", "count"),
+        "edges": None,
+        "slack": None,
+        "profile": None,
+        "queues": None,
+    }
+
+    def to_dict(self) -> dict:
+        """Everything as plain data (what ``cpasim analyze --json`` prints)."""
+        return self.to_json()
+
+    def to_frame(self, table: str = "most_critical"):
+        """One table as a pandas DataFrame: ``most_critical`` (default), ``loops``,
+        ``edges`` (the path's listing), ``slack``, ``profile`` or ``queues``."""
+        from cpasim.errors import CpasimError
+        from cpasim.results import frame
+
+        if table not in self.TABLES:
+            raise CpasimError(f"to_frame({table!r}): expected one of {', '.join(self.TABLES)}")
+        return frame(getattr(self, table), self.TABLES[table])
+
     def to_json(self) -> dict:
         out: dict = {
             "start": self.start,

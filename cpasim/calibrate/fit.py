@@ -72,6 +72,43 @@ class FitResult:
     def rms_error(self) -> float:
         return math.sqrt(sum(r.relative**2 for r in self.residuals) / len(self.residuals))
 
+    def to_dict(self) -> dict:
+        """The fit as plain data; values in internal units (ns, bit/s, bytes, Hz)."""
+        return {
+            "fitted": {
+                k: {"start": float(a), "fitted": float(b)} for k, (a, b) in self.fitted.items()
+            },
+            "unidentifiable": dict(self.unidentifiable),
+            "residuals": [_residual_dict(r) for r in self.residuals],
+            "start_residuals": [_residual_dict(r) for r in self.start_residuals],
+            "rms_error": float(self.rms_error),
+            "simulations": self.simulations,
+            "notes": list(self.notes),
+            "config_digest": self.config.digest,
+        }
+
+    def to_frame(self):
+        """One row per measured figure: measured, simulated before and after the fit."""
+        from cpasim.results import frame
+
+        rows = [
+            {**_residual_dict(after), "simulated_before": before.simulated}
+            for before, after in zip(self.start_residuals, self.residuals, strict=True)
+        ]
+        return frame(rows)
+
+
+def _residual_dict(r: Residual) -> dict:
+    t = r.target
+    return {
+        "source": t.source,
+        "figure": t.figure,
+        "conditions": dict(t.overrides),
+        "measured": float(t.measured),
+        "simulated": float(r.simulated),
+        "relative_error": float(r.relative),
+    }
+
 
 def read_targets(spec: str) -> list[Target]:
     """Targets from ``FILE[@key=value,key=value]``; the kind is told by the file's content."""

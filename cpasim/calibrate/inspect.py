@@ -110,6 +110,10 @@ class FlowReport:
     limited_by: str = ""
     notes: list[str] = field(default_factory=list)
 
+    def to_dict(self) -> dict:
+        """The report as plain data (what ``cpasim calibrate inspect --json`` prints)."""
+        return self.to_json()
+
     def to_json(self) -> dict:
         return asdict(self)
 

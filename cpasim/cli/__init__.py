@@ -17,13 +17,29 @@ app = typer.Typer(
     name="cpasim",
     help="What-if simulator of the network stack: simulate, find the critical path, predict.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from cpasim import __version__
+
+        typer.echo(f"cpasim {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print cpasim's version and exit.",
+    ),
+) -> None:
     """What-if simulator of the network stack: simulate, find the critical path, predict."""
 
 

@@ -7,7 +7,7 @@
 """
 
 from cpasim.config.config import Config
-from cpasim.config.load import load_scenario, parse_set
+from cpasim.config.load import load_scenario, parse_set, scenario_config
 from cpasim.config.params import HOSTS, HostParams, ParamSpec, parameters
 from cpasim.config.resolve import spec_of
 
@@ -19,5 +19,6 @@ __all__ = [
     "load_scenario",
     "parameters",
     "parse_set",
+    "scenario_config",
     "spec_of",
 ]

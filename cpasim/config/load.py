@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from cpasim.config import resolve
 from cpasim.config.config import Config
@@ -28,6 +29,36 @@ def load_scenario(path: str | Path | None = None, sets: Iterable[str] = ()) -> C
         where = f"{source} with --set" if source else "--set"
     resolve.check(flat, where)
     return Config.from_flat(flat, source)
+
+
+def scenario_config(
+    scenario: str | Path | Mapping[str, Any] | Config | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    """The Config of a scenario given as a file, a dict, a Config or None (defaults),
+    with ``overrides`` (dotted keys, values as in TOML: ``{"link.rate": "10Gbps"}``).
+
+    A dict is read like a scenario file's tables: nested (``{"link": {"rate":
+    "10Gbps"}}``) or with dotted keys (``{"link.rate": "10Gbps"}``).
+    """
+    if isinstance(scenario, Config):
+        cfg = scenario
+    elif isinstance(scenario, Mapping):
+        where = "scenario dict"
+        flat = resolve.apply(
+            resolve.default_flat(), resolve.flatten_toml(dict(scenario), where), where, once=True
+        )
+        resolve.check(flat, where)
+        cfg = Config.from_flat(flat, None)
+    elif scenario is None or isinstance(scenario, str | Path):
+        cfg = load_scenario(scenario)
+    else:
+        raise CpasimError(
+            f"scenario: expected a file path, a dict or a Config, got {type(scenario).__name__}"
+        )
+    if overrides:
+        cfg = cfg.with_overrides(dict(overrides), where="overrides")
+    return cfg
 
 
 def read_entries(path: str | Path) -> list[tuple[str, object]]:

@@ -77,6 +77,10 @@ class Prediction:
     def predicted_bottleneck(self) -> str | None:
         return self.predicted_path.bottleneck
 
+    def to_dict(self) -> dict:
+        """The prediction as plain data (what ``cpasim predict --json`` prints)."""
+        return self.to_json()
+
     def to_json(self) -> dict:
         m = self.metric
         return {

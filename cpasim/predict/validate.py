@@ -32,6 +32,10 @@ class Validation:
     def error(self) -> float:
         return relative_error(self.prediction.predicted, self.actual)
 
+    def to_dict(self) -> dict:
+        """Prediction, re-simulation and error as plain data (``cpasim validate --json``)."""
+        return self.to_json()
+
     def to_json(self) -> dict:
         p = self.prediction
         m = p.metric

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from cpasim.errors import CpasimError
 from cpasim.sweeps.driver import SweepInterrupted, execute, identity_columns
 from cpasim.sweeps.evaluate import ANALYSIS_COLUMNS, evaluate
 from cpasim.sweeps.grid import make_points, normalize_axes
-from cpasim.sweeps.table import columns_of
+from cpasim.sweeps.table import ERROR, columns_of
 
-__all__ = ["SweepInterrupted", "plan", "sweep", "sweep_rows", "to_frame"]
+__all__ = ["SweepInterrupted", "SweepResult", "plan", "sweep", "sweep_rows"]
 
 
 def plan(
@@ -60,8 +61,42 @@ def plan(
     return base, list(axes), points
 
 
+@dataclass
+class SweepResult:
+    """The table of a sweep: one row (a dict) per (point, repeat), in grid order.
+
+    ``keys`` are the varied parameters; each row holds them, ``repeat``,
+    ``seed``, ``error`` (None when the point ran) and the run's metrics.
+    """
+
+    rows: list[dict]
+    keys: list[str]
+    out: Path | None = None
+
+    @property
+    def errors(self) -> list[dict]:
+        """The rows of the points that failed."""
+        return [r for r in self.rows if r.get(ERROR)]
+
+    def column(self, name: str) -> list:
+        """One column's values, row by row (None where a row lacks it)."""
+        return [r.get(name) for r in self.rows]
+
+    def to_dict(self) -> dict:
+        return {"keys": list(self.keys), "rows": [dict(r) for r in self.rows]}
+
+    def to_frame(self):
+        """The rows as a pandas DataFrame, varied keys and identity columns first."""
+        from cpasim.results import frame
+
+        return frame(self.rows, columns_of(self.rows, identity_columns(self.keys)))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
 def sweep(
-    scenario: str | Path | None = None,
+    scenario=None,
     grid: Mapping[str, Sequence] | None = None,
     zip: bool = False,
     repeat: int = 1,
@@ -72,24 +107,34 @@ def sweep(
     analyze: bool = False,
     sets: Sequence[str] = (),
     *,
+    overrides: Mapping[str, object] | None = None,
     overwrite: bool = False,
     progress: bool = True,
-):
-    """Run a sweep and return its table (a pandas DataFrame, or a list of dicts
-    when pandas is not installed), one row per (point, repeat) in grid order.
+) -> SweepResult:
+    """Run a sweep and return its table (:class:`SweepResult`; ``.to_frame()`` for
+    pandas), one row per (point, repeat) in grid order.
 
+    ``scenario``: a file, a dict or a Config (see :func:`cpasim.load`), with
+    ``overrides`` (``{"sim.duration": "50ms"}``) or ``sets`` (``["KEY=VALUE"]``).
     ``grid`` maps dotted keys to lists of values (``{"link.rate": ["1Gbps",
     "10Gbps"]}``); ``zip=True`` pairs the lists instead of crossing them.
     ``workers`` local processes (default: one per core; 1 runs here), or
-    ``dask="tcp://host:8786"`` / ``dask="local"``.  ``out`` (.csv or .parquet)
-    is written as rows finish; ``resume=True`` skips the points it already
-    holds.  ``analyze=True`` adds the most critical state and resource loop.
-    Ctrl-C writes the finished rows and raises :class:`SweepInterrupted`.
+    ``dask="tcp://host:8786"`` / ``dask="local"``.  Worker processes never
+    import the caller's ``__main__``, so a plain script, ``python -`` and a
+    notebook may call this at top level.  ``out`` (.csv or .parquet) is written
+    as rows finish; ``resume=True`` skips the points it already holds.
+    ``analyze=True`` adds the most critical state and resource loop.  Ctrl-C
+    writes the finished rows and raises :class:`SweepInterrupted`.  If no point
+    could run at all (every worker lost), raises :class:`CpasimError` naming why.
     """
+    if overrides or not isinstance(scenario, str | Path | type(None)):
+        from cpasim.config import scenario_config
+
+        scenario = scenario_config(scenario, overrides)
     rows, keys = sweep_rows(
         scenario, grid, zip, repeat, workers, dask, out, resume, analyze, sets, overwrite, progress
     )
-    return to_frame(rows, identity_columns(keys))
+    return SweepResult(rows, keys, Path(out) if out is not None else None)
 
 
 def sweep_rows(
@@ -122,12 +167,3 @@ def sweep_rows(
         analyze_columns=ANALYSIS_COLUMNS if analyze else (),
     )
     return rows, keys
-
-
-def to_frame(rows: list[dict], first: Sequence[str] = ()):
-    """A pandas DataFrame of the rows if pandas is installed, else the rows."""
-    try:
-        import pandas
-    except ImportError:
-        return rows
-    return pandas.DataFrame(rows, columns=columns_of(rows, first))

@@ -87,7 +87,9 @@ def _progress(enabled: bool) -> Progress:
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
-        console=Console(stderr=True),
+        # Plain text on stderr in a notebook too: rich's notebook display needs
+        # ipywidgets, and warns without them.
+        console=Console(stderr=True, force_jupyter=False),
         disable=not enabled,
     )
 
@@ -154,6 +156,7 @@ def execute(
         )
 
     failed = 0
+    lost: list[str] = []  # points lost to the executor, not to the model
     with _progress(progress) as bar:
         task = bar.add_task("sweep", total=len(todo), failed=0)
         try:
@@ -161,6 +164,7 @@ def execute(
                 point = todo[position]
                 if isinstance(value, executors.ExecutorFailure):
                     metrics, error = {}, value.message
+                    lost.append(error)
                 else:
                     metrics, error = value
                 row = {
@@ -191,4 +195,7 @@ def execute(
     rows = ordered()
     if out is not None:
         table.write_rows(out, rows, first)
+    if todo and len(lost) == len(todo):
+        # A table of nothing but infrastructure errors would pass for a result.
+        raise CpasimError(f"no point of the sweep could run on the workers: {lost[0]}")
     return rows

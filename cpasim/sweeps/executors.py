@@ -18,6 +18,8 @@ import logging
 import multiprocessing
 import os
 import signal
+import sys
+import types
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -48,15 +50,65 @@ def run_inline(fn: Callable, items: Sequence) -> Iterator[tuple[int, object]]:
         yield position, fn(item)
 
 
-def run_processes(fn: Callable, items: Sequence, workers: int) -> Iterator[tuple[int, object]]:
-    """Run the items on a pool of local worker processes."""
-    # forkserver: workers start from a clean single-threaded process, never a
-    # fork of this one with its progress-bar thread.
-    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method))
-    pending: dict[Future, int] = {}
+def start_method() -> str:
+    """forkserver where the platform has it, else spawn.
+
+    Workers start from a clean single-threaded process, never a fork of this one
+    with its progress-bar thread (or a Jupyter kernel's threads).
+    """
+    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+@contextlib.contextmanager
+def _main_left_alone() -> Iterator[None]:
+    """Start worker processes without them running the caller's ``__main__``.
+
+    A spawned or forkserver child re-runs the parent's main script (by path or
+    module name) before its first task, so that functions defined there can be
+    unpickled.  The tasks here are cpasim's own top-level functions and need
+    none of it; re-running it would run a user's unguarded top-level
+    ``cpasim.sweep(...)`` again in every worker (printing its output once per
+    process and failing the pool), and ``python -`` has no file to re-run.
+    multiprocessing reads ``sys.modules["__main__"]`` when it starts a process;
+    while the workers start, it finds a module with neither a file nor a spec,
+    which it leaves alone.
+    """
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
     try:
-        pending = {pool.submit(fn, item): position for position, item in enumerate(items)}
+        yield
+    finally:
+        if main is None:
+            del sys.modules["__main__"]
+        else:
+            sys.modules["__main__"] = main
+
+
+def run_processes(fn: Callable, items: Sequence, workers: int) -> Iterator[tuple[int, object]]:
+    """Run the items on a pool of local worker processes.
+
+    ``fn`` must be importable from cpasim (not defined in ``__main__``): the
+    workers never import the caller's main module.
+    """
+    pending: dict[Future, int] = {}
+    pool = None
+    try:
+        context = multiprocessing.get_context(start_method())
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+        # The pool starts its workers as tasks are submitted (the forkserver too).
+        with _main_left_alone():
+            pending = {pool.submit(fn, item): position for position, item in enumerate(items)}
+    except (OSError, NotImplementedError, ImportError) as exc:
+        # No semaphores or no /dev/shm (some containers and sandboxes): one process.
+        print(
+            f"cpasim: worker processes unavailable ({exc}); running in this process",
+            file=sys.stderr,
+        )
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+        yield from run_inline(fn, items)
+        return
+    try:
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
@@ -132,7 +184,8 @@ def run_dask(
     try:
         try:
             if address == "local":
-                with _sigint_ignored():
+                # Dask starts its workers (spawned) before LocalCluster returns.
+                with _sigint_ignored(), _main_left_alone():
                     cluster = distributed.LocalCluster(
                         n_workers=workers or cores(),
                         threads_per_worker=1,

@@ -1,0 +1,5 @@
+"""``python -m cpasim``: the command line."""
+
+from cpasim.cli import main
+
+main()

@@ -1,0 +1,5 @@
+"""``python -m cpasim.cli``: the command line."""
+
+from cpasim.cli import main
+
+main()
