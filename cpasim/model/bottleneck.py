@@ -65,6 +65,7 @@ class BottleneckStats:
     bytes: int = 0  # bytes as the shaper counts them
     packets: int = 0  # serialized (not dropped)
     max_backlog: int = 0  # most bytes queued at once
+    sojourn_ns: float = 0.0  # summed over the packets serialized: queued until taken
     drops: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DROP_REASONS, 0))
 
 
@@ -209,6 +210,7 @@ class Bottleneck:
         stats.busy_ns += ns
         stats.bytes += size
         stats.packets += 1
+        stats.sojourn_ns += self.env._now - item[0]
         self.arrival = self.env.timeout(ns)
         self.arrival.callbacks.append(self._done)
         self.in_flight.append(self)
