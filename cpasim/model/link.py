@@ -17,6 +17,10 @@ its TX FIFO and its receiver.  Per port:
     probability ``link.loss``) it is offered to the peer NIC's RX FIFO;
     ``idle`` — back on the free list, blocked on its empty ``wire`` queue.
 
+A bottleneck (:mod:`cpasim.model.bottleneck`) may sit at the receiving end
+of one direction (:meth:`Link.insert`): that direction's carriers then offer
+their frames to it instead of the peer NIC, and the peer waits on its arrivals.
+
 Carriers make propagation a named state (``tx:Link:propagate``) instead of
 time a frame spends in a queue the receiver already waits on.  A carrier is
 driven by one timeout callback instead of a process of its own (same records,
