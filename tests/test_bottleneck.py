@@ -119,6 +119,7 @@ def test_rate_zero_builds_nothing_and_changes_nothing(kind):
     (a, ta), (b, tb) = runs
     assert a == b
     assert "bottleneck_queue_full" not in a["drops"] and "aqm" not in a["drops"]
+    assert "bottleneck_utilization" not in a
     ra, rb = _records(ta), _records(tb)
     assert np.array_equal(ra, rb)
     assert all(sys_ != SYS for sys_, _, _ in ta.source().key.sms)
@@ -217,6 +218,7 @@ def test_analyzer_names_the_bottleneck_as_the_critical_resource():
         return kept["t"]
 
     r = simulate(cfg, tracer=tracer)
+    assert r.bottleneck_utilization["tx_to_rx"] > 0.99
     a = analyze(kept["t"].source(), r.analysis_start, r.analysis_end)
     assert a.most_critical[0]["name"] == f"{SYS}:Bottleneck:serialize"
     assert a.most_critical[0]["share"] > 0.9
