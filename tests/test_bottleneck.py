@@ -244,3 +244,40 @@ def test_reverse_direction_shapes_the_acks():
     one_way = (1000 + HDR + 38) * 8e9 / 1e6
     assert fwd["mean"] - plain == pytest.approx(one_way, rel=0.01)
     assert both["mean"] - plain == pytest.approx(2 * one_way, rel=0.01)
+
+
+def test_rate_change_scales_serialization_and_queue_change_is_refused():
+    from cpasim.predict.remedies import remedy_for
+    from cpasim.predict.runs import PathSummary
+    from cpasim.predict.transforms_table import plan_change
+
+    base = load_scenario(None, sets=["bottleneck.rate=50Mbps"])
+    plan = plan_change(base, base.with_overrides({"bottleneck.rate": "100Mbps"}))
+    assert dict(plan.transforms.scale) == {"*:Bottleneck:serialize": pytest.approx(0.5)}
+    with pytest.raises(CpasimError, match="drops packets when full"):
+        plan_change(base, base.with_overrides({"bottleneck.queue": "300kB"}))
+    none = load_scenario(None)
+    with pytest.raises(CpasimError, match="baseline has no bottleneck"):
+        plan_change(none, base)
+    with pytest.raises(CpasimError, match="removes the bottleneck"):
+        plan_change(base, none)
+    most = [{"name": "path:Bottleneck:serialize", "share": 0.9, "waiting_share": 0.0}]
+    path = PathSummary({"": 1.0}, most[0]["name"], 0.0, most, [])
+    remedy = remedy_for(base, path)
+    assert remedy.diagnosis.kind == "bottleneck"
+    assert remedy.values == {"bottleneck.rate": pytest.approx(500e6)}
+
+
+def test_predicted_rate_change_matches_the_re_simulation(tmp_path):
+    """``cpasim validate`` on tcp-stream: the bottleneck at 50 Mb/s, predicted at 100."""
+    from cpasim.predict.predict import predict
+    from cpasim.predict.runs import traced_run
+
+    cfg = load_scenario(
+        ROOT / "scenarios" / "tcp-stream.toml",
+        sets=["bottleneck.rate=50Mbps", "sim.duration=60ms", "sim.warmup=20ms"],
+    )
+    new = cfg.with_overrides({"bottleneck.rate": "100Mbps"})
+    p = predict(traced_run(cfg, tmp_path / "t.cpt"), new)
+    actual = simulate(new).goodput_bps
+    assert p.predicted == pytest.approx(actual, rel=0.02)
