@@ -13,9 +13,14 @@ the bottleneck (store and forward), and is offered to the receiver's NIC the
 moment its serialization ends (the router's port to the receiver adds no
 delay of its own).  So the whole ``link.delay`` lies before the bottleneck,
 and the round trip is the link's.  ``bottleneck.rate`` shapes tx → rx (data),
-``bottleneck.reverse_rate`` rx → tx (ACKs); each is off at 0, and off means
-no object and no event: the hosts are wired back to back as without this
-module.
+``bottleneck.reverse_rate`` rx → tx (ACKs), with the same queue, overhead and
+AQM settings; each is off at 0, and off means no object and no event: the
+hosts are wired back to back as without this module.
+
+The shaper is a strict rate server, as ns-3's point-to-point device: a token
+bucket with a burst of one packet.  A Linux tbf with a larger ``burst`` lets
+that many bytes through at the link rate after an idle spell; that is not
+modelled.
 
 ``Bottleneck`` (``path:Bottleneck:<dir>``, ``dir`` = ``tx_to_rx`` or ``rx_to_tx``)
     ``Wait`` — blocked on its empty ``Bottleneck queue``;
