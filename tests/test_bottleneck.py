@@ -289,3 +289,33 @@ def test_predicted_rate_change_matches_the_re_simulation(tmp_path):
     p = predict(traced_run(cfg, tmp_path / "t.cpt"), new)
     actual = simulate(new).goodput_bps
     assert p.predicted == pytest.approx(actual, rel=0.02)
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        # drop-tail overflow: losses and retransmissions through the queue
+        ["link.delay=1ms", "bottleneck.queue=20kB", "tcp.rmem=256KiB", "tcp.wmem=256KiB"],
+        # both directions shaped, the ACK queue overflowing too
+        ["bottleneck.reverse_rate=2Mbps", "bottleneck.queue=20kB"],
+        # CoDel dropping from the head of a standing queue
+        [*PERSISTENT[1:], "bottleneck.aqm=codel", "sim.duration=1.5s", "sim.warmup=0.5s"],
+    ],
+    ids=["drop-tail", "reverse", "codel"],
+)
+def test_identity_invariant_holds_through_drops(sets):
+    """Every wait is explained by a dependence: the critical path is the elapsed time."""
+    cfg = _load(
+        None, sets=["bottleneck.rate=50Mbps", "sim.duration=60ms", "sim.warmup=10ms", *sets]
+    )
+    kept = {}
+
+    def tracer(env):
+        kept["t"] = Tracer.in_memory(env)
+        return kept["t"]
+
+    r = simulate(cfg, tracer=tracer)
+    assert sum(r.drops[k] for k in ("bottleneck_queue_full", "aqm")) > 0
+    a = analyze(kept["t"].source(), r.analysis_start, r.analysis_end)
+    assert a.warnings == []
+    assert a.path.critical_path_ns == pytest.approx(a.path.elapsed_ns, rel=1e-9)
