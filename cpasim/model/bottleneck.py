@@ -37,7 +37,9 @@ modelled.
 With ``bottleneck.aqm = "codel"`` the head of the queue is dropped (reason
 ``aqm``) by CoDel (RFC 8289, as Linux ``codel_dequeue``): target 5 ms,
 interval 100 ms, control law interval / sqrt(count), computed exactly rather
-than with Linux's Newton step.  fq_codel is not offered.
+than with Linux's Newton step.  fq_codel is not offered: its scheduler waits
+on whichever of its per-flow queues fills first, and a ``wait_empty`` names
+one queue (``annotations.md``), so the wait could not be annotated truthfully.
 
 Like the link's carriers, the bottleneck is driven by one timeout callback
 per packet, not by a process of its own.
