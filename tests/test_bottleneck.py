@@ -22,7 +22,10 @@ import simpy
 from cpasim.analysis import analyze
 from cpasim.config import load_scenario
 from cpasim.errors import CpasimError
-from cpasim.model.bottleneck import CODEL_TARGET, SYS
+from cpasim.model.bottleneck import SYS, BottleneckStats
+from cpasim.model.codel import CODEL_TARGET
+from cpasim.model.fq_codel import FqCoDel
+from cpasim.model.packet import Packet
 from cpasim.model.system import System
 from cpasim.simulate import simulate
 from cpasim.trace import NULL_TRACER, Tracer
@@ -300,8 +303,10 @@ def test_predicted_rate_change_matches_the_re_simulation(tmp_path):
         ["bottleneck.reverse_rate=2Mbps", "bottleneck.queue=20kB"],
         # CoDel dropping from the head of a standing queue
         [*PERSISTENT[1:], "bottleneck.aqm=codel", "sim.duration=1.5s", "sim.warmup=0.5s"],
+        # FQ-CoDel: two flows, dropping from the fattest on overflow
+        ["bottleneck.aqm=fq_codel", "workload.connections=2", "bottleneck.queue=20kB"],
     ],
-    ids=["drop-tail", "reverse", "codel"],
+    ids=["drop-tail", "reverse", "codel", "fq_codel"],
 )
 def test_identity_invariant_holds_through_drops(sets):
     """Every wait is explained by a dependence: the critical path is the elapsed time."""
@@ -318,4 +323,81 @@ def test_identity_invariant_holds_through_drops(sets):
     assert sum(r.drops[k] for k in ("bottleneck_queue_full", "aqm")) > 0
     a = analyze(kept["t"].source(), r.analysis_start, r.analysis_end)
     assert a.warnings == []
-    assert a.path.critical_path_ns == pytest.approx(a.path.elapsed_ns, rel=1e-9)
+    paths = [a.path] if a.path is not None else list(a.connections.values())
+    assert len(paths) == cfg.workload.connections
+    for path in paths:
+        assert path.critical_path_ns == pytest.approx(path.elapsed_ns, rel=1e-9)
+
+
+# --- FQ-CoDel ---------------------------------------------------------------------
+
+
+def _fq(limit_packets: int = 100):
+    """An FqCoDel on a stand-in bottleneck: full-size packets are one quantum each."""
+    from types import SimpleNamespace
+
+    env = simpy.Environment()
+    box = SimpleNamespace(
+        env=env,
+        qsys=SYS,
+        name="tx_to_rx",
+        sm=NULL_TRACER.sm(SYS, "Bottleneck", "tx_to_rx"),
+        overhead=38,
+        limit=limit_packets * (MTU + 38),
+        stats=BottleneckStats(),
+    )
+    return FqCoDel(box, NULL_TRACER, MTU + 38), box
+
+
+def _put(fq, conn, n, now=0.0):
+    carrier = NULL_TRACER.sm("tx", "Link", "0")
+    for i in range(n):
+        frame = Packet(conn, "tcp", MTU, MSS, HDR, MSS, seq=i * MSS)
+        fq.enqueue(frame, MTU + 38, carrier, now)
+
+
+def _order(fq, n, now=0.0):
+    return [(item[1].conn, item[1].seq // MSS) for item in (fq.dequeue(now) for _ in range(n))]
+
+
+def test_fq_codel_serves_a_new_flow_before_the_old_ones():
+    fq, _ = _fq()
+    _put(fq, "a", 3)
+    assert _order(fq, 2) == [("a", 0), ("a", 1)]  # a's second quantum: a is now old
+    _put(fq, "b", 1)
+    assert _order(fq, 2) == [("b", 0), ("a", 2)]
+    assert fq.dequeue(0.0) is None and fq.backlog == 0
+
+
+def test_fq_codel_round_robins_backlogged_flows_by_quantum():
+    fq, _ = _fq()
+    _put(fq, "a", 4)
+    _put(fq, "b", 4)
+    got = _order(fq, 8)
+    assert got == [(c, i) for i in range(4) for c in ("a", "b")]
+
+
+def test_fq_codel_overflow_drops_half_the_fattest_flow_from_its_head():
+    fq, box = _fq(limit_packets=5)
+    _put(fq, "a", 4)
+    _put(fq, "b", 1)
+    assert box.stats.drops["bottleneck_queue_full"] == 0
+    _put(fq, "b", 1)  # 6 packets in a queue of 5: a (4 packets) loses 2 from its head
+    assert box.stats.drops["bottleneck_queue_full"] == 2
+    assert fq.backlog == 4 * (MTU + 38)
+    assert sorted(_order(fq, 4)) == [("a", 2), ("a", 3), ("b", 0), ("b", 0)]
+
+
+def test_fq_codel_shares_the_bottleneck_equally_and_holds_the_sojourn():
+    """Two bulk connections through FQ-CoDel at 10 Mb/s (20 ms RTT, a 1 MB
+    queue): each gets half of the bottleneck within 2%, and the mean sojourn
+    stays near CoDel's target."""
+    sets = [*PERSISTENT, "bottleneck.aqm=fq_codel", "workload.connections=2"]
+    got = _window(sets, 1e9, 4e9)
+    per_conn = got["system"].stats.measured_by_conn
+    assert set(per_conn) == {"c0", "c1"}
+    a, b = per_conn["c0"], per_conn["c1"]
+    assert a == pytest.approx(b, rel=0.02)
+    assert got["goodput"] > 0.8 * 10e6 * MSS / (MTU + 38)
+    assert got["drops"]["aqm"] > 0
+    assert got["sojourn"] == pytest.approx(CODEL_TARGET, rel=0.5)

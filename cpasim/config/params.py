@@ -172,7 +172,10 @@ class BottleneckParams:
         hi="1KiB",
     )
     aqm: str = param(
-        "none", ENUM, "active queue management: none or CoDel (RFC 8289)", choices=("none", "codel")
+        "none",
+        ENUM,
+        "active queue management: none, CoDel (RFC 8289) or FQ-CoDel (RFC 8290)",
+        choices=("none", "codel", "fq_codel"),
     )
 
 

@@ -35,11 +35,11 @@ modelled.
     the queue in the trace: growing it cannot be predicted from a trace.
 
 With ``bottleneck.aqm = "codel"`` the head of the queue is dropped (reason
-``aqm``) by CoDel (RFC 8289, as Linux ``codel_dequeue``): target 5 ms,
-interval 100 ms, control law interval / sqrt(count), computed exactly rather
-than with Linux's Newton step.  fq_codel is not offered: its scheduler waits
-on whichever of its per-flow queues fills first, and a ``wait_empty`` names
-one queue (``annotations.md``), so the wait could not be annotated truthfully.
+``aqm``) by CoDel (:mod:`cpasim.model.codel`: RFC 8289, as Linux's sch_codel,
+target 5 ms, interval 100 ms, control law interval / sqrt(count)).  With
+``"fq_codel"`` each connection has a CoDel queue of its own, served by
+deficit round robin (:mod:`cpasim.model.fq_codel`: RFC 8290, as Linux's
+sch_fq_codel); a full queue then drops from the flow with the most bytes.
 
 Like the link's carriers, the bottleneck is driven by one timeout callback
 per packet, not by a process of its own.
@@ -47,10 +47,11 @@ per packet, not by a process of its own.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass, field
 
+from cpasim.model.codel import CoDel
+from cpasim.model.fq_codel import FqCoDel
 from cpasim.trace import TracedStore
 
 #: Drop reasons the bottleneck counts (added to the run's drops only when it exists).
@@ -58,10 +59,6 @@ DROP_REASONS = ("bottleneck_queue_full", "aqm")
 
 #: The ``sys`` of the bottleneck's state machines and queues: neither host.
 SYS = "path"
-
-#: CoDel's constants (RFC 8289 section 4; Linux codel_params_init), ns.
-CODEL_TARGET = 5e6
-CODEL_INTERVAL = 100e6
 
 
 @dataclass
@@ -74,75 +71,6 @@ class BottleneckStats:
     max_backlog: int = 0  # most bytes queued at once
     sojourn_ns: float = 0.0  # summed over the packets serialized: queued until taken
     drops: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DROP_REASONS, 0))
-
-
-class CoDel:
-    """The CoDel state of one queue (RFC 8289; Linux ``struct codel_vars``).
-
-    :meth:`dequeue` is Linux's ``codel_dequeue``: it takes packets off the
-    head, dropping those the control law says to, and returns the one to send.
-    """
-
-    def __init__(self, mtu: int, target: float = CODEL_TARGET, interval: float = CODEL_INTERVAL):
-        self.mtu = mtu  # a backlog of at most one packet is never reduced
-        self.target = target
-        self.interval = interval
-        self.first_above_time = 0.0
-        self.drop_next = 0.0
-        self.count = 0
-        self.lastcount = 0
-        self.dropping = False
-
-    def _control_law(self, t: float) -> float:
-        return t + self.interval / math.sqrt(self.count)
-
-    def _should_drop(self, item, backlog: int, now: float) -> bool:
-        if item is None:
-            self.first_above_time = 0.0
-            return False
-        if now - item[0] < self.target or backlog <= self.mtu:
-            # Below target (or too little queued to matter): stay out of
-            # dropping for at least an interval.
-            self.first_above_time = 0.0
-            return False
-        if self.first_above_time == 0.0:
-            self.first_above_time = now + self.interval
-            return False
-        return now >= self.first_above_time
-
-    def dequeue(self, box, now: float):
-        """The next ``(enqueued_ns, frame)`` of ``box`` to send, or None; drops on the way."""
-        item = box.take()
-        if item is None:
-            self.dropping = False
-            return None
-        drop = self._should_drop(item, box.backlog, now)
-        if self.dropping:
-            if not drop:
-                self.dropping = False
-            else:
-                while self.dropping and now >= self.drop_next:
-                    self.count += 1
-                    box.drop(item, "aqm")
-                    item = box.take()
-                    if not self._should_drop(item, box.backlog, now):
-                        self.dropping = False
-                    else:
-                        self.drop_next = self._control_law(self.drop_next)
-        elif drop:
-            box.drop(item, "aqm")
-            item = box.take()
-            self._should_drop(item, box.backlog, now)
-            self.dropping = True
-            # Re-entering soon after leaving: resume near the old drop rate.
-            delta = self.count - self.lastcount
-            if delta > 1 and now - self.drop_next < 16 * self.interval:
-                self.count = delta
-            else:
-                self.count = 1
-            self.lastcount = self.count
-            self.drop_next = self._control_law(now)
-        return item
 
 
 class Bottleneck:
@@ -160,11 +88,20 @@ class Bottleneck:
         self.limit = cfg.queue
         self.out = link.port(port.peer)  # delivers to its receiver
         self.name = f"{sys}_to_{port.peer}"
+        self.qsys = SYS
         self.sm = tracer.sm(SYS, "Bottleneck", self.name)
-        self.queue = TracedStore(env, tracer, SYS, "Bottleneck queue", self.name, owner=self.sm)
-        self.backlog = 0  # bytes queued, as the shaper counts them
         self.stats = BottleneckStats()
-        self.codel = CoDel(link.mtu + cfg.overhead) if cfg.aqm == "codel" else None
+        packet = link.mtu + cfg.overhead
+        self.fq = None
+        if cfg.aqm == "fq_codel":
+            # Packets wait in per-flow queues; the FIFO's methods are not used.
+            self.fq = FqCoDel(self, tracer, packet)
+            self.arrive = self._arrive_fq
+            self.queue = self.fq.wake  # what the idle bottleneck waits on
+        else:
+            self.queue = TracedStore(env, tracer, SYS, "Bottleneck queue", self.name, owner=self.sm)
+        self.backlog = 0  # bytes queued in the FIFO, as the shaper counts them
+        self.codel = CoDel(packet) if cfg.aqm == "codel" else None
         # The receiving port waits on these, as on the link's carriers (Port.next_arrival).
         self.in_flight: deque[Bottleneck] = deque()
         self._sent = None
@@ -189,6 +126,18 @@ class Bottleneck:
         if self.frame is None:
             self._next()
 
+    def _arrive_fq(self, frame, carrier) -> None:
+        """:meth:`arrive` under fq_codel: the flows queue, drop and wake the bottleneck."""
+        fq = self.fq
+        fq.enqueue(frame, frame.length + self.overhead, carrier, self.env._now)
+        stats = self.stats
+        if fq.backlog > stats.max_backlog:
+            stats.max_backlog = fq.backlog
+        if self.frame is None:
+            fq.wake.put_now(None, carrier)
+            fq.wake.take_now(1, self.sm)
+            self._next()
+
     def take(self):
         """The head ``(enqueued_ns, frame)`` of the queue (a ``deq``), or None."""
         if not self.queue.items:
@@ -203,7 +152,12 @@ class Bottleneck:
     def _next(self) -> None:
         """Serialize the next packet, or wait for one."""
         sm = self.sm
-        item = self.codel.dequeue(self, self.env._now) if self.codel else self.take()
+        if self.fq is not None:
+            item = self.fq.dequeue(self.env._now)
+        elif self.codel is not None:
+            item = self.codel.dequeue(self, self.env._now)
+        else:
+            item = self.take()
         if item is None:
             self.frame = None
             sm.begin("Wait")
