@@ -4,6 +4,8 @@ Closed forms checked: a bottleneck-limited flow moves ``rate × payload /
 (IP packet + overhead)``; the traced queue never holds more than
 ``bottleneck.queue``; a window beyond BDP + queue loses packets and one within
 it does not; CoDel holds a persistent queue's sojourn near its 5 ms target;
+FQ-CoDel serves new flows first, round-robins backlogged ones, drops from the
+fattest, and splits the bottleneck evenly;
 a Reno flow through a small drop-tail queue follows the loss-throughput
 relation of Mathis et al. (1997), rate = MSS / RTT × sqrt(3/2) / sqrt(p).
 """
@@ -155,7 +157,7 @@ def test_queue_smaller_than_one_packet_is_refused():
     [
         (["bottleneck.rate=10Mbps", "bottleneck.queue=1kB"], "bottleneck.queue"),
         (["bottleneck.rate=-1Mbps"], "bottleneck.rate"),
-        (["bottleneck.aqm=fq_codel"], "bottleneck.aqm"),
+        (["bottleneck.aqm=red"], "bottleneck.aqm"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(sets, words):
