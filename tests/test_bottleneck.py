@@ -403,3 +403,23 @@ def test_fq_codel_shares_the_bottleneck_equally_and_holds_the_sojourn():
     assert got["goodput"] > 0.8 * 10e6 * MSS / (MTU + 38)
     assert got["drops"]["aqm"] > 0
     assert got["sojourn"] == pytest.approx(CODEL_TARGET, rel=0.5)
+
+
+@pytest.mark.parametrize("aqm", ["none", "codel", "fq_codel"])
+def test_tracing_changes_no_result(aqm):
+    sets = [
+        "bottleneck.rate=50Mbps",
+        "bottleneck.reverse_rate=5Mbps",
+        "bottleneck.queue=20kB",
+        f"bottleneck.aqm={aqm}",
+        "workload.connections=2",
+        "sim.duration=40ms",
+        "sim.warmup=5ms",
+    ]
+    cfg = _load(None, sets=sets)
+    plain = simulate(cfg).to_json()
+    traced = simulate(cfg, tracer=Tracer.in_memory).to_json()
+    for r in (plain, traced):
+        r.pop("wall_s")
+    assert plain == traced
+    assert plain["drops"]["bottleneck_queue_full"] > 0
