@@ -23,11 +23,13 @@ that many bytes through at the link rate after an idle spell; that is not
 modelled.
 
 ``Bottleneck`` (``path:Bottleneck:<dir>``, ``dir`` = ``tx_to_rx`` or ``rx_to_tx``)
-    ``Wait`` — blocked on its empty ``Bottleneck queue``;
+    ``Wait`` — blocked on its empty ``Bottleneck queue`` (with fq_codel, on
+    its ``Bottleneck wake-up`` queue: :mod:`cpasim.model.fq_codel`);
     ``serialize`` — one packet at ``bottleneck.rate``; at the end it is
     offered to the receiving NIC (``RX FIFO``), and the next one is taken.
 
-``Bottleneck queue`` (``path:Bottleneck queue:<dir>``, in packets)
+``Bottleneck queue`` (``path:Bottleneck queue:<dir>``, in packets; with
+fq_codel one per connection, ``<dir>:<conn>``)
     A carrier that ends its propagation enqueues the frame; it is dropped
     instead (reason ``bottleneck_queue_full``) when the queue's bytes (as the
     shaper counts them, the packet in serialization not included) would exceed
