@@ -54,6 +54,8 @@ class Result:
     workload: str
     analysis_start: tuple[str, str] = ("tx", "App")
     analysis_end: tuple[str, str] = ("rx", "App")
+    #: Busy share of each bottleneck (``tx_to_rx``, ``rx_to_tx``); None without one.
+    bottleneck_utilization: dict[str, float] | None = None
     #: Set by :func:`cpasim.run`: the configuration simulated, and the trace recorded
     #: (its file, or the in-memory :class:`~cpasim.trace.records.TraceSource`).
     config: object = field(default=None, repr=False, compare=False)
@@ -64,7 +66,7 @@ class Result:
         return self.to_json()
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "goodput_bps": self.goodput_bps,
             "goodput_bps_per_connection": self.goodput_bps_per_connection,
             "link_utilization": self.link_utilization,
@@ -84,6 +86,9 @@ class Result:
             "analysis_start": list(self.analysis_start),
             "analysis_end": list(self.analysis_end),
         }
+        if self.bottleneck_utilization is not None:  # absent without a bottleneck
+            out["bottleneck_utilization"] = self.bottleneck_utilization
+        return out
 
 
 def simulate(cfg, *, tracer=None, trace_path=None, progress: bool = False) -> Result:
@@ -170,6 +175,7 @@ class _Runner:
         return {
             "link": s.link.stats.snapshot(),
             "bus": {h: s.hosts[h].dev.stats.bus.snapshot() for h in HOSTS},
+            "bottleneck": {b.name: b.stats.busy_ns for b in s.bottlenecks},
         }
 
     def run(self) -> None:
@@ -255,6 +261,13 @@ class _Runner:
             workload=kind,
             analysis_start=start,
             analysis_end=end,
+            bottleneck_utilization={
+                b.name: (b.stats.busy_ns - self.warm["bottleneck"][b.name]) / elapsed
+                if elapsed > 0
+                else 0.0
+                for b in s.bottlenecks
+            }
+            or None,
         )
 
 

@@ -86,6 +86,13 @@ def summary(r: Result, cfg, scenario: Path, trace: Path | None) -> str:
         "link         "
         + "  ".join(f"{k.replace('_to_', '->')} {_pct(v)}" for k, v in r.link_utilization.items()),
     ]
+    if r.bottleneck_utilization is not None:
+        lines.append(
+            "bottleneck   "
+            + "  ".join(
+                f"{k.replace('_to_', '->')} {_pct(v)}" for k, v in r.bottleneck_utilization.items()
+            )
+        )
     for host, bus in r.io_bus_utilization.items():
         lines.append(f"I/O bus {host:4} up {_pct(bus['up'])}  down {_pct(bus['down'])}")
     for host, cpu in r.cpu_utilization.items():

@@ -14,6 +14,7 @@ from cpasim.config.params import (
     GLOBAL_SECTIONS,
     HOSTS,
     SPECS,
+    BottleneckParams,
     HostParams,
     LinkParams,
     SimParams,
@@ -50,6 +51,7 @@ class Config:
     sim: SimParams
     workload: WorkloadParams
     link: LinkParams
+    bottleneck: BottleneckParams
     tx: HostParams
     rx: HostParams
     source: str | None = field(default=None, compare=False)

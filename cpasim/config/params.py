@@ -5,7 +5,7 @@ Each section is a frozen dataclass; each parameter is a field made by
 Defaults and bounds are written as a user would write them (``"20ms"``) and
 stored in cpasim's internal units (ns, bit/s, bytes, Hz, cycles).
 
-Global sections (``sim``, ``workload``, ``link``) exist once.  The sections of
+Global sections (``sim``, ``workload``, ``link``, ``bottleneck``) exist once.  The sections of
 :class:`HostParams` exist once per host: a scenario key without a host prefix
 (``tcp.wmem``) sets both hosts, ``hosts.tx.tcp.wmem`` one of them.
 
@@ -142,6 +142,41 @@ class LinkParams:
     delay: float = param("10us", TIME, "one-way propagation delay", lo=0, hi="10s")
     mtu: int = param("1500B", SIZE, "largest IP packet on the link", lo="68B", hi="64KiB")
     loss: float = param(0.0, FLOAT, "probability that a frame is lost", lo=0.0, hi=1.0)
+
+
+@dataclass(frozen=True)
+class BottleneckParams:
+    """A router between the hosts that queues and shapes (:mod:`cpasim.model.bottleneck`)."""
+
+    rate: float = param(
+        0, RATE, "shaped rate tx->rx; 0 = no bottleneck (hosts back to back)", lo=0, hi="10Tbps"
+    )
+    reverse_rate: float = param(
+        0, RATE, "shaped rate rx->tx (the ACK direction); 0 = none", lo=0, hi="10Tbps"
+    )
+    # ns-3's point-to-point default queue is 100 packets; 100 full-size
+    # packets with Ethernet framing are about 150 kB.
+    queue: int = param(
+        "150kB",
+        SIZE,
+        "drop-tail queue, in the bytes the shaper counts (IP packet + overhead)",
+        lo=1,
+        hi="1GiB",
+    )
+    overhead: int = param(
+        "38B",
+        SIZE,
+        "bytes counted per packet beyond the IP packet: 38 Ethernet on the wire, "
+        "14 a Linux qdisc (tbf on veth), 0 IP bytes",
+        lo=0,
+        hi="1KiB",
+    )
+    aqm: str = param(
+        "none",
+        ENUM,
+        "active queue management: none, CoDel (RFC 8289) or FQ-CoDel (RFC 8290)",
+        choices=("none", "codel", "fq_codel"),
+    )
 
 
 # --- per-host sections -----------------------------------------------------------------
@@ -307,6 +342,7 @@ GLOBAL_SECTIONS: dict[str, type] = {
     "sim": SimParams,
     "workload": WorkloadParams,
     "link": LinkParams,
+    "bottleneck": BottleneckParams,
 }
 
 

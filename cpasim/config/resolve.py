@@ -214,6 +214,14 @@ def check(flat: dict[str, Any], where: str) -> None:
             f"{where}: workload.message_size ({flat['workload.message_size']} B) exceeds the "
             f"largest UDP datagram ({MAX_UDP_PAYLOAD} B) for workload.kind = udp_stream"
         )
+    if flat["bottleneck.rate"] or flat["bottleneck.reverse_rate"]:
+        packet = mtu + flat["bottleneck.overhead"]
+        if flat["bottleneck.queue"] < packet:
+            raise CpasimError(
+                f"{where}: bottleneck.queue ({_fmt('bottleneck.queue', flat['bottleneck.queue'])})"
+                f" cannot hold one full-size packet ({packet} B from link.mtu = {mtu} B and "
+                f"bottleneck.overhead = {flat['bottleneck.overhead']} B)"
+            )
     for host in HOSTS:
         h = f"hosts.{host}."
         mss = tcp_mss(mtu, flat[h + "tcp.timestamps"])

@@ -10,7 +10,8 @@ and gets received packets, in order, from ``dev.rx_out``.  Inside::
 
 The state machines are described in :mod:`cpasim.model.driver`,
 :mod:`cpasim.model.nic`, :mod:`cpasim.model.bus` and :mod:`cpasim.model.link`
-(the MAC sits on the host's ``port`` of the :class:`~cpasim.model.link.Link`).
+(the MAC sits on the host's ``port`` of the :class:`~cpasim.model.link.Link`;
+a bottleneck between the hosts is :mod:`cpasim.model.bottleneck`).
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@ its TX FIFO and its receiver.  Per port:
     probability ``link.loss``) it is offered to the peer NIC's RX FIFO;
     ``idle`` — back on the free list, blocked on its empty ``wire`` queue.
 
+A bottleneck (:mod:`cpasim.model.bottleneck`) may sit at the receiving end
+of one direction (:meth:`Link.insert`): that direction's carriers then offer
+their frames to it instead of the peer NIC, and the peer waits on its arrivals.
+
 Carriers make propagation a named state (``tx:Link:propagate``) instead of
 time a frame spends in a queue the receiver already waits on.  A carrier is
 driven by one timeout callback instead of a process of its own (same records,
@@ -110,6 +114,11 @@ class Port:
         self.stats = link.stats.directions.setdefault(f"{sys}_to_{peer}", DirectionStats())
         self.mac = link.tracer.sm(sys, "MAC", "0")
         self.receiver = None  # set by attach(): has arrive(frame, sm)
+        # Where frames sent from this port are offered (the peer's receiver, or a
+        # bottleneck in between), and what feeds this port's receiver (the peer
+        # port, or that bottleneck): see Link.insert.
+        self.sink = None
+        self.source: Port | None = None
         self._free: deque[_Carrier] = deque()
         self._carriers = 0
         self.in_flight: deque[_Carrier] = deque()  # oldest first: arrivals are in order
@@ -119,13 +128,18 @@ class Port:
         """Connect the host's NIC: frames to send come from ``tx_fifo``; frames
         from the peer go to ``receiver.arrive(frame, carrier_sm)``."""
         self.receiver = receiver
+        peer = self.link.ports[self.peer]
+        if peer.sink is None:  # no bottleneck inserted before this end
+            peer.sink = receiver
         self.env.process(self._mac(tx_fifo))
 
     def next_arrival(self):
         """Event for the receiver on this port: the next frame from the peer arrives
         (its callbacks run after the frame was offered), or, with nothing in flight,
-        the peer sends one.  Waiting on the carrier's own timeout costs no event."""
-        peer = self.link.ports[self.peer]
+        the peer sends one.  Waiting on the carrier's own timeout costs no event.
+        The source (the peer port or a bottleneck) keeps ``in_flight`` (oldest
+        first, each with its ``arrival`` event) and ``_sent``."""
+        peer = self.source
         if peer.in_flight:
             return peer.in_flight[0].arrival
         if peer._sent is None:
@@ -193,7 +207,7 @@ class _Carrier:
         if link.loss and link.rng.random() < link.loss:
             port.stats.lost += 1
         else:
-            link.ports[port.peer].receiver.arrive(frame, sm)
+            port.sink.arrive(frame, sm)
         # Idle means blocked on the own wire queue, so that idle time is never
         # mistaken for work on the critical path.
         sm.begin("idle")
@@ -214,6 +228,17 @@ class Link:
         self.loss = cfg.loss
         self.stats = LinkStats()
         self.ports = {"tx": Port(self, "tx", "rx"), "rx": Port(self, "rx", "tx")}
+        for port in self.ports.values():
+            port.source = self.ports[port.peer]
+
+    def insert(self, box, sys: str) -> None:
+        """Put ``box`` between the two hosts in the direction ``sys`` sends: frames
+        sent from ``sys`` are offered to ``box.arrive(frame, carrier_sm)`` at the end
+        of their propagation, and the peer's receiver waits on ``box``'s arrivals
+        (``box`` delivers to ``ports[peer].receiver``).  Before the hosts attach."""
+        port = self.ports[sys]
+        port.sink = box
+        self.ports[port.peer].source = box
 
     def port(self, sys: str) -> Port:
         return self.ports[sys]

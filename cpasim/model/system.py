@@ -1,4 +1,5 @@
-"""The simulated world of one run: two hosts, the link between them, the workload.
+"""The simulated world of one run: two hosts, the link (and any bottleneck) between
+them, the workload.
 
 :class:`System` builds everything from a :class:`~cpasim.config.Config` on a
 given SimPy environment and tracer, and starts the application processes of
@@ -12,7 +13,7 @@ from collections import deque
 
 import numpy as np
 
-from cpasim.model import app
+from cpasim.model import app, bottleneck
 from cpasim.model.app import AppStats, WebServer
 from cpasim.model.host import Host
 from cpasim.model.link import Link
@@ -35,6 +36,8 @@ class System:
         self.tracer = tracer
         self.rng = np.random.default_rng(cfg.sim.seed)
         self.link = Link(env, cfg.link, tracer, self.rng)
+        # Before the hosts attach to the link: they are wired through it.
+        self.bottlenecks = bottleneck.build(env, cfg.bottleneck, self.link, tracer)
         self.hosts = {h: Host(env, h, cfg, tracer, self.rng, self.link.port(h)) for h in HOSTS}
         for host in self.hosts.values():
             host.cpu.measure_from = cfg.sim.warmup
@@ -108,6 +111,9 @@ class System:
             for reason, n in host.drops().items():
                 out[reason] = out.get(reason, 0) + n
         out["link_loss"] = sum(d.lost for d in self.link.stats.directions.values())
+        for box in self.bottlenecks:  # none without a bottleneck: the keys stay absent
+            for reason, n in box.stats.drops.items():
+                out[reason] = out.get(reason, 0) + n
         return out
 
     def retransmits(self) -> int:

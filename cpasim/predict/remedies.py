@@ -4,22 +4,23 @@ Saidi's figure 6.2 walks a sequence of bottlenecks, each removed by an
 ordinary parameter change.  :func:`diagnose` names the kind of bottleneck of a
 critical path; :data:`REMEDIES` says what to change for each kind:
 
-============ ============================================ =================================
-kind         recognised by                                remedy
-============ ============================================ =================================
-``link``     ``*:MAC:transmit`` (serialization)           ``link.rate`` × 10
-``window``   a resource loop through ``Send window`` or   ``tcp.wmem`` and ``tcp.rmem`` ≥
-             ``Send buffer``                              4 × bandwidth-delay product
-``bus``      NIC DMA states, a busy PCIe channel bound,   ``pcie.lanes`` × 4 on that host
-             loops through ``PCI bus``                    (then the next generation)
-``cores``    a busy ``CPU cores`` bound, or CPU states    ``cpu.cores`` + 1 on that host
-             with a loop through ``CPU cores``
-``cpu``      CPU states, no core contention               ``cpu.freq`` × 2 on that host
-``tx_ring``  a loop through ``TX free desc``              ``nic.tx_ring`` × 2
-``rx_ring``  a loop through ``RX free desc``              ``nic.rx_ring`` × 2
-``qdisc``    a loop through ``qdisc``                     ``qdisc.len`` × 2
-``tx_fifo``  a loop through ``TX FIFO``                   ``nic.tx_fifo`` × 2
-============ ============================================ =================================
+============== ============================================ =================================
+kind           recognised by                                remedy
+============== ============================================ =================================
+``link``       ``*:MAC:transmit`` (serialization)           ``link.rate`` × 10
+``bottleneck`` ``*:Bottleneck:serialize``                   ``bottleneck.rate`` × 10
+``window``     a resource loop through ``Send window`` or   ``tcp.wmem`` and ``tcp.rmem`` ≥
+               ``Send buffer``                              4 × bandwidth-delay product
+``bus``        NIC DMA states, a busy PCIe channel bound,   ``pcie.lanes`` × 4 on that host
+               loops through ``PCI bus``                    (then the next generation)
+``cores``      a busy ``CPU cores`` bound, or CPU states    ``cpu.cores`` + 1 on that host
+               with a loop through ``CPU cores``
+``cpu``        CPU states, no core contention               ``cpu.freq`` × 2 on that host
+``tx_ring``    a loop through ``TX free desc``              ``nic.tx_ring`` × 2
+``rx_ring``    a loop through ``RX free desc``              ``nic.rx_ring`` × 2
+``qdisc``      a loop through ``qdisc``                     ``qdisc.len`` × 2
+``tx_fifo``    a loop through ``TX FIFO``                   ``nic.tx_fifo`` × 2
+============== ============================================ =================================
 
 Propagation (``*:Link:propagate``) and the communication latency through the
 wire are out of a designer's hands: when one of them is the most critical
@@ -43,6 +44,7 @@ LATENCY = "latency"
 #: State (``sys:sm:state``) patterns → kind.
 STATE_KINDS: tuple[tuple[str, str], ...] = (
     ("*:MAC:transmit", "link"),
+    ("*:Bottleneck:serialize", "bottleneck"),
     ("*:Link:propagate", LATENCY),
     ("*:NIC TX:DMA *", "bus"),
     ("*:NIC RX:DMA *", "bus"),
@@ -132,7 +134,7 @@ def diagnose(path: PathSummary) -> Diagnosis | None:
             found = _loop_kind(path)
             if found and found[0] == "cores":
                 return Diagnosis("cores", sys, f"{share}; {found[2]}")
-        if kind == "link":
+        if kind in ("link", "bottleneck"):
             sys = ""
         return Diagnosis(kind, sys, share)
     return None
@@ -146,7 +148,10 @@ def _pow2_at_least(n: float) -> int:
 
 
 def _window(cfg: Config, sys: str) -> dict:
-    bdp = cfg.link.rate / 8 * 2 * cfg.link.delay / 1e9
+    rate = cfg.link.rate
+    if 0 < cfg.bottleneck.rate < rate:
+        rate = cfg.bottleneck.rate
+    bdp = rate / 8 * 2 * cfg.link.delay / 1e9
     want = _pow2_at_least(BDP_FACTOR * bdp)
     out = {}
     for key in ("tcp.wmem", "tcp.rmem"):
@@ -185,6 +190,7 @@ def _plus(key: str, k: int) -> Callable[[Config, str], dict]:
 #: Kind → remedy(cfg, sys) → {full key: new value in internal units}.
 REMEDIES: dict[str, Callable[[Config, str], dict]] = {
     "link": _times("link.rate", 10),
+    "bottleneck": _times("bottleneck.rate", 10),
     "window": _window,
     "bus": _bus,
     "cores": _plus("cpu.cores", 1),
