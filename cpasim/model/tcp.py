@@ -14,7 +14,10 @@ State machines (instance = connection index):
     ``tcp_write_xmit`` takes as many whole segments as the window allows (up to
     64 KiB), builds them (MSS segments, or one TSO super-segment with
     ``nic.tso``), each with the current ACK and window, and hands them to IP
-    (``nf_hook``, ``dev_queue_xmit``).
+    (``nf_hook``, ``dev_queue_xmit``).  With an algorithm that needs pacing
+    (BBR) and no ``fq`` qdisc, TCP paces itself (``tcp_internal_pacing``): it
+    waits in ``pace`` until the pacing clock lets the next packet go, one
+    packet of ``tcp_tso_autosize`` segments per pass.
 ``DelAck Timer``
     ``Idle`` until armed through ``DelAck arm``; ``armed`` for
     ``tcp.delack_timeout``; then ``tcp_send_ack`` if the ACK is still owed.
@@ -40,8 +43,18 @@ writer takes, ACKs give back), ``Send queue`` (byte chunks from ``write()``),
 
 from __future__ import annotations
 
+from cpasim.model import cc
 from cpasim.model.packet import ACK, Packet
-from cpasim.model.tcp_rules import Receiver, RenoSender, mss_for, tcp_header
+from cpasim.model.tcp_linux import LinuxSender
+from cpasim.model.tcp_rules import (
+    TCP_SACK_BASE,
+    TCP_SACK_PERBLOCK,
+    Receiver,
+    RenoSender,
+    mss_for,
+    sack_blocks_max,
+    tcp_header,
+)
 from cpasim.trace import TracedContainer, TracedStore
 
 #: A TSO super-segment carries at most this many IP bytes (Linux: 64 KiB).
@@ -67,15 +80,31 @@ class TcpConnection:
         self.wmem = tp.wmem  # the send buffer's size: free + unacked + in copy
         self.delack_timeout = tp.delack_timeout
         self.sw_csum = not hc.nic.csum_offload
-        self.sender = RenoSender(
-            mss=mss,
-            init_cwnd=tp.init_cwnd,
-            rwnd=peer_rmem,
-            cc=tp.cc,
-            rto_min_ns=tp.rto_min,
-            dupack_threshold=tp.dupack_threshold,
-        )
-        self.receiver = Receiver(mss=mss, delayed_ack=tp.delayed_ack)
+        # The classic RFC sender when asked for (reno|newreno without SACK), Linux's otherwise.
+        self.linux = tp.sack or tp.cc not in ("reno", "newreno")
+        if self.linux:
+            self.sender = LinuxSender(
+                mss=mss,
+                init_cwnd=tp.init_cwnd,
+                rwnd=peer_rmem,
+                ca=cc.make(tp.cc),
+                sack=tp.sack,
+                recovery=tp.recovery,
+                rto_min_ns=tp.rto_min,
+                reordering=tp.dupack_threshold,
+            )
+        else:
+            self.sender = RenoSender(
+                mss=mss,
+                init_cwnd=tp.init_cwnd,
+                rwnd=peer_rmem,
+                cc=tp.cc,
+                rto_min_ns=tp.rto_min,
+                dupack_threshold=tp.dupack_threshold,
+            )
+        self.paced = self.linux and self.sender.needs_pacing
+        self.sack_max = sack_blocks_max(tp.timestamps) if tp.sack else 0
+        self.receiver = Receiver(mss=mss, delayed_ack=tp.delayed_ack, sack=tp.sack)
 
         inst = str(idx)
         self.send_sm = tracer.sm(sys, "TcpSend", inst)
@@ -154,6 +183,8 @@ class TcpConnection:
                 if core:
                     cpu.release(sm)
                     core = False
+                if self.linux and self.unsent == 0:
+                    sender.check_app_limited(0)
                 sm.begin("Wait")
                 self.unsent += yield self.sendq.get(sm)
                 for n in self.sendq.take_now(len(self.sendq.items), sm):
@@ -164,9 +195,22 @@ class TcpConnection:
             if seg < mss and self.nagle and self.small_end > sender.snd_una:
                 self.nagle_hold = True  # the ACK of the earlier small segment wakes us
                 continue
+            if self.paced:
+                # tcp_pacing_check: the next packet leaves when the pacing clock says.
+                wait = sender.next_send_ns() - self.env._now
+                if wait > 0:
+                    if core:
+                        cpu.release(sm)
+                        core = False
+                    sm.begin("pace")
+                    yield self.env.timeout(wait)
+                    continue
+            maxseg = self.maxseg
+            if self.linux and maxseg > mss:  # tcp_tso_autosize: ~1 ms of data per packet
+                maxseg = min(maxseg, sender.tso_segs() * mss)
             # Credits of the send window: as many whole segments as are free (up to a
-            # burst), at least one segment's worth.
-            want = min(self.unsent, self.burst)
+            # burst; one packet when paced), at least one segment's worth.
+            want = min(self.unsent, maxseg if self.paced else self.burst)
             level = int(self.window.level)
             if level >= want:
                 n = want
@@ -192,7 +236,7 @@ class TcpConnection:
             self.unsent -= n
             packets = []
             while n > 0:
-                size = min(n, self.maxseg)
+                size = min(n, maxseg)
                 seq = sender.on_send(size, now)
                 if size < mss:
                     self.small_end = seq + size
@@ -200,6 +244,8 @@ class TcpConnection:
                 n -= size
             # One pass of tcp_write_xmit for the whole burst (one cost per packet handed down).
             yield cpu.spend(sm, "tcp_write_xmit", stack=cpu.cycles("tx_packet") * len(packets))
+            if self.linux:
+                sender.xmit_done()
             for pkt in packets:
                 yield from self.ip.output(sm, pkt)
             if self.rto_deadline is None:
@@ -246,9 +292,14 @@ class TcpConnection:
         receive path and any ACK or retransmission it sends, and their effects
         (buffer space, window, data for the app, packets) follow it."""
         cpu, sender = self.cpu, self.sender
-        out = sender.on_ack(pkt.ack, pkt.wnd, self.env._now, pkt.payload > 0)
+        if self.linux:
+            out = sender.on_ack(pkt.ack, pkt.wnd, self.env._now, pkt.payload > 0, pkt.sack)
+            rtx = out.retransmits
+        else:
+            out = sender.on_ack(pkt.ack, pkt.wnd, self.env._now, pkt.payload > 0)
+            rtx = () if out.retransmit is None else (out.retransmit,)
         delivered, ack_now = self.receiver.on_data(pkt.seq, pkt.payload) if pkt.payload else (0, 0)
-        sends = (out.retransmit is not None) + bool(ack_now)
+        sends = len(rtx) + bool(ack_now)
         if pkt.payload:
             csum = cpu.cycles("csum", pkt.length) if self.sw_csum else 0.0
             stack = cpu.cycles("rx_packet") + cpu.cycles("tx_packet") * sends
@@ -264,8 +315,8 @@ class TcpConnection:
             self.nagle_hold = False
             self.sendq.put_now(0, sm)
         self._sync_window(sm)
-        if out.retransmit is not None:
-            yield from self._retransmit(sm, *out.retransmit, charge=False)
+        for seq, n in rtx:
+            yield from self._retransmit(sm, seq, n, charge=False)
         if delivered:
             self.rcvbuf.give(delivered, sm)
         if ack_now:
@@ -289,6 +340,10 @@ class TcpConnection:
         pkt = self._segment(self.sender.snd_nxt, 0, self.env._now)
         pkt.length = self.hdr
         pkt.segs = 1
+        if self.sack_max and self.receiver.sacks:  # the SACK option rides on pure ACKs
+            blocks = tuple(self.receiver.sacks[: self.sack_max])
+            pkt.sack = blocks
+            pkt.hdr = pkt.length = self.hdr + TCP_SACK_BASE + TCP_SACK_PERBLOCK * len(blocks)
         yield from self.ip.output(sm, pkt)
 
     # -- timers ------------------------------------------------------------------------------
@@ -340,11 +395,16 @@ class TcpConnection:
                 due = self.rto_deadline
                 if due is None or env._now < due:
                     continue
-                seg = sender.on_timeout()
+                if self.linux:
+                    segs = sender.on_timeout(env._now)
+                else:
+                    seg = sender.on_timeout()
+                    segs = () if seg is None else (seg,)
                 self._sync_window(sm)
-                if seg is not None:
+                if segs:
                     yield from cpu.take(sm)
-                    yield from self._retransmit(sm, *seg)
+                    for seq, n in segs:
+                        yield from self._retransmit(sm, seq, n)
                     cpu.release(sm)
                 self.rto_deadline = env._now + sender.rto_ns if sender.flight else None
             self._rto_running = False
