@@ -8,12 +8,14 @@ connection, made by :func:`make`.
 from __future__ import annotations
 
 from cpasim.model.cc.base import CongestionOps
+from cpasim.model.cc.cubic import Cubic
 from cpasim.model.cc.reno import NewReno, Reno
 
 #: Name (as ``tcp.cc`` spells it, Linux's ``tcp_congestion_control``) -> class.
 ALGORITHMS: dict[str, type[CongestionOps]] = {
     "reno": Reno,
     "newreno": NewReno,
+    "cubic": Cubic,
 }
 
 

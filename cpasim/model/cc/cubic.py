@@ -45,16 +45,10 @@ HYSTART_DELAY = 0x2
 HYSTART_MIN_SAMPLES = 8  # RTT samples per round before the delay test
 HYSTART_DELAY_MIN = 4000  # µs
 HYSTART_DELAY_MAX = 16000  # µs
-hystart_low_window = 16  # packets: HyStart only above this window
-hystart_ack_delta_us = 2000  # ACKs closer than this form a train
 
-fast_convergence = 1
+# Load-time module parameters: the precomputed factors below depend on them.
 beta = 717  # /1024: the window kept after a loss
-initial_ssthresh = 0
 bic_scale = 41  # C = bic_scale * 10 / 1024 = 0.4 (see cube_rtt_scale)
-tcp_friendliness = 1
-hystart = 1
-hystart_detect = HYSTART_ACK_TRAIN | HYSTART_DELAY
 
 # cubictcp_register() precomputes these from the parameters above.
 beta_scale = 8 * (BICTCP_BETA_SCALE + beta) // 3 // (BICTCP_BETA_SCALE - beta)  # = 15
@@ -127,6 +121,16 @@ class Cubic(CongestionOps):
 
     name = "cubic"
 
+    # Run-time module parameters (writable in /sys/module/tcp_cubic/parameters),
+    # at their defaults; an instance may override them.
+    fast_convergence = 1
+    tcp_friendliness = 1
+    initial_ssthresh = 0
+    hystart = 1
+    hystart_detect = HYSTART_ACK_TRAIN | HYSTART_DELAY
+    hystart_low_window = 16  # packets: HyStart only above this window
+    hystart_ack_delta_us = 2000  # ACKs closer than this form a train
+
     def __init__(self) -> None:
         self.prior_cwnd = 0  # tp->prior_cwnd for tcp_reno_undo_cwnd (see Reno)
         self._reset()
@@ -161,10 +165,10 @@ class Cubic(CongestionOps):
         """``cubictcp_init``."""
         self._reset()
         self.prior_cwnd = 0
-        if hystart:
+        if self.hystart:
             self._hystart_reset(tp)
-        if not hystart and initial_ssthresh:
-            tp.snd_ssthresh = initial_ssthresh
+        if not self.hystart and self.initial_ssthresh:
+            tp.snd_ssthresh = self.initial_ssthresh
 
     def cwnd_event(self, tp: TcpState, event: str) -> None:
         """``cubictcp_cwnd_event``: after idle, shift the epoch so the curve resumes."""
@@ -228,7 +232,7 @@ class Cubic(CongestionOps):
         # tcp_friendliness: never grow slower than Reno with CUBIC's beta,
         # which gains 3(1-beta)/(1+beta) packets per RTT, one per
         # cwnd * beta_scale / 8 ACKs.
-        if tcp_friendliness:
+        if self.tcp_friendliness:
             delta = (cwnd * beta_scale) >> 3
             if delta:
                 while self.ack_cnt > delta:
@@ -260,7 +264,7 @@ class Cubic(CongestionOps):
         cwnd = tp.snd_cwnd
         # Fast convergence: a loss below the last W_max means a new flow is
         # taking its share, so release some: W_max = cwnd (1 + beta) / 2.
-        if cwnd < self.last_max_cwnd and fast_convergence:
+        if cwnd < self.last_max_cwnd and self.fast_convergence:
             self.last_max_cwnd = (cwnd * (BICTCP_BETA_SCALE + beta)) // (2 * BICTCP_BETA_SCALE)
         else:
             self.last_max_cwnd = cwnd
@@ -289,14 +293,14 @@ class Cubic(CongestionOps):
             self._hystart_reset(tp)  # a new round
 
         # HyStart triggers only above hystart_low_window.
-        if tp.snd_cwnd < hystart_low_window:
+        if tp.snd_cwnd < self.hystart_low_window:
             return
 
-        if hystart_detect & HYSTART_ACK_TRAIN:
+        if self.hystart_detect & HYSTART_ACK_TRAIN:
             now = _clock_us(tp.now_ns)
             # ACK-train detection: ACKs closely spaced since the round began
             # for longer than half the minimum RTT mean the pipe is full.
-            if _s32(now - self.last_ack) <= hystart_ack_delta_us:
+            if _s32(now - self.last_ack) <= self.hystart_ack_delta_us:
                 self.last_ack = now
                 threshold = self.delay_min + self._hystart_ack_delay(tp)
                 # Without fq pacing (SK_PACING_NONE: cpasim has no fq), half
@@ -307,7 +311,7 @@ class Cubic(CongestionOps):
                     self.found = 1
                     tp.snd_ssthresh = tp.snd_cwnd
 
-        if hystart_detect & HYSTART_DELAY:
+        if self.hystart_detect & HYSTART_DELAY:
             # The round's minimum RTT over HYSTART_MIN_SAMPLES samples.
             if self.curr_rtt > delay:
                 self.curr_rtt = delay
@@ -329,5 +333,5 @@ class Cubic(CongestionOps):
         delay = int(sample.rtt_ns // 1000) or 1  # µs, never 0
         if self.delay_min == 0 or self.delay_min > delay:
             self.delay_min = delay
-        if not self.found and tp.in_slow_start() and hystart:
+        if not self.found and tp.in_slow_start() and self.hystart:
             self._hystart_update(tp, delay)
