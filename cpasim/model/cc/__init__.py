@@ -8,6 +8,7 @@ connection, made by :func:`make`.
 from __future__ import annotations
 
 from cpasim.model.cc.base import CongestionOps
+from cpasim.model.cc.bbr import Bbr
 from cpasim.model.cc.cubic import Cubic
 from cpasim.model.cc.reno import NewReno, Reno
 
@@ -16,11 +17,16 @@ ALGORITHMS: dict[str, type[CongestionOps]] = {
     "reno": Reno,
     "newreno": NewReno,
     "cubic": Cubic,
+    "bbr": Bbr,
 }
 
 
-def make(name: str) -> CongestionOps:
-    """A fresh algorithm object for one connection."""
+def make(name: str, seed: int = 0) -> CongestionOps:
+    """A fresh algorithm object for one connection.
+
+    ``seed`` feeds the algorithms that draw random numbers (BBR's first
+    PROBE_BW phase), so runs are reproducible; the others take none.
+    """
     try:
         cls = ALGORITHMS[name]
     except KeyError:
@@ -28,7 +34,7 @@ def make(name: str) -> CongestionOps:
         raise ValueError(
             f"unknown congestion control {name!r}: expected one of {choices}"
         ) from None
-    return cls()
+    return cls(seed=seed) if getattr(cls, "takes_seed", False) else cls()
 
 
 __all__ = ["ALGORITHMS", "CongestionOps", "make"]
