@@ -29,6 +29,7 @@ class Host:
             env, sys, self.hc, mtu=self.mtu, tracer=tracer, cpu=self.cpu, dev=self.dev
         )
         self.tcp: list[TcpConnection] = []
+        self.seed = cfg.sim.seed  # seeds the connections' own generators (BBR's phase)
         self.udp: list[UdpEndpoint] = []
 
     def open_tcp(self, idx: int, *, peer_rmem: int) -> TcpSocket:
@@ -42,6 +43,7 @@ class Host:
             tracer=self.tracer,
             cpu=self.cpu,
             ip=self.ip,
+            seed=(self.seed << 20) + 2 * idx + (self.sys == "rx"),
         )
         self.tcp.append(conn)
         self.ip.register("tcp", conn.conn, conn)

@@ -64,7 +64,7 @@ TSO_MAX_BYTES = 65535
 class TcpConnection:
     """One host's end of connection ``c<idx>``; ``ip`` is the host's IP layer."""
 
-    def __init__(self, env, sys, idx, hc, *, mtu, peer_rmem, tracer, cpu, ip) -> None:
+    def __init__(self, env, sys, idx, hc, *, mtu, peer_rmem, tracer, cpu, ip, seed=0) -> None:
         self.env = env
         self.conn = f"c{idx}"
         self.cpu = cpu
@@ -87,7 +87,7 @@ class TcpConnection:
                 mss=mss,
                 init_cwnd=tp.init_cwnd,
                 rwnd=peer_rmem,
-                ca=cc.make(tp.cc),
+                ca=cc.make(tp.cc, seed),
                 sack=tp.sack,
                 recovery=tp.recovery,
                 rto_min_ns=tp.rto_min,
