@@ -131,6 +131,9 @@ class TcpConnection:
         self.small_end = 0  # end sequence of the last sub-MSS segment sent (Minshall)
         self._win_ev = None  # a Send window get that may have taken credits already
         self._win_n = 0
+        # Credits grabbed while TcpSend still waits for a core (Linux sender only: the
+        # classic path keeps its results, which count such credits twice on an ACK).
+        self._grabbed = 0
         self.rcv_in_copy = 0  # bytes taken by read() and still being copied
         self.announced_edge = tp.rmem  # right edge of the last advertised window
         self.delack_deadline: float | None = None
@@ -220,6 +223,8 @@ class TcpConnection:
                 n = max(1, min(want, mss, sender.window()))
             if level >= n:
                 self.window.grab(n, sm)
+                if self.linux:
+                    self._grabbed = n
             else:
                 if core:
                     cpu.release(sm)
@@ -232,6 +237,7 @@ class TcpConnection:
                 yield from cpu.take(sm)
                 core = True
             self._win_ev = None
+            self._grabbed = 0
             now = self.env._now
             self.unsent -= n
             packets = []
@@ -277,6 +283,7 @@ class TcpConnection:
     def _sync_window(self, sm) -> None:
         """Make the Send window's level equal the credits the sender has now."""
         taken = self._win_n if self._win_ev is not None and self._win_ev.triggered else 0
+        taken += self._grabbed
         target = max(0, self.sender.usable() - taken)
         level = int(self.window.level)
         if target > level:
