@@ -121,6 +121,25 @@ def test_rack_waits_for_the_reordering_window():
     assert tp.lost_out == 0 and tp.ca_state == CA_DISORDER
 
 
+def test_rack_reordering_timer_marks_the_overdue_segment_later():
+    """What RACK cannot call lost yet arms the reordering timer (in jiffies, plus
+    TCP_TIMEOUT_MIN); when it fires the segment is lost, Recovery begins, it is resent."""
+    s = sender()
+    tp = s.tp
+    s.on_send(MSS, 0.0)
+    s.on_ack(MSS, RWND, 1000.0, False)  # min_rtt = 1000 ns
+    s.on_send(MSS, 2000.0)
+    s.on_send(MSS, 2010.0)
+    out = s.on_ack(MSS, RWND, 3010.0, False, (blk(2, 3),))  # 240 ns short of overdue
+    assert tp.lost_out == 0 and out.rearm and out.retransmits == []
+    due = s.timer_deadline(3010.0)
+    assert due == 3010.0 + 1e6 + 2e6
+    assert s.on_timeout(due) == [(MSS, MSS)]
+    assert tp.ca_state == CA_RECOVERY and tp.lost_out == 1 and tp.retrans_out == 1
+    assert s.backoff == 0  # not an RTO
+    assert s.timer_deadline(due) == due + s.rto_ns  # the RTO is armed next
+
+
 def test_reno_sack_emulation_counts_dupacks():
     s = sender(sack=False)
     send(s, 10)

@@ -25,7 +25,10 @@ State machines (instance = connection index):
     ``Idle`` until armed through ``RTO arm``; ``armed`` until the retransmission
     deadline (restarted by every ACK of new data; the timer wakes at least every
     ``tcp.rto_min`` to notice an earlier deadline); on expiry the window
-    collapses and ``tcp_retransmit_skb`` resends the oldest segment.
+    collapses and ``tcp_retransmit_skb`` resends the oldest segment.  Linux's
+    sender also runs RACK's reordering timer on it (``tcp_rack_reo_timeout``:
+    mark overdue segments lost, enter Recovery, resend), so it wakes at least
+    every ``TCP_TIMEOUT_MIN`` (2 ms) instead.
 
 Incoming segments are processed by the host's ``IP Recv`` SM calling
 :meth:`TcpConnection.receive` (state ``tcp_v4_rcv`` for data, ``tcp_ack`` for
@@ -45,7 +48,7 @@ from __future__ import annotations
 
 from cpasim.model import cc
 from cpasim.model.packet import ACK, Packet
-from cpasim.model.tcp_linux import LinuxSender
+from cpasim.model.tcp_linux import TIMEOUT_MIN_NS, LinuxSender
 from cpasim.model.tcp_rules import (
     TCP_SACK_BASE,
     TCP_SACK_PERBLOCK,
@@ -318,6 +321,8 @@ class TcpConnection:
             self.bytes_acked += out.acked
             self.sndbuf.give(out.acked, sm)
             self._restart_rto(sm)
+        elif self.linux and out.rearm:  # RACK armed its reordering timer
+            self._restart_rto(sm)
         if self.nagle_hold and self.small_end <= sender.snd_una:
             self.nagle_hold = False
             self.sendq.put_now(0, sm)
@@ -383,7 +388,10 @@ class TcpConnection:
         if self.sender.flight == 0:
             self.rto_deadline = None
             return
-        self.rto_deadline = self.env._now + self.sender.rto_ns
+        if self.linux:
+            self.rto_deadline = self.sender.timer_deadline(self.env._now)
+        else:
+            self.rto_deadline = self.env._now + self.sender.rto_ns
         if not self._rto_running:
             self._rto_running = True
             self.rto_q.put_now(1, sm)
@@ -391,14 +399,16 @@ class TcpConnection:
     def _rto_loop(self):
         sm, env, cpu, sender = self.rto_sm, self.env, self.cpu, self.sender
         sm.identify(self.conn)
+        # Sleep at most rto_min at a time: a restart can only move the deadline to
+        # now + RTO >= now + rto_min, so the timer never oversleeps it.  Linux's
+        # sender also arms RACK's reordering timer, at least TCP_TIMEOUT_MIN ahead.
+        nap = TIMEOUT_MIN_NS if self.linux else sender.rto_min_ns
         while True:
             sm.begin("Idle")
             yield self.rto_q.get(sm)
             while self.rto_deadline is not None:
                 sm.begin("armed")
-                # Sleep at most rto_min at a time: a restart can only move the deadline
-                # to now + RTO >= now + rto_min, so the timer never oversleeps it.
-                yield env.timeout(min(max(0.0, self.rto_deadline - env._now), sender.rto_min_ns))
+                yield env.timeout(min(max(0.0, self.rto_deadline - env._now), nap))
                 due = self.rto_deadline
                 if due is None or env._now < due:
                     continue
@@ -413,5 +423,10 @@ class TcpConnection:
                     for seq, n in segs:
                         yield from self._retransmit(sm, seq, n)
                     cpu.release(sm)
-                self.rto_deadline = env._now + sender.rto_ns if sender.flight else None
+                if not sender.flight:
+                    self.rto_deadline = None
+                elif self.linux:
+                    self.rto_deadline = sender.timer_deadline(env._now)
+                else:
+                    self.rto_deadline = env._now + sender.rto_ns
             self._rto_running = False

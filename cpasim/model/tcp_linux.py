@@ -22,14 +22,17 @@ control algorithm (:mod:`cpasim.model.cc`):
 The algorithm is called in Linux's order (see :mod:`cpasim.model.cc.base`).
 Windows are in packets as in Linux; sequence numbers are bytes.
 
+RACK's reordering timer shares the retransmission timer, as in Linux:
+:meth:`timer_deadline` says when it is due, :meth:`on_timeout` does what is due.
+
 Not modelled: undo of spurious reductions (``tcp_try_undo_*``), F-RTO, tail
-loss probes, the RACK reordering timer (a segment RACK would mark lost on a
-timer is marked by the next ACK or the RTO), D-SACK and reordering detection
-(links here never reorder), ECN.
+loss probes, D-SACK and reordering detection (links here never reorder), ECN,
+TCP Small Queues.
 """
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
@@ -63,6 +66,9 @@ TSO_RTT_LOG = 9
 MIN_TSO_SEGS = 2
 #: Internal pacing starts after this many data segments (``tcp_update_skb_after_send``).
 PACING_AFTER_SEGS = 10
+#: A jiffy at HZ = 1000, and TCP_TIMEOUT_MIN (2 jiffies) added to RACK's reordering timer.
+JIFFY_NS = 1e6
+TIMEOUT_MIN_NS = 2 * JIFFY_NS
 
 # ``TCP_SKB_CB(skb)->sacked`` bits.
 SACKED = 1  # TCPCB_SACKED_ACKED
@@ -114,6 +120,7 @@ class LinuxAckOutcome:
     retransmits: list[tuple[int, int]] = field(default_factory=list)  # (seq, bytes) to resend
     rtt_ns: float | None = None
     dup: bool = False
+    rearm: bool = False  # the retransmission timer must be set again (timer_deadline)
 
 
 class MinMax:
@@ -201,6 +208,7 @@ class LinuxSender:
         self.rack_end = 0
         self.rack_rtt_ns = 0.0
         self.rack_advanced = False
+        self.reo_at: float | None = None  # RACK's reordering timer, when armed
         self.first_tx_ns = 0.0  # tp->first_tx_mstamp
         self.min_rtt = MinMax()
         self.rto_min_ns = rto_min_ns
@@ -411,6 +419,11 @@ class LinuxSender:
                 num_dupack = 1
                 out.dup = True
             rexmit = self._fastretrans_alert(prior_snd_una, num_dupack, flag)
+        if flag & FLAG_DATA_ACKED:  # tcp_set_xmit_timer: the RTO replaces the REO timer
+            self.reo_at = None
+            out.rearm = True
+        elif self.reo_at is not None:
+            out.rearm = True
         # Rate sample and the window (tcp_rate_gen, tcp_cong_control).
         newly = tp.delivered - prior_delivered
         self._rate_gen(newly, self.tp.lost - prior_lost, now, rs)
@@ -619,13 +632,19 @@ class LinuxSender:
             reo_wnd = min(self.min_rtt.get() / 4, tp.srtt_ns)
         now = tp.now_ns
         lost = []
+        timeout = 0.0
         for s in self.tsorted.values():
             if not _sent_after(self.rack_ns, self.rack_end, s.tx_ns, s.end):
                 break
-            if self.rack_rtt_ns + reo_wnd - (now - s.tx_ns) <= 0:
+            remaining = self.rack_rtt_ns + reo_wnd - (now - s.tx_ns)
+            if remaining <= 0:
                 lost.append(s)
+            else:
+                timeout = max(timeout, remaining)
         for s in lost:
             self._mark_lost(s)
+        if timeout:  # tcp_rack_mark_lost: arm the reordering timer in jiffies
+            self.reo_at = now + math.ceil(timeout / JIFFY_NS) * JIFFY_NS + TIMEOUT_MIN_NS
 
     def _mark_head_lost(self) -> None:
         """RFC 6675 IsLost: a hole with at least ``reordering`` sacked segments above it."""
@@ -712,10 +731,20 @@ class LinuxSender:
         return out
 
     # -- the retransmission timer ----------------------------------------------------------
+    def timer_deadline(self, now: float) -> float:
+        """When the retransmission timer (re)armed now fires: RACK's reordering
+        timer when armed, else the RTO."""
+        return self.reo_at if self.reo_at is not None else now + self.rto_ns
+
     def on_timeout(self, now: float) -> list[tuple[int, int]]:
-        """RTO expired (``tcp_retransmit_timer``): enter Loss, back off, resend the head."""
+        """The retransmission timer fired: RACK's reordering timeout when that was
+        armed, else the RTO (``tcp_retransmit_timer``): enter Loss, back off, resend
+        the head."""
         tp = self.tp
         tp.now_ns = now
+        if self.reo_at is not None:
+            self.reo_at = None
+            return self._rack_reo_timeout()
         if tp.snd_nxt == tp.snd_una:
             return []
         head = self.q[self.h]
@@ -745,6 +774,22 @@ class LinuxSender:
         head.sacked |= RETRANS | EVER_RETRANS
         tp.retrans_out += 1
         return [(head.seq, head.end - head.seq)]
+
+    def _rack_reo_timeout(self) -> list[tuple[int, int]]:
+        """``tcp_rack_reo_timeout``: mark what is now overdue, recover, resend."""
+        tp = self.tp
+        prior_in_flight = tp.packets_in_flight
+        prior_lost = tp.lost
+        self.rack_advanced = True
+        self._rack_mark_lost()
+        self.reo_at = None  # tcp_rack_detect_loss only: the RTO is armed next
+        if tp.packets_in_flight == prior_in_flight:
+            return []
+        if tp.ca_state != CA_RECOVERY:
+            self._enter_recovery()
+            if type(self.ca).cong_control is CongestionOps.cong_control:
+                self._cwnd_reduction(1, tp.lost - prior_lost, 0)
+        return self._xmit_retransmit_queue()
 
     def _rtt_estimator(self, r: float) -> None:
         """``tcp_rtt_estimator`` / ``tcp_set_rto``: RTO = srtt + max(4 rttvar, rto_min)."""
