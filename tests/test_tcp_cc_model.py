@@ -11,7 +11,7 @@ import simpy
 from cpasim.config import load_scenario
 from cpasim.model.cc import ALGORITHMS
 from cpasim.model.system import System
-from cpasim.model.tcp_linux import LinuxSender
+from cpasim.model.tcp_linux import LOST, RETRANS, SACKED, LinuxSender
 from cpasim.model.tcp_rules import RenoSender
 from cpasim.simulate import simulate
 from cpasim.trace import NULL_TRACER
@@ -85,6 +85,52 @@ def test_window_stays_within_what_the_receiver_allows(cc, lossy):
         assert flight <= wnd, t
         if cc != "bbr":
             assert cwnd <= 2 * (-(-wnd // mss)) + 65536 // mss, t
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        ["tcp.cc=cubic"],
+        ["tcp.cc=cubic", "tcp.recovery=dupack"],
+        ["tcp.cc=cubic", "tcp.sack=false"],
+        ["tcp.cc=bbr"],
+    ],
+    ids=["rack", "dupack", "nosack", "bbr"],
+)
+def test_scoreboard_counters_match_the_segment_flags(sets):
+    """After every ACK and timeout on a 5% lossy link, packets_out, sacked_out,
+    lost_out and retrans_out equal what the per-segment flags say."""
+    cfg = load_scenario(None, sets=[*SHORT, "link.loss=0.05", *sets])
+    env = simpy.Environment()
+    system = System(cfg, env, NULL_TRACER)
+    s = system.tx.tcp[0].sender
+    checks = []
+
+    def check():
+        tp, segs = s.tp, s.q[s.h :]
+        want = (
+            len(segs),
+            sum(1 for g in segs if g.sacked & SACKED) if s.sack else tp.sacked_out,
+            sum(1 for g in segs if g.sacked & LOST),
+            sum(1 for g in segs if g.sacked & RETRANS),
+        )
+        assert (tp.packets_out, tp.sacked_out, tp.lost_out, tp.retrans_out) == want
+        assert tp.packets_in_flight >= 0 and tp.snd_cwnd >= 1
+        assert not segs or segs[0].seq == tp.snd_una
+        checks.append(1)
+
+    def wrapped(method):
+        def call(*args):
+            out = method(*args)
+            check()
+            return out
+
+        return call
+
+    s.on_ack = wrapped(s.on_ack)
+    s.on_timeout = wrapped(s.on_timeout)
+    env.run(until=cfg.sim.duration)
+    assert len(checks) > 50 and s.retransmits > 0
 
 
 def _acks_of(sets):

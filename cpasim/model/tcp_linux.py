@@ -384,6 +384,9 @@ class LinuxSender:
         if wnd != self.snd_wnd:
             flag |= FLAG_WIN_UPDATE
         self.snd_wnd = wnd
+        if not tp.packets_out:  # no_queue: nothing outstanding to acknowledge
+            self.ca.in_ack_event(tp, 0)
+            return out
         prior_snd_una = tp.snd_una
         prior_in_flight = tp.packets_in_flight
         prior_delivered = tp.delivered
