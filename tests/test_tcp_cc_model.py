@@ -198,6 +198,17 @@ def test_bbr_paces_no_faster_than_the_link():
     assert sum(ahead for _, _, ahead in marks[200:]) > 0.2 * len(marks[200:])
 
 
+def test_sack_is_used_only_when_both_hosts_permit_it():
+    cfg = load_scenario(None, sets=["tcp.cc=newreno", "hosts.rx.tcp.sack=false"])
+    system = System(cfg, simpy.Environment(), NULL_TRACER)
+    for host in (system.tx, system.rx):
+        conn = host.tcp[0]
+        assert isinstance(conn.sender, RenoSender) and not conn.receiver.sack
+    cfg = load_scenario(None, sets=["hosts.tx.tcp.sack=false"])  # cubic: Linux's sender
+    conn = System(cfg, simpy.Environment(), NULL_TRACER).tx.tcp[0]
+    assert isinstance(conn.sender, LinuxSender) and not conn.sender.sack
+
+
 def test_classic_sender_unchanged_when_pinned():
     """cc=newreno with sack=false builds the classic RenoSender: no SACK option, no pacing."""
     cfg = load_scenario(None, sets=["tcp.cc=newreno", "tcp.sack=false"])

@@ -162,7 +162,9 @@ class TcpParams:
         " is the classic RFC 5681/6582 sender, every other combination Linux's sender",
         choices=("reno", "newreno", "cubic", "bbr"),
     )
-    sack: bool = param(True, BOOL, "selective acknowledgements (RFC 2018), as Linux's tcp_sack")
+    sack: bool = param(
+        True, BOOL, "selective acknowledgements (RFC 2018, Linux's tcp_sack), if both hosts allow"
+    )
     recovery: str = param(
         "rack",
         ENUM,

@@ -32,7 +32,7 @@ class Host:
         self.seed = cfg.sim.seed  # seeds the connections' own generators (BBR's phase)
         self.udp: list[UdpEndpoint] = []
 
-    def open_tcp(self, idx: int, *, peer_rmem: int) -> TcpSocket:
+    def open_tcp(self, idx: int, *, peer_rmem: int, peer_sack: bool = True) -> TcpSocket:
         conn = TcpConnection(
             self.env,
             self.sys,
@@ -40,6 +40,7 @@ class Host:
             self.hc,
             mtu=self.mtu,
             peer_rmem=peer_rmem,
+            peer_sack=peer_sack,
             tracer=self.tracer,
             cpu=self.cpu,
             ip=self.ip,

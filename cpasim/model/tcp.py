@@ -67,7 +67,9 @@ TSO_MAX_BYTES = 65535
 class TcpConnection:
     """One host's end of connection ``c<idx>``; ``ip`` is the host's IP layer."""
 
-    def __init__(self, env, sys, idx, hc, *, mtu, peer_rmem, tracer, cpu, ip, seed=0) -> None:
+    def __init__(
+        self, env, sys, idx, hc, *, mtu, peer_rmem, tracer, cpu, ip, peer_sack=True, seed=0
+    ) -> None:
         self.env = env
         self.conn = f"c{idx}"
         self.cpu = cpu
@@ -83,15 +85,17 @@ class TcpConnection:
         self.wmem = tp.wmem  # the send buffer's size: free + unacked + in copy
         self.delack_timeout = tp.delack_timeout
         self.sw_csum = not hc.nic.csum_offload
+        # SACK is used only when both ends permit it (negotiated on the SYNs).
+        sack = tp.sack and peer_sack
         # The classic RFC sender when asked for (reno|newreno without SACK), Linux's otherwise.
-        self.linux = tp.sack or tp.cc not in ("reno", "newreno")
+        self.linux = sack or tp.cc not in ("reno", "newreno")
         if self.linux:
             self.sender = LinuxSender(
                 mss=mss,
                 init_cwnd=tp.init_cwnd,
                 rwnd=peer_rmem,
                 ca=cc.make(tp.cc, seed),
-                sack=tp.sack,
+                sack=sack,
                 recovery=tp.recovery,
                 rto_min_ns=tp.rto_min,
                 reordering=tp.dupack_threshold,
@@ -106,8 +110,8 @@ class TcpConnection:
                 dupack_threshold=tp.dupack_threshold,
             )
         self.paced = self.linux and self.sender.needs_pacing
-        self.sack_max = sack_blocks_max(tp.timestamps) if tp.sack else 0
-        self.receiver = Receiver(mss=mss, delayed_ack=tp.delayed_ack, sack=tp.sack)
+        self.sack_max = sack_blocks_max(tp.timestamps) if sack else 0
+        self.receiver = Receiver(mss=mss, delayed_ack=tp.delayed_ack, sack=sack)
 
         inst = str(idx)
         self.send_sm = tracer.sm(sys, "TcpSend", inst)
