@@ -87,6 +87,10 @@ class Path:
         cc.init(self.tp)
         self._try_send()
 
+    def set_rate(self, rate_pps: float) -> None:
+        """Change the bottleneck rate from now on (packets already queued keep theirs)."""
+        self.tx_ns = 1e9 / rate_pps
+
     # -- events ----------------------------------------------------------------
     def _push(self, t: float, kind: str, obj: object) -> None:
         self._order += 1

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpasim.model.cc import make
-from cpasim.model.cc.base import CA_LOSS, INFINITE_SSTHRESH, AckSample, TcpState
+from cpasim.model.cc.base import CA_EVENT_TX_START, CA_LOSS, INFINITE_SSTHRESH, AckSample, TcpState
 from cpasim.model.cc.cubic import (
     HYSTART_ACK_TRAIN,
     HYSTART_DELAY,
@@ -240,3 +240,28 @@ def test_invariants(cwnd, clamp, steps):
         assert 1 <= tp.snd_cwnd <= clamp
         assert tp.snd_ssthresh >= 2
         assert cc.cnt >= 2 or cc.cnt == 0
+
+
+def test_idle_restart_shifts_the_epoch_by_the_idle_time():
+    cc = Cubic()
+    tp = TcpState(mss=1448, snd_cwnd=100, snd_ssthresh=50)
+    cc.init(tp)
+    cc.epoch_start = 1000  # jiffies (ms at HZ=1000)
+    tp.lsndtime_ns = 3.0e9  # last send at 3 s
+    tp.now_ns = 3.5e9  # restart after 500 ms idle
+    cc.cwnd_event(tp, CA_EVENT_TX_START)
+    assert cc.epoch_start == 1500
+    tp.lsndtime_ns, tp.now_ns = 1.0e9, 13.5e9  # the shift would pass now: capped at now
+    cc.cwnd_event(tp, CA_EVENT_TX_START)
+    assert cc.epoch_start == 13_500
+
+
+@pytest.mark.parametrize(
+    ("pacing_rate", "cushion_us"),
+    [(0, 0), (1e9, 65536 * 4 * 1_000_000 // 1_000_000_000), (1e8, 1000)],
+)
+def test_hystart_ack_delay_cushion(pacing_rate, cushion_us):
+    """hystart_ack_delay: 4 GSO-sized packets at the pacing rate, at most 1 ms."""
+    tp = TcpState(mss=1448, snd_cwnd=10, snd_ssthresh=INFINITE_SSTHRESH)
+    tp.pacing_rate = pacing_rate
+    assert Cubic()._hystart_ack_delay(tp) == cushion_us

@@ -6,8 +6,9 @@ source.  Like Linux, algorithms count the window in *packets* (segments), not
 bytes; the sender turns ``snd_cwnd`` into bytes with ``mss``.
 
 The sender owns a :class:`TcpState`; an algorithm reads it and writes
-``snd_cwnd``, ``snd_ssthresh``, ``snd_cwnd_cnt`` and ``pacing_rate``.  Calls, in
-Linux's order on each ACK (``tcp_ack``):
+``snd_cwnd``, ``snd_ssthresh``, ``snd_cwnd_cnt`` and ``pacing_rate`` (and BBR,
+as in Linux, ``app_limited`` while in PROBE_RTT, so its own low-rate samples
+are marked app-limited).  Calls, in Linux's order on each ACK (``tcp_ack``):
 
 1. ``pkts_acked(tp, sample)`` when the ACK acknowledged or SACKed something
    (``tcp_clean_rtx_queue``);

@@ -17,7 +17,7 @@ recovery and, when two lossy intervals show the same rate, using that
 
 The arithmetic is the kernel's: bandwidth in packets/µs << 24 (``BW_SCALE``),
 gains in 1/256 (``BBR_SCALE``), µs for RTTs and ``delivered_mstamp``, jiffies
-(``HZ`` = 1000) for the min_rtt and PROBE_RTT clocks.  cpasim's ns convert
+(``HZ``, :mod:`cpasim.model.cc.kclock`) for the min_rtt and PROBE_RTT clocks.  cpasim's ns convert
 at the edges.
 """
 
@@ -35,12 +35,8 @@ from cpasim.model.cc.base import (
     RateSample,
     TcpState,
 )
+from cpasim.model.cc.kclock import HZ, U32, USEC_PER_MSEC, USEC_PER_SEC, after, jiffies, s32, usecs
 
-_U32 = 0xFFFFFFFF
-
-HZ = 1000  # jiffies per second (CONFIG_HZ)
-USEC_PER_SEC = 1_000_000
-USEC_PER_MSEC = 1000
 TCP_INIT_CWND = 10
 
 BW_SCALE = 24  # bandwidth: packets per µs << 24 (~715 bit/s per unit at 1500 B)
@@ -86,26 +82,8 @@ bbr_extra_acked_max_us = 100 * 1000
 
 # Constants of the sending host that bbr_tso_segs_goal() reads.
 SK_PACING_SHIFT = 10  # sk->sk_pacing_shift default: ~1 ms of data per TSO burst
-GSO_MAX_SIZE = 8 * 65535  # GSO_MAX_SIZE = 8 * GSO_MAX_SEGS (BIG TCP era)
+GSO_LEGACY_MAX_SIZE = 65536  # bbr_tso_segs_goal ignores the device's (BIG TCP) gso_max_size
 MAX_TCP_HEADER = 320  # L1_CACHE_ALIGN(128 + MAX_HEADER) on x86-64
-
-
-def _s32(x: int) -> int:
-    x &= _U32
-    return x - (1 << 32) if x & 0x80000000 else x
-
-
-def _after(a: int, b: int) -> bool:
-    """``after()`` on u32 clocks and sequence counters."""
-    return _s32(b - a) < 0
-
-
-def _jiffies(now_ns: float) -> int:
-    return int(now_ns * HZ // 1_000_000_000) & _U32
-
-
-def _us(ns: float) -> int:
-    return int(ns // 1000)
 
 
 class Minmax:
@@ -172,7 +150,7 @@ class Bbr(CongestionOps):
         self.cwnd_gain = bbr_high_gain
         self.cycle_idx = 0
         self.full_bw_reached = False
-        self.min_rtt_us = _U32
+        self.min_rtt_us = U32
 
     # -- helpers -----------------------------------------------------------------
     def max_bw(self) -> int:
@@ -202,7 +180,7 @@ class Bbr(CongestionOps):
     def _init_pacing_rate_from_rtt(self, tp: TcpState) -> None:
         """``bbr_init_pacing_rate_from_rtt``: high_gain * cwnd / RTT (1 ms if none yet)."""
         if tp.srtt_ns:
-            rtt_us = max(_us(tp.srtt_ns), 1)
+            rtt_us = max(usecs(tp.srtt_ns), 1)
             self.has_seen_rtt = True
         else:
             rtt_us = USEC_PER_MSEC
@@ -223,9 +201,13 @@ class Bbr(CongestionOps):
         return 1 if tp.pacing_rate < (bbr_min_tso_rate >> 3) else 2
 
     def _tso_segs_goal(self, tp: TcpState) -> int:
-        """``bbr_tso_segs_goal``: segments per TSO burst, ~1 ms at the pacing rate."""
-        nbytes = min(int(tp.pacing_rate) >> SK_PACING_SHIFT, GSO_MAX_SIZE - 1 - MAX_TCP_HEADER)
-        return max(nbytes // tp.mss, self._min_tso_segs(tp))
+        """``bbr_tso_segs_goal`` (Linux 6.17/6.18 form): segments per TSO burst,
+        ~1 ms at the pacing rate, within a legacy 64 KB GSO packet."""
+        nbytes = min(
+            int(tp.pacing_rate) >> SK_PACING_SHIFT, GSO_LEGACY_MAX_SIZE - 1 - MAX_TCP_HEADER
+        )
+        segs = max(nbytes // tp.mss, self._min_tso_segs(tp))
+        return min(segs, 0x7F)
 
     def _save_cwnd(self, tp: TcpState) -> None:
         """``bbr_save_cwnd``: the last known good cwnd, to restore after loss or PROBE_RTT."""
@@ -236,7 +218,7 @@ class Bbr(CongestionOps):
 
     def bdp(self, bw: int, gain: int) -> int:
         """``bbr_bdp``: ceil(bw * min_rtt * gain), packets."""
-        if self.min_rtt_us == _U32:  # no valid RTT sample yet
+        if self.min_rtt_us == U32:  # no valid RTT sample yet
             return TCP_INIT_CWND
         w = bw * self.min_rtt_us
         # Round up so the estimate cannot shrink itself (negative feedback).
@@ -323,7 +305,7 @@ class Bbr(CongestionOps):
     # -- PROBE_BW gain cycle ----------------------------------------------------------
     def _is_next_cycle_phase(self, tp: TcpState, rs: RateSample) -> bool:
         """``bbr_is_next_cycle_phase``: a phase lasts min_rtt, unless its in-flight aim is met."""
-        is_full_length = (_us(tp.delivered_mstamp_ns) - self.cycle_mstamp) > self.min_rtt_us
+        is_full_length = (usecs(tp.delivered_mstamp_ns) - self.cycle_mstamp) > self.min_rtt_us
         if self.pacing_gain == BBR_UNIT:
             return is_full_length  # cruising: wall-clock only
         inflight = self._packets_in_net_at_edt(tp, rs.prior_in_flight)
@@ -339,7 +321,7 @@ class Bbr(CongestionOps):
 
     def _advance_cycle_phase(self, tp: TcpState) -> None:
         self.cycle_idx = (self.cycle_idx + 1) & (CYCLE_LEN - 1)
-        self.cycle_mstamp = _us(tp.delivered_mstamp_ns)
+        self.cycle_mstamp = usecs(tp.delivered_mstamp_ns)
 
     def _update_cycle_phase(self, tp: TcpState, rs: RateSample) -> None:
         if self.mode == BBR_PROBE_BW and self._is_next_cycle_phase(tp, rs):
@@ -361,7 +343,7 @@ class Bbr(CongestionOps):
 
     # -- long-term (policer) bandwidth ------------------------------------------------
     def _reset_lt_bw_sampling_interval(self, tp: TcpState) -> None:
-        self.lt_last_stamp = _us(tp.delivered_mstamp_ns) // USEC_PER_MSEC  # ms
+        self.lt_last_stamp = usecs(tp.delivered_mstamp_ns) // USEC_PER_MSEC  # ms
         self.lt_last_delivered = tp.delivered
         self.lt_last_lost = tp.lost
         self.lt_rtt_cnt = 0
@@ -420,10 +402,10 @@ class Bbr(CongestionOps):
         # Is lost/delivered >= lt_loss_thresh? If not, wait.
         if not delivered or (lost << BBR_SCALE) < bbr_lt_loss_thresh * delivered:
             return
-        t = _s32(_us(tp.delivered_mstamp_ns) // USEC_PER_MSEC - self.lt_last_stamp)
+        t = s32(usecs(tp.delivered_mstamp_ns) // USEC_PER_MSEC - self.lt_last_stamp)
         if t < 1:
             return  # under a millisecond: wait
-        if t >= _U32 // USEC_PER_MSEC:
+        if t >= U32 // USEC_PER_MSEC:
             self._reset_lt_bw_sampling(tp)  # interval too long
             return
         t *= USEC_PER_MSEC
@@ -433,11 +415,11 @@ class Bbr(CongestionOps):
     def _update_bw(self, tp: TcpState, rs: RateSample) -> None:
         """``bbr_update_bw``: count rounds, sample delivery rate into the max filter."""
         self.round_start = False
-        interval_us = _us(rs.interval_ns) if rs.interval_ns > 0 else 0
+        interval_us = usecs(rs.interval_ns) if rs.interval_ns > 0 else 0
         if rs.delivered < 0 or interval_us <= 0:
             return  # not a valid observation
         # A round ends when a packet sent after the round began is delivered.
-        if not _after(self.next_rtt_delivered, rs.prior_delivered):
+        if not after(self.next_rtt_delivered, rs.prior_delivered):
             self.next_rtt_delivered = tp.delivered
             self.rtt_cnt += 1
             self.round_start = True
@@ -463,7 +445,7 @@ class Bbr(CongestionOps):
                 self.extra_acked_win_rtts = 0
                 self.extra_acked_win_idx ^= 1
                 self.extra_acked[self.extra_acked_win_idx] = 0
-        epoch_us = (_us(tp.delivered_mstamp_ns) - self.ack_epoch_mstamp) & _U32
+        epoch_us = (usecs(tp.delivered_mstamp_ns) - self.ack_epoch_mstamp) & U32
         expected_acked = self.bw_estimate() * epoch_us // BW_UNIT
         # Restart the epoch if ACKs came slower than bw, or it is very old.
         if (
@@ -471,7 +453,7 @@ class Bbr(CongestionOps):
             or self.ack_epoch_acked + rs.acked_sacked >= bbr_ack_epoch_acked_reset_thresh
         ):
             self.ack_epoch_acked = 0
-            self.ack_epoch_mstamp = _us(tp.delivered_mstamp_ns)
+            self.ack_epoch_mstamp = usecs(tp.delivered_mstamp_ns)
             expected_acked = 0
         self.ack_epoch_acked = min(0xFFFFF, self.ack_epoch_acked + rs.acked_sacked)
         extra_acked = min(self.ack_epoch_acked - expected_acked, tp.snd_cwnd) & 0xFFFF
@@ -502,8 +484,8 @@ class Bbr(CongestionOps):
 
     def _check_probe_rtt_done(self, tp: TcpState) -> None:
         """``bbr_check_probe_rtt_done``."""
-        now = _jiffies(tp.now_ns)
-        if not (self.probe_rtt_done_stamp and _after(now, self.probe_rtt_done_stamp)):
+        now = jiffies(tp.now_ns)
+        if not (self.probe_rtt_done_stamp and after(now, self.probe_rtt_done_stamp)):
             return
         self.min_rtt_stamp = now  # wait a while until the next PROBE_RTT
         tp.snd_cwnd = max(tp.snd_cwnd, self.prior_cwnd)
@@ -511,9 +493,9 @@ class Bbr(CongestionOps):
 
     def _update_min_rtt(self, tp: TcpState, rs: RateSample) -> None:
         """``bbr_update_min_rtt``: the 10 s min filter and PROBE_RTT."""
-        now = _jiffies(tp.now_ns)
-        filter_expired = _after(now, self.min_rtt_stamp + bbr_min_rtt_win_sec * HZ)
-        rtt_us = _us(rs.rtt_ns) if rs.rtt_ns >= 0 else -1
+        now = jiffies(tp.now_ns)
+        filter_expired = after(now, self.min_rtt_stamp + bbr_min_rtt_win_sec * HZ)
+        rtt_us = usecs(rs.rtt_ns) if rs.rtt_ns >= 0 else -1
         if rtt_us >= 0 and (rtt_us < self.min_rtt_us or (filter_expired and not rs.is_ack_delayed)):
             self.min_rtt_us = rtt_us
             self.min_rtt_stamp = now
@@ -533,7 +515,7 @@ class Bbr(CongestionOps):
             tp.app_limited = (tp.delivered + tp.packets_in_flight) or 1
             # Keep the minimum in flight for max(200 ms, one round).
             if not self.probe_rtt_done_stamp and tp.packets_in_flight <= bbr_cwnd_min_target:
-                self.probe_rtt_done_stamp = (now + bbr_probe_rtt_mode_ms * HZ // 1000) & _U32
+                self.probe_rtt_done_stamp = (now + bbr_probe_rtt_mode_ms * HZ // 1000) & U32
                 self.probe_rtt_round_done = False
                 self.next_rtt_delivered = tp.delivered
             elif self.probe_rtt_done_stamp:
@@ -592,8 +574,8 @@ class Bbr(CongestionOps):
         self.packet_conservation = False
         self.probe_rtt_done_stamp = 0
         self.probe_rtt_round_done = False
-        self.min_rtt_us = _us(tp.min_rtt_ns) if tp.min_rtt_ns > 0 else _U32
-        self.min_rtt_stamp = _jiffies(tp.now_ns)
+        self.min_rtt_us = usecs(tp.min_rtt_ns) if tp.min_rtt_ns > 0 else U32
+        self.min_rtt_stamp = jiffies(tp.now_ns)
         self.bw.reset(self.rtt_cnt, 0)  # max bw starts at 0
         self.has_seen_rtt = False
         self._init_pacing_rate_from_rtt(tp)
@@ -608,7 +590,7 @@ class Bbr(CongestionOps):
         self._reset_startup_mode()
         self.pacing_gain = bbr_high_gain
         self.cwnd_gain = bbr_high_gain
-        self.ack_epoch_mstamp = _us(tp.now_ns)
+        self.ack_epoch_mstamp = usecs(tp.now_ns)
         self.ack_epoch_acked = 0
         self.extra_acked_win_rtts = 0
         self.extra_acked_win_idx = 0
@@ -634,7 +616,7 @@ class Bbr(CongestionOps):
         """``bbr_cwnd_event_tx_start``: restarting from idle while app-limited."""
         if event == CA_EVENT_TX_START and tp.app_limited:
             self.idle_restart = True
-            self.ack_epoch_mstamp = _us(tp.now_ns)
+            self.ack_epoch_mstamp = usecs(tp.now_ns)
             self.ack_epoch_acked = 0
             # No need for speed: pace at the estimated bw to avoid a burst.
             if self.mode == BBR_PROBE_BW:

@@ -14,8 +14,8 @@ the minimum (clamped to 4..16 ms).
 The arithmetic is the kernel's: 32/64-bit integers, time in jiffies for the
 cubic curve (``tcp_jiffies32``) and in µs for HyStart (``tcp_mstamp``), the
 table-plus-Newton ``cubic_root``.  cpasim keeps ns, so the edges convert:
-jiffies are ``floor(now_ns * HZ / 1e9)`` with ``HZ`` = 1000 (the
-``CONFIG_HZ`` of distribution kernels; it sets the curve's time resolution).
+jiffies are ``floor(now_ns * HZ / 1e9)`` with ``HZ`` = 1000 (see
+:mod:`cpasim.model.cc.kclock`).
 """
 
 from __future__ import annotations
@@ -29,17 +29,22 @@ from cpasim.model.cc.base import (
     cong_avoid_ai,
     slow_start,
 )
-
-_U32 = 0xFFFFFFFF
-_U64 = 0xFFFFFFFFFFFFFFFF
-
-HZ = 1000  # jiffies per second (CONFIG_HZ)
-USEC_PER_SEC = 1_000_000
+from cpasim.model.cc.kclock import (
+    HZ,
+    U32,
+    U64,
+    USEC_PER_SEC,
+    after,
+    jiffies,
+    s32,
+    usecs,
+    usecs_to_jiffies,
+)
 
 BICTCP_BETA_SCALE = 1024  # beta is a fraction of 1024
 BICTCP_HZ = 10  # the cubic curve's time unit is 1/2^10 s
 
-# HyStart (the module parameters' defaults).
+# HyStart's fixed constants (#defines in tcp_cubic.c).
 HYSTART_ACK_TRAIN = 0x1
 HYSTART_DELAY = 0x2
 HYSTART_MIN_SAMPLES = 8  # RTT samples per round before the delay test
@@ -84,36 +89,15 @@ def cubic_root(a: int) -> int:
         return (_CBRT_V[a] + 35) >> 6
     b = ((b * 84) >> 8) - 1
     shift = a >> (b * 3)
-    x = (((_CBRT_V[shift] + 10) << b) & _U32) >> 6
+    x = (((_CBRT_V[shift] + 10) << b) & U32) >> 6
     # x_{k+1} = (2 x_k + a / x_k^2) / 3, with x(x-1) for x^2 and *341>>10 for /3.
-    x = (2 * x + ((a // (x * (x - 1))) & _U32)) & _U32
-    return ((x * 341) & _U32) >> 10
-
-
-def _jiffies(now_ns: float) -> int:
-    """``tcp_jiffies32`` at ``now_ns``."""
-    return int(now_ns * HZ // 1_000_000_000) & _U32
+    x = (2 * x + ((a // (x * (x - 1))) & U32)) & U32
+    return ((x * 341) & U32) >> 10
 
 
 def _clock_us(now_ns: float) -> int:
     """``bictcp_clock_us``: ``tcp_mstamp`` (µs) as u32."""
-    return int(now_ns // 1000) & _U32
-
-
-def _s32(x: int) -> int:
-    """Reinterpret a u32 difference as signed, as ``(s32)(a - b)`` does."""
-    x &= _U32
-    return x - (1 << 32) if x & 0x80000000 else x
-
-
-def _after(seq1: int, seq2: int) -> bool:
-    """``after()`` for sequence numbers."""
-    return _s32(seq2 - seq1) < 0
-
-
-def _usecs_to_jiffies(us: int) -> int:
-    """``usecs_to_jiffies`` rounds up."""
-    return -(-us * HZ // USEC_PER_SEC)
+    return usecs(now_ns) & U32
 
 
 class Cubic(CongestionOps):
@@ -137,7 +121,7 @@ class Cubic(CongestionOps):
         self.round_start = 0
         self.end_seq = 0
         self.last_ack = 0
-        self.curr_rtt = _U32
+        self.curr_rtt = U32
         self.sample_cnt = 0
 
     def _reset(self) -> None:
@@ -158,7 +142,7 @@ class Cubic(CongestionOps):
         """``bictcp_hystart_reset``: start a HyStart round at snd_nxt."""
         self.round_start = self.last_ack = _clock_us(tp.now_ns)
         self.end_seq = tp.snd_nxt
-        self.curr_rtt = _U32
+        self.curr_rtt = U32
         self.sample_cnt = 0
 
     def init(self, tp: TcpState) -> None:
@@ -174,20 +158,20 @@ class Cubic(CongestionOps):
         """``cubictcp_cwnd_event``: after idle, shift the epoch so the curve resumes."""
         if event != CA_EVENT_TX_START:
             return
-        now = _jiffies(tp.now_ns)
-        delta = _s32(now - _jiffies(tp.lsndtime_ns))
+        now = jiffies(tp.now_ns)
+        delta = s32(now - jiffies(tp.lsndtime_ns))
         if self.epoch_start and delta > 0:
-            self.epoch_start = (self.epoch_start + delta) & _U32
-            if _after(self.epoch_start, now):
+            self.epoch_start = (self.epoch_start + delta) & U32
+            if after(self.epoch_start, now):
                 self.epoch_start = now
 
     def _update(self, tp: TcpState, cwnd: int, acked: int) -> None:
         """``bictcp_update``: set ``cnt``, the ACKs per one-packet increase."""
-        now = _jiffies(tp.now_ns)
-        self.ack_cnt = (self.ack_cnt + acked) & _U32
+        now = jiffies(tp.now_ns)
+        self.ack_cnt = (self.ack_cnt + acked) & U32
 
         # Nothing changed within 1/32 s: keep the last cnt.
-        if self.last_cwnd == cwnd and _s32(now - self.last_time) <= HZ // 32:
+        if self.last_cwnd == cwnd and s32(now - self.last_time) <= HZ // 32:
             return
 
         # The cubic function may update cnt at most once per jiffy; every
@@ -210,20 +194,20 @@ class Cubic(CongestionOps):
 
             # t: time since the epoch, plus one minimum RTT (the window
             # acts a round later), in 2^-10 s.
-            t = _s32(now - self.epoch_start) + _usecs_to_jiffies(self.delay_min)
-            t = ((t << BICTCP_HZ) // HZ) & _U64
+            t = s32(now - self.epoch_start) + usecs_to_jiffies(self.delay_min)
+            t = ((t << BICTCP_HZ) // HZ) & U64
             offs = self.bic_K - t if t < self.bic_K else t - self.bic_K
             # C (t - K)^3 in packets: cube_rtt_scale = 1024 C, offs in 2^-10 s.
-            delta = (((cube_rtt_scale * offs * offs * offs) & _U64) >> (10 + 3 * BICTCP_HZ)) & _U32
+            delta = (((cube_rtt_scale * offs * offs * offs) & U64) >> (10 + 3 * BICTCP_HZ)) & U32
             if t < self.bic_K:  # below origin
-                bic_target = (self.bic_origin_point - delta) & _U32
+                bic_target = (self.bic_origin_point - delta) & U32
             else:  # above origin
-                bic_target = (self.bic_origin_point + delta) & _U32
+                bic_target = (self.bic_origin_point + delta) & U32
 
             if bic_target > cwnd:
                 self.cnt = cwnd // (bic_target - cwnd)
             else:
-                self.cnt = (100 * cwnd) & _U32  # very small increment
+                self.cnt = (100 * cwnd) & U32  # very small increment
 
             # Growth from the very first epoch (W_max unknown) is at least 5% per RTT.
             if self.last_max_cwnd == 0 and self.cnt > 20:
@@ -289,7 +273,7 @@ class Cubic(CongestionOps):
 
     def _hystart_update(self, tp: TcpState, delay: int) -> None:
         """``hystart_update``: look for the slow-start exit point."""
-        if _after(tp.snd_una, self.end_seq):
+        if after(tp.snd_una, self.end_seq):
             self._hystart_reset(tp)  # a new round
 
         # HyStart triggers only above hystart_low_window.
@@ -300,14 +284,14 @@ class Cubic(CongestionOps):
             now = _clock_us(tp.now_ns)
             # ACK-train detection: ACKs closely spaced since the round began
             # for longer than half the minimum RTT mean the pipe is full.
-            if _s32(now - self.last_ack) <= self.hystart_ack_delta_us:
+            if s32(now - self.last_ack) <= self.hystart_ack_delta_us:
                 self.last_ack = now
                 threshold = self.delay_min + self._hystart_ack_delay(tp)
                 # Without fq pacing (SK_PACING_NONE: cpasim has no fq), half
                 # the RTT; a paced flow may have spread packets over RTT/2.
                 if not self.needs_pacing:
                     threshold >>= 1
-                if _s32(now - self.round_start) > threshold:
+                if s32(now - self.round_start) > threshold:
                     self.found = 1
                     tp.snd_ssthresh = tp.snd_cwnd
 
@@ -328,7 +312,7 @@ class Cubic(CongestionOps):
         if sample.rtt_ns < 0:  # duplicates without timestamps
             return
         # Discard delay samples right after fast recovery.
-        if self.epoch_start and _s32(_jiffies(tp.now_ns) - self.epoch_start) < HZ:
+        if self.epoch_start and s32(jiffies(tp.now_ns) - self.epoch_start) < HZ:
             return
         delay = int(sample.rtt_ns // 1000) or 1  # µs, never 0
         if self.delay_min == 0 or self.delay_min > delay:
