@@ -50,6 +50,7 @@ from cpasim.model.cc.base import (
     RateSample,
     TcpState,
 )
+from cpasim.model.cc.kclock import HZ
 from cpasim.model.tcp_rules import INITIAL_RTO_NS
 
 #: Linux's TCP_RTO_MAX.
@@ -66,8 +67,8 @@ TSO_RTT_LOG = 9
 MIN_TSO_SEGS = 2
 #: Internal pacing starts after this many data segments (``tcp_update_skb_after_send``).
 PACING_AFTER_SEGS = 10
-#: A jiffy at HZ = 1000, and TCP_TIMEOUT_MIN (2 jiffies) added to RACK's reordering timer.
-JIFFY_NS = 1e6
+#: A jiffy, and TCP_TIMEOUT_MIN (2 jiffies) added to RACK's reordering timer.
+JIFFY_NS = 1e9 / HZ
 TIMEOUT_MIN_NS = 2 * JIFFY_NS
 
 # ``TCP_SKB_CB(skb)->sacked`` bits.
