@@ -14,7 +14,7 @@ from cpasim.model.system import System
 from cpasim.model.tcp_linux import LOST, RETRANS, SACKED, LinuxSender
 from cpasim.model.tcp_rules import RenoSender
 from cpasim.simulate import simulate
-from cpasim.trace import NULL_TRACER
+from cpasim.trace import NULL_TRACER, Tracer
 
 CCS = sorted(ALGORITHMS)
 SHORT = ["sim.duration=30ms", "sim.warmup=5ms"]
@@ -207,6 +207,23 @@ def test_sack_is_used_only_when_both_hosts_permit_it():
     cfg = load_scenario(None, sets=["hosts.tx.tcp.sack=false"])  # cubic: Linux's sender
     conn = System(cfg, simpy.Environment(), NULL_TRACER).tx.tcp[0]
     assert isinstance(conn.sender, LinuxSender) and not conn.sender.sack
+
+
+def test_tracing_does_not_change_a_paced_lossy_run():
+    """BBR on a lossy link (pacing, SACK, RACK timers): the same figures with the
+    in-memory tracer as without, and the trace shows TcpSend waiting in ``pace``."""
+    cfg = load_scenario(None, sets=[*SHORT, *LOSSY, "tcp.cc=bbr"])
+    plain = simulate(cfg).to_json()
+    tracer_box = []
+
+    def make(env):
+        tracer_box.append(Tracer.in_memory(env))
+        return tracer_box[0]
+
+    traced = simulate(cfg, tracer=make).to_json()
+    for key in ("goodput_bps", "retransmits", "bytes_delivered", "drops"):
+        assert traced[key] == plain[key], key
+    assert "pace" in tracer_box[0].key.states
 
 
 def test_classic_sender_unchanged_when_pinned():
