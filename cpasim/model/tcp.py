@@ -26,9 +26,9 @@ State machines (instance = connection index):
     deadline (restarted by every ACK of new data; the timer wakes at least every
     ``tcp.rto_min`` to notice an earlier deadline); on expiry the window
     collapses and ``tcp_retransmit_skb`` resends the oldest segment.  Linux's
-    sender also runs RACK's reordering timer on it (``tcp_rack_reo_timeout``:
-    mark overdue segments lost, enter Recovery, resend), so it wakes at least
-    every ``TCP_TIMEOUT_MIN`` (2 ms) instead.
+    sender with RACK also runs RACK's reordering timer on it
+    (``tcp_rack_reo_timeout``: mark overdue segments lost, enter Recovery,
+    resend), so it wakes at least every ``TCP_TIMEOUT_MIN`` (2 ms) instead.
 
 Incoming segments are processed by the host's ``IP Recv`` SM calling
 :meth:`TcpConnection.receive` (state ``tcp_v4_rcv`` for data, ``tcp_ack`` for
@@ -406,7 +406,7 @@ class TcpConnection:
         # Sleep at most rto_min at a time: a restart can only move the deadline to
         # now + RTO >= now + rto_min, so the timer never oversleeps it.  Linux's
         # sender also arms RACK's reordering timer, at least TCP_TIMEOUT_MIN ahead.
-        nap = TIMEOUT_MIN_NS if self.linux else sender.rto_min_ns
+        nap = TIMEOUT_MIN_NS if self.linux and sender.rack else sender.rto_min_ns
         while True:
             sm.begin("Idle")
             yield self.rto_q.get(sm)
