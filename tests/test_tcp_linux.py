@@ -140,6 +140,25 @@ def test_rack_reordering_timer_marks_the_overdue_segment_later():
     assert s.timer_deadline(due) == due + s.rto_ns  # the RTO is armed next
 
 
+def test_tail_loss_probe_resends_the_last_segment_after_two_srtt():
+    s = sender()
+    tp = s.tp
+    send(s, 5)
+    s.on_ack(2 * MSS, RWND, 1e6, False)  # srtt = 1 ms
+    # 2 srtt in jiffies plus TCP_TIMEOUT_MIN (two jiffies): 4 ms; not the 200 ms RTO.
+    due = s.timer_deadline(1e6)
+    assert due == 1e6 + 4e6 and s.pending == "tlp"
+    assert s.on_timeout(due) == [(4 * MSS, MSS)]
+    assert s.tlp_high_seq == 5 * MSS and tp.retrans_out == 0 and s.backoff == 0
+    assert s.timer_deadline(due) == due + s.rto_ns and s.pending == "rto"  # one probe only
+    # With one segment out the probe waits rto_min longer (for a delayed ACK).
+    s = sender()
+    s.on_send(MSS, 0.0)
+    s.on_send(MSS, 0.0)
+    s.on_ack(MSS, RWND, 1e6, False)
+    assert s.timer_deadline(1e6) == 1e6 + min(2e6 + 200e6, s.rto_ns)
+
+
 def test_reno_sack_emulation_counts_dupacks():
     s = sender(sack=False)
     send(s, 10)

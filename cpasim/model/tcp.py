@@ -26,9 +26,10 @@ State machines (instance = connection index):
     deadline (restarted by every ACK of new data; the timer wakes at least every
     ``tcp.rto_min`` to notice an earlier deadline); on expiry the window
     collapses and ``tcp_retransmit_skb`` resends the oldest segment.  Linux's
-    sender with RACK also runs RACK's reordering timer on it
-    (``tcp_rack_reo_timeout``: mark overdue segments lost, enter Recovery,
-    resend), so it wakes at least every ``TCP_TIMEOUT_MIN`` (2 ms) instead.
+    sender with SACK also runs RACK's reordering timer (``tcp_rack_reo_timeout``:
+    mark overdue segments lost, enter Recovery, resend) and the tail loss probe
+    (``tcp_send_loss_probe``: resend the last segment) on it, so it wakes at
+    least every ``TCP_TIMEOUT_MIN`` (2 ms) instead.
 
 Incoming segments are processed by the host's ``IP Recv`` SM calling
 :meth:`TcpConnection.receive` (state ``tcp_v4_rcv`` for data, ``tcp_ack`` for
@@ -261,7 +262,9 @@ class TcpConnection:
                 sender.xmit_done()
             for pkt in packets:
                 yield from self.ip.output(sm, pkt)
-            if self.rto_deadline is None:
+            # tcp_event_new_data_sent arms the RTO; Linux's sender re-arms a loss probe
+            # after every pass that sent data.
+            if self.rto_deadline is None or (self.linux and sender.probe_armed()):
                 self._restart_rto(sm)
 
     def _segment(self, seq: int, n: int, now: float, retrans: bool = False) -> Packet:
@@ -404,9 +407,10 @@ class TcpConnection:
         sm, env, cpu, sender = self.rto_sm, self.env, self.cpu, self.sender
         sm.identify(self.conn)
         # Sleep at most rto_min at a time: a restart can only move the deadline to
-        # now + RTO >= now + rto_min, so the timer never oversleeps it.  Linux's
-        # sender also arms RACK's reordering timer, at least TCP_TIMEOUT_MIN ahead.
-        nap = TIMEOUT_MIN_NS if self.linux and sender.rack else sender.rto_min_ns
+        # now + RTO >= now + rto_min, so the timer never oversleeps it.  With SACK
+        # Linux's sender also arms RACK's reordering timer and the tail loss probe,
+        # each at least TCP_TIMEOUT_MIN ahead.
+        nap = TIMEOUT_MIN_NS if self.linux and sender.sack else sender.rto_min_ns
         while True:
             sm.begin("Idle")
             yield self.rto_q.get(sm)

@@ -22,12 +22,14 @@ control algorithm (:mod:`cpasim.model.cc`):
 The algorithm is called in Linux's order (see :mod:`cpasim.model.cc.base`).
 Windows are in packets as in Linux; sequence numbers are bytes.
 
-RACK's reordering timer shares the retransmission timer, as in Linux:
-:meth:`timer_deadline` says when it is due, :meth:`on_timeout` does what is due.
+RACK's reordering timer and the tail loss probe share the retransmission
+timer, as in Linux: :meth:`timer_deadline` says when it is due and arms the one
+due, :meth:`on_timeout` does it.  A loss probe always resends the last segment
+(Linux sends a new segment instead when the application has one and the peer's
+window allows it).
 
-Not modelled: undo of spurious reductions (``tcp_try_undo_*``), F-RTO, tail
-loss probes, D-SACK and reordering detection (links here never reorder), ECN,
-TCP Small Queues.
+Not modelled: undo of spurious reductions (``tcp_try_undo_*``), F-RTO, D-SACK
+and reordering detection (links here never reorder), ECN, TCP Small Queues.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from cpasim.model.cc.base import (
+    CA_CWR,
     CA_DISORDER,
     CA_EVENT_COMPLETE_CWR,
     CA_EVENT_LOSS,
@@ -70,6 +73,9 @@ PACING_AFTER_SEGS = 10
 #: A jiffy, and TCP_TIMEOUT_MIN (2 jiffies) added to RACK's reordering timer.
 JIFFY_NS = 1e9 / HZ
 TIMEOUT_MIN_NS = 2 * JIFFY_NS
+
+# What the retransmission timer is armed for (``icsk_pending``).
+TIMER_RTO, TIMER_REO, TIMER_TLP = "rto", "reo", "tlp"
 
 # ``TCP_SKB_CB(skb)->sacked`` bits.
 SACKED = 1  # TCPCB_SACKED_ACKED
@@ -210,6 +216,9 @@ class LinuxSender:
         self.rack_rtt_ns = 0.0
         self.rack_advanced = False
         self.reo_at: float | None = None  # RACK's reordering timer, when armed
+        self.pending = TIMER_RTO  # what the retransmission timer does when it fires
+        self.tlp_high_seq = 0  # snd_nxt when a loss probe went out (0: none outstanding)
+        self.tlp_retrans = False  # that probe was a retransmission
         self.first_tx_ns = 0.0  # tp->first_tx_mstamp
         self.min_rtt = MinMax()
         self.rto_min_ns = rto_min_ns
@@ -414,6 +423,8 @@ class LinuxSender:
         if newly:
             ca.pkts_acked(tp, AckSample(newly, rtt.ca, prior_in_flight))
         ca.in_ack_event(tp, 0)
+        if self.tlp_high_seq:
+            self._process_tlp_ack(ack, flag)
         # Loss detection and the congestion state machine.
         rexmit = False
         dubious = not (flag & FLAG_NOT_DUP) or flag & FLAG_DATA_SACKED or tp.ca_state != CA_OPEN
@@ -686,14 +697,35 @@ class LinuxSender:
             tp.ca_state = state
 
     def _enter_recovery(self) -> None:
-        """``tcp_enter_recovery`` / ``tcp_init_cwnd_reduction``."""
+        """``tcp_enter_recovery``."""
+        self._init_cwnd_reduction()
+        self._set_state(CA_RECOVERY)
+
+    def _init_cwnd_reduction(self) -> None:
+        """``tcp_init_cwnd_reduction``."""
         tp = self.tp
         self.high_seq = tp.snd_nxt
+        self.tlp_high_seq = 0
         self.prior_cwnd = tp.snd_cwnd
         self.prr_delivered = 0
         self.prr_out = 0
         tp.snd_ssthresh = self.ca.ssthresh(tp)
-        self._set_state(CA_RECOVERY)
+
+    def _process_tlp_ack(self, ack: int, flag: int) -> None:
+        """``tcp_process_tlp_ack``: did the loss probe repair a loss?"""
+        tp = self.tp
+        if ack < self.tlp_high_seq:
+            return
+        if not self.tlp_retrans:  # a probe of new data was acknowledged
+            self.tlp_high_seq = 0
+        elif ack > self.tlp_high_seq:  # it repaired a loss: reduce cwnd once (CWR)
+            self._init_cwnd_reduction()
+            self._set_state(CA_CWR)
+            self._end_cwnd_reduction()
+            left_out = tp.sacked_out or tp.lost_out or tp.retrans_out
+            self._set_state(CA_DISORDER if left_out else CA_OPEN)  # tcp_try_keep_open
+        elif not flag & (FLAG_SND_UNA_ADVANCED | FLAG_NOT_DUP | FLAG_DATA_SACKED):
+            self.tlp_high_seq = 0  # a pure duplicate ACK: original and probe arrived
 
     def _end_cwnd_reduction(self) -> None:
         tp = self.tp
@@ -736,9 +768,34 @@ class LinuxSender:
 
     # -- the retransmission timer ----------------------------------------------------------
     def timer_deadline(self, now: float) -> float:
-        """When the retransmission timer (re)armed now fires: RACK's reordering
-        timer when armed, else the RTO."""
-        return self.reo_at if self.reo_at is not None else now + self.rto_ns
+        """Arm the retransmission timer now: RACK's reordering timer when armed,
+        else a tail loss probe (``tcp_schedule_loss_probe``: SACK, Open, no probe
+        outstanding) after 2 srtt plus 2 jiffies (plus rto_min with one segment
+        out), or the RTO if sooner, else the RTO.  Returns when it fires."""
+        tp = self.tp
+        if self.reo_at is not None:
+            self.pending = TIMER_REO
+            return self.reo_at
+        if tp.packets_out and self.probe_armed():
+            if self.srtt is not None:
+                pto = math.ceil(2 * self.srtt / JIFFY_NS) * JIFFY_NS
+                pto += self.rto_min_ns if tp.packets_out == 1 else TIMEOUT_MIN_NS
+            else:
+                pto = INITIAL_RTO_NS
+            self.pending = TIMER_TLP
+            return now + min(pto, self.rto_ns)
+        self.pending = TIMER_RTO
+        return now + self.rto_ns
+
+    def probe_armed(self) -> bool:
+        """Whether a new transmission should re-arm the timer (a loss probe reschedules
+        after every ``tcp_write_xmit`` that sent data)."""
+        return (
+            self.sack
+            and self.tp.ca_state == CA_OPEN
+            and not self.tlp_high_seq
+            and self.reo_at is None
+        )
 
     def on_timeout(self, now: float) -> list[tuple[int, int]]:
         """The retransmission timer fired: RACK's reordering timeout when that was
@@ -746,11 +803,15 @@ class LinuxSender:
         the head."""
         tp = self.tp
         tp.now_ns = now
-        if self.reo_at is not None:
+        pending, self.pending = self.pending, TIMER_RTO
+        if pending == TIMER_REO:
             self.reo_at = None
             return self._rack_reo_timeout()
         if tp.snd_nxt == tp.snd_una:
             return []
+        if pending == TIMER_TLP:
+            return self._send_loss_probe()
+        self.tlp_high_seq = 0
         head = self.q[self.h]
         if head.sacked & SACKED:  # the receiver reneged: forget every SACK
             for i in range(self.h, len(self.q)):
@@ -778,6 +839,17 @@ class LinuxSender:
         head.sacked |= RETRANS | EVER_RETRANS
         tp.retrans_out += 1
         return [(head.seq, head.end - head.seq)]
+
+    def _send_loss_probe(self) -> list[tuple[int, int]]:
+        """``tcp_send_loss_probe``: resend the last segment to draw an ACK (with SACK
+        blocks) that lets RACK find a lost tail; the RTO is armed next."""
+        tail = self.q[-1]
+        if self.tlp_high_seq or tail.sacked & SACKED:
+            return []
+        tail.sacked |= EVER_RETRANS  # __tcp_retransmit_skb: not counted in retrans_out
+        self.tlp_retrans = True
+        self.tlp_high_seq = self.tp.snd_nxt
+        return [(tail.seq, tail.end - tail.seq)]
 
     def _rack_reo_timeout(self) -> list[tuple[int, int]]:
         """``tcp_rack_reo_timeout``: mark what is now overdue, recover, resend."""
