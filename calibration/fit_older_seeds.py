@@ -301,7 +301,11 @@ class System:
     findings: object = None  # Fit -> [str]: what the residuals say, for the report
 
     def config(self, values: dict[str, float] | None = None):
-        over = {k: v if isinstance(v, str) else str(v).lower() for k, v in self.settings.items()}
+        # The classic RFC sender these fits were made with (the defaults are Linux's).
+        over = {"tcp.cc": "newreno", "tcp.sack": "false"}
+        over.update(
+            {k: v if isinstance(v, str) else str(v).lower() for k, v in self.settings.items()}
+        )
         for p in self.params:
             value = p.start if values is None else values[p.keys[0]]
             for k in p.keys:

@@ -19,6 +19,8 @@ from cpasim.config import load_scenario
 from cpasim.simulate import simulate
 
 HERE = Path(__file__).parent
+#: The classic RFC sender this report was fitted with (the defaults are Linux's cubic + SACK).
+CLASSIC_TCP = ["tcp.cc=newreno", "tcp.sack=false"]
 CAPTURES = HERE / "captures"
 CALIBRATE_ON = "d5ms_tbf50m_w32k"
 
@@ -58,7 +60,7 @@ def main() -> None:
         "| capture | tbf rate | fitted link.rate | vs tbf | goodput residual |",
         "|---|---|---|---|---|",
     ]
-    base = load_scenario(None, sets=["sim.duration=200ms", "link.rate=50Mbps"])
+    base = load_scenario(None, sets=["sim.duration=200ms", "link.rate=50Mbps", *CLASSIC_TCP])
     for row in rows:
         if row["side"] != "rx":
             continue
@@ -121,7 +123,7 @@ def delay_line_section() -> list[str]:
 
 
 def held_out_section() -> list[str]:
-    base = load_scenario(None, sets=["sim.duration=300ms", "sim.warmup=100ms"])
+    base = load_scenario(None, sets=["sim.duration=300ms", "sim.warmup=100ms", *CLASSIC_TCP])
     check = held_out(base, read_manifest(CAPTURES), CALIBRATE_ON, lambda c: simulate(c).to_json())
     cal = check.calibration
     out = [

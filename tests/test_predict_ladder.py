@@ -27,6 +27,10 @@ warmup = "1ms"
 
 [nic]
 itr = "off"
+
+[tcp]
+cc = "newreno"  # the classic sender the table below was pinned with
+sack = false
 """
 
 # Pinned 2026-11-21 (re-pinned after path lengths and busy times were taken over the

@@ -190,10 +190,27 @@ class TcpParams:
     delayed_ack: bool = param(True, BOOL, "ACK every second segment or on the delack timer")
     delack_timeout: float = param("40ms", TIME, "delayed-ACK timer", lo="1us", hi="10s")
     nagle: bool = param(True, BOOL, "hold small segments while data is unacknowledged")
-    cc: str = param("newreno", ENUM, "congestion control", choices=("reno", "newreno"))
+    cc: str = param(
+        "cubic",
+        ENUM,
+        "congestion control (Linux's tcp_congestion_control); reno|newreno with sack=false"
+        " is the classic RFC 5681/6582 sender, every other combination Linux's sender",
+        choices=("reno", "newreno", "cubic", "bbr"),
+    )
+    sack: bool = param(
+        True, BOOL, "selective acknowledgements (RFC 2018, Linux's tcp_sack), if both hosts allow"
+    )
+    recovery: str = param(
+        "rack",
+        ENUM,
+        "loss detection with SACK (Linux's tcp_recovery): RACK time-based or the dupack count",
+        choices=("rack", "dupack"),
+    )
     timestamps: bool = param(True, BOOL, "TCP timestamp option (12 B per segment)")
     rto_min: float = param("200ms", TIME, "lower bound of the retransmission timeout", lo="1ms")
-    dupack_threshold: int = param(3, INT, "duplicate ACKs that trigger fast retransmit", lo=1)
+    dupack_threshold: int = param(
+        3, INT, "duplicate ACKs that trigger fast retransmit (Linux: tcp_reordering)", lo=1
+    )
 
 
 @dataclass(frozen=True)

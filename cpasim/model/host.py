@@ -29,9 +29,10 @@ class Host:
             env, sys, self.hc, mtu=self.mtu, tracer=tracer, cpu=self.cpu, dev=self.dev
         )
         self.tcp: list[TcpConnection] = []
+        self.seed = cfg.sim.seed  # seeds the connections' own generators (BBR's phase)
         self.udp: list[UdpEndpoint] = []
 
-    def open_tcp(self, idx: int, *, peer_rmem: int) -> TcpSocket:
+    def open_tcp(self, idx: int, *, peer_rmem: int, peer_sack: bool = True) -> TcpSocket:
         conn = TcpConnection(
             self.env,
             self.sys,
@@ -39,9 +40,11 @@ class Host:
             self.hc,
             mtu=self.mtu,
             peer_rmem=peer_rmem,
+            peer_sack=peer_sack,
             tracer=self.tracer,
             cpu=self.cpu,
             ip=self.ip,
+            seed=(self.seed << 20) + 2 * idx + (self.sys == "rx"),
         )
         self.tcp.append(conn)
         self.ip.register("tcp", conn.conn, conn)

@@ -39,6 +39,7 @@ class Packet:
     sent_ns: float = 0.0  # time the sending layer created it
     dgram_len: int = 0  # UDP: whole datagram payload (fragments carry a share)
     retrans: bool = False  # TCP: this is a retransmission
+    sack: tuple[tuple[int, int], ...] | None = None  # TCP: SACK blocks (start, end), or None
 
     def split_tso(self) -> list[Packet]:
         """The wire segments of a TSO super-segment, in sequence order.

@@ -68,8 +68,8 @@ class System:
                 env.process(app.udp_source(self._app_sm("tx", i), tx.cpu, a, wl, stats, conn))
                 env.process(app.udp_sink(self._app_sm("rx", i), rx.cpu, b, wl, stats, conn))
                 continue
-            a = tx.open_tcp(i, peer_rmem=rx.hc.tcp.rmem)
-            b = rx.open_tcp(i, peer_rmem=tx.hc.tcp.rmem)
+            a = tx.open_tcp(i, peer_rmem=rx.hc.tcp.rmem, peer_sack=rx.hc.tcp.sack)
+            b = rx.open_tcp(i, peer_rmem=tx.hc.tcp.rmem, peer_sack=tx.hc.tcp.sack)
             if kind == "tcp_stream":
                 env.process(app.tcp_source(self._app_sm("tx", i), tx.cpu, a, wl, stats, conn))
                 env.process(app.tcp_sink(self._app_sm("rx", i), rx.cpu, b, wl, stats, conn))

@@ -14,7 +14,10 @@ State machines (instance = connection index):
     ``tcp_write_xmit`` takes as many whole segments as the window allows (up to
     64 KiB), builds them (MSS segments, or one TSO super-segment with
     ``nic.tso``), each with the current ACK and window, and hands them to IP
-    (``nf_hook``, ``dev_queue_xmit``).
+    (``nf_hook``, ``dev_queue_xmit``).  With an algorithm that needs pacing
+    (BBR) and no ``fq`` qdisc, TCP paces itself (``tcp_internal_pacing``): it
+    waits in ``pace`` until the pacing clock lets the next packet go, one
+    packet of ``tcp_tso_autosize`` segments per pass.
 ``DelAck Timer``
     ``Idle`` until armed through ``DelAck arm``; ``armed`` for
     ``tcp.delack_timeout``; then ``tcp_send_ack`` if the ACK is still owed.
@@ -22,7 +25,11 @@ State machines (instance = connection index):
     ``Idle`` until armed through ``RTO arm``; ``armed`` until the retransmission
     deadline (restarted by every ACK of new data; the timer wakes at least every
     ``tcp.rto_min`` to notice an earlier deadline); on expiry the window
-    collapses and ``tcp_retransmit_skb`` resends the oldest segment.
+    collapses and ``tcp_retransmit_skb`` resends the oldest segment.  Linux's
+    sender with SACK also runs RACK's reordering timer (``tcp_rack_reo_timeout``:
+    mark overdue segments lost, enter Recovery, resend) and the tail loss probe
+    (``tcp_send_loss_probe``: resend the last segment) on it, so it wakes at
+    least every ``TCP_TIMEOUT_MIN`` (2 ms) instead.
 
 Incoming segments are processed by the host's ``IP Recv`` SM calling
 :meth:`TcpConnection.receive` (state ``tcp_v4_rcv`` for data, ``tcp_ack`` for
@@ -40,8 +47,18 @@ writer takes, ACKs give back), ``Send queue`` (byte chunks from ``write()``),
 
 from __future__ import annotations
 
+from cpasim.model import cc
 from cpasim.model.packet import ACK, Packet
-from cpasim.model.tcp_rules import Receiver, RenoSender, mss_for, tcp_header
+from cpasim.model.tcp_linux import TIMEOUT_MIN_NS, LinuxSender
+from cpasim.model.tcp_rules import (
+    TCP_SACK_BASE,
+    TCP_SACK_PERBLOCK,
+    Receiver,
+    RenoSender,
+    mss_for,
+    sack_blocks_max,
+    tcp_header,
+)
 from cpasim.trace import TracedContainer, TracedStore
 
 #: A TSO super-segment carries at most this many IP bytes (Linux: 64 KiB).
@@ -51,7 +68,9 @@ TSO_MAX_BYTES = 65535
 class TcpConnection:
     """One host's end of connection ``c<idx>``; ``ip`` is the host's IP layer."""
 
-    def __init__(self, env, sys, idx, hc, *, mtu, peer_rmem, tracer, cpu, ip) -> None:
+    def __init__(
+        self, env, sys, idx, hc, *, mtu, peer_rmem, tracer, cpu, ip, peer_sack=True, seed=0
+    ) -> None:
         self.env = env
         self.conn = f"c{idx}"
         self.cpu = cpu
@@ -67,15 +86,33 @@ class TcpConnection:
         self.wmem = tp.wmem  # the send buffer's size: free + unacked + in copy
         self.delack_timeout = tp.delack_timeout
         self.sw_csum = not hc.nic.csum_offload
-        self.sender = RenoSender(
-            mss=mss,
-            init_cwnd=tp.init_cwnd,
-            rwnd=peer_rmem,
-            cc=tp.cc,
-            rto_min_ns=tp.rto_min,
-            dupack_threshold=tp.dupack_threshold,
-        )
-        self.receiver = Receiver(mss=mss, delayed_ack=tp.delayed_ack)
+        # SACK is used only when both ends permit it (negotiated on the SYNs).
+        sack = tp.sack and peer_sack
+        # The classic RFC sender when asked for (reno|newreno without SACK), Linux's otherwise.
+        self.linux = sack or tp.cc not in ("reno", "newreno")
+        if self.linux:
+            self.sender = LinuxSender(
+                mss=mss,
+                init_cwnd=tp.init_cwnd,
+                rwnd=peer_rmem,
+                ca=cc.make(tp.cc, seed),
+                sack=sack,
+                recovery=tp.recovery,
+                rto_min_ns=tp.rto_min,
+                reordering=tp.dupack_threshold,
+            )
+        else:
+            self.sender = RenoSender(
+                mss=mss,
+                init_cwnd=tp.init_cwnd,
+                rwnd=peer_rmem,
+                cc=tp.cc,
+                rto_min_ns=tp.rto_min,
+                dupack_threshold=tp.dupack_threshold,
+            )
+        self.paced = self.linux and self.sender.needs_pacing
+        self.sack_max = sack_blocks_max(tp.timestamps) if sack else 0
+        self.receiver = Receiver(mss=mss, delayed_ack=tp.delayed_ack, sack=sack)
 
         inst = str(idx)
         self.send_sm = tracer.sm(sys, "TcpSend", inst)
@@ -102,6 +139,9 @@ class TcpConnection:
         self.small_end = 0  # end sequence of the last sub-MSS segment sent (Minshall)
         self._win_ev = None  # a Send window get that may have taken credits already
         self._win_n = 0
+        # Credits grabbed while TcpSend still waits for a core (Linux sender only: the
+        # classic path keeps its results, which count such credits twice on an ACK).
+        self._grabbed = 0
         self.rcv_in_copy = 0  # bytes taken by read() and still being copied
         self.announced_edge = tp.rmem  # right edge of the last advertised window
         self.delack_deadline: float | None = None
@@ -154,6 +194,8 @@ class TcpConnection:
                 if core:
                     cpu.release(sm)
                     core = False
+                if self.linux and self.unsent == 0:
+                    sender.check_app_limited(0)
                 sm.begin("Wait")
                 self.unsent += yield self.sendq.get(sm)
                 for n in self.sendq.take_now(len(self.sendq.items), sm):
@@ -164,9 +206,22 @@ class TcpConnection:
             if seg < mss and self.nagle and self.small_end > sender.snd_una:
                 self.nagle_hold = True  # the ACK of the earlier small segment wakes us
                 continue
+            if self.paced:
+                # tcp_pacing_check: the next packet leaves when the pacing clock says.
+                wait = sender.next_send_ns() - self.env._now
+                if wait > 0:
+                    if core:
+                        cpu.release(sm)
+                        core = False
+                    sm.begin("pace")
+                    yield self.env.timeout(wait)
+                    continue
+            maxseg = self.maxseg
+            if self.linux and maxseg > mss:  # tcp_tso_autosize: ~1 ms of data per packet
+                maxseg = min(maxseg, sender.tso_segs() * mss)
             # Credits of the send window: as many whole segments as are free (up to a
-            # burst), at least one segment's worth.
-            want = min(self.unsent, self.burst)
+            # burst; one packet when paced), at least one segment's worth.
+            want = min(self.unsent, maxseg if self.paced else self.burst)
             level = int(self.window.level)
             if level >= want:
                 n = want
@@ -176,6 +231,8 @@ class TcpConnection:
                 n = max(1, min(want, mss, sender.window()))
             if level >= n:
                 self.window.grab(n, sm)
+                if self.linux:
+                    self._grabbed = n
             else:
                 if core:
                     cpu.release(sm)
@@ -188,11 +245,12 @@ class TcpConnection:
                 yield from cpu.take(sm)
                 core = True
             self._win_ev = None
+            self._grabbed = 0
             now = self.env._now
             self.unsent -= n
             packets = []
             while n > 0:
-                size = min(n, self.maxseg)
+                size = min(n, maxseg)
                 seq = sender.on_send(size, now)
                 if size < mss:
                     self.small_end = seq + size
@@ -200,9 +258,13 @@ class TcpConnection:
                 n -= size
             # One pass of tcp_write_xmit for the whole burst (one cost per packet handed down).
             yield cpu.spend(sm, "tcp_write_xmit", stack=cpu.cycles("tx_packet") * len(packets))
+            if self.linux:
+                sender.xmit_done()
             for pkt in packets:
                 yield from self.ip.output(sm, pkt)
-            if self.rto_deadline is None:
+            # tcp_event_new_data_sent arms the RTO; Linux's sender re-arms a loss probe
+            # after every pass that sent data.
+            if self.rto_deadline is None or (self.linux and sender.probe_armed()):
                 self._restart_rto(sm)
 
     def _segment(self, seq: int, n: int, now: float, retrans: bool = False) -> Packet:
@@ -231,6 +293,7 @@ class TcpConnection:
     def _sync_window(self, sm) -> None:
         """Make the Send window's level equal the credits the sender has now."""
         taken = self._win_n if self._win_ev is not None and self._win_ev.triggered else 0
+        taken += self._grabbed
         target = max(0, self.sender.usable() - taken)
         level = int(self.window.level)
         if target > level:
@@ -246,9 +309,14 @@ class TcpConnection:
         receive path and any ACK or retransmission it sends, and their effects
         (buffer space, window, data for the app, packets) follow it."""
         cpu, sender = self.cpu, self.sender
-        out = sender.on_ack(pkt.ack, pkt.wnd, self.env._now, pkt.payload > 0)
+        if self.linux:
+            out = sender.on_ack(pkt.ack, pkt.wnd, self.env._now, pkt.payload > 0, pkt.sack)
+            rtx = out.retransmits
+        else:
+            out = sender.on_ack(pkt.ack, pkt.wnd, self.env._now, pkt.payload > 0)
+            rtx = () if out.retransmit is None else (out.retransmit,)
         delivered, ack_now = self.receiver.on_data(pkt.seq, pkt.payload) if pkt.payload else (0, 0)
-        sends = (out.retransmit is not None) + bool(ack_now)
+        sends = len(rtx) + bool(ack_now)
         if pkt.payload:
             csum = cpu.cycles("csum", pkt.length) if self.sw_csum else 0.0
             stack = cpu.cycles("rx_packet") + cpu.cycles("tx_packet") * sends
@@ -260,12 +328,14 @@ class TcpConnection:
             self.bytes_acked += out.acked
             self.sndbuf.give(out.acked, sm)
             self._restart_rto(sm)
+        elif self.linux and out.rearm:  # RACK armed its reordering timer
+            self._restart_rto(sm)
         if self.nagle_hold and self.small_end <= sender.snd_una:
             self.nagle_hold = False
             self.sendq.put_now(0, sm)
         self._sync_window(sm)
-        if out.retransmit is not None:
-            yield from self._retransmit(sm, *out.retransmit, charge=False)
+        for seq, n in rtx:
+            yield from self._retransmit(sm, seq, n, charge=False)
         if delivered:
             self.rcvbuf.give(delivered, sm)
         if ack_now:
@@ -289,6 +359,10 @@ class TcpConnection:
         pkt = self._segment(self.sender.snd_nxt, 0, self.env._now)
         pkt.length = self.hdr
         pkt.segs = 1
+        if self.sack_max and self.receiver.sacks:  # the SACK option rides on pure ACKs
+            blocks = tuple(self.receiver.sacks[: self.sack_max])
+            pkt.sack = blocks
+            pkt.hdr = pkt.length = self.hdr + TCP_SACK_BASE + TCP_SACK_PERBLOCK * len(blocks)
         yield from self.ip.output(sm, pkt)
 
     # -- timers ------------------------------------------------------------------------------
@@ -321,7 +395,10 @@ class TcpConnection:
         if self.sender.flight == 0:
             self.rto_deadline = None
             return
-        self.rto_deadline = self.env._now + self.sender.rto_ns
+        if self.linux:
+            self.rto_deadline = self.sender.timer_deadline(self.env._now)
+        else:
+            self.rto_deadline = self.env._now + self.sender.rto_ns
         if not self._rto_running:
             self._rto_running = True
             self.rto_q.put_now(1, sm)
@@ -329,22 +406,35 @@ class TcpConnection:
     def _rto_loop(self):
         sm, env, cpu, sender = self.rto_sm, self.env, self.cpu, self.sender
         sm.identify(self.conn)
+        # Sleep at most rto_min at a time: a restart can only move the deadline to
+        # now + RTO >= now + rto_min, so the timer never oversleeps it.  With SACK
+        # Linux's sender also arms RACK's reordering timer and the tail loss probe,
+        # each at least TCP_TIMEOUT_MIN ahead.
+        nap = TIMEOUT_MIN_NS if self.linux and sender.sack else sender.rto_min_ns
         while True:
             sm.begin("Idle")
             yield self.rto_q.get(sm)
             while self.rto_deadline is not None:
                 sm.begin("armed")
-                # Sleep at most rto_min at a time: a restart can only move the deadline
-                # to now + RTO >= now + rto_min, so the timer never oversleeps it.
-                yield env.timeout(min(max(0.0, self.rto_deadline - env._now), sender.rto_min_ns))
+                yield env.timeout(min(max(0.0, self.rto_deadline - env._now), nap))
                 due = self.rto_deadline
                 if due is None or env._now < due:
                     continue
-                seg = sender.on_timeout()
+                if self.linux:
+                    segs = sender.on_timeout(env._now)
+                else:
+                    seg = sender.on_timeout()
+                    segs = () if seg is None else (seg,)
                 self._sync_window(sm)
-                if seg is not None:
+                if segs:
                     yield from cpu.take(sm)
-                    yield from self._retransmit(sm, *seg)
+                    for seq, n in segs:
+                        yield from self._retransmit(sm, seq, n)
                     cpu.release(sm)
-                self.rto_deadline = env._now + sender.rto_ns if sender.flight else None
+                if not sender.flight:
+                    self.rto_deadline = None
+                elif self.linux:
+                    self.rto_deadline = sender.timer_deadline(env._now)
+                else:
+                    self.rto_deadline = env._now + sender.rto_ns
             self._rto_running = False

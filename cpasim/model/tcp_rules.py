@@ -20,6 +20,12 @@ from dataclasses import dataclass
 IP_HEADER = 20
 TCP_HEADER = 20
 TCP_TIMESTAMPS = 12  # option bytes per segment with RFC 1323 timestamps
+#: SACK option bytes: two NOPs, kind and length (TCPOLEN_SACK_BASE_ALIGNED), then 8 per block.
+TCP_SACK_BASE = 4
+TCP_SACK_PERBLOCK = 8
+#: Blocks a receiver remembers (TCP_NUM_SACKS); 40 option bytes hold 3 of them
+#: next to the timestamp option, 4 without it.
+TCP_NUM_SACKS = 4
 UDP_HEADER = 8
 
 #: RFC 6298's initial RTO, before any RTT sample (no handshake sample either).
@@ -31,6 +37,12 @@ MAX_RTO_NS = 60e9
 def tcp_header(timestamps: bool) -> int:
     """IP + TCP header bytes per segment."""
     return IP_HEADER + TCP_HEADER + (TCP_TIMESTAMPS if timestamps else 0)
+
+
+def sack_blocks_max(timestamps: bool) -> int:
+    """SACK blocks that fit the 40 option bytes (``tcp_established_options``)."""
+    room = 40 - (TCP_TIMESTAMPS if timestamps else 0) - TCP_SACK_BASE
+    return min(TCP_NUM_SACKS, room // TCP_SACK_PERBLOCK)
 
 
 def mss_for(mtu: int, timestamps: bool) -> int:
@@ -240,12 +252,16 @@ class Receiver:
 
     :meth:`on_data` returns how many bytes became deliverable in order and
     whether an ACK must go out at once; otherwise the caller arms the
-    delayed-ACK timer when :attr:`ack_pending` is set.
+    delayed-ACK timer when :attr:`ack_pending` is set.  With ``sack`` it keeps
+    the SACK blocks Linux's ``tcp_sack_new_ofo_skb`` would: the out-of-order
+    range that just grew first, then the others most recent first.
     """
 
-    def __init__(self, *, mss: int, delayed_ack: bool) -> None:
+    def __init__(self, *, mss: int, delayed_ack: bool, sack: bool = False) -> None:
         self.mss = mss
         self.delayed_ack = delayed_ack
+        self.sack = sack
+        self.sacks: list[tuple[int, int]] = []  # (start, end), most recent first
         self.rcv_nxt = 0
         self.ofo: list[tuple[int, int]] = []  # out-of-order (seq, end), sorted, disjoint
         self.unacked_segs = 0  # full-sized segments received since the last ACK
@@ -263,6 +279,8 @@ class Receiver:
             return 0, True
         if seq > self.rcv_nxt:  # a hole before it: keep it, duplicate-ACK at once
             self._store_ofo(seq, end)
+            if self.sack:
+                self._sack_new(seq)
             self.ack_pending = True
             return 0, True
         delivered = end - self.rcv_nxt
@@ -273,6 +291,8 @@ class Receiver:
             if e > self.rcv_nxt:
                 delivered += e - self.rcv_nxt
                 self.rcv_nxt = e
+        if self.sacks:  # tcp_sack_remove: blocks now below rcv_nxt go
+            self.sacks = [b for b in self.sacks if b[0] > self.rcv_nxt]
         self.ack_pending = True
         if nbytes >= self.mss:
             self.unacked_segs += segs
@@ -289,6 +309,13 @@ class Receiver:
         merged.append((seq, end))
         merged.sort()
         self.ofo = merged
+
+    def _sack_new(self, seq: int) -> None:
+        """The out-of-order range holding ``seq`` becomes the first block; blocks it
+        swallowed go, and only the ``TCP_NUM_SACKS`` most recent stay."""
+        first = next(b for b in self.ofo if b[0] <= seq < b[1])
+        rest = [b for b in self.sacks if b[1] < first[0] or b[0] > first[1]]
+        self.sacks = [first, *rest][:TCP_NUM_SACKS]
 
     def on_ack_sent(self) -> None:
         self.unacked_segs = 0

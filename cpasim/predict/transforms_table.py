@@ -138,7 +138,9 @@ CPU_STATES = (
 #: States that hold neither cycles, bus nor link time but real, fixed time
 #: (timers, the client's pause), which no table row changes.  Every other state
 #: with active time is one a ``scale`` row acts on (checked by the tests).
-FIXED_TIME_STATES = ("think", "countdown")
+#: ``armed``: the DelAck and RTO timers (Linux's sender wakes its RTO timer every
+#: 2 ms for RACK's reordering timer, so short runs see it).
+FIXED_TIME_STATES = ("think", "countdown", "armed")
 
 
 def _mmio(v: Lookup) -> float:
