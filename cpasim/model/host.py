@@ -31,14 +31,14 @@ class Host:
         self.tcp: list[TcpConnection] = []
         self.udp: list[UdpEndpoint] = []
 
-    def open_tcp(self, idx: int, *, peer_rmem: int) -> TcpSocket:
+    def open_tcp(self, idx: int, *, peer_window: int) -> TcpSocket:
         conn = TcpConnection(
             self.env,
             self.sys,
             idx,
             self.hc,
             mtu=self.mtu,
-            peer_rmem=peer_rmem,
+            peer_window=peer_window,
             tracer=self.tracer,
             cpu=self.cpu,
             ip=self.ip,

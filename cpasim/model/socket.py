@@ -104,6 +104,7 @@ class TcpSocket:
             buffer=cpu.cycles("skb_free") * segs,  # the copied buffers are freed
         )
         c.rcv_in_copy -= got
+        c.after_read()
         if c.window_update_due():
             yield from c.send_window_update(sm)
         return got
@@ -139,7 +140,7 @@ class UdpSocket:
             extra += cpu.cycles("context_switch")
         else:
             (nbytes,) = ep.rcvq.take_now(1, sm)
-        ep.rcv_bytes -= nbytes
+        ep.rcv_bytes -= ep.charge(nbytes)
         yield cpu.spend(
             sm,
             "UdpRecvMsg: copy",

@@ -16,6 +16,7 @@ from cpasim.model import app
 from cpasim.model.app import AppStats, WebServer
 from cpasim.model.host import Host
 from cpasim.model.link import Link
+from cpasim.model.sockbuf import syn_window
 
 HOSTS = ("tx", "rx")
 
@@ -65,8 +66,9 @@ class System:
                 env.process(app.udp_source(self._app_sm("tx", i), tx.cpu, a, wl, stats, conn))
                 env.process(app.udp_sink(self._app_sm("rx", i), rx.cpu, b, wl, stats, conn))
                 continue
-            a = tx.open_tcp(i, peer_rmem=rx.hc.tcp.rmem)
-            b = rx.open_tcp(i, peer_rmem=tx.hc.tcp.rmem)
+            # Each side starts with the window the other's handshake offered.
+            a = tx.open_tcp(i, peer_window=syn_window(rx.hc.tcp, self.cfg.link.mtu))
+            b = rx.open_tcp(i, peer_window=syn_window(tx.hc.tcp, self.cfg.link.mtu))
             if kind == "tcp_stream":
                 env.process(app.tcp_source(self._app_sm("tx", i), tx.cpu, a, wl, stats, conn))
                 env.process(app.tcp_sink(self._app_sm("rx", i), rx.cpu, b, wl, stats, conn))

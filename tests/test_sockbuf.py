@@ -1,0 +1,148 @@
+"""Linux's socket-buffer arithmetic (cpasim.model.sockbuf) on worked examples.
+
+The kernel functions mirrored are named in the module; the examples are worked
+from their source (include/net/tcp.h, net/core/sock.c, net/ipv4/tcp_input.c,
+tcp_output.c) and from windows measured on Linux 6.18 (this project's capture
+machine: iperf3 -w over veth, tcp_rmem 4096 131072 33554432, rmem_max 4 MiB).
+"""
+
+from types import SimpleNamespace
+
+import pytest
+
+from cpasim.config import load_scenario
+from cpasim.model import sockbuf as sb
+
+MSS = 1448  # 1500-byte MTU with timestamps
+MSS_CLAMP = 1460  # the MSS option (no timestamps)
+
+
+def linux_tcp(**over):
+    """A host's tcp section with Linux's (and this machine's) defaults."""
+    return load_scenario(None, sets=[f"tcp.{k}={v}" for k, v in over.items()]).tx.tcp
+
+
+def test_setsockopt_doubles_and_clamps():
+    assert sb.setsockopt_buf(65536, 4194304, sb.SOCK_MIN_RCVBUF) == 131072
+    # net.core.rmem_max caps the request before doubling.
+    assert sb.setsockopt_buf(16 << 20, 4194304, sb.SOCK_MIN_RCVBUF) == 8388608
+    # At least one (receive) or two (send) minimal skbs of 2048 + 256 bytes.
+    assert sb.setsockopt_buf(1, 4194304, sb.SOCK_MIN_RCVBUF) == 2304
+    assert sb.setsockopt_buf(1, 4194304, sb.SOCK_MIN_SNDBUF) == 4608
+
+
+def test_window_from_space_and_back():
+    # TCP_DEFAULT_SCALING_RATIO: half the buffer until a segment is measured.
+    assert sb.win_from_space(131072, sb.DEFAULT_SCALING_RATIO) == 65536
+    assert sb.space_from_win(65536, sb.DEFAULT_SCALING_RATIO) == 131072
+    # tcp_measure_rcv_mss: 1448 payload bytes in a 2304-byte skb -> 160/256.
+    assert sb.scaling_ratio(1448, 2304) == 160
+    assert sb.scaling_ratio(1, 10**6) == 1  # never 0
+
+
+def test_initial_window_of_an_unlocked_socket():
+    # tcp_rmem[1] = 128 KiB at 50 %: 65536, whole segments: 45 x 1448 = 65160
+    # (the SYN window Linux sends with timestamps); the scale is chosen for
+    # tcp_rmem[2] = 32 MiB: ilog2(2^25) - 15 = 10.
+    rcv_wnd, clamp, wscale = sb.initial_window(65536, MSS, 0, 33554432, 4194304)
+    assert (rcv_wnd, wscale) == (65160, 10)
+    assert clamp == 65535 << 10
+    # Without timestamps, the familiar 64240 = 44 x 1460.
+    assert sb.initial_window(65536, 1460, 0, 33554432, 4194304)[0] == 64240
+
+
+@pytest.mark.parametrize(("request_", "wscale"), [(16384, 0), (32768, 0), (65536, 1), (262144, 3)])
+def test_locked_buffer_scales_for_itself(request_, wscale):
+    # A locked buffer clamps the window to what it offers (tcp_connect_init), so
+    # the scale is ilog2(request) - 15: -w 64K gets scale 1.
+    space = sb.win_from_space(2 * request_, sb.DEFAULT_SCALING_RATIO)
+    assert sb.initial_window(space, MSS, space, 33554432, 4194304)[2] == wscale
+
+
+# Largest window advertised by Linux 6.18 under iperf3 -w W (read from captures
+# on this project's machine): W -> bytes.
+MEASURED_WINDOWS = {32 * 1024: 39096, 64 * 1024: 80480, 256 * 1024: 326240}
+
+
+@pytest.mark.parametrize(("request_", "window"), MEASURED_WINDOWS.items())
+def test_measured_windows(request_, window):
+    """The window offered just after a full segment arrives (one skb held while
+    the ACK is built): win_from_space(2W - truesize) at ratio 160, rounded to
+    whole segments without a scale (32K) or up to the scale (64K, 256K)."""
+    bufs = sb.LinuxBuffers(linux_tcp(sndbuf=request_, rcvbuf=request_), MSS, MSS_CLAMP)
+    bufs.on_data(MSS, MSS, MSS, 0.0)  # measures the ratio
+    bufs.rcv_ssthresh = bufs.window_clamp  # grown (tcp_grow_window) by then
+    assert bufs.window(MSS) == window
+
+
+def test_window_grows_with_rcv_ssthresh():
+    # tcp_grow_window: two segments of rcv_ssthresh per full segment received.
+    bufs = sb.LinuxBuffers(linux_tcp(rcvbuf="64KiB"), MSS, MSS_CLAMP)
+    assert bufs.rcv_ssthresh == bufs.rcv_wnd == 65160
+    bufs.on_data(MSS, MSS, MSS, 0.0)
+    assert bufs.window_clamp == 81920  # win_from_space(131072) at 160
+    assert bufs.rcv_ssthresh == 65160 + 2 * MSS
+    assert bufs.window(MSS) == 65160 + 2 * MSS
+
+
+def test_select_window_rounds_and_avoids_silly_windows():
+    # No scale: whole segments; an offer within a segment of the free space stays.
+    assert sb.select_window(40000, 40960, 40960, 40960, 0, MSS, 0) == 27 * MSS
+    assert sb.select_window(40000, 40960, 40960, 40960, 27 * MSS, MSS, 0) == 27 * MSS
+    # With a scale the window is rounded up to it.
+    assert sb.select_window(80001, 81920, 81920, 81920, 0, MSS, 1) == 80002
+    # Under half the buffer and below 1/16 of it: zero.
+    assert sb.select_window(2000, 81920, 81920, 81920, 0, MSS, 1) == 0
+    # rcv_ssthresh caps the offer.
+    assert sb.select_window(80000, 81920, 81920, 30000, 0, MSS, 1) == 30000
+
+
+def test_drs_step():
+    # tcp_rcv_space_adjust: 100000 bytes read in the last RTT, 50000 before:
+    # rcvwin = 2 x 100000 + 16 x 1448 = 223168, grown by 223168 x 50000 / 50000
+    # twice -> 669504, in buffer memory at 160/256 -> 1071206.
+    assert sb.drs_rcvbuf(100000, 50000, MSS, 160, 33554432) == 1071206
+    assert sb.drs_rcvbuf(100000, 50000, MSS, 160, 1 << 20) == 1 << 20  # tcp_rmem[2]
+
+
+def test_sndbuf_expand():
+    # per_mss = roundup_pow_of_two(1460 + 320 + 320) + 256 = 4352; ten segments
+    # doubled: 87040, the send buffer Linux reports on a fresh connection.
+    assert sb.sndbuf_per_mss(MSS_CLAMP) == 4352
+    assert sb.sndbuf_expand(MSS_CLAMP, 1) == 87040
+    assert sb.sndbuf_expand(MSS_CLAMP, 100) == 870400
+    bufs = sb.LinuxBuffers(linux_tcp(), MSS, MSS_CLAMP)
+    assert bufs.sndbuf == 87040
+    assert bufs.expand_sndbuf(20) == 87040  # grew to 174080
+    assert bufs.expand_sndbuf(1000) == 4194304 - 174080  # tcp_wmem[2]
+    locked = sb.LinuxBuffers(linux_tcp(sndbuf="64KiB"), MSS, MSS_CLAMP)
+    assert locked.sndbuf == 131072 and locked.expand_sndbuf(1000) == 0
+
+
+def test_drs_grows_unlocked_buffer_once_per_rtt():
+    bufs = sb.LinuxBuffers(linux_tcp(), MSS, MSS_CLAMP)
+    assert bufs.rcvbuf == 131072 and bufs.rcvq_space == 10 * MSS
+    seq = 0
+    for t in (0.0, 1e6):  # two receiver RTT samples of a window each
+        seq += 50 * MSS
+        bufs.on_data(MSS, MSS, seq, t)
+    assert bufs.rtt_ns == 1e6
+    bufs.on_read(seq, 1e6)
+    assert bufs.rcvbuf == sb.drs_rcvbuf(seq, 10 * MSS, MSS, 160, 33554432)
+    before = bufs.rcvbuf
+    bufs.on_read(seq + 100 * MSS, 1.5e6)  # within the same RTT: no step
+    assert bufs.rcvbuf == before
+    locked = sb.LinuxBuffers(linux_tcp(rcvbuf="64KiB"), MSS, MSS_CLAMP)
+    locked.rtt_ns = 1e6
+    locked.on_read(10**6, 2e6)
+    assert locked.rcvbuf == 131072
+    off = sb.LinuxBuffers(linux_tcp(moderate_rcvbuf="false"), MSS, MSS_CLAMP)
+    off.rtt_ns = 1e6
+    off.on_read(10**6, 2e6)
+    assert off.rcvbuf == 131072
+
+
+def test_fixed_buffers_keep_cpasims_meaning():
+    tp = SimpleNamespace(wmem=65536, rmem=65536)
+    bufs = sb.socket_buffers(tp, MSS, MSS_CLAMP)
+    assert not bufs.linux and bufs.sndbuf == 65536 and bufs.window(1000) == 64536
