@@ -73,6 +73,7 @@ def test_measured_windows(request_, window):
     bufs.on_data(MSS, MSS, MSS, 0.0)  # measures the ratio
     bufs.rcv_ssthresh = bufs.window_clamp  # grown (tcp_grow_window) by then
     assert bufs.window(MSS) == window
+    assert sb.largest_window(request_, 4194304, 2304, MSS) == window
 
 
 def test_window_grows_with_rcv_ssthresh():

@@ -166,6 +166,19 @@ def drs_rcvbuf(copied: int, space: int, advmss: int, ratio: int, rmem_max: int) 
     return min(space_from_win(rcvwin, ratio), rmem_max)
 
 
+def largest_window(request: int, core_rmem_max: int, truesize: int, mss: int) -> int:
+    """The largest window a receiver with ``SO_RCVBUF = request`` offers in a bulk
+    transfer: the ACK of a full segment is built while that segment (one
+    ``truesize``) is still held, with ``rcv_ssthresh`` grown to the clamp."""
+    rcvbuf = setsockopt_buf(request, core_rmem_max, SOCK_MIN_RCVBUF)
+    first = win_from_space(rcvbuf, DEFAULT_SCALING_RATIO)  # the clamp at connect time
+    wscale = initial_window(first, mss, first, core_rmem_max, core_rmem_max)[2]
+    ratio = scaling_ratio(mss, truesize)
+    clamp = win_from_space(rcvbuf, ratio)
+    free = win_from_space(rcvbuf - truesize, ratio)
+    return min(select_window(free, clamp, clamp, clamp, 0, mss, wscale), U16_MAX << wscale)
+
+
 def sndbuf_per_mss(mss: int) -> int:
     """``tcp_sndbuf_expand``'s worst-case memory of one segment (no TSO/GSO: a
     power-of-two kmalloc'ed head holding headers, payload and shared info)."""
