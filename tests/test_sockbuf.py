@@ -6,8 +6,6 @@ tcp_output.c) and from windows measured on Linux 6.18 (this project's capture
 machine: iperf3 -w over veth, tcp_rmem 4096 131072 33554432, rmem_max 4 MiB).
 """
 
-from types import SimpleNamespace
-
 import pytest
 import simpy
 
@@ -74,7 +72,7 @@ def test_measured_windows(request_, window):
     """The window offered just after a full segment arrives (one skb held while
     the ACK is built): win_from_space(2W - truesize) at ratio 160, rounded to
     whole segments without a scale (32K) or up to the scale (64K, 256K)."""
-    bufs = sb.LinuxBuffers(linux_tcp(sndbuf=request_, rcvbuf=request_), MSS, MSS_CLAMP)
+    bufs = sb.SocketBuffers(linux_tcp(sndbuf=request_, rcvbuf=request_), MSS, MSS_CLAMP)
     bufs.on_data(MSS, MSS, MSS, 0.0)  # measures the ratio
     bufs.rcv_ssthresh = bufs.window_clamp  # grown (tcp_grow_window) by then
     assert bufs.window(MSS) == window
@@ -83,7 +81,7 @@ def test_measured_windows(request_, window):
 
 def test_window_grows_with_rcv_ssthresh():
     # tcp_grow_window: two segments of rcv_ssthresh per full segment received.
-    bufs = sb.LinuxBuffers(linux_tcp(rcvbuf="64KiB"), MSS, MSS_CLAMP)
+    bufs = sb.SocketBuffers(linux_tcp(rcvbuf="64KiB"), MSS, MSS_CLAMP)
     assert bufs.rcv_ssthresh == bufs.rcv_wnd == 65160
     bufs.on_data(MSS, MSS, MSS, 0.0)
     assert bufs.window_clamp == 81920  # win_from_space(131072) at 160
@@ -117,16 +115,16 @@ def test_sndbuf_expand():
     assert sb.sndbuf_per_mss(MSS_CLAMP) == 4352
     assert sb.sndbuf_expand(MSS_CLAMP, 1) == 87040
     assert sb.sndbuf_expand(MSS_CLAMP, 100) == 870400
-    bufs = sb.LinuxBuffers(linux_tcp(), MSS, MSS_CLAMP)
+    bufs = sb.SocketBuffers(linux_tcp(), MSS, MSS_CLAMP)
     assert bufs.sndbuf == 87040
     assert bufs.expand_sndbuf(20) == 87040  # grew to 174080
     assert bufs.expand_sndbuf(1000) == 4194304 - 174080  # tcp_wmem[2]
-    locked = sb.LinuxBuffers(linux_tcp(sndbuf="64KiB"), MSS, MSS_CLAMP)
+    locked = sb.SocketBuffers(linux_tcp(sndbuf="64KiB"), MSS, MSS_CLAMP)
     assert locked.sndbuf == 131072 and locked.expand_sndbuf(1000) == 0
 
 
 def test_drs_grows_unlocked_buffer_once_per_rtt():
-    bufs = sb.LinuxBuffers(linux_tcp(), MSS, MSS_CLAMP)
+    bufs = sb.SocketBuffers(linux_tcp(), MSS, MSS_CLAMP)
     assert bufs.rcvbuf == 131072 and bufs.rcvq_space == 10 * MSS
     seq = 0
     for t in (0.0, 1e6):  # two receiver RTT samples of a window each
@@ -138,20 +136,24 @@ def test_drs_grows_unlocked_buffer_once_per_rtt():
     before = bufs.rcvbuf
     bufs.on_read(seq + 100 * MSS, 1.5e6)  # within the same RTT: no step
     assert bufs.rcvbuf == before
-    locked = sb.LinuxBuffers(linux_tcp(rcvbuf="64KiB"), MSS, MSS_CLAMP)
+    locked = sb.SocketBuffers(linux_tcp(rcvbuf="64KiB"), MSS, MSS_CLAMP)
     locked.rtt_ns = 1e6
     locked.on_read(10**6, 2e6)
     assert locked.rcvbuf == 131072
-    off = sb.LinuxBuffers(linux_tcp(moderate_rcvbuf="false"), MSS, MSS_CLAMP)
+    off = sb.SocketBuffers(linux_tcp(moderate_rcvbuf="false"), MSS, MSS_CLAMP)
     off.rtt_ns = 1e6
     off.on_read(10**6, 2e6)
     assert off.rcvbuf == 131072
 
 
 def test_fixed_buffers_keep_cpasims_meaning():
-    tp = SimpleNamespace(wmem=65536, rmem=65536)
-    bufs = sb.socket_buffers(tp, MSS, MSS_CLAMP)
-    assert not bufs.linux and bufs.sndbuf == 65536 and bufs.window(1000) == 64536
+    bufs = sb.SocketBuffers(linux_tcp(wmem="64KiB", rmem="64KiB"), MSS, MSS_CLAMP)
+    assert bufs.fixed_rcv and bufs.snd_locked
+    assert bufs.sndbuf == 65536 and bufs.window(1000) == 64536 and bufs.syn_window == 65536
+    # One side fixed, the other Linux's.
+    send_only = sb.SocketBuffers(linux_tcp(wmem="64KiB"), MSS, MSS_CLAMP)
+    assert send_only.sndbuf == 65536 and not send_only.fixed_rcv
+    assert send_only.syn_window == 65160
 
 
 # --- the model: a window-limited transfer against real Linux -----------------------
@@ -209,7 +211,8 @@ def test_autotuning_grows_both_buffers():
 
 
 def test_fixed_and_linux_keys_do_not_mix():
-    with pytest.raises(CpasimError, match=r"hosts.tx.tcp.wmem sets a fixed buffer, so "):
-        load_scenario(None, sets=["tcp.wmem=64KiB"])
-    with pytest.raises(CpasimError, match=r"tcp.sndbuf \(Linux's SO_SNDBUF/SO_RCVBUF"):
-        load_scenario(None, sets=["tcp.wmem=64KiB", "tcp.rmem=64KiB", "tcp.sndbuf=1MiB"])
+    with pytest.raises(CpasimError, match=r"hosts.tx.tcp.sndbuf \(Linux's socket-buffer"):
+        load_scenario(None, sets=["tcp.wmem=64KiB", "tcp.sndbuf=1MiB"])
+    with pytest.raises(CpasimError, match=r"hosts.rx.tcp.rcvbuf .* with hosts.rx.tcp.rmem"):
+        load_scenario(None, sets=["hosts.rx.tcp.rmem=64KiB", "tcp.rcvbuf=1MiB"])
+    load_scenario(None, sets=["tcp.wmem=64KiB", "tcp.rcvbuf=1MiB"])  # one side each: fine

@@ -218,17 +218,11 @@ def check(flat: dict[str, Any], where: str) -> None:
         h = f"hosts.{host}."
         mss = tcp_mss(mtu, flat[h + "tcp.timestamps"])
         fixed = [k for k in ("tcp.wmem", "tcp.rmem") if flat[h + k]]
-        if len(fixed) == 1:
-            other = "tcp.rmem" if fixed == ["tcp.wmem"] else "tcp.wmem"
-            raise CpasimError(
-                f"{where}: {h}{fixed[0]} sets a fixed buffer, so {h}{other} must be set too "
-                f"(both or neither; 0 = Linux's rules: tcp.sndbuf, tcp.rcvbuf)"
-            )
         for new, old in (("tcp.sndbuf", "tcp.wmem"), ("tcp.rcvbuf", "tcp.rmem")):
-            if fixed and flat[h + new]:
+            if flat[h + old] and flat[h + new]:
                 raise CpasimError(
-                    f"{where}: {h}{new} (Linux's SO_SNDBUF/SO_RCVBUF request) cannot be used "
-                    f"with {h}{old} (cpasim's fixed buffer); set one of them"
+                    f"{where}: {h}{new} (Linux's socket-buffer request) cannot be used with "
+                    f"{h}{old} (cpasim's fixed buffer); set one of them"
                 )
         for buf in fixed:
             if flat[h + buf] < mss:

@@ -196,46 +196,44 @@ def sndbuf_expand(mss: int, cwnd: int, reordering: int = 3, factor: int = 2) -> 
     return factor * nr_segs * sndbuf_per_mss(mss)
 
 
-class FixedBuffers:
-    """cpasim's fixed buffers (``tcp.wmem``/``tcp.rmem`` set): a send buffer of
-    exactly ``wmem`` payload bytes and a window of the free part of ``rmem`` — no
-    doubling, no per-skb overhead, no autotuning."""
+class SocketBuffers:
+    """One socket's buffers: the sizes, the window offered and both autotuners.
+    Env-free; the connection calls it on data, reads and ACKs.
 
-    linux = False
-
-    def __init__(self, wmem: int, rmem: int) -> None:
-        self.syn_window = rmem
-        self.sndbuf = wmem
-        self.rmem = rmem
-        self.window_clamp = rmem
-        self.rcv_wnd = rmem  # the window offered at the start
-
-    def window(self, queued: int) -> int:
-        """The window to offer with ``queued`` bytes held (not yet read)."""
-        return self.rmem - queued
-
-
-class LinuxBuffers:
-    """One socket's buffers under Linux's rules: the sizes, the window offered and
-    both autotuners.  Env-free; the connection calls it on data, reads and ACKs.
-
-    ``rx_truesize`` is the memory the receive path charges for one full-sized
-    segment (``skb->truesize``), which sets ``scaling_ratio``."""
-
-    linux = True
+    Each side follows Linux's rules unless cpasim's fixed buffer is set for it:
+    ``tcp.wmem`` makes the send buffer exactly that many payload bytes,
+    ``tcp.rmem`` makes the window the free part of that many bytes — no
+    doubling, no per-skb memory, no autotuning on that side.  ``rx_truesize``
+    is the memory the receive path charges for one full-sized segment
+    (``skb->truesize``), which sets ``scaling_ratio``."""
 
     def __init__(self, tp, mss: int, mss_clamp: int) -> None:
         self.mss = mss
         self.truesize = tp.rx_truesize
         self.rmem_max = tp.rmem_max
         self.wmem_max = tp.wmem_max
-        self.ratio = DEFAULT_SCALING_RATIO
+        self.seg_size = max(mss_clamp, mss)  # tcp_sndbuf_expand sizes skbs for the larger
+        self._init_send(tp)
+        self._init_receive(tp)
+
+    def _init_send(self, tp) -> None:
         # tcp_init_sock, then setsockopt() as iperf3 -w does it (locking the size).
-        self.snd_locked = tp.sndbuf > 0
-        if self.snd_locked:
+        self.snd_locked = bool(tp.wmem or tp.sndbuf)
+        if tp.wmem:
+            self.sndbuf = tp.wmem
+        elif tp.sndbuf:
             self.sndbuf = setsockopt_buf(tp.sndbuf, tp.core_wmem_max, SOCK_MIN_SNDBUF)
         else:
             self.sndbuf = tp.wmem_default
+            self.expand_sndbuf(tp.init_cwnd)  # tcp_init_buffer_space
+
+    def _init_receive(self, tp) -> None:
+        self.ratio = DEFAULT_SCALING_RATIO
+        self.fixed_rcv = tp.rmem > 0
+        if self.fixed_rcv:
+            self.rmem = self.window_clamp = self.rcv_wnd = tp.rmem
+            self.syn_window = tp.rmem
+            return
         self.rcv_locked = tp.rcvbuf > 0
         if self.rcv_locked:
             self.rcvbuf = setsockopt_buf(tp.rcvbuf, tp.core_rmem_max, SOCK_MIN_RCVBUF)
@@ -246,35 +244,30 @@ class LinuxBuffers:
         full = win_from_space(self.rcvbuf, self.ratio)
         clamp = full if self.rcv_locked else 0
         self.rcv_wnd, clamp, self.wscale = initial_window(
-            full, mss, clamp, tp.rmem_max, tp.core_rmem_max
+            full, self.mss, clamp, tp.rmem_max, tp.core_rmem_max
         )
-        self.rcv_ssthresh = self.rcv_wnd
+        self.syn_window = min(self.rcv_wnd, U16_MAX)  # a SYN's window is never scaled
         # tcp_init_buffer_space (tcp_app_win's reserve is 0 at its default of 31).
         self.window_clamp = min(clamp, full)
-        self.rcv_ssthresh = min(self.rcv_ssthresh, self.window_clamp)
-        self.rcvq_space = min(self.rcv_ssthresh, self.rcv_wnd, INIT_CWND * mss)
+        self.rcv_ssthresh = min(self.rcv_wnd, self.window_clamp)
+        self.rcvq_space = min(self.rcv_ssthresh, self.rcv_wnd, INIT_CWND * self.mss)
         self.rcvq_seq = 0
         self.rcvq_time = 0.0
         self.rtt_ns = 0.0  # receiver's RTT estimate (tcp_rcv_rtt_measure), 0 = none
         self.rtt_seq = 0
         self.rtt_time: float | None = None
         self.measured = False  # scaling_ratio still the default
-        self.seg_size = max(mss_clamp, mss)  # tcp_sndbuf_expand sizes skbs for the larger
-        if not self.snd_locked:
-            self.expand_sndbuf(INIT_CWND)
-
-    @property
-    def syn_window(self) -> int:
-        """The window the peer learns from the handshake (never scaled)."""
-        return min(self.rcv_wnd, U16_MAX)
 
     def alloc(self, queued: int) -> int:
         """``sk_rmem_alloc``: buffer memory charged for ``queued`` payload bytes."""
         return queued * self.truesize // self.mss
 
     def window(self, queued: int) -> int:
-        """``__tcp_select_window`` with ``queued`` payload bytes held, at most what
-        the 16-bit field can carry at the agreed scale."""
+        """The window to offer with ``queued`` payload bytes held (not yet read):
+        ``__tcp_select_window``, at most what the 16-bit field carries at the
+        agreed scale; with a fixed buffer, its free bytes."""
+        if self.fixed_rcv:
+            return self.rmem - queued
         free = win_from_space(self.rcvbuf - self.alloc(queued), self.ratio)
         allowed = win_from_space(self.rcvbuf, self.ratio)
         win = select_window(
@@ -292,12 +285,12 @@ class LinuxBuffers:
         """``tcp_set_window_clamp``: a lower clamp also lowers ``rcv_ssthresh``."""
         new = max(SOCK_MIN_RCVBUF // 2, val)
         if new < self.window_clamp:
-            self.rcv_ssthresh = max(min(self.rcv_wnd, new), self.rcv_ssthresh)
-            self.rcv_ssthresh = min(self.rcv_ssthresh, new)
+            self.rcv_ssthresh = min(max(min(self.rcv_wnd, new), self.rcv_ssthresh), new)
         self.window_clamp = new
 
     def on_data(self, payload: int, queued: int, rcv_nxt: int, now: float) -> None:
-        """A data segment arrived in order (``queued`` bytes now held, including it)."""
+        """A data segment arrived (``queued`` bytes now held, including it).
+        Linux's receive side only."""
         mss = self.mss
         if not self.measured and payload >= mss:
             # tcp_measure_rcv_mss: the first full-sized segment sets the ratio.
@@ -326,7 +319,8 @@ class LinuxBuffers:
 
     def on_read(self, copied_seq: int, now: float) -> None:
         """``tcp_rcv_space_adjust`` after a read: once per receiver RTT, grow the
-        buffer to what the bytes read in the last RTT call for (unless locked)."""
+        buffer to what the bytes read in the last RTT call for (unless locked).
+        Linux's receive side only."""
         if self.rtt_ns == 0 or now - self.rcvq_time < self.rtt_ns:
             return
         copied = copied_seq - self.rcvq_seq
@@ -355,12 +349,4 @@ class LinuxBuffers:
 
 def syn_window(tp, mtu: int) -> int:
     """The window a host with ``tcp`` section ``tp`` offers in its handshake."""
-    return socket_buffers(tp, mss_for(mtu, tp.timestamps), mss_for(mtu, False)).syn_window
-
-
-def socket_buffers(tp, mss: int, mss_clamp: int) -> FixedBuffers | LinuxBuffers:
-    """The buffer rules a host's ``tcp`` section asks for: fixed buffers where
-    ``tcp.wmem``/``tcp.rmem`` are set (both or neither: checked on load), else Linux's."""
-    if tp.wmem:
-        return FixedBuffers(tp.wmem, tp.rmem)
-    return LinuxBuffers(tp, mss, mss_clamp)
+    return SocketBuffers(tp, mss_for(mtu, tp.timestamps), mss_for(mtu, False)).syn_window

@@ -46,7 +46,7 @@ writer takes, ACKs give back, autotuning gives more), ``Send queue`` (byte chunk
 from __future__ import annotations
 
 from cpasim.model.packet import ACK, Packet
-from cpasim.model.sockbuf import socket_buffers
+from cpasim.model.sockbuf import SocketBuffers
 from cpasim.model.tcp_rules import Receiver, RenoSender, mss_for, tcp_header
 from cpasim.trace import TracedContainer, TracedStore
 
@@ -69,8 +69,10 @@ class TcpConnection:
         self.burst = max(mss, (TSO_MAX_BYTES - self.hdr) // mss * mss)
         self.maxseg = self.burst if hc.nic.tso else mss
         self.nagle = tp.nagle
-        self.bufs = bufs = socket_buffers(tp, mss, mss_for(mtu, False))  # MSS option: no timestamps
-        self.linux_bufs = bufs.linux
+        # The MSS option the peer announces carries no timestamp allowance.
+        self.bufs = bufs = SocketBuffers(tp, mss, mss_for(mtu, False))
+        self.linux_rcv = not bufs.fixed_rcv  # window and buffer follow the data
+        self.grow_sndbuf = not bufs.snd_locked  # send-buffer autotuning
         self.sndbuf_size = bufs.sndbuf  # free + unacked + in copy
         self.delack_timeout = tp.delack_timeout
         self.sw_csum = not hc.nic.csum_offload
@@ -142,7 +144,7 @@ class TcpConnection:
 
     def after_read(self) -> None:
         """A read() copied data out: Linux's receive-buffer autotuning step."""
-        if self.linux_bufs:
+        if self.linux_rcv:
             copied_seq = self.receiver.rcv_nxt - int(self.rcvbuf.level) - self.rcv_in_copy
             self.bufs.on_read(copied_seq, self.env._now)
 
@@ -277,7 +279,7 @@ class TcpConnection:
         if out.acked:
             self.bytes_acked += out.acked
             self.sndbuf.give(out.acked, sm)
-            if self.linux_bufs and sender.flight < sender.cwnd:
+            if self.grow_sndbuf and sender.flight < sender.cwnd:
                 self._expand_sndbuf(sm)
             self._restart_rto(sm)
         if self.nagle_hold and self.small_end <= sender.snd_una:
@@ -288,7 +290,7 @@ class TcpConnection:
             yield from self._retransmit(sm, *out.retransmit, charge=False)
         if delivered:
             self.rcvbuf.give(delivered, sm)
-        if self.linux_bufs and pkt.payload:
+        if self.linux_rcv and pkt.payload:
             r = self.receiver
             queued = int(self.rcvbuf.level) + self.rcv_in_copy + r.ofo_bytes
             self.bufs.on_data(pkt.payload, queued, r.rcv_nxt, self.env._now)
