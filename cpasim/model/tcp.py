@@ -38,8 +38,9 @@ Linux's rules the receive buffer grows once per RTT on reads and the send buffer
 with cwnd on ACKs unless ``tcp.rcvbuf``/``tcp.sndbuf`` lock them.
 
 Queues per connection: ``Send buffer`` (free bytes of the send buffer; the
-writer takes, ACKs give back, autotuning gives more), ``Send queue`` (byte chunks from ``write()``),
-``Send window`` (credits; resized down on loss or a shrinking window),
+writer takes, ACKs give back, autotuning gives more), ``Send queue`` (byte
+chunks from ``write()``), ``Send window`` (credits; resized down on loss or a
+shrinking window),
 ``Receive buffer`` (in-order bytes for ``read()``), ``DelAck arm``, ``RTO arm``.
 """
 
@@ -115,7 +116,7 @@ class TcpConnection:
         self._win_ev = None  # a Send window get that may have taken credits already
         self._win_n = 0
         self.rcv_in_copy = 0  # bytes taken by read() and still being copied
-        self.announced_edge = bufs.rcv_wnd  # right edge of the last advertised window
+        self.announced_edge = bufs.syn_window  # right edge of the last advertised window
         self.delack_deadline: float | None = None
         self.rto_deadline: float | None = None
         self._delack_running = False
