@@ -243,17 +243,21 @@ def _bounds(axes, groups: Mapping, colors: Mapping, position, y_scale: float) ->
 
 
 def _window_size(row: Mapping, mtu: float, stamps: bool) -> float | None:
-    """The largest window of a row's run: the smaller fixed buffer, or what a set
-    SO_RCVBUF offers under Linux's rules; None when autotuned or not recorded."""
+    """The largest window of a row's run: the receiver's fixed buffer or what its
+    SO_RCVBUF offers under Linux's rules, at most a fixed send buffer; None when
+    the receive buffer is autotuned or the settings are not recorded."""
     wmem, rmem = (_number(row.get(f"cfg.hosts.{c}")) for c in ("tx.tcp.wmem", "rx.tcp.rmem"))
-    if wmem and rmem:
-        return min(wmem, rmem)
-    keys = ("rcvbuf", "core_rmem_max", "rx_truesize")
-    request, core_max, truesize = (_number(row.get(f"cfg.hosts.rx.tcp.{k}")) for k in keys)
-    if not (request and core_max and truesize):
-        return None
-    mss = int(mtu) - 40 - (TIMESTAMP_OPTION if stamps else 0)
-    return largest_window(int(request), int(core_max), int(truesize), mss)
+    if rmem:
+        window = rmem
+    else:
+        keys = ("rcvbuf", "core_rmem_max", "rx_truesize")
+        request, core_max, truesize = (_number(row.get(f"cfg.hosts.rx.tcp.{k}")) for k in keys)
+        if not (request and core_max and truesize):
+            return None
+        mss = int(mtu) - 40 - (TIMESTAMP_OPTION if stamps else 0)
+        window = largest_window(int(request), int(core_max), int(truesize), mss)
+    # A Linux send buffer (twice the request, or autotuned) holds more than a window.
+    return min(window, wmem) if wmem else window
 
 
 def _heatmap(figure, axes, rows: Sequence[Mapping], x: str, second: str, y: str) -> None:
