@@ -115,6 +115,7 @@ def test_sndbuf_expand():
     assert sb.sndbuf_per_mss(MSS_CLAMP) == 4352
     assert sb.sndbuf_expand(MSS_CLAMP, 1) == 87040
     assert sb.sndbuf_expand(MSS_CLAMP, 100) == 870400
+    assert sb.sndbuf_expand(MSS_CLAMP, 1, factor=3) == 130560  # BBR asks for 3 windows
     bufs = sb.SocketBuffers(linux_tcp(), MSS, MSS_CLAMP)
     assert bufs.sndbuf == 87040
     assert bufs.expand_sndbuf(20) == 87040  # grew to 174080

@@ -334,12 +334,13 @@ class SocketBuffers:
         self.rcvq_seq = copied_seq
         self.rcvq_time = now
 
-    def expand_sndbuf(self, cwnd: int) -> int:
-        """``tcp_sndbuf_expand`` for a cwnd of ``cwnd`` segments; returns the bytes
-        the send buffer grew by (0 if locked or big enough)."""
+    def expand_sndbuf(self, cwnd: int, factor: int = 2) -> int:
+        """``tcp_sndbuf_expand`` for a cwnd of ``cwnd`` segments (``factor``: the
+        congestion control's ``sndbuf_expand``); returns the bytes the send buffer
+        grew by (0 if locked or big enough)."""
         if self.snd_locked:
             return 0
-        want = min(sndbuf_expand(self.seg_size, cwnd), self.wmem_max)
+        want = min(sndbuf_expand(self.seg_size, cwnd, factor=factor), self.wmem_max)
         grow = want - self.sndbuf
         if grow <= 0:
             return 0
