@@ -209,6 +209,9 @@ def test_autotuning_grows_both_buffers():
     # Receive autotuning off: the buffer stays at tcp.rmem_default.
     _, rx = _connections([*sets, "tcp.moderate_rcvbuf=false"])
     assert rx.bufs.rcvbuf == 131072
+    # A writer that never finds the buffer full (SOCK_NOSPACE) never grows it.
+    tx, _ = _connections([*sets, "workload.kind=pingpong", "workload.message_size=1KiB"])
+    assert tx.sndbuf_size == 87040 and not tx.nospace
 
 
 def test_fixed_and_linux_keys_do_not_mix():

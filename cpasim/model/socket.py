@@ -48,8 +48,10 @@ class TcpSocket:
                 n = min(left, free)
                 c.sndbuf.grab(n, sm)
             elif not block:
+                c.nospace = True
                 break
             else:
+                c.nospace = True  # SOCK_NOSPACE: the writer found no room
                 n = min(left, c.wake_bytes)
                 sm.begin("sk_stream_wait_memory")
                 yield from cpu.block(sm, c.sndbuf.get(n, sm))

@@ -110,6 +110,7 @@ class TcpConnection:
 
         self.unsent = 0  # bytes TcpSend took from the send queue, not yet segmented
         self.snd_in_copy = 0  # send-buffer bytes a write() is copying in
+        self.nospace = False  # a write() found the send buffer full (SOCK_NOSPACE)
         self.bytes_queued = 0  # bytes the application handed over, in all
         self.nagle_hold = False
         self.small_end = 0  # end sequence of the last sub-MSS segment sent (Minshall)
@@ -280,8 +281,8 @@ class TcpConnection:
         if out.acked:
             self.bytes_acked += out.acked
             self.sndbuf.give(out.acked, sm)
-            if self.grow_sndbuf and sender.flight < sender.cwnd:
-                self._expand_sndbuf(sm)
+            if self.nospace and self.grow_sndbuf:
+                self._new_space(sm)
             self._restart_rto(sm)
         if self.nagle_hold and self.small_end <= sender.snd_una:
             self.nagle_hold = False
@@ -302,14 +303,20 @@ class TcpConnection:
         if self.notify is not None and (out.acked or pkt.payload):
             self.notify(sm)
 
-    def _expand_sndbuf(self, sm) -> None:
-        """Send-buffer autotuning (``tcp_new_space``): with cwnd not yet filled, the
-        buffer grows to hold two windows; the growth is free room for the writer."""
-        grow = self.bufs.expand_sndbuf(self.sender.cwnd // self.mss)
-        if grow:
-            self.sndbuf_size += grow
-            self.wake_bytes = max(1, self.sndbuf_size // 3)
-            self.sndbuf.give(grow, sm)
+    def _new_space(self, sm) -> None:
+        """Send-buffer autotuning (``tcp_new_space``), on an ACK after a writer found
+        the buffer full: with cwnd not yet filled, the buffer grows to hold two
+        windows (the growth is free room for the writer); once a writer could go
+        on, the no-space mark is cleared (``sk_stream_write_space``)."""
+        sender = self.sender
+        if sender.flight < sender.cwnd:
+            grow = self.bufs.expand_sndbuf(sender.cwnd // self.mss)
+            if grow:
+                self.sndbuf_size += grow
+                self.wake_bytes = max(1, self.sndbuf_size // 3)
+                self.sndbuf.give(grow, sm)
+        if self.sndbuf.level >= self.wake_bytes:
+            self.nospace = False
 
     def _retransmit(self, sm, seq: int, n: int, charge: bool = True):
         n = min(n, self.mss)
