@@ -39,7 +39,8 @@ def main(duration: str = DURATION) -> None:
     n = min(2, cores())
 
     grid = {"link.rate": RATES, "tcp.wmem": WINDOWS}
-    sets = [f"sim.duration={duration}", "sim.warmup=0s"]
+    # Fixed buffers: the receive side stays at 64 KiB while the sweep varies the send side.
+    sets = [f"sim.duration={duration}", "sim.warmup=0s", "tcp.rmem=64KiB"]
     one, count, failed = timed(grid=grid, sets=sets, workers=1)
     two, _, _ = timed(grid=grid, sets=sets, workers=n)
     print(f"sweep of {count} points (sim.duration={duration}), {failed} failed")

@@ -576,6 +576,9 @@ def mosberger() -> System:
             "workload.message_size": "1B",
             "link.rate": "10Mbps",
             "link.mtu": "1500B",
+            # cpasim's fixed 64 KiB buffers (no Linux doubling or autotuning), as fitted.
+            "tcp.wmem": "64KiB",
+            "tcp.rmem": "64KiB",
             "tcp.nagle": False,
             "tcp.timestamps": False,
             "ip.netfilter": False,

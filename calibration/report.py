@@ -132,23 +132,24 @@ def held_out_section() -> list[str]:
         "",
         "Each run's settings become scenario values as Linux applies them (see",
         "`cpasim/calibrate/heldout.py`): tbf rate → `link.rate` × 1538/1514 (framing),",
-        "iperf3 `-w W` → `tcp.wmem` = 2W and `tcp.rmem` = ratio × 2W, delay → `link.delay` =",
-        "delay + extra.  The calibration capture fixed ratio = "
-        f"{cal.rcvbuf_ratio:.4f} (its largest advertised window over 2W) and extra = "
+        "iperf3 `-w W` → `tcp.sndbuf` = `tcp.rcvbuf` = W (Linux's socket-buffer rules),",
+        "delay → `link.delay` = delay + extra.  The calibration capture fixed extra = "
         f"{cal.extra_delay_ns / 1e3:+.1f} us (fitted through `link.delay`, "
         f"{cal.simulations} simulations, residual {cal.residual:+.3%}).",
         "Measured goodput: bytes acknowledged per second after the first quarter of the",
         "sender-side capture.  Simulated: 300 ms, 100 ms warm-up.  Regime: window if",
         "advertised window / (2 × delay) is below the tbf rate.",
         "",
-        "| run | tbf rate | -w | delay | regime | measured | predicted | error |",
-        "|---|---|---|---|---|---|---|---|",
+        "| run | tbf rate | -w | delay | window: Linux / model | regime | measured "
+        "| predicted | error |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for p in check.predictions:
         r = p.run
         out.append(
             f"| {r.name} | {r.tbf_rate_bps / 1e6:g} Mb/s | {r.window // 1024}K "
-            f"| {r.delay_ns / 1e6:g} ms | {'window' if p.window_limited else 'rate'} "
+            f"| {r.delay_ns / 1e6:g} ms | {p.measured.adv_window} / {p.model_window} B "
+            f"| {'window' if p.window_limited else 'rate'} "
             f"| {p.measured.goodput_bps / 1e6:.2f} Mb/s | {p.predicted_bps / 1e6:.2f} Mb/s "
             f"| {p.error:+.2%} |"
         )

@@ -19,13 +19,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cpasim.errors import CpasimError
+from cpasim.model.sockbuf import largest_window
 from cpasim.sweeps import table
 
 #: Bytes on the wire around a TCP payload without options: TCP/IP headers (40)
 #: + Ethernet header, FCS, preamble and inter-frame gap (38).
 FRAME_OVERHEAD = 40 + 38
 TIMESTAMP_OPTION = 12
-WINDOW_KEYS = ("tcp.wmem", "tcp.rmem")
+WINDOW_KEYS = ("tcp.wmem", "tcp.rmem", "tcp.sndbuf", "tcp.rcvbuf")
 #: Units for configuration keys by their kind, and for known metric names.
 KIND_UNITS = {"rate": ("Gb/s", 1e9), "time": ("µs", 1e3), "freq": ("GHz", 1e9)}
 
@@ -213,7 +214,6 @@ def _bounds(axes, groups: Mapping, colors: Mapping, position, y_scale: float) ->
     """The closed-form bounds per line (dashed: link, dotted: window), each
     curve drawn once, when the rows carry the resolved settings."""
     needed = ("cfg.link.rate", "cfg.link.mtu", "cfg.link.delay")
-    windows = ("cfg.hosts.tx.tcp.wmem", "cfg.hosts.rx.tcp.rmem")
     drawn: set[tuple] = set()
     top = 0.0
     for label, members in groups.items():
@@ -225,9 +225,9 @@ def _bounds(axes, groups: Mapping, colors: Mapping, position, y_scale: float) ->
             rate, mtu, delay = (float(row[c]) for c in needed)
             stamps = row.get("cfg.hosts.tx.tcp.timestamps") not in (False, "False")
             link[position(row)] = link_bound(rate, mtu, stamps) / y_scale
-            sizes = [_number(row.get(c)) for c in windows]
-            if all(s is not None for s in sizes):
-                bound = window_bound(min(sizes), rate, delay, mtu, stamps)
+            size = _window_size(row, mtu, stamps)
+            if size is not None:
+                bound = window_bound(size, rate, delay, mtu, stamps)
                 window[position(row)] = bound / y_scale
         top = max(top, *link.values())
         for name, bound, style in (("link bound", link, "--"), ("window bound", window, ":")):
@@ -240,6 +240,24 @@ def _bounds(axes, groups: Mapping, colors: Mapping, position, y_scale: float) ->
             drawn.add((name, curve))
     if top:
         axes.set_ylim(0, top * 1.15)
+
+
+def _window_size(row: Mapping, mtu: float, stamps: bool) -> float | None:
+    """The largest window of a row's run: the receiver's fixed buffer or what its
+    SO_RCVBUF offers under Linux's rules, at most a fixed send buffer; None when
+    the receive buffer is autotuned or the settings are not recorded."""
+    wmem, rmem = (_number(row.get(f"cfg.hosts.{c}")) for c in ("tx.tcp.wmem", "rx.tcp.rmem"))
+    if rmem:
+        window = rmem
+    else:
+        keys = ("rcvbuf", "core_rmem_max", "rx_truesize")
+        request, core_max, truesize = (_number(row.get(f"cfg.hosts.rx.tcp.{k}")) for k in keys)
+        if not (request and core_max and truesize):
+            return None
+        mss = int(mtu) - 40 - (TIMESTAMP_OPTION if stamps else 0)
+        window = largest_window(int(request), int(core_max), int(truesize), mss)
+    # A Linux send buffer (twice the request, or autotuned) holds more than a window.
+    return min(window, wmem) if wmem else window
 
 
 def _heatmap(figure, axes, rows: Sequence[Mapping], x: str, second: str, y: str) -> None:

@@ -1,11 +1,14 @@
 """Held-out check on real captures, the delay line, and the fit's determinism and budget.
 
-Calibration: ``d5ms_tbf50m_w32k`` (window-limited; fits the extra one-way delay
-and reads the advertised-window fraction).  Every other run with an iperf3 -w is
-then predicted.  Errors achieved when the captures were made (300 ms simulated,
-100 ms warm-up; see calibration/REPORT.md): median 0.18 %; below 100 Mb/s at most
-0.75 %; window-limited runs at most 4.4 %; worst 14.0 % (d1ms_tbf100m_w32k, a run
-at the window/rate boundary whose real round trip through the Python delay line
+Calibration: ``d5ms_tbf50m_w32k`` (window-limited; fits the extra one-way delay).
+iperf3 -w becomes tcp.sndbuf = tcp.rcvbuf under Linux's socket-buffer rules, so
+the window is the model's, checked against the captures.  Every other run with
+an iperf3 -w is then predicted.  Errors achieved (300 ms simulated, 100 ms
+warm-up): median 0.17 %; below 100 Mb/s at most 0.87 %; window-limited runs at
+most 6.5 % (d5ms_tbf100m_w64k: the model's sender fills the whole 80480-byte
+window Linux advertised, Linux's moves about 6 % less; with the window read from
+the captures, 78192 B, it was 4.4 %); worst 14.0 % (d1ms_tbf100m_w32k, a run at
+the window/rate boundary whose real round trip through the Python delay line
 grows at 100 Mb/s).  Tolerances sit just above those.
 """
 
@@ -25,6 +28,7 @@ from cpasim.calibrate.fit import Target, fit
 from cpasim.calibrate.heldout import held_out, read_manifest
 from cpasim.config import load_scenario
 from cpasim.errors import CpasimError
+from cpasim.model import sockbuf
 from cpasim.simulate import simulate
 
 ROOT = Path(__file__).parent.parent
@@ -46,16 +50,20 @@ def test_calibration_capture_is_matched(check):
     cal = check.calibration
     assert cal.run.name == CALIBRATE_ON
     assert abs(cal.residual) < 0.005
-    # Linux doubled -w 32K to a 64 KiB receive buffer and advertised 39096 B of it.
-    assert cal.rcvbuf_ratio == pytest.approx(39096 / 65536)
     assert -1e6 < cal.extra_delay_ns < 1e6  # a correction, not a second delay
     assert cal.simulations <= 20
 
 
-def test_linux_advertises_about_sixty_percent_of_the_doubled_buffer(check):
+def test_model_window_is_the_largest_linux_advertised(check):
+    """The captured receiver's largest window is the model's (one segment held
+    while the ACK is built) in all but two runs, where an ACK left with the
+    queue empty offered a little more; never more than the whole buffer's."""
+    exact = 0
     for p in check.predictions:
-        ratio = p.measured.adv_window / (2 * p.run.window)
-        assert 0.58 < ratio < 0.63, p.run.name
+        whole = sockbuf.win_from_space(2 * p.run.window, 160)
+        assert p.model_window <= p.measured.adv_window <= whole, p.run.name
+        exact += p.model_window == p.measured.adv_window
+    assert exact >= len(check.predictions) - 2
 
 
 def test_held_out_goodput_errors(check):
@@ -66,7 +74,7 @@ def test_held_out_goodput_errors(check):
     assert max(abs(p.error) for p in preds if p.run.tbf_rate_bps < 100e6) < 0.01
     limited = [p for p in preds if p.window_limited]
     assert {p.run.name for p in limited} == {"d5ms_tbf100m_w32k", "d5ms_tbf100m_w64k"}
-    assert max(abs(p.error) for p in limited) < 0.05
+    assert max(abs(p.error) for p in limited) < 0.07
     assert check.max_abs_error < 0.15
 
 

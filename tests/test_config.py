@@ -66,7 +66,8 @@ def test_defaults():
     assert cfg.workload.kind == "tcp_stream" and cfg.workload.write_size == 65536
     assert cfg.workload.file_size_min == 500_000 and cfg.workload.file_size_max == 4_000_000
     assert cfg.link.rate == 1e9 and cfg.link.delay == 10e3 and cfg.link.mtu == 1500
-    assert cfg.host("tx").tcp.wmem == 65536 and cfg.rx.nic.rx_ring == 256
+    assert cfg.host("tx").tcp.wmem == 0 and cfg.rx.nic.rx_ring == 256  # 0: Linux's buffers
+    assert cfg.tx.tcp.rcvbuf == 0 and cfg.tx.tcp.rmem_default == 131072
     assert cfg.tx.cpu.cost.copy_per_byte == 0.5 and cfg.tx.cpu.freq == 4e9
     assert cfg.tx.pcie.latency == 100.0 and cfg.tx.bus.pci_clock == 33e6
     assert cfg.source is None
@@ -101,7 +102,7 @@ def test_per_host_overrides_win_over_shared_keys():
     cfg = load_scenario(HERE / "scenarios_good" / "per_host.toml")
     assert cfg.tx.cpu.cores == 4 and cfg.rx.cpu.cores == 2
     assert cfg.rx.cpu.freq == 2.5e9 and cfg.tx.cpu.freq == 4e9
-    assert cfg.tx.tcp.wmem == 256 * 1024 and cfg.rx.tcp.wmem == 65536
+    assert cfg.tx.tcp.wmem == 256 * 1024 and cfg.rx.tcp.wmem == 0
     assert cfg.tx.nic.tso is True and cfg.rx.nic.tso is False
 
 
@@ -217,10 +218,8 @@ def test_value():
     cfg = load_scenario(None, sets=["hosts.tx.tcp.wmem=1MiB"])
     assert cfg.value("link.rate") == 1e9
     assert cfg.value("hosts.tx.tcp.wmem") == 2**20
-    assert cfg.value("tcp.rmem") == 65536  # both hosts agree
-    with pytest.raises(
-        CpasimError, match=r"tcp\.wmem differs between hosts \(tx: 1MiB, rx: 64KiB\)"
-    ):
+    assert cfg.value("tcp.rmem") == 0  # both hosts agree
+    with pytest.raises(CpasimError, match=r"tcp\.wmem differs between hosts \(tx: 1MiB, rx: 0B\)"):
         cfg.value("tcp.wmem")
     with pytest.raises(CpasimError, match="did you mean 'link.rate'"):
         cfg.value("link.rates")
@@ -255,7 +254,7 @@ def test_with_overrides():
         {"link.rate": "10Gbps", "hosts.tx.tcp.wmem": "1MiB", "cpu.cores": 2, "link.delay": 0.001}
     )
     assert cfg.link.rate == 1e10 and cfg.link.delay == 1e6
-    assert cfg.tx.tcp.wmem == 2**20 and cfg.rx.tcp.wmem == 65536
+    assert cfg.tx.tcp.wmem == 2**20 and cfg.rx.tcp.wmem == 0
     assert cfg.tx.cpu.cores == cfg.rx.cpu.cores == 2
     assert base.link.rate == 1e9  # the original is unchanged
     assert base.with_overrides({"hosts.rx.cpu.cores": "2", "tcp.nagle": "false"}).rx.cpu.cores == 2
@@ -312,7 +311,9 @@ def test_digest_changes_when_any_value_changes():
     digests = {base.digest}
     for key, spec in SPECS.items():
         full = f"hosts.rx.{key}" if spec.per_host else key
-        cfg = base.with_values({full: _other_value(spec, base.value(full))})
+        # A fixed buffer, once set, holds at least one segment.
+        other = 65536 if key in ("tcp.wmem", "tcp.rmem") else _other_value(spec, base.value(full))
+        cfg = base.with_values({full: other})
         assert cfg.digest not in digests, key
         digests.add(cfg.digest)
     assert len(digests) == len(SPECS) + 1
@@ -415,8 +416,8 @@ def test_params_prefix_and_json():
     rows = json.loads(result.output)
     assert [r["key"] for r in rows] == [s.key for s in parameters() if s.key.startswith("tcp")]
     wmem = next(r for r in rows if r["key"] == "tcp.wmem")
-    assert wmem["unit"] == "B" and wmem["default"] == 65536 and wmem["per_host"] is True
-    assert wmem["default_text"] == "64KiB"
+    assert wmem["unit"] == "B" and wmem["default"] == 0 and wmem["per_host"] is True
+    assert wmem["default_text"] == "0B"
     kind = json.loads(CliRunner().invoke(cpasim.cli.app, _argv("workload.kind", "--json")).output)
     assert kind[0]["choices"] == ["tcp_stream", "udp_stream", "pingpong", "webserver"]
 

@@ -6,7 +6,7 @@ import matplotlib.image
 import pytest
 
 from cpasim.errors import CpasimError
-from cpasim.plot import draw, link_bound, load, plot, window_bound
+from cpasim.plot import _window_size, draw, link_bound, load, plot, window_bound
 from cpasim.sweeps import table
 
 GBPS = 1e9
@@ -65,6 +65,21 @@ def test_link_bound_matches_the_classic_941_mbps():
 def test_window_bound_is_window_over_rtt():
     rtt = 2 * 100e-6 + (1538 + 90) * 8 / 1e9
     assert window_bound(65536, 1e9, 100e3, 1500) == pytest.approx(65536 * 8 / rtt)
+
+
+def test_window_of_a_row_under_either_buffer_rules():
+    fixed = {"cfg.hosts.tx.tcp.wmem": 2**20, "cfg.hosts.rx.tcp.rmem": 65536}
+    assert _window_size(fixed, 1500, True) == 65536
+    linux = {
+        "cfg.hosts.tx.tcp.wmem": 0,
+        "cfg.hosts.rx.tcp.rmem": 0,
+        "cfg.hosts.rx.tcp.rcvbuf": 65536,
+        "cfg.hosts.rx.tcp.core_rmem_max": 4194304,
+        "cfg.hosts.rx.tcp.rx_truesize": 2304,
+    }
+    assert _window_size(linux, 1500, True) == 80480  # what Linux 6.18 offers for -w 64K
+    assert _window_size({**linux, "cfg.hosts.rx.tcp.rcvbuf": 0}, 1500, True) is None  # autotuned
+    assert _window_size({**linux, "cfg.hosts.tx.tcp.wmem": 32768}, 1500, True) == 32768
 
 
 def test_failed_rows_are_left_out_and_keys_found(tmp_path):

@@ -18,7 +18,7 @@ from cpasim.config import load_scenario
 from cpasim.predict import ladder as ladder_mod
 from cpasim.predict.bounds import RESOURCES
 
-# Default hosts (one 4 GHz core, PCIe gen1 x1, 64 KiB buffers) on a 1 Gb/s link
+# Default hosts (one 4 GHz core, PCIe gen1 x1) with fixed 64 KiB buffers on a 1 Gb/s link
 # with 10 us delay; interrupt throttling off (see test_predict.py).
 SMALL = """
 [sim]
@@ -31,6 +31,8 @@ itr = "off"
 [tcp]
 cc = "newreno"  # the classic sender the table below was pinned with
 sack = false
+wmem = "64KiB"
+rmem = "64KiB"
 """
 
 # Pinned 2026-11-21 (re-pinned after path lengths and busy times were taken over the

@@ -101,8 +101,17 @@ def test_bound_replaces_a_shorter_path():
 
 
 def test_rmem_grows_the_peers_send_window_in_bytes(cfg):
-    plan = plan_change(cfg, cfg.with_overrides({"hosts.rx.tcp.rmem": "1MiB"}))
+    fixed = cfg.with_overrides({"tcp.rmem": "64KiB"})
+    plan = plan_change(fixed, fixed.with_overrides({"hosts.rx.tcp.rmem": "1MiB"}))
     assert plan.transforms.capacity == [("tx:Send window*", 2**20 - 2**16)]
+
+
+def test_linux_buffer_rules_are_not_predicted(cfg):
+    # Doubled, charged per skb and autotuned: no fixed capacity to grow.
+    with pytest.raises(CpasimError, match=r"tcp.rmem = 0 means Linux's socket-buffer rules"):
+        plan_change(cfg, cfg.with_overrides({"hosts.rx.tcp.rmem": "1MiB"}))
+    with pytest.raises(CpasimError, match=r"tcp.rcvbuf: cannot be predicted from a trace"):
+        plan_change(cfg, cfg.with_overrides({"tcp.rcvbuf": "1MiB"}))
 
 
 def test_tx_fifo_growth_is_counted_in_full_size_frames(cfg):
@@ -192,7 +201,9 @@ def test_diagnose_link_window_bus_cpu():
 def test_remedies(cfg):
     link = remedy_for(cfg, _path([("tx:MAC:transmit", 0.9)]))
     assert link.values == {"link.rate": pytest.approx(10e9)}
-    stream = cfg.with_overrides({"link.rate": "10Gbps", "link.delay": "350us"})
+    stream = cfg.with_overrides(
+        {"link.rate": "10Gbps", "link.delay": "350us", "tcp.wmem": "64KiB", "tcp.rmem": "64KiB"}
+    )
     win = remedy_for(
         stream, _path([("tx:Link:propagate", 0.6)], [("tx:IP Recv->tx:App[tx:Send buffer]", 5)])
     )
@@ -200,6 +211,13 @@ def test_remedies(cfg):
     assert set(win.values.values()) == {4 * 2**20}
     assert len(win.values) == 4
     assert win.apply(stream).tx.tcp.wmem == 4 * 2**20
+    # Linux's rules: a set request grows; an autotuned side whose limit (tcp.rmem_max,
+    # 32 MiB) is already above 4 x BDP is left alone.
+    linux = stream.with_overrides({"tcp.wmem": 0, "tcp.rmem": 0, "tcp.sndbuf": "64KiB"})
+    win = remedy_for(
+        linux, _path([("tx:Link:propagate", 0.6)], [("tx:IP Recv->tx:App[tx:Send buffer]", 5)])
+    )
+    assert win.values == {"hosts.tx.tcp.sndbuf": 4 * 2**20, "hosts.rx.tcp.sndbuf": 4 * 2**20}
     bus = remedy_for(cfg, _path([("rx:NIC RX:DMA packet", 0.7)]))
     assert bus.values == {"hosts.rx.pcie.lanes": 4}
     cpu = remedy_for(cfg, _path([("tx:App:TcpSendMsg: copy", 0.5)]))

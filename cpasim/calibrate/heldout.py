@@ -9,10 +9,12 @@ Linux really applies them:
   Ethernet header, cpasim's link its IP length plus 38 B (header, FCS,
   preamble, inter-frame gap), so the same frame time needs a rate higher by
   (MTU + 38) / (MTU + 14).
-* ``-w W`` → ``tcp.wmem`` = 2W (Linux doubles SO_SNDBUF) and ``tcp.rmem`` =
-  ``ratio`` × 2W: Linux doubles SO_RCVBUF too but advertises only a fraction
-  of it (the rest pays for buffer overhead).  cpasim's ``tcp.rmem`` *is* the
-  advertised window, so the fraction is read from the calibration capture.
+* ``-w W`` → ``tcp.sndbuf`` = ``tcp.rcvbuf`` = W, iperf3's SO_SNDBUF and
+  SO_RCVBUF requests: cpasim applies Linux's rules to them
+  (:mod:`cpasim.model.sockbuf`: doubled, locked, the window a scaled share of
+  the buffer), so nothing about the window is read from the captures — the
+  largest window each capture advertised is a check of those rules
+  (``Prediction.model_window``).
 * delay → ``link.delay`` = delay + ``extra`` (at least 0): ``extra`` is the
   calibrated one-way time by which the real path's round trip differs from the
   model's at the same delay (delay-line wake-up and forwarding add to it; the
@@ -34,6 +36,8 @@ from cpasim.calibrate.inspect import inspect_capture
 from cpasim.calibrate.pcap import Capture, read_capture
 from cpasim.config import Config
 from cpasim.errors import CpasimError
+from cpasim.model.sockbuf import largest_window
+from cpasim.model.tcp_rules import mss_for
 
 #: Bytes per frame beyond the IP packet: what tbf counts, what cpasim's link carries.
 TBF_L2_BYTES = 14
@@ -71,6 +75,7 @@ class Prediction:
     measured: Measured
     predicted_bps: float
     overrides: dict[str, str]
+    model_window: int  # the largest window cpasim's receiver offers under these settings
 
     @property
     def error(self) -> float:
@@ -85,10 +90,9 @@ class Prediction:
 
 @dataclass(frozen=True)
 class Calibration:
-    """What one capture fixed: the window fraction and the extra one-way delay."""
+    """What one capture fixed: the extra one-way delay."""
 
     run: CaptureRun
-    rcvbuf_ratio: float
     extra_delay_ns: float
     simulations: int
     residual: float  # relative goodput error left on the calibration capture
@@ -182,9 +186,7 @@ def steady_goodput(cap: Capture, sender: str, skip: float = SKIP_FRACTION) -> fl
     return advanced * 8e9 / (t1 - first[0])
 
 
-def conditions(
-    run: CaptureRun, rcvbuf_ratio: float, extra_delay_ns: float, mtu: int
-) -> dict[str, str]:
+def conditions(run: CaptureRun, extra_delay_ns: float, mtu: int) -> dict[str, str]:
     """Scenario overrides for ``run``'s settings as Linux applies them (see module doc)."""
     if run.window is None:
         raise CpasimError(f"{run.name}: needs an iperf3 -w window (autotuning is not modelled)")
@@ -192,8 +194,8 @@ def conditions(
     return {
         "link.rate": f"{rate:.6g}bps",
         "link.delay": f"{max(0.0, run.delay_ns + extra_delay_ns):.6g}ns",
-        "tcp.wmem": f"{2 * run.window}B",
-        "tcp.rmem": f"{round(rcvbuf_ratio * 2 * run.window)}B",
+        "tcp.sndbuf": f"{run.window}B",
+        "tcp.rcvbuf": f"{run.window}B",
     }
 
 
@@ -212,8 +214,7 @@ def held_out(
     cal_run = by_name[calibrate_on]
     cal = measure(cal_run)
     mtu = int(base.value("link.mtu"))
-    ratio = cal.adv_window / (2 * cal_run.window)
-    start = base.with_overrides(conditions(cal_run, ratio, 0.0, mtu), where=calibrate_on)
+    start = base.with_overrides(conditions(cal_run, 0.0, mtu), where=calibrate_on)
     res = fit(
         start,
         [Target("goodput_bps", cal.goodput_bps, str(cal_run.capture))],
@@ -227,12 +228,17 @@ def held_out(
             "calibrate on a window-limited run"
         )
     extra = res.fitted["link.delay"][1] - cal_run.delay_ns
-    calibration = Calibration(cal_run, ratio, extra, res.simulations, res.residuals[0].relative)
+    calibration = Calibration(cal_run, extra, res.simulations, res.residuals[0].relative)
     predictions = []
     for run in runs:
         if run is cal_run or run.window is None:
             continue
-        over = conditions(run, ratio, extra, mtu)
-        got = simulate(base.with_overrides(over, where=run.name))["goodput_bps"]
-        predictions.append(Prediction(run, measure(run), got, over))
+        over = conditions(run, extra, mtu)
+        cfg = base.with_overrides(over, where=run.name)
+        got = simulate(cfg)["goodput_bps"]
+        tp = cfg.rx.tcp
+        window = largest_window(
+            run.window, tp.core_rmem_max, tp.rx_truesize, mss_for(mtu, tp.timestamps)
+        )
+        predictions.append(Prediction(run, measure(run), got, over, window))
     return HeldOut(calibration, predictions)

@@ -95,7 +95,7 @@ def fit_cmd(
     measurements: list[str] = typer.Argument(
         ...,
         help="Capture or iperf3 --json report, optionally with the conditions it was "
-        "measured under: FILE@link.rate=20Mbps,tcp.rmem=64KiB",
+        "measured under: FILE@link.rate=20Mbps,tcp.rcvbuf=64KiB",
     ),
     params: str = typer.Option("link.rate", "--params", help="Comma-separated keys to fit."),
     out: Path = typer.Option(..., "--out", help="Where to write the calibrated scenario."),

@@ -2,8 +2,8 @@
 
 >>> from cpasim.config import load_scenario
 >>> cfg = load_scenario(None, sets=["link.rate=10Gbps"])
->>> cfg.link.rate, cfg.tx.tcp.wmem
-(10000000000.0, 65536)
+>>> cfg.link.rate, cfg.tx.tcp.rmem_default
+(10000000000.0, 131072)
 """
 
 from cpasim.config.config import Config

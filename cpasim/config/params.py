@@ -184,8 +184,55 @@ class BottleneckParams:
 
 @dataclass(frozen=True)
 class TcpParams:
-    wmem: int = param("64KiB", SIZE, "socket send buffer", lo=1, hi="1GiB")
-    rmem: int = param("64KiB", SIZE, "socket receive buffer (advertised window)", lo=1, hi="1GiB")
+    # Socket buffers: Linux's rules (cpasim.model.sockbuf) unless tcp.wmem/tcp.rmem
+    # ask for cpasim's fixed buffers.
+    sndbuf: int = param(
+        0, SIZE, "SO_SNDBUF request (as iperf3 -w); 0 = not set: autotuned", lo=0, hi="1GiB"
+    )
+    rcvbuf: int = param(
+        0, SIZE, "SO_RCVBUF request (as iperf3 -w); 0 = not set: autotuned", lo=0, hi="1GiB"
+    )
+    core_wmem_max: int = param("4MiB", SIZE, "net.core.wmem_max: largest SO_SNDBUF", lo="1B")
+    core_rmem_max: int = param("4MiB", SIZE, "net.core.rmem_max: largest SO_RCVBUF", lo="1B")
+    core_rmem_default: int = param(
+        "208KiB", SIZE, "net.core.rmem_default: a UDP socket's receive buffer", lo="1B"
+    )
+    wmem_default: int = param(
+        "16KiB", SIZE, "tcp_wmem[1]: send buffer before autotuning", lo="1B", hi="1GiB"
+    )
+    wmem_max: int = param(
+        "4MiB", SIZE, "tcp_wmem[2]: largest autotuned send buffer", lo="1B", hi="1GiB"
+    )
+    rmem_default: int = param(
+        "128KiB", SIZE, "tcp_rmem[1]: receive buffer before autotuning", lo="1B", hi="1GiB"
+    )
+    rmem_max: int = param(
+        "32MiB", SIZE, "tcp_rmem[2]: largest autotuned receive buffer", lo="1B", hi="1GiB"
+    )
+    moderate_rcvbuf: bool = param(True, BOOL, "tcp_moderate_rcvbuf: receive-buffer autotuning")
+    rx_truesize: int = param(
+        "2304B",
+        SIZE,
+        "buffer memory charged per received full segment (skb truesize; sets scaling_ratio)",
+        lo="64B",
+        hi="64KiB",
+    )
+    wmem: int = param(
+        0,
+        SIZE,
+        "fixed send buffer of exactly this many bytes (no doubling, no autotuning); "
+        "0 = Linux's rules (tcp.sndbuf)",
+        lo=0,
+        hi="1GiB",
+    )
+    rmem: int = param(
+        0,
+        SIZE,
+        "fixed receive buffer: the window is its free bytes (no overhead, no autotuning); "
+        "0 = Linux's rules (tcp.rcvbuf)",
+        lo=0,
+        hi="1GiB",
+    )
     init_cwnd: int = param(10, INT, "initial congestion window", lo=1, hi=1000, unit="segments")
     delayed_ack: bool = param(True, BOOL, "ACK every second segment or on the delack timer")
     delack_timeout: float = param("40ms", TIME, "delayed-ACK timer", lo="1us", hi="10s")

@@ -225,7 +225,14 @@ def check(flat: dict[str, Any], where: str) -> None:
     for host in HOSTS:
         h = f"hosts.{host}."
         mss = tcp_mss(mtu, flat[h + "tcp.timestamps"])
-        for buf in ("tcp.rmem", "tcp.wmem"):
+        fixed = [k for k in ("tcp.wmem", "tcp.rmem") if flat[h + k]]
+        for new, old in (("tcp.sndbuf", "tcp.wmem"), ("tcp.rcvbuf", "tcp.rmem")):
+            if flat[h + old] and flat[h + new]:
+                raise CpasimError(
+                    f"{where}: {h}{new} (Linux's socket-buffer request) cannot be used with "
+                    f"{h}{old} (cpasim's fixed buffer); set one of them"
+                )
+        for buf in fixed:
             if flat[h + buf] < mss:
                 raise CpasimError(
                     f"{where}: {h}{buf} ({flat[h + buf]} B) is smaller than one MSS "

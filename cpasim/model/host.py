@@ -32,14 +32,14 @@ class Host:
         self.seed = cfg.sim.seed  # seeds the connections' own generators (BBR's phase)
         self.udp: list[UdpEndpoint] = []
 
-    def open_tcp(self, idx: int, *, peer_rmem: int, peer_sack: bool = True) -> TcpSocket:
+    def open_tcp(self, idx: int, *, peer_window: int, peer_sack: bool = True) -> TcpSocket:
         conn = TcpConnection(
             self.env,
             self.sys,
             idx,
             self.hc,
             mtu=self.mtu,
-            peer_rmem=peer_rmem,
+            peer_window=peer_window,
             peer_sack=peer_sack,
             tracer=self.tracer,
             cpu=self.cpu,

@@ -48,8 +48,10 @@ class TcpSocket:
                 n = min(left, free)
                 c.sndbuf.grab(n, sm)
             elif not block:
+                c.nospace = True
                 break
             else:
+                c.nospace = True  # SOCK_NOSPACE: the writer found no room
                 n = min(left, c.wake_bytes)
                 sm.begin("sk_stream_wait_memory")
                 yield from cpu.block(sm, c.sndbuf.get(n, sm))
@@ -104,6 +106,7 @@ class TcpSocket:
             buffer=cpu.cycles("skb_free") * segs,  # the copied buffers are freed
         )
         c.rcv_in_copy -= got
+        c.after_read()
         if c.window_update_due():
             yield from c.send_window_update(sm)
         return got
@@ -139,7 +142,7 @@ class UdpSocket:
             extra += cpu.cycles("context_switch")
         else:
             (nbytes,) = ep.rcvq.take_now(1, sm)
-        ep.rcv_bytes -= nbytes
+        ep.rcv_bytes -= ep.charge(nbytes)
         yield cpu.spend(
             sm,
             "UdpRecvMsg: copy",

@@ -17,6 +17,7 @@ from cpasim.model import app, bottleneck
 from cpasim.model.app import AppStats, WebServer
 from cpasim.model.host import Host
 from cpasim.model.link import Link
+from cpasim.model.sockbuf import syn_window
 
 HOSTS = ("tx", "rx")
 
@@ -68,8 +69,10 @@ class System:
                 env.process(app.udp_source(self._app_sm("tx", i), tx.cpu, a, wl, stats, conn))
                 env.process(app.udp_sink(self._app_sm("rx", i), rx.cpu, b, wl, stats, conn))
                 continue
-            a = tx.open_tcp(i, peer_rmem=rx.hc.tcp.rmem, peer_sack=rx.hc.tcp.sack)
-            b = rx.open_tcp(i, peer_rmem=tx.hc.tcp.rmem, peer_sack=tx.hc.tcp.sack)
+            # Each side starts with the window the other's handshake offered.
+            mtu = self.cfg.link.mtu
+            a = tx.open_tcp(i, peer_window=syn_window(rx.hc.tcp, mtu), peer_sack=rx.hc.tcp.sack)
+            b = rx.open_tcp(i, peer_window=syn_window(tx.hc.tcp, mtu), peer_sack=tx.hc.tcp.sack)
             if kind == "tcp_stream":
                 env.process(app.tcp_source(self._app_sm("tx", i), tx.cpu, a, wl, stats, conn))
                 env.process(app.tcp_sink(self._app_sm("rx", i), rx.cpu, b, wl, stats, conn))

@@ -39,9 +39,15 @@ resends from there, data goes to the ``Receive buffer`` and an ACK goes out at
 once (every second full segment, out-of-order data) or the delayed-ACK timer
 is armed.  The app's ``read()`` may send a window update (``tcp_send_ack``).
 
-Queues per connection: ``Send buffer`` (free bytes of ``tcp.wmem``; the
-writer takes, ACKs give back), ``Send queue`` (byte chunks from ``write()``),
-``Send window`` (credits; resized down on loss or a shrinking window),
+Socket buffers follow :mod:`cpasim.model.sockbuf` (Linux's rules, or cpasim's
+fixed ``tcp.wmem``/``tcp.rmem``): the window offered is computed there, and under
+Linux's rules the receive buffer grows once per RTT on reads and the send buffer
+with cwnd on ACKs unless ``tcp.rcvbuf``/``tcp.sndbuf`` lock them.
+
+Queues per connection: ``Send buffer`` (free bytes of the send buffer; the
+writer takes, ACKs give back, autotuning gives more), ``Send queue`` (byte
+chunks from ``write()``), ``Send window`` (credits; resized down on loss or a
+shrinking window),
 ``Receive buffer`` (in-order bytes for ``read()``), ``DelAck arm``, ``RTO arm``.
 """
 
@@ -49,6 +55,7 @@ from __future__ import annotations
 
 from cpasim.model import cc
 from cpasim.model.packet import ACK, Packet
+from cpasim.model.sockbuf import SocketBuffers
 from cpasim.model.tcp_linux import TIMEOUT_MIN_NS, LinuxSender
 from cpasim.model.tcp_rules import (
     TCP_SACK_BASE,
@@ -69,7 +76,7 @@ class TcpConnection:
     """One host's end of connection ``c<idx>``; ``ip`` is the host's IP layer."""
 
     def __init__(
-        self, env, sys, idx, hc, *, mtu, peer_rmem, tracer, cpu, ip, peer_sack=True, seed=0
+        self, env, sys, idx, hc, *, mtu, peer_window, tracer, cpu, ip, peer_sack=True, seed=0
     ) -> None:
         self.env = env
         self.conn = f"c{idx}"
@@ -82,8 +89,11 @@ class TcpConnection:
         self.burst = max(mss, (TSO_MAX_BYTES - self.hdr) // mss * mss)
         self.maxseg = self.burst if hc.nic.tso else mss
         self.nagle = tp.nagle
-        self.rmem = tp.rmem
-        self.wmem = tp.wmem  # the send buffer's size: free + unacked + in copy
+        # The MSS option the peer announces carries no timestamp allowance.
+        self.bufs = bufs = SocketBuffers(tp, mss, mss_for(mtu, False))
+        self.linux_rcv = not bufs.fixed_rcv  # window and buffer follow the data
+        self.grow_sndbuf = not bufs.snd_locked  # send-buffer autotuning
+        self.sndbuf_size = bufs.sndbuf  # free + unacked + in copy
         self.delack_timeout = tp.delack_timeout
         self.sw_csum = not hc.nic.csum_offload
         # SACK is used only when both ends permit it (negotiated on the SYNs).
@@ -94,7 +104,7 @@ class TcpConnection:
             self.sender = LinuxSender(
                 mss=mss,
                 init_cwnd=tp.init_cwnd,
-                rwnd=peer_rmem,
+                rwnd=peer_window,
                 ca=cc.make(tp.cc, seed),
                 sack=sack,
                 recovery=tp.recovery,
@@ -105,7 +115,7 @@ class TcpConnection:
             self.sender = RenoSender(
                 mss=mss,
                 init_cwnd=tp.init_cwnd,
-                rwnd=peer_rmem,
+                rwnd=peer_window,
                 cc=tp.cc,
                 rto_min_ns=tp.rto_min,
                 dupack_threshold=tp.dupack_threshold,
@@ -120,8 +130,11 @@ class TcpConnection:
         self.rto_sm = tracer.sm(sys, "RTO Timer", inst)
         q = (env, tracer, sys)
         # Free send-buffer bytes are a credit queue: declared unbounded with an
-        # initial resize, so capacity(+k) on it means k more bytes of tcp.wmem.
-        self.sndbuf = TracedContainer(*q, "Send buffer", inst, init=tp.wmem, owner=self.send_sm)
+        # initial resize, so capacity(+k) on it means k more bytes of send buffer
+        # (which is also how autotuning grows it).
+        self.sndbuf = TracedContainer(
+            *q, "Send buffer", inst, init=self.sndbuf_size, owner=self.send_sm
+        )
         self.sendq = TracedStore(*q, "Send queue", inst, owner=self.send_sm)
         self.window = TracedContainer(
             *q, "Send window", inst, init=self.sender.usable(), owner=self.send_sm
@@ -130,10 +143,11 @@ class TcpConnection:
         self.delack_q = TracedStore(*q, "DelAck arm", inst, owner=self.delack_sm)
         self.rto_q = TracedStore(*q, "RTO arm", inst, owner=self.rto_sm)
         # A writer blocked on a full send buffer wakes when a third of it is free.
-        self.wake_bytes = max(1, tp.wmem // 3)
+        self.wake_bytes = max(1, self.sndbuf_size // 3)
 
         self.unsent = 0  # bytes TcpSend took from the send queue, not yet segmented
         self.snd_in_copy = 0  # send-buffer bytes a write() is copying in
+        self.nospace = False  # a write() found the send buffer full (SOCK_NOSPACE)
         self.bytes_queued = 0  # bytes the application handed over, in all
         self.nagle_hold = False
         self.small_end = 0  # end sequence of the last sub-MSS segment sent (Minshall)
@@ -143,7 +157,7 @@ class TcpConnection:
         # classic path keeps its results, which count such credits twice on an ACK).
         self._grabbed = 0
         self.rcv_in_copy = 0  # bytes taken by read() and still being copied
-        self.announced_edge = tp.rmem  # right edge of the last advertised window
+        self.announced_edge = bufs.syn_window  # right edge of the last advertised window
         self.delack_deadline: float | None = None
         self.rto_deadline: float | None = None
         self._delack_running = False
@@ -164,10 +178,17 @@ class TcpConnection:
         self.sendq.put_now(nbytes, sm)
 
     def receive_window(self) -> int:
-        """Free receive-buffer space, never shrinking the right edge already advertised."""
+        """The window the buffer rules offer, never shrinking the right edge already
+        advertised."""
         r = self.receiver
-        free = self.rmem - int(self.rcvbuf.level) - self.rcv_in_copy - r.ofo_bytes
+        free = self.bufs.window(int(self.rcvbuf.level) + self.rcv_in_copy + r.ofo_bytes)
         return max(free, self.announced_edge - r.rcv_nxt, 0)
+
+    def after_read(self) -> None:
+        """A read() copied data out: Linux's receive-buffer autotuning step."""
+        if self.linux_rcv:
+            copied_seq = self.receiver.rcv_nxt - int(self.rcvbuf.level) - self.rcv_in_copy
+            self.bufs.on_read(copied_seq, self.env._now)
 
     def window_update_due(self) -> bool:
         """After a read: is a window update worth an ACK of its own?
@@ -175,7 +196,7 @@ class TcpConnection:
         As Linux's ``tcp_cleanup_rbuf``: when the advertised window left is at most
         half the buffer and the window now offered is at least twice that."""
         left = max(0, self.announced_edge - self.receiver.rcv_nxt)
-        if 2 * left > self.rmem:
+        if 2 * left > self.bufs.window_clamp:
             return False
         new = self.receive_window()
         return new >= 2 * left and new > left
@@ -272,6 +293,7 @@ class TcpConnection:
         r = self.receiver
         wnd = self.receive_window()
         self.announced_edge = r.rcv_nxt + wnd
+        self.bufs.rcv_wnd = wnd
         r.on_ack_sent()  # the ACK rides along
         self.delack_deadline = None
         return Packet(
@@ -327,6 +349,8 @@ class TcpConnection:
         if out.acked:
             self.bytes_acked += out.acked
             self.sndbuf.give(out.acked, sm)
+            if self.nospace and self.grow_sndbuf:
+                self._new_space(sm)
             self._restart_rto(sm)
         elif self.linux and out.rearm:  # RACK armed its reordering timer
             self._restart_rto(sm)
@@ -338,12 +362,33 @@ class TcpConnection:
             yield from self._retransmit(sm, seq, n, charge=False)
         if delivered:
             self.rcvbuf.give(delivered, sm)
+        if self.linux_rcv and pkt.payload:
+            r = self.receiver
+            queued = int(self.rcvbuf.level) + self.rcv_in_copy + r.ofo_bytes
+            self.bufs.on_data(pkt.payload, queued, r.rcv_nxt, self.env._now)
         if ack_now:
             yield from self._send_ack(sm, charge=False)
         elif self.receiver.ack_pending:
             self._arm_delack(sm)
         if self.notify is not None and (out.acked or pkt.payload):
             self.notify(sm)
+
+    def _new_space(self, sm) -> None:
+        """Send-buffer autotuning (``tcp_new_space``), on an ACK after a writer found
+        the buffer full: with cwnd not yet filled, the buffer grows to hold two
+        windows (the growth is free room for the writer); once a writer could go
+        on, the no-space mark is cleared (``sk_stream_write_space``)."""
+        sender = self.sender
+        if sender.flight < sender.cwnd:
+            # BBR asks for three windows of buffer (bbr_sndbuf_expand), the rest for two.
+            factor = sender.ca.sndbuf_expand(sender.tp) if self.linux else 2
+            grow = self.bufs.expand_sndbuf(sender.cwnd // self.mss, factor=factor)
+            if grow:
+                self.sndbuf_size += grow
+                self.wake_bytes = max(1, self.sndbuf_size // 3)
+                self.sndbuf.give(grow, sm)
+        if self.sndbuf.level >= self.wake_bytes:
+            self.nospace = False
 
     def _retransmit(self, sm, seq: int, n: int, charge: bool = True):
         n = min(n, self.mss)

@@ -3,14 +3,19 @@
 Sending runs in the application's SM (see :mod:`cpasim.model.socket`): the
 datagram goes straight to IP, which fragments it when it exceeds the MTU.
 Receiving runs in ``IP Recv`` (``udp_rcv``): the reassembled datagram joins the
-socket's ``Receive buffer`` unless that holds ``tcp.rmem``-worth of bytes
-already (the socket buffer size is shared with TCP's key), in which case it is
-dropped and counted — UDP has no flow control.
+socket's ``Receive buffer`` unless the buffer is full, in which case it is
+dropped and counted — UDP has no flow control.  The buffer is sized by the
+host's ``tcp`` socket-buffer keys: a fixed ``tcp.rmem`` holds that many payload
+bytes; under Linux's rules ``sk_rcvbuf`` is the doubled ``tcp.rcvbuf`` request
+(or ``tcp.core_rmem_default``), each datagram is charged ``tcp.rx_truesize``
+per fragment, and one is dropped when the memory already charged exceeds the
+buffer (``__udp_enqueue_schedule_skb``).
 """
 
 from __future__ import annotations
 
 from cpasim.model.packet import Packet
+from cpasim.model.sockbuf import SOCK_MIN_RCVBUF, setsockopt_buf
 from cpasim.model.tcp_rules import IP_HEADER, UDP_HEADER
 from cpasim.trace import TracedStore
 
@@ -23,12 +28,27 @@ class UdpEndpoint:
         self.ip = ip
         self.mtu = mtu
         self.sw_csum = not hc.nic.csum_offload
-        self.rmem = hc.tcp.rmem
+        tp = hc.tcp
+        self.fixed = tp.rmem > 0
+        if self.fixed:
+            self.rmem = tp.rmem
+        elif tp.rcvbuf:
+            self.rmem = setsockopt_buf(tp.rcvbuf, tp.core_rmem_max, SOCK_MIN_RCVBUF)
+        else:
+            self.rmem = tp.core_rmem_default
+        self.frag_payload = mtu - IP_HEADER  # IP payload bytes per fragment
+        self.truesize = tp.rx_truesize
         self.rcvq = TracedStore(env, tracer, sys, "Receive buffer", str(idx))
-        self.rcv_bytes = 0  # payload bytes waiting in rcvq
+        self.rcv_bytes = 0  # buffer memory charged for the datagrams in rcvq
         self.next_id = 0
         self.drops = {"udp_rcvbuf": 0}
         self.sent = 0
+
+    def charge(self, payload: int) -> int:
+        """Buffer memory a datagram of ``payload`` bytes takes while queued."""
+        if self.fixed:
+            return payload
+        return -(-(payload + UDP_HEADER) // self.frag_payload) * self.truesize
 
     def send(self, sm, nbytes: int):
         """Generator run by ``sendto()``: hand one datagram to IP."""
@@ -53,8 +73,9 @@ class UdpEndpoint:
         cpu = self.cpu
         csum = cpu.cycles("csum", pkt.length) if self.sw_csum else 0.0
         yield cpu.spend(sm, "udp_rcv", stack=cpu.cycles("rx_packet"), copy=csum)
-        if self.rcv_bytes + pkt.payload > self.rmem:
+        charge = self.charge(pkt.payload)
+        if (self.rcv_bytes + charge if self.fixed else self.rcv_bytes) > self.rmem:
             self.drops["udp_rcvbuf"] += 1
             return
-        self.rcv_bytes += pkt.payload
+        self.rcv_bytes += charge
         self.rcvq.put_now(pkt.payload, sm)

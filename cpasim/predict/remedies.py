@@ -9,8 +9,12 @@ kind           recognised by                                remedy
 ============== ============================================ =================================
 ``link``       ``*:MAC:transmit`` (serialization)           ``link.rate`` × 10
 ``bottleneck`` ``*:Bottleneck:serialize``                   ``bottleneck.rate`` × 10
-``window``     a resource loop through ``Send window`` or   ``tcp.wmem`` and ``tcp.rmem`` ≥
-               ``Send buffer``                              4 × bandwidth-delay product
+``window``     a resource loop through ``Send window`` or   the socket buffers ≥ 4 × bandwidth-
+               ``Send buffer``                              delay product: ``tcp.wmem`` and
+                                                            ``tcp.rmem`` (fixed buffers), else
+                                                            ``tcp.sndbuf``/``tcp.rcvbuf`` where
+                                                            set, else the autotuning limits
+                                                            ``tcp.wmem_max``/``tcp.rmem_max``
 ``bus``        NIC DMA states, a busy PCIe channel bound,   ``pcie.lanes`` × 4 on that host
                loops through ``PCI bus``                    (then the next generation)
 ``cores``      a busy ``CPU cores`` bound, or CPU states    ``cpu.cores`` + 1 on that host
@@ -153,17 +157,21 @@ def _window(cfg: Config, sys: str) -> dict:
         rate = cfg.bottleneck.rate
     bdp = rate / 8 * 2 * cfg.link.delay / 1e9
     want = _pow2_at_least(BDP_FACTOR * bdp)
-    out = {}
-    for key in ("tcp.wmem", "tcp.rmem"):
-        for h in ("tx", "rx"):
-            have = cfg.value(f"hosts.{h}.{key}")
-            if have < want:
-                out[f"hosts.{h}.{key}"] = want
+    keys = [f"hosts.{h}.{key}" for h in ("tx", "rx") for key in _buffer_keys(cfg, h)]
+    out = {k: want for k in keys if cfg.value(k) < want}
     if not out:  # already above 4 × BDP and still the bottleneck: grow anyway
-        for key in ("tcp.wmem", "tcp.rmem"):
-            for h in ("tx", "rx"):
-                out[f"hosts.{h}.{key}"] = 4 * cfg.value(f"hosts.{h}.{key}")
+        out = {k: 4 * cfg.value(k) for k in keys}
     return out
+
+
+def _buffer_keys(cfg: Config, h: str) -> tuple[str, ...]:
+    """The keys that size host ``h``'s socket buffers (see cpasim.model.sockbuf)."""
+    if cfg.value(f"hosts.{h}.tcp.wmem"):
+        return ("tcp.wmem", "tcp.rmem")
+    return tuple(
+        req if cfg.value(f"hosts.{h}.{req}") else limit
+        for req, limit in (("tcp.sndbuf", "tcp.wmem_max"), ("tcp.rcvbuf", "tcp.rmem_max"))
+    )
 
 
 def _bus(cfg: Config, sys: str) -> dict:

@@ -22,9 +22,11 @@ keys                             transform amount (old → new)
                                            (the TX doorbell's MMIO stall is a fixed part)
 ``cpu.cores``                    bound     ``{sys}:CPU cores`` work / new cores (the pool's
                                            order is freed, see below)
-``tcp.wmem``                     capacity  ``{sys}:Send buffer*`` + (new − old) bytes
+``tcp.wmem``                     capacity  ``{sys}:Send buffer*`` + (new − old) bytes (fixed
+                                           buffers only: both values > 0)
 ``tcp.rmem``                     capacity  ``{peer}:Send window*`` + (new − old) bytes (the
-                                           receiver's buffer bounds the sender's window)
+                                           receiver's buffer bounds the sender's window;
+                                           fixed buffers only)
 ``nic.tx_ring``                  capacity  ``{sys}:TX free desc`` + (new − old) descriptors
 ``nic.rx_ring``                  capacity  ``{sys}:RX free desc`` + (new − old) descriptors
 ``nic.tx_fifo``                  capacity  ``{sys}:TX FIFO`` + growth in full-size frames
@@ -189,6 +191,21 @@ def _growth(key: str) -> Callable[[Lookup, Lookup], float]:
     return lambda old, new: new(key) - old(key)
 
 
+def _fixed_buffers_only(key: str) -> Callable[[Lookup, Lookup], str | None]:
+    """Under Linux's rules (0) a buffer is doubled, charged per skb and autotuned:
+    not a fixed capacity a trace could grow."""
+
+    def refuse(old: Lookup, new: Lookup) -> str | None:
+        if old(key) and new(key):
+            return None
+        return (
+            f"{key} = 0 means Linux's socket-buffer rules (autotuning), which change "
+            "the window over the run; re-simulate it with 'cpasim run'"
+        )
+
+    return refuse
+
+
 def _bus_bandwidth_ratio(old: Lookup, new: Lookup) -> float:
     if old("bus.kind") != "pcie":
         return 1.0  # PCIe settings do not act on a legacy PCI bus
@@ -307,6 +324,7 @@ RULES: tuple[Rule, ...] = (
         (Target("{sys}:Send buffer*"),),
         _growth("tcp.wmem"),
         "more send-buffer bytes the writer may fill before ACKs free them",
+        _fixed_buffers_only("tcp.wmem"),
     ),
     Rule(
         ("tcp.rmem",),
@@ -314,6 +332,7 @@ RULES: tuple[Rule, ...] = (
         (Target("{peer}:Send window*"),),
         _growth("tcp.rmem"),
         "a larger advertised window gives the peer's sender more credits",
+        _fixed_buffers_only("tcp.rmem"),
     ),
     Rule(
         ("nic.tx_ring",),

@@ -22,6 +22,9 @@ CONTEXT_KEYS = (
     "link.mtu",
     "hosts.tx.tcp.wmem",
     "hosts.rx.tcp.rmem",
+    "hosts.rx.tcp.rcvbuf",
+    "hosts.rx.tcp.core_rmem_max",
+    "hosts.rx.tcp.rx_truesize",
     "hosts.tx.tcp.timestamps",
 )
 
