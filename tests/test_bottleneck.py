@@ -39,7 +39,8 @@ MSS = MTU - HDR
 
 #: The sender these figures were measured with (the classic RFC sender), pinned
 #: so that a change of the default congestion control does not move them.
-PINNED = ("tcp.cc=newreno",)
+# The classic sender and fixed 64 KiB buffers these figures were measured with.
+PINNED = ("tcp.cc=newreno", "tcp.sack=false", "tcp.wmem=64KiB", "tcp.rmem=64KiB")
 
 
 def _load(path, sets=()):
