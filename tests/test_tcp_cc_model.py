@@ -100,7 +100,10 @@ def test_window_stays_within_what_the_receiver_allows(cc, lossy):
 def test_scoreboard_counters_match_the_segment_flags(sets):
     """After every ACK and timeout on a 5% lossy link, packets_out, sacked_out,
     lost_out and retrans_out equal what the per-segment flags say."""
-    cfg = load_scenario(None, sets=[*SHORT, "link.loss=0.05", *sets])
+    # Fixed 64 KiB buffers: a first window large enough that every algorithm sees
+    # many ACKs before its first RTO (autotuning starts from a 16 KiB send buffer).
+    fixed = ["tcp.wmem=64KiB", "tcp.rmem=64KiB"]
+    cfg = load_scenario(None, sets=[*SHORT, *fixed, "link.loss=0.05", *sets])
     env = simpy.Environment()
     system = System(cfg, env, NULL_TRACER)
     s = system.tx.tcp[0].sender
