@@ -12,6 +12,7 @@ import typer
 from cpasim.cli import app
 from cpasim.config import load_scenario
 from cpasim.model.cpu import CATEGORIES
+from cpasim.predict.runs import write_run_record
 from cpasim.simulate import Result, simulate
 
 
@@ -40,6 +41,9 @@ def run_cmd(
         kept = f"; the trace recorded so far is in {trace}" if trace is not None else ""
         print(f"cpasim: run interrupted, no result{kept}", file=sys.stderr)
         raise typer.Exit(130) from None
+    if trace is not None:
+        # What predict/validate need to take this trace as their baseline.
+        write_run_record(cfg, trace, result.to_json())
     if as_json:
         out = result.to_json()
         out["scenario"] = str(scenario)

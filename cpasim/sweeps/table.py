@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import csv
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from cpasim.errors import CpasimError
+from cpasim.files import replace_atomically
 
 TABLE_INSTALL_HINT = "install it with: pip install 'cpasim[table]'"
 FORMATS = (".csv", ".parquet")
@@ -131,18 +130,6 @@ def read_rows(path: Path, text_columns: Sequence[str] = ()) -> list[dict[str, ob
     return rows
 
 
-def _replace(path: Path, write) -> None:
-    """Write a file completely under a temporary name, then rename it into place."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_rows(path: Path, rows: Sequence[Mapping], first: Sequence[str] = ()) -> None:
     """Write the whole table atomically, as CSV or parquet by the file name."""
     path = Path(path)
@@ -150,9 +137,9 @@ def write_rows(path: Path, rows: Sequence[Mapping], first: Sequence[str] = ()) -
     if path.suffix.lower() == ".parquet":
         pandas = require_pandas("--out *.parquet", parquet=True)
         frame = pandas.DataFrame([{c: r.get(c) for c in columns} for r in rows], columns=columns)
-        _replace(path, lambda tmp: frame.to_parquet(tmp, index=False))
+        replace_atomically(path, lambda tmp: frame.to_parquet(tmp, index=False))
     else:
-        _replace(path, lambda tmp: _write_csv(tmp, rows, columns))
+        replace_atomically(path, lambda tmp: _write_csv(tmp, rows, columns))
 
 
 def _write_csv(path: Path, rows: Sequence[Mapping], columns: Sequence[str]) -> None:
@@ -171,13 +158,13 @@ class CsvAppender:
         self.first = list(first)
         self.rows = list(rows)
         self.columns = columns_of(self.rows, self.first)
-        _replace(self.path, lambda tmp: _write_csv(tmp, self.rows, self.columns))
+        replace_atomically(self.path, lambda tmp: _write_csv(tmp, self.rows, self.columns))
 
     def append(self, row: Mapping) -> None:
         self.rows.append(row)
         if any(c not in self.columns for c in row):
             self.columns = columns_of(self.rows, self.first)
-            _replace(self.path, lambda tmp: _write_csv(tmp, self.rows, self.columns))
+            replace_atomically(self.path, lambda tmp: _write_csv(tmp, self.rows, self.columns))
             return
         with self.path.open("a", newline="") as f:
             csv.DictWriter(f, self.columns).writerow({c: _cell(row.get(c)) for c in self.columns})
