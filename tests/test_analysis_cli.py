@@ -122,6 +122,44 @@ def test_bad_input_is_one_clear_error(args, words):
     assert words in str(r.exception) or words in r.output
 
 
+@pytest.mark.parametrize(
+    ("option", "pattern", "words"),
+    [
+        ("--scale", "h:Stack:Lookup*=0.5", "--scale 'h:Stack:Lookup*' matches no state"),
+        ("--scale", "h:Stack:Lookup*=0.5", "closest: h:Stack:Look up dest"),
+        ("--scale-comm", "h:pkq=0", "--scale-comm 'h:pkq' matches no queue"),
+        ("--break", "h:pkq", "closest: h:pktq"),
+        ("--capacity", "h:Pktq=+1", "--capacity 'h:Pktq' matches no queue"),
+    ],
+)
+def test_whatif_pattern_matching_nothing_is_an_error(option, pattern, words):
+    r = runner.invoke(
+        app, ["analyze", STACK, "--start", "h:Stack", "--end", "h:Driver", option, pattern]
+    )
+    assert r.exit_code != 0
+    assert words in str(r.exception)
+
+
+def test_trace_names_lists_what_patterns_match():
+    r = runner.invoke(app, ["trace", "names", STACK])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[:2] == ["systems (1)", "  h"]
+    for name in ("h:Stack", "h:Driver", "h:Stack:Look up dest", "h:Driver:Fill desc", "h:pktq"):
+        assert f"  {name}" in lines
+    out = json.loads(runner.invoke(app, ["trace", "names", STACK, "--json"]).output)
+    assert out["queues"] == {"h:pktq": 1}
+    assert set(out["states"]) == {
+        "h:Stack:Append hdrs",
+        "h:Stack:Look up dest",
+        "h:Stack:Queue pkt",
+        "h:Stack:Get pkt",
+        "h:Driver:Idle",
+        "h:Driver:Fill desc",
+        "h:Driver:Notify NIC",
+    }
+
+
 def test_installed_command_errors_cleanly():
     ok = subprocess.run(
         [str(CPASIM), "analyze", STACK, "--start", "h:Stack", "--end", "h:Driver", "--json"],

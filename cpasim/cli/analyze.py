@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cpasim.analysis import AnalysisResult, PathResult, Transforms, analyze
+from cpasim.analysis.names import check_patterns, trace_names
 from cpasim.analysis.transforms import check_factor, check_pattern, parse_assignment, parse_capacity
 from cpasim.cli import app
 from cpasim.errors import CpasimError
@@ -77,6 +78,15 @@ def analyze_cmd(
         breaks=list(breaks or []),
         capacity=[parse_capacity(c) for c in capacity or []],
     )
+    if not tf.is_identity:
+        # A pattern that matches nothing would silently report the baseline.
+        check_patterns(
+            trace_names(_open(trace)),
+            [("--scale", p) for p, _ in tf.scale],
+            [("--scale-comm", p) for p, _ in tf.scale_comm]
+            + [("--break", p) for p in tf.breaks]
+            + [("--capacity", p) for p, _ in tf.capacity],
+        )
     result = analyze(_open(trace), start, end, conn=conn, transforms=tf, lenient=lenient)
     if dot is not None:
         from cpasim.analysis.dot import to_dot
