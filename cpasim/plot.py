@@ -71,7 +71,7 @@ def axis_unit(column: str, values: Sequence[float]) -> tuple[str, float]:
 
 
 def _label(name: str, unit: str) -> str:
-    return f"{name} [{unit}]" if unit else name
+    return f"{table.without_unit_suffix(name)} [{unit}]" if unit else name
 
 
 def _number(value: object) -> float | None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -185,6 +186,19 @@ def display_unit(name: str) -> tuple[str, float]:
     return "", 1.0
 
 
+def without_unit_suffix(name: str) -> str:
+    """``goodput_bps`` → ``goodput``, ``latency_ns.p99`` → ``latency.p99``: for a heading
+    that names the unit the values are shown in, which is not the stored one."""
+    return re.sub(r"_(bps|ns)(?=\.|$)", "", name)
+
+
+def display_header(name: str) -> str:
+    """A metric column's heading with the unit its cells are shown in
+    (``goodput_bps`` shows as ``goodput (Gb/s)``)."""
+    unit, _ = display_unit(name)
+    return f"{without_unit_suffix(name)} ({unit})" if unit else name
+
+
 def headline_columns(rows: Sequence[Mapping], limit: int = 5) -> list[str]:
     """The HEADLINE metrics the rows have numbers for, at most ``limit``."""
     chosen = []
@@ -211,6 +225,10 @@ def _analysis_cell(row: Mapping, column: str) -> str:
 def render(rows: Sequence[Mapping], keys: Sequence[str]):
     """A rich Table summarising a sweep: varied keys, a few metrics, errors."""
     from rich.table import Table
+    from rich.text import Text
+
+    # Cells and headings are Text, never markup: a state named tx:Link:propagate
+    # stays literal (as markup ":link:" would become an emoji and "[x]" a style).
 
     extra = [c for c in ("critical_state", "resource_loop") if any(r.get(c) for r in rows)]
     metrics = headline_columns(rows)
@@ -218,14 +236,13 @@ def render(rows: Sequence[Mapping], keys: Sequence[str]):
     errors = any(r.get(ERROR) for r in rows)
     grid = Table(title=f"sweep: {len(rows)} runs", title_justify="left")
     for key in keys:
-        grid.add_column(key)
+        grid.add_column(Text(key))
     if repeats:
         grid.add_column(REPEAT, justify="right")
     for name in metrics:
-        unit, _ = display_unit(name)
-        grid.add_column(f"{name} [{unit}]" if unit else name, justify="right")
+        grid.add_column(Text(display_header(name)), justify="right")
     for name in extra:
-        grid.add_column(name)
+        grid.add_column(Text(name))
     if errors:
         grid.add_column(ERROR, style="red")
     for row in rows:
@@ -239,5 +256,5 @@ def render(rows: Sequence[Mapping], keys: Sequence[str]):
         cells += [_analysis_cell(row, c) for c in extra]
         if errors:
             cells.append(str(row.get(ERROR) or ""))
-        grid.add_row(*cells)
+        grid.add_row(*(Text(c) for c in cells))
     return grid
