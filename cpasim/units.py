@@ -251,3 +251,25 @@ def human(value: float | int, dimension: str, digits: int = 4) -> str:
         if abs(value) >= factor or factor == 1.0:
             return f"{value / factor:.{digits}g} {unit}"
     raise AssertionError("unreachable: the last unit has factor 1")
+
+
+#: What a plain number means, per dimension (for error hints).
+_PLAIN_MEANS = {TIME: "seconds", RATE: "bit/s", SIZE: "bytes", FREQ: "Hz"}
+
+
+def plain_number_hint(raw: object, dimension: str) -> str:
+    """For a quantity written without a unit, the words saying which unit it was read
+    in (``350`` -> ``"350 s; plain numbers are seconds (e.g. write '350us')"``); else ``""``.
+    """
+    if isinstance(raw, bool):
+        return ""
+    if isinstance(raw, (int, float)):
+        text = f"{raw:g}"
+    elif isinstance(raw, str) and (m := _NUMBER.match(raw)) and not m.group(2):
+        text = m.group(1)
+    else:
+        return ""
+    return (
+        f"{text} {_SI_NAME[dimension]}; plain numbers are {_PLAIN_MEANS[dimension]} "
+        f"(write the unit, e.g. '{_EXAMPLE[dimension]}')"
+    )

@@ -160,6 +160,7 @@ def test_trace_names_lists_what_patterns_match():
     }
 
 
+@pytest.mark.slow
 def test_installed_command_errors_cleanly():
     ok = subprocess.run(
         [str(CPASIM), "analyze", STACK, "--start", "h:Stack", "--end", "h:Driver", "--json"],

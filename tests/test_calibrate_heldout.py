@@ -42,6 +42,7 @@ def check():
     return held_out(base, read_manifest(CAPTURES), CALIBRATE_ON, _sim)
 
 
+@pytest.mark.slow
 def test_calibration_capture_is_matched(check):
     cal = check.calibration
     assert cal.run.name == CALIBRATE_ON
@@ -52,12 +53,14 @@ def test_calibration_capture_is_matched(check):
     assert cal.simulations <= 20
 
 
+@pytest.mark.slow
 def test_linux_advertises_about_sixty_percent_of_the_doubled_buffer(check):
     for p in check.predictions:
         ratio = p.measured.adv_window / (2 * p.run.window)
         assert 0.58 < ratio < 0.63, p.run.name
 
 
+@pytest.mark.slow
 def test_held_out_goodput_errors(check):
     preds = check.predictions
     assert len(preds) == 18  # 17 delayed runs besides the calibration one, 1 without delay
@@ -95,6 +98,7 @@ def test_fit_is_deterministic():
     assert [r.simulated for r in a.residuals] == [r.simulated for r in b.residuals]
 
 
+@pytest.mark.slow
 def test_fit_stays_within_its_simulation_budget():
     cfg = load_scenario(None, sets=[*SHORT, "link.rate=200Mbps"])
     targets = [Target("goodput_bps", 20e6, "a"), Target("goodput_bps", 21e6, "b")]

@@ -447,6 +447,7 @@ def test_cli_info(cli, small_trace):
     assert summary["span_ns"] == summary["t_last_ns"] - summary["t_first_ns"] > 0
 
 
+@pytest.mark.slow
 def test_installed_command_reports_errors_in_one_line(small_trace, tmp_path):
     path, data = small_trace
     ok = subprocess.run(

@@ -172,6 +172,7 @@ def test_cli_validate_json_keys(runner, scenario):
     assert out["error"] < 0.01
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "change, message",
     [
