@@ -35,6 +35,36 @@ def test_plain_output_names_the_bottleneck():
     assert "resource loops: none" in r.output
 
 
+def test_detail_shows_profile_queues_and_near_critical_names():
+    plain = run(STACK, "--start", "h:Stack", "--end", "h:Driver")
+    assert "per-SM profile" not in plain.output and "slack" not in plain.output
+    r = run(STACK, "--start", "h:Stack", "--end", "h:Driver", "--detail")
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert "near-critical (slack): none competed with the path" in lines
+    profile = lines.index("per-SM profile (whole trace)")
+    stack = next(ln for ln in lines[profile:] if "h:Stack " in ln)
+    # Stack: 11 ns active over 5 entries, its busiest state first.
+    assert stack.split("│")[1:5] == [" h:Stack       ", "  11 ns ", "    0 ns ", "       5 "]
+    assert "Append hdrs 5 ns, Look up dest 4 ns, Queue pkt 2 ns" in stack
+    queues = lines.index("queues (whole trace)")
+    pktq = next(ln for ln in lines[queues:] if "h:pktq" in ln)
+    assert "1 (13 ns)" in pktq and "2 ns / 2 ns" in pktq
+
+
+def test_detail_lists_names_that_lost_a_race_with_their_slack():
+    from cpasim.cli.analyze import _fmt
+
+    args = [str(TRACES / "model_tcp_stream.cpt"), "--start", "tx:App", "--end", "rx:App"]
+    slack = json.loads(run(*args, "--json").output)["slack"]
+    assert slack
+    r = run(*args, "--detail", "--top", "3")
+    assert r.exit_code == 0, r.output
+    rows = [ln for ln in r.output.splitlines() if ln.startswith("│")]
+    for entry in slack[:3]:
+        assert any(entry["name"] in ln and _fmt(entry["slack_ns"]) in ln for ln in rows)
+
+
 def test_json_has_the_contract_fields():
     r = run(STACK, "--start", "h:Stack", "--end", "h:Driver", "--json")
     assert r.exit_code == 0, r.output

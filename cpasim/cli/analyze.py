@@ -66,6 +66,14 @@ def analyze_cmd(
         str, typer.Option("--graph", help="Graph for --dot: high, global or sm:SYS:SM.")
     ] = "high",
     top: Annotated[int, typer.Option("--top", help="Rows per table.", min=1)] = 10,
+    detail: Annotated[
+        bool,
+        typer.Option(
+            "--detail",
+            help="Also print the near-critical names (slack), the per-SM profile and the "
+            "per-queue statistics.",
+        ),
+    ] = False,
 ) -> None:
     """Find the critical path from START's first record to END's last; name the bottleneck."""
     if not (graph in ("high", "global") or graph.startswith("sm:")):
@@ -99,7 +107,7 @@ def analyze_cmd(
     if as_json:
         typer.echo(json.dumps(_finite(result.to_json()), indent=1, sort_keys=True))
     else:
-        _print(result, top)
+        _print(result, top, detail)
     if not result.reachable:
         raise CpasimError(
             f"{trace}: end {result.end} not reachable from start {result.start}"
@@ -127,8 +135,10 @@ def _fmt(ns: float | None) -> str:
     return f"{ns:.4g} ns"
 
 
-def _print(result: AnalysisResult, top: int) -> None:
+def _print(result: AnalysisResult, top: int, detail: bool = False) -> None:
     console = Console(highlight=False, soft_wrap=True, emoji=False)
+    if not console.is_terminal:  # a file or pipe: do not squeeze tables to 80 columns
+        console.width = 160
     what = f"{result.start} -> {result.end}"
     if result.transforms:
         what += "  [" + ", ".join(result.transforms) + "]"
@@ -136,6 +146,11 @@ def _print(result: AnalysisResult, top: int) -> None:
     paths = {None: result.path} if result.path is not None else dict(result.connections.items())
     for conn, path in paths.items():
         _print_path(console, path, conn, top)
+        if detail and path.reachable:
+            _print_slack(console, path, top)
+    if detail:
+        _print_profile(console, result.profile, top)
+        _print_queues(console, result.queues)
     if result.warnings:
         console.print(f"warnings ({len(result.warnings)}):")
         for w in result.warnings:
@@ -152,8 +167,10 @@ def _print_path(console: Console, path: PathResult, conn, top: int) -> None:
         f"{title}critical path {_fmt(path.critical_path_ns)} "
         f"(elapsed {_fmt(path.elapsed_ns)}, ratio {ratio:.4f}), {path.edge_count} edges"
     )
+    # No slack column here: a name on the path lost no race at its nodes, so its
+    # slack is mostly undefined; --detail lists the names that did (near-critical).
     table = Table(title="most critical", title_justify="left")
-    for col in ("name", "share", "waiting", "time", "slack"):
+    for col in ("name", "share", "waiting", "time"):
         table.add_column(col, justify="left" if col == "name" else "right")
     for m in path.most_critical[:top]:
         table.add_row(
@@ -161,7 +178,6 @@ def _print_path(console: Console, path: PathResult, conn, top: int) -> None:
             f"{100 * m['share']:.2f}%",
             f"{100 * m['waiting_share']:.2f}%",
             _fmt(m["time_ns"]),
-            _fmt(m["slack_ns"]),
         )
     console.print(table)
     if path.loops:
@@ -173,3 +189,66 @@ def _print_path(console: Console, path: PathResult, conn, top: int) -> None:
         console.print(loops)
     else:
         console.print("resource loops: none")
+
+
+def _print_slack(console: Console, path: PathResult, top: int) -> None:
+    if not path.slack:
+        console.print("near-critical (slack): none competed with the path")
+        return
+    table = Table(
+        title="near-critical: least slack (one occurrence may grow this much before the "
+        "path moves)",
+        title_justify="left",
+    )
+    table.add_column("name")
+    table.add_column("slack", justify="right")
+    for s in path.slack[:top]:
+        table.add_row(escape(s["name"]), _fmt(s["slack_ns"]))
+    console.print(table)
+
+
+def _print_profile(console: Console, profile: list[dict], top: int) -> None:
+    """Per SM, over the whole trace: active and waiting time, and its busiest states."""
+    table = Table(title="per-SM profile (whole trace)", title_justify="left")
+    for col in ("state machine", "active", "waiting", "entries", "busiest states (active)"):
+        table.add_column(col, justify="left" if col[0] in "sb" else "right")
+    for sm in sorted(profile, key=lambda d: (-d["active_ns"], d["sm"])):
+        if not (sm["active_ns"] or sm["waiting_ns"]):
+            continue  # an SM that only declares a queue
+        states = [d for d in sm["states"] if d["active_ns"] > 0][:3]
+        table.add_row(
+            escape(sm["sm"]),
+            _fmt(sm["active_ns"]),
+            _fmt(sm["waiting_ns"]),
+            str(sum(d["entered"] for d in sm["states"])),
+            escape(", ".join(f"{d['state']} {_fmt(d['active_ns'])}" for d in states)),
+        )
+    console.print(table)
+
+
+def _print_queues(console: Console, queues: list[dict]) -> None:
+    """Per queue: occupancy, blocking on empty/full, communication latency, arrivals."""
+    table = Table(title="queues (whole trace)", title_justify="left")
+    columns = (
+        "queue",
+        "capacity",
+        "occupancy mean/max",
+        "waits empty",
+        "waits full",
+        "comm latency mean/max",
+        "arrivals",
+    )
+    for col in columns:
+        table.add_column(col, justify="left" if col == "queue" else "right")
+    for q in queues:
+        rate = q["arrival_rate_per_s"]
+        table.add_row(
+            escape(q["queue"]),
+            "-" if q["capacity"] is None else str(q["capacity"]),
+            f"{q['mean_occupancy']:.3g} / {q['max_occupancy']}",
+            f"{q['waits_empty']} ({_fmt(q['waited_empty_ns'])})",
+            f"{q['waits_full']} ({_fmt(q['waited_full_ns'])})",
+            f"{_fmt(q['comm_latency_mean_ns'])} / {_fmt(q['comm_latency_max_ns'])}",
+            f"{q['arrivals']}" + ("" if rate is None else f" ({rate:.4g}/s)"),
+        )
+    console.print(table)
