@@ -17,6 +17,7 @@ from cpasim.analysis.names import check_patterns, trace_names
 from cpasim.analysis.transforms import check_factor, check_pattern, parse_assignment, parse_capacity
 from cpasim.cli import app
 from cpasim.errors import CpasimError
+from cpasim.progress import CountingSource, activity
 
 
 def _open(path: Path):
@@ -66,6 +67,10 @@ def analyze_cmd(
         str, typer.Option("--graph", help="Graph for --dot: high, global or sm:SYS:SM.")
     ] = "high",
     top: Annotated[int, typer.Option("--top", help="Rows per table.", min=1)] = 10,
+    progress: Annotated[
+        bool,
+        typer.Option("--progress/--no-progress", help="Progress on stderr for work over 2 s."),
+    ] = True,
     detail: Annotated[
         bool,
         typer.Option(
@@ -86,16 +91,18 @@ def analyze_cmd(
         breaks=list(breaks or []),
         capacity=[parse_capacity(c) for c in capacity or []],
     )
-    if not tf.is_identity:
-        # A pattern that matches nothing would silently report the baseline.
-        check_patterns(
-            trace_names(_open(trace)),
-            [("--scale", p) for p, _ in tf.scale],
-            [("--scale-comm", p) for p, _ in tf.scale_comm]
-            + [("--break", p) for p in tf.breaks]
-            + [("--capacity", p) for p, _ in tf.capacity],
-        )
-    result = analyze(_open(trace), start, end, conn=conn, transforms=tf, lenient=lenient)
+    with activity(f"cpasim analyze {trace.name}", progress):
+        if not tf.is_identity:
+            # A pattern that matches nothing would silently report the baseline.
+            check_patterns(
+                trace_names(CountingSource(_open(trace), "reading the names")),
+                [("--scale", p) for p, _ in tf.scale],
+                [("--scale-comm", p) for p, _ in tf.scale_comm]
+                + [("--break", p) for p in tf.breaks]
+                + [("--capacity", p) for p, _ in tf.capacity],
+            )
+        source = CountingSource(_open(trace), f"analysing {trace.name}")
+        result = analyze(source, start, end, conn=conn, transforms=tf, lenient=lenient)
     if dot is not None:
         from cpasim.analysis.dot import to_dot
 

@@ -29,6 +29,7 @@ from cpasim.files import write_text_atomically
 from cpasim.predict.bounds import busy, holding
 from cpasim.predict.transforms_table import reference, state_active, state_means
 from cpasim.predict.window import WINDOW_COMMIT_EVERY, Window, analyses, make_window
+from cpasim.progress import note
 from cpasim.simulate import simulate
 from cpasim.trace import open_trace
 from cpasim.trace.records import BEGIN, TraceSource
@@ -291,7 +292,8 @@ def traced_run(
     a run nothing will be predicted from (a re-simulated check) can skip it.
     """
     trace = Path(trace)
-    res = simulate(cfg, trace_path=trace, progress=progress)
+    with note(f"simulating into {trace.name}"):
+        res = simulate(cfg, trace_path=trace, progress=progress)
     return analysed_run(cfg, trace, res.to_json(), window=window)
 
 
@@ -315,14 +317,15 @@ def analysed_run(cfg: Config, trace: Path, result: dict, *, window: bool = True)
     """Analyse the run ``result`` recorded in ``trace`` and write its full sidecar."""
     start, end = tuple(result["analysis_start"]), tuple(result["analysis_end"])
     ref = reference()
-    [(analysis, cut, before)] = analyses(
-        lambda: open_trace(trace),
-        start,
-        end,
-        [ref],
-        cfg.sim.warmup,
-        profiles=True,
-    )
+    with note(f"analysing the trace {trace.name}"):
+        [(analysis, cut, before)] = analyses(
+            lambda: open_trace(trace),
+            start,
+            end,
+            [ref],
+            cfg.sim.warmup,
+            profiles=True,
+        )
     active = measured_active(analysis, before)
     run = TracedRun(
         cfg=cfg,
@@ -377,15 +380,16 @@ def _window_run(cfg: Config, trace: Path, start, end) -> WindowRun | None:
         return None
     window = make_window(trace, start, end, *span)
     ref = reference()
-    [(res, cut, before)] = analyses(
-        lambda: window.source(trace),
-        start,
-        end,
-        [ref],
-        window.t_measure,
-        profiles=True,
-        commit_every=WINDOW_COMMIT_EVERY,
-    )
+    with note(f"analysing the tail of {trace.name}"):
+        [(res, cut, before)] = analyses(
+            lambda: window.source(trace),
+            start,
+            end,
+            [ref],
+            window.t_measure,
+            profiles=True,
+            commit_every=WINDOW_COMMIT_EVERY,
+        )
     active = measured_active(res, before)
     path = summarize(res, f"{trace} (window)", cut).bounded(busy(cfg, ref, active))
     return WindowRun(window, path, active)
