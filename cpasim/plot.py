@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cpasim.errors import CpasimError
+from cpasim.files import replace_atomically
 from cpasim.sweeps import table
 
 #: Bytes on the wire around a TCP payload without options: TCP/IP headers (40)
@@ -131,7 +132,8 @@ def plot(
         raise CpasimError(f"--out {out}: expected a file ending in .png, .svg or .pdf")
     figure = draw(rows, keys, x=x, y=y, hue=hue, heatmap=heatmap)
     try:
-        figure.savefig(out, dpi=120)
+        fmt = out.suffix.lower()[1:]
+        replace_atomically(out, lambda tmp: figure.savefig(tmp, dpi=120, format=fmt))
     except OSError as exc:
         raise CpasimError(f"--out {out}: cannot write the figure ({exc.strerror})") from None
     finally:

@@ -42,3 +42,24 @@ def test_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, umask):
         replace_atomically(out, fail)
     assert out.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["x.txt"]
+
+
+def test_graph_and_run_record_get_the_umask_mode(tmp_path, umask):
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    import cpasim.cli
+    from cpasim.config import load_scenario
+    from cpasim.predict.runs import sidecar_path, write_run_record
+
+    umask(0o027)
+    stack = Path(__file__).parent / "traces" / "stack_driver.jsonl"
+    dot = tmp_path / "g.dot"
+    cpasim.cli._register()
+    args = ["analyze", str(stack), "--start", "h:Stack", "--end", "h:Driver", "--dot", str(dot)]
+    assert CliRunner().invoke(cpasim.cli.app, args).exit_code == 0
+    assert stat.S_IMODE(dot.stat().st_mode) == 0o640
+    trace = tmp_path / "r.cpt"
+    write_run_record(load_scenario(None), trace, {"goodput_bps": 1.0})
+    assert stat.S_IMODE(sidecar_path(trace).stat().st_mode) == 0o640

@@ -17,6 +17,7 @@ from cpasim.analysis.names import check_patterns, trace_names
 from cpasim.analysis.transforms import check_factor, check_pattern, parse_assignment, parse_capacity
 from cpasim.cli import app
 from cpasim.errors import CpasimError
+from cpasim.files import write_text_atomically
 from cpasim.progress import CountingSource, activity
 
 
@@ -108,7 +109,7 @@ def analyze_cmd(
 
         text = to_dot(result, graph)
         try:
-            dot.write_text(text, encoding="utf-8")
+            write_text_atomically(dot, text)
         except OSError as exc:
             raise CpasimError(f"{dot}: cannot write graph: {exc.strerror}") from None
     if as_json:

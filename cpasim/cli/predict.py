@@ -12,6 +12,7 @@ import typer
 from cpasim.cli import app
 from cpasim.config import load_scenario
 from cpasim.errors import CpasimError
+from cpasim.files import write_text_atomically
 from cpasim.predict import ladder as ladder_mod
 from cpasim.predict.predict import changed_config, parse_changes, predict
 from cpasim.predict.runs import PathSummary, baseline
@@ -186,7 +187,7 @@ def ladder_cmd(
             if write is not None:
                 write(target)
             else:
-                target.write_text(table)
+                write_text_atomically(target, table)
         except OSError as exc:
             raise CpasimError(f"{target}: cannot write: {exc.strerror}") from None
     if as_json:

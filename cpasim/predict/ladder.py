@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cpasim.config import Config
+from cpasim.files import replace_atomically
 from cpasim.predict.predict import Prediction, predict_many
 from cpasim.predict.remedies import Remedy, remedy_for
 from cpasim.predict.runs import TracedRun, metric_of, traced_run
@@ -163,6 +164,7 @@ def plot(lad: Ladder, path: Path) -> None:
     ax.legend(fontsize="small")
     fig.tight_layout()
     try:
-        fig.savefig(path)
+        fmt = Path(path).suffix.lower()[1:] or "png"
+        replace_atomically(path, lambda tmp: fig.savefig(tmp, format=fmt))
     finally:
         plt.close(fig)
