@@ -14,15 +14,22 @@ want_kernel="$(sha256sum "$root/cpasim/analysis/kernel.py" | cut -d' ' -f1)"
 say() { echo "cpasim: $*" >&2; }
 
 # Runs "$@" with its output in $log; shows pip's Collecting/Installing lines with
-# the seconds elapsed so far, the rest stays in the log.
+# the seconds elapsed so far (the rest stays in the log), and a line every 20 s
+# while pip is quiet (unpacking numpy, scipy, numba ... takes a minute or two).
 install_step() {
     { PYTHONUNBUFFERED=1 "$@" 2>&1 || echo "cpasim-step-failed"; } | tee -a "$log" |
-        while IFS= read -r line; do
-            case "$line" in
-                Collecting* | Installing* | Successfully* | Building*)
-                    printf '  [%4ds] %s\n' "$((SECONDS - t0))" "$line" >&2 ;;
-                cpasim-step-failed) exit 1 ;;
-            esac
+        while :; do
+            if IFS= read -r -t 20 line; then
+                case "$line" in
+                    Collecting* | Installing* | Successfully* | Building*)
+                        printf '  [%4ds] %s\n' "$((SECONDS - t0))" "$line" >&2 ;;
+                    cpasim-step-failed) exit 1 ;;
+                esac
+            elif [ $? -gt 128 ]; then
+                printf '  [%4ds] ... still working\n' "$((SECONDS - t0))" >&2
+            else
+                break
+            fi
         done
 }
 
