@@ -459,4 +459,7 @@ def compile_kernel() -> None:
 
 
 if __name__ == "__main__":
-    compile_kernel()
+    from cpasim.progress import activity
+
+    with activity("compiling the critical-path analyzer (numba)"):
+        compile_kernel()
