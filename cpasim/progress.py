@@ -43,11 +43,14 @@ class Activity:
         with self._lock:
             if self._bar is not None or self._paused or not self.enabled:
                 return
+            console = Console(stderr=True)
+            if not console.is_terminal:
+                return  # a spinner in a log file is noise (rich would leave a blank line)
             self._bar = Progress(
                 SpinnerColumn(),
                 TextColumn("{task.description}"),
                 TimeElapsedColumn(),
-                console=Console(stderr=True),
+                console=console,
                 transient=True,
             )
             self._task = self._bar.add_task(self.text, total=None)

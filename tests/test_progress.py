@@ -40,6 +40,15 @@ def test_short_work_shows_nothing(monkeypatch, capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_nothing_when_stderr_is_no_terminal(monkeypatch, capsys):
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "dumb")
+    monkeypatch.setattr(progress, "PROGRESS_AFTER_S", 0.0)
+    with progress.activity("piped"):
+        time.sleep(0.3)
+    assert capsys.readouterr().err == ""
+
+
 def test_note_without_a_command_shows_nothing(terminal, capsys):
     with progress.note("library step"):
         time.sleep(0.2)
