@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 import cpasim.cli
+import cpasim.cli.run
 from cpasim.analysis import analyze
 from cpasim.config import load_scenario
 from cpasim.errors import CpasimError
@@ -152,6 +153,24 @@ def test_a_plain_run_trace_is_a_baseline(runner, scenario, run, tmp_path):
     )
     assert checked.exit_code == 0, checked.output
     assert "error" in checked.output
+
+
+def test_an_interrupted_run_leaves_no_record_of_an_earlier_one(
+    runner, scenario, tmp_path, monkeypatch
+):
+    trace = tmp_path / "r.cpt"
+    assert (
+        runner.invoke(cpasim.cli.app, ["run", str(scenario), "--trace", str(trace)]).exit_code == 0
+    )
+    assert sidecar_path(trace).exists()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cpasim.cli.run, "simulate", interrupted)
+    again = runner.invoke(cpasim.cli.app, ["run", str(scenario), "--trace", str(trace)])
+    assert again.exit_code == 130
+    assert not sidecar_path(trace).exists()
 
 
 def test_cli_validate_json_keys(runner, scenario):
