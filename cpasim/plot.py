@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cpasim.errors import CpasimError
+from cpasim.files import replace_atomically
 from cpasim.model.sockbuf import largest_window
 from cpasim.sweeps import table
 
@@ -72,7 +73,7 @@ def axis_unit(column: str, values: Sequence[float]) -> tuple[str, float]:
 
 
 def _label(name: str, unit: str) -> str:
-    return f"{name} [{unit}]" if unit else name
+    return f"{table.without_unit_suffix(name)} [{unit}]" if unit else name
 
 
 def _number(value: object) -> float | None:
@@ -132,7 +133,8 @@ def plot(
         raise CpasimError(f"--out {out}: expected a file ending in .png, .svg or .pdf")
     figure = draw(rows, keys, x=x, y=y, hue=hue, heatmap=heatmap)
     try:
-        figure.savefig(out, dpi=120)
+        fmt = out.suffix.lower()[1:]
+        replace_atomically(out, lambda tmp: figure.savefig(tmp, dpi=120, format=fmt))
     except OSError as exc:
         raise CpasimError(f"--out {out}: cannot write the figure ({exc.strerror})") from None
     finally:

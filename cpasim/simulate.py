@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from simpy.core import StopSimulation
 
+from cpasim import progress as activity
 from cpasim.errors import CpasimError
 from cpasim.model.kernel import Kernel
 from cpasim.model.system import ANALYSIS_ENDS, HOSTS, System
@@ -29,7 +30,7 @@ SLICE_NS = 1e6
 #: A run with a byte target stops here whatever happens (the sim.duration bound).
 MAX_SIM_NS = 1000e9
 #: Runs shorter than this (wall seconds) never show a progress bar.
-PROGRESS_AFTER_S = 2.0
+PROGRESS_AFTER_S = activity.PROGRESS_AFTER_S
 
 
 @dataclass
@@ -290,6 +291,7 @@ class _Progress:
             transient=True,
         )
         self.task = self.bar.add_task("run", total=total)
+        activity.suspend()  # one live display at a time: a command's spinner steps aside
         self.bar.start()
 
     def update(self, now: float, stats) -> None:
@@ -297,3 +299,4 @@ class _Progress:
 
     def close(self) -> None:
         self.bar.stop()
+        activity.resume()

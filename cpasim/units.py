@@ -233,3 +233,43 @@ def _plain(number: Decimal) -> str:
     if "." in text:
         text = text.rstrip("0").rstrip(".")
     return text
+
+
+#: Units for reading, not for reading back (:func:`human`).
+_HUMAN_UNITS: dict[str, list[tuple[str, float]]] = {
+    TIME: [("s", 1e9), ("ms", 1e6), ("us", 1e3), ("ns", 1.0)],
+    RATE: [("Tb/s", 1e12), ("Gb/s", 1e9), ("Mb/s", 1e6), ("kb/s", 1e3), ("b/s", 1.0)],
+    FREQ: [("THz", 1e12), ("GHz", 1e9), ("MHz", 1e6), ("kHz", 1e3), ("Hz", 1.0)],
+    SIZE: [("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3), ("B", 1.0)],
+}
+
+
+def human(value: float | int, dimension: str, digits: int = 4) -> str:
+    """An internal ``value`` for people: ``digits`` significant digits in the largest unit
+    that keeps the number at least 1 (``1.19999e8`` ns -> ``"120 ms"``)."""
+    for unit, factor in _HUMAN_UNITS[dimension]:
+        if abs(value) >= factor or factor == 1.0:
+            return f"{value / factor:.{digits}g} {unit}"
+    raise AssertionError("unreachable: the last unit has factor 1")
+
+
+#: What a plain number means, per dimension (for error hints).
+_PLAIN_MEANS = {TIME: "seconds", RATE: "bit/s", SIZE: "bytes", FREQ: "Hz"}
+
+
+def plain_number_hint(raw: object, dimension: str) -> str:
+    """For a quantity written without a unit, the words saying which unit it was read
+    in (``350`` -> ``"350 s; plain numbers are seconds (e.g. write '350us')"``); else ``""``.
+    """
+    if isinstance(raw, bool):
+        return ""
+    if isinstance(raw, (int, float)):
+        text = f"{raw:g}"
+    elif isinstance(raw, str) and (m := _NUMBER.match(raw)) and not m.group(2):
+        text = m.group(1)
+    else:
+        return ""
+    return (
+        f"{text} {_SI_NAME[dimension]}; plain numbers are {_PLAIN_MEANS[dimension]} "
+        f"(write the unit, e.g. '{_EXAMPLE[dimension]}')"
+    )

@@ -35,6 +35,36 @@ def test_plain_output_names_the_bottleneck():
     assert "resource loops: none" in r.output
 
 
+def test_detail_shows_profile_queues_and_near_critical_names():
+    plain = run(STACK, "--start", "h:Stack", "--end", "h:Driver")
+    assert "per-SM profile" not in plain.output and "slack" not in plain.output
+    r = run(STACK, "--start", "h:Stack", "--end", "h:Driver", "--detail")
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert "near-critical (slack): none competed with the path" in lines
+    profile = lines.index("per-SM profile (whole trace)")
+    stack = next(ln for ln in lines[profile:] if "h:Stack " in ln)
+    # Stack: 11 ns active over 5 entries, its busiest state first.
+    assert stack.split("│")[1:5] == [" h:Stack       ", "  11 ns ", "    0 ns ", "       5 "]
+    assert "Append hdrs 5 ns, Look up dest 4 ns, Queue pkt 2 ns" in stack
+    queues = lines.index("queues (whole trace)")
+    pktq = next(ln for ln in lines[queues:] if "h:pktq" in ln)
+    assert "1 (13 ns)" in pktq and "2 ns / 2 ns" in pktq
+
+
+def test_detail_lists_names_that_lost_a_race_with_their_slack():
+    from cpasim.cli.analyze import _fmt
+
+    args = [str(TRACES / "model_tcp_stream.cpt"), "--start", "tx:App", "--end", "rx:App"]
+    slack = json.loads(run(*args, "--json").output)["slack"]
+    assert slack
+    r = run(*args, "--detail", "--top", "3")
+    assert r.exit_code == 0, r.output
+    rows = [ln for ln in r.output.splitlines() if ln.startswith("│")]
+    for entry in slack[:3]:
+        assert any(entry["name"] in ln and _fmt(entry["slack_ns"]) in ln for ln in rows)
+
+
 def test_json_has_the_contract_fields():
     r = run(STACK, "--start", "h:Stack", "--end", "h:Driver", "--json")
     assert r.exit_code == 0, r.output
@@ -122,6 +152,45 @@ def test_bad_input_is_one_clear_error(args, words):
     assert words in str(r.exception) or words in r.output
 
 
+@pytest.mark.parametrize(
+    ("option", "pattern", "words"),
+    [
+        ("--scale", "h:Stack:Lookup*=0.5", "--scale 'h:Stack:Lookup*' matches no state"),
+        ("--scale", "h:Stack:Lookup*=0.5", "closest: h:Stack:Look up dest"),
+        ("--scale-comm", "h:pkq=0", "--scale-comm 'h:pkq' matches no queue"),
+        ("--break", "h:pkq", "closest: h:pktq"),
+        ("--capacity", "h:Pktq=+1", "--capacity 'h:Pktq' matches no queue"),
+    ],
+)
+def test_whatif_pattern_matching_nothing_is_an_error(option, pattern, words):
+    r = runner.invoke(
+        app, ["analyze", STACK, "--start", "h:Stack", "--end", "h:Driver", option, pattern]
+    )
+    assert r.exit_code != 0
+    assert words in str(r.exception)
+
+
+def test_trace_names_lists_what_patterns_match():
+    r = runner.invoke(app, ["trace", "names", STACK])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[:2] == ["systems (1)", "  h"]
+    for name in ("h:Stack", "h:Driver", "h:Stack:Look up dest", "h:Driver:Fill desc", "h:pktq"):
+        assert f"  {name}" in lines
+    out = json.loads(runner.invoke(app, ["trace", "names", STACK, "--json"]).output)
+    assert out["queues"] == {"h:pktq": 1}
+    assert set(out["states"]) == {
+        "h:Stack:Append hdrs",
+        "h:Stack:Look up dest",
+        "h:Stack:Queue pkt",
+        "h:Stack:Get pkt",
+        "h:Driver:Idle",
+        "h:Driver:Fill desc",
+        "h:Driver:Notify NIC",
+    }
+
+
+@pytest.mark.slow
 def test_installed_command_errors_cleanly():
     ok = subprocess.run(
         [str(CPASIM), "analyze", STACK, "--start", "h:Stack", "--end", "h:Driver", "--json"],

@@ -151,6 +151,7 @@ PIPE_STATES = ["tx:App:*", "*:Stage0:process", "rx:*", "*:*:push", "tx:*"]
 PIPE_QUEUES = ["tx:Window", "*:Q[1-9]", "rx:*", "tx:*", "*:Q1"]
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     pipelines(),
@@ -252,6 +253,7 @@ SOUP_STATES = ["s:A:*", "s:B:run", "s:B#1:*", "*:*:send", "r:*"]
 SOUP_QUEUES = ["s:Q1", "s:Q*", "r:Q3", "*:*"]
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     soups(),
@@ -326,6 +328,7 @@ def handoffs(draw):
     return records
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     handoffs(),

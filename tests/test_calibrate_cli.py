@@ -115,6 +115,7 @@ def test_csv_with_missing_columns(capsys, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_installed_command():
     proc = subprocess.run(
         [str(CPASIM), "calibrate", "inspect", str(REAL)], capture_output=True, text=True, timeout=60

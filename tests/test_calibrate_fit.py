@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -61,13 +62,16 @@ def test_fit_a_real_capture_through_the_cli(tmp_path):
     ]
     result = runner.invoke(cpasim.cli.app, args)
     assert result.exit_code == 0, result.output
-    assert "fitted link.rate: 5e+07 -> " in result.output
+    assert "fitted link.rate: 50 Mb/s -> " in result.output  # in units, not 5e+07
+    assert re.search(r"measured [\d.]+ Mb/s, simulated [\d.]+ Mb/s -> [\d.]+ Mb/s", result.output)
     cfg = load_scenario(out)
     # tbf charges 14 B of Ethernet header per frame; cpasim's link also carries FCS,
     # preamble and inter-frame gap, so its fitted rate sits ~1.8 % above the shaper's.
     assert cfg.value("link.rate") == pytest.approx(20e6, rel=0.03)
     header = out.read_text().splitlines()[:4]
     assert any(str(capture) in line for line in header)
+    assert "internal units" not in out.read_text()
+    assert "# fitted link.rate: 50 Mb/s -> " in out.read_text()
 
 
 def test_targets_from_iperf3_with_conditions():

@@ -46,6 +46,7 @@ def check():
     return held_out(base, read_manifest(CAPTURES), CALIBRATE_ON, _sim)
 
 
+@pytest.mark.slow
 def test_calibration_capture_is_matched(check):
     cal = check.calibration
     assert cal.run.name == CALIBRATE_ON
@@ -54,6 +55,7 @@ def test_calibration_capture_is_matched(check):
     assert cal.simulations <= 20
 
 
+@pytest.mark.slow
 def test_model_window_is_the_largest_linux_advertised(check):
     """The captured receiver's largest window is the model's (one segment held
     while the ACK is built) in all but two runs, where an ACK left with the
@@ -66,6 +68,7 @@ def test_model_window_is_the_largest_linux_advertised(check):
     assert exact >= len(check.predictions) - 2
 
 
+@pytest.mark.slow
 def test_held_out_goodput_errors(check):
     preds = check.predictions
     assert len(preds) == 18  # 17 delayed runs besides the calibration one, 1 without delay
@@ -103,6 +106,7 @@ def test_fit_is_deterministic():
     assert [r.simulated for r in a.residuals] == [r.simulated for r in b.residuals]
 
 
+@pytest.mark.slow
 def test_fit_stays_within_its_simulation_budget():
     cfg = load_scenario(None, sets=[*SHORT, "link.rate=200Mbps"])
     targets = [Target("goodput_bps", 20e6, "a"), Target("goodput_bps", 21e6, "b")]

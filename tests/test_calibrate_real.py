@@ -43,6 +43,7 @@ def test_manifest_covers_both_regimes():
     assert len(SHAPED) >= 15 and len(MANIFEST) - len(SHAPED) >= 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", SHAPED, ids=[r["name"] for r in SHAPED])
 def test_bottleneck_rate_matches_the_shaper(row):
     report = inspect_capture(read_capture(CAPTURES / row["name"]))

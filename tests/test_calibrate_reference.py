@@ -7,18 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from cpasim.calibrate.reference import read_reference
+from cpasim.calibrate.reference import (
+    PASSAGES_DIR,
+    normalize_text,
+    read_passages,
+    read_reference,
+    section_title,
+)
 from cpasim.errors import CpasimError
 
 ROOT = Path(__file__).parent.parent
 TABLES = sorted((ROOT / "calibration" / "seeds").glob("*.csv"))
-# The seed texts live in the project's shared/ folder, beside the repository.
-SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
 ROWS = [(t.name, i, fig) for t in TABLES for i, fig in enumerate(read_reference(t))]
-
-
-def _norm(text: str) -> str:
-    return re.sub(r"\s+", " ", text).strip()
 
 
 def test_every_seed_has_a_table():
@@ -34,14 +34,26 @@ def test_every_seed_has_a_table():
 
 @pytest.mark.parametrize(("table", "row", "fig"), ROWS, ids=[f"{t}:{i}" for t, i, _ in ROWS])
 def test_figure_is_quoted_from_its_seed(table, row, fig):
-    text = _norm((SEEDS / fig.seed).read_text())
-    assert _norm(fig.quote) in text, f"quote not found in {fig.seed}"
+    # The seed's passages are kept verbatim in the repository; a quote lies in one of them.
+    passages = read_passages(fig.seed)
+    assert any(normalize_text(fig.quote) in p for p in passages), f"quote not in {fig.seed}"
     # The value appears in the quote as a number (not as part of a longer one).
     numbers = [float(n) for n in re.findall(r"(?<![\d.])\d+(?:\.\d+)?", fig.quote)]
     assert fig.value in numbers
     # The section named exists in the seed (its leading title words).
-    title = re.sub(r"^(slide \d+ |Section )", "", fig.section).split(" (")[0]
-    assert _norm(title) in text, f"section {fig.section!r} not found in {fig.seed}"
+    title = normalize_text(section_title(fig.section))
+    assert any(title in p for p in passages), f"section {fig.section!r} not in {fig.seed}"
+
+
+def test_every_seed_has_its_passages():
+    assert {p.name for p in PASSAGES_DIR.iterdir()} == {fig.seed for _, _, fig in ROWS}
+
+
+def test_a_quote_cannot_span_two_passages(tmp_path):
+    (tmp_path / "s.txt").write_text("# header\n@@ lines 1-1\nalpha beta\n@@ lines 9-9\ngamma\n")
+    passages = read_passages("s.txt", tmp_path)
+    assert passages == ["alpha beta", "gamma"]
+    assert not any("beta gamma" in p for p in passages)
 
 
 def test_units_convert():

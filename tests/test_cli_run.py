@@ -125,6 +125,7 @@ def test_missing_scenario_file(capsys):
     assert "no/such/file.toml" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_installed_command(tmp_path):
     scen = ROOT / "scenarios" / "pingpong.toml"
     ok = subprocess.run(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tracemalloc
@@ -435,6 +436,8 @@ def test_cli_info(cli, small_trace):
     records = read_all(path)
     assert f"records       {records}" in text.output
     assert "bytes/record" in text.output
+    # Times in a unit people read (not 1.19999e+08 ns).
+    assert re.search(r"^time +\d[\d.]* (ns|us|ms|s) \.\. [\d.]+ (ns|us|ms|s) \(", text.output, re.M)
     summary = json.loads(cli("info", path, "--json").output)
     assert summary["records"] == records
     assert summary["bytes"] == len(data)
@@ -444,6 +447,7 @@ def test_cli_info(cli, small_trace):
     assert summary["span_ns"] == summary["t_last_ns"] - summary["t_first_ns"] > 0
 
 
+@pytest.mark.slow
 def test_installed_command_reports_errors_in_one_line(small_trace, tmp_path):
     path, data = small_trace
     ok = subprocess.run(

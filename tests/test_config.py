@@ -459,6 +459,7 @@ def test_bad_scenarios_through_the_cli(path, capsys):
     assert expected_error(path) in captured.err
 
 
+@pytest.mark.slow
 def test_installed_command():
     bad = HERE / "scenarios_bad" / "unknown_key.toml"
     run = subprocess.run(
@@ -468,3 +469,24 @@ def test_installed_command():
     assert run.stderr == f"cpasim: error: {bad}: {expected_error(bad)}\n"
     ok = subprocess.run([CPASIM, *_argv("link")], capture_output=True, text=True, check=True)
     assert "link.rate" in ok.stdout and "1kbps..10Tbps" in ok.stdout
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "link.delay=350",
+            "link.delay = 350: 350 s is out of range 0s..10s; plain numbers are seconds "
+            "(write the unit, e.g. '350us')",
+        ),
+        ("link.rate=1e15", "1e+15 bps is out of range 1kbps..10Tbps; plain numbers are bit/s"),
+        ("link.delay='350'", "350 s is out of range 0s..10s; plain numbers are seconds"),
+        # With a unit the value needs no hint.
+        ("link.delay='20s'", "link.delay = '20s' is out of range: expected 0s..10s"),
+    ],
+)
+def test_out_of_range_plain_number_says_its_unit(override, message):
+    with pytest.raises(CpasimError) as err:
+        load_scenario(None, sets=[override])
+    assert message in str(err.value)
+    assert ("plain numbers" in str(err.value)) == ("s'" not in override)

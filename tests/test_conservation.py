@@ -113,6 +113,7 @@ def test_no_queue_below_zero_or_above_capacity(kind):
     assert checked > 1000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("scenario", "connections"),
     [("tcp-stream.toml", 1), ("webserver.toml", 4)],

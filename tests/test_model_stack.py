@@ -333,6 +333,7 @@ def test_seed_tcp_stream_ladder(sets, seed_mbps, tol):
     assert r.goodput_bps / 1e6 == pytest.approx(seed_mbps, rel=tol)
 
 
+@pytest.mark.slow
 def test_seed_bottlenecks_link_then_send_buffer_loop():
     from cpasim.analysis import analyze
     from cpasim.predict.transforms_table import REORDERED_POOLS

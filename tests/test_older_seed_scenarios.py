@@ -115,6 +115,7 @@ def test_every_system_has_its_residuals_listed():
         assert {t.label for t in system.targets} == set(RESIDUALS[name]), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(RESIDUALS))
 def test_scenario_reproduces_the_reported_residuals(name, measured):
     system = fos.SYSTEMS[name]
@@ -169,6 +170,7 @@ def test_scenario_headers_say_what_they_reproduce():
         assert "seed 00" in text and "Fitted" in text, system.scenario
 
 
+@pytest.mark.slow
 def test_installed_command_runs_a_fitted_scenario():
     path = ROOT / "scenarios" / fos.SYSTEMS["GEDP-SMP"].scenario
     proc = subprocess.run(

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 import cpasim.cli
+import cpasim.cli.run
 from cpasim.analysis import analyze
 from cpasim.config import load_scenario
 from cpasim.errors import CpasimError
@@ -131,6 +132,47 @@ def test_cli_predict_json_with_trace_reuse(runner, scenario, tmp_path):
     assert "predicted" in text.output and "Mb/s" in text.output
 
 
+def test_a_plain_run_trace_is_a_baseline(runner, scenario, run, tmp_path):
+    """``cpasim run --trace`` leaves what predict needs; the first prediction analyses the
+    trace once, and predicts exactly what a baseline recorded by predict gives."""
+    trace = tmp_path / "r.cpt"
+    recorded = runner.invoke(cpasim.cli.app, ["run", str(scenario), "--trace", str(trace)])
+    assert recorded.exit_code == 0, recorded.output
+    assert json.loads(sidecar_path(trace).read_text())["analysed"] is False
+    args = ["predict", str(scenario), "--change", "link.rate=1200Mbps", "--trace", str(trace)]
+    first = runner.invoke(cpasim.cli.app, [*args, "--json"])
+    assert first.exit_code == 0, first.output
+    assert json.loads(sidecar_path(trace).read_text())["analysed"] is True
+    new = changed_config(run.cfg, {"link.rate": "1200Mbps"})
+    assert json.loads(first.output)["predicted_goodput_bps"] == predict(run, new).predicted
+    again = runner.invoke(cpasim.cli.app, [*args, "--json"])
+    assert again.output == first.output
+    checked = runner.invoke(
+        cpasim.cli.app,
+        ["validate", str(scenario), "--change", "link.rate=1200Mbps", "--trace", str(trace)],
+    )
+    assert checked.exit_code == 0, checked.output
+    assert "error" in checked.output
+
+
+def test_an_interrupted_run_leaves_no_record_of_an_earlier_one(
+    runner, scenario, tmp_path, monkeypatch
+):
+    trace = tmp_path / "r.cpt"
+    assert (
+        runner.invoke(cpasim.cli.app, ["run", str(scenario), "--trace", str(trace)]).exit_code == 0
+    )
+    assert sidecar_path(trace).exists()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cpasim.cli.run, "simulate", interrupted)
+    again = runner.invoke(cpasim.cli.app, ["run", str(scenario), "--trace", str(trace)])
+    assert again.exit_code == 130
+    assert not sidecar_path(trace).exists()
+
+
 def test_cli_validate_json_keys(runner, scenario):
     res = runner.invoke(
         cpasim.cli.app, ["validate", str(scenario), "--change", "nic.tx_ring=512", "--json"]
@@ -149,6 +191,7 @@ def test_cli_validate_json_keys(runner, scenario):
     assert out["error"] < 0.01
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "change, message",
     [

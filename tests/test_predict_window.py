@@ -98,6 +98,7 @@ def test_no_warmup_means_the_whole_trace(run):
     assert measured_active(whole, None)[dma] > run.state_active[dma]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["python", "compiled"])
 @pytest.mark.parametrize("name", ["model_tcp_stream.cpt", "model_webserver.cpt"])
 def test_lengths_at_the_mark_are_those_of_the_prefix(engine, name):
@@ -205,6 +206,7 @@ def stream_run(tmp_path_factory):
     return traced_run(cfg, tmp_path_factory.mktemp("stream") / "s.cpt")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", [{"link.rate": "10Gbps"}, {"pcie.lanes": "4"}])
 def test_stream_predictions_from_the_tail_agree_with_the_whole(stream_run, change):
     # Measured: 0.2% apart for the link (a window-loop-bound result), 0.01% for PCIe.

@@ -29,6 +29,7 @@ TOLERANCE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", [1, 2, 3])
 def test_tcp_stream_ladder_matches_the_seed(index):
     seed = fit_seeds.seed_ladder()
@@ -83,6 +84,7 @@ def _link_bps(run) -> float:
     return run.result["link_utilization"]["tx_to_rx"] * run.cfg.link.rate
 
 
+@pytest.mark.slow
 def test_udp_pcie_x1_is_nic_bound_like_the_seed(udp_runs):
     x1, _ = udp_runs
     # Model 1.72 Gb/s on the link against 1.8 (-4.4%).
@@ -97,6 +99,7 @@ def test_udp_pcie_x1_is_nic_bound_like_the_seed(udp_runs):
     assert x1.path.bottleneck == "tx:NIC TX:DMA packet"
 
 
+@pytest.mark.slow
 def test_udp_pcie_x4_leaves_the_nic(udp_runs):
     _, x4 = udp_runs
     # Model 3.94 Gb/s against 3.3 (+19.5%): the model's sender is CPU-bound on the TCP
@@ -105,6 +108,7 @@ def test_udp_pcie_x4_leaves_the_nic(udp_runs):
     assert x4.path.bottleneck == "tx:CPU cores"
 
 
+@pytest.mark.slow
 def test_udp_x4_predicted_from_x1(udp_runs):
     from cpasim.predict.predict import predict
     from cpasim.predict.validate import relative_error
@@ -126,12 +130,14 @@ def _web_gbps(*sets: str) -> float:
 
 # The web server serves 40 files of 0.5-4 MB in the 100 ms measured, so its total moves
 # by up to 10% with the run length: these run the full 120 ms (about 5 s each).
+@pytest.mark.slow
 def test_webserver_one_core_total_matches_the_seed():
     # Fitted (server copy 3.5 cycles/B): 4.92 Gb/s against 4.8 (+2.6%).
     got = _web_gbps()
     assert got == pytest.approx(saidi("total_bandwidth", "web server 1 core"), rel=0.03)
 
 
+@pytest.mark.slow
 def test_webserver_two_cores_total_matches_the_seed():
     # Not fitted: 5.88 Gb/s against the seed's re-simulated 5.8 (+1.4%).
     got = _web_gbps("hosts.tx.cpu.cores=2", "workload.processes=2")

@@ -59,6 +59,7 @@ def test_ctrl_c_exits_130_with_one_line(monkeypatch):
     assert result.output.strip() == "cpasim: interrupted: 3 of 8 points finished, written to s.csv"
 
 
+@pytest.mark.slow
 def test_installed_command_gives_one_line_and_exit_2(tmp_path):
     done = subprocess.run(
         [str(CPASIM), "sweep", "--grid", "link.rate=1Gbps", "--grid", "tcp.wmem=1,2", "--zip"],
@@ -97,6 +98,7 @@ def test_plot_command_writes_the_figure(tmp_path):
     assert result.exit_code == 0 and out.exists()
 
 
+@pytest.mark.slow
 def test_plot_command_names_the_available_columns(tmp_path):
     results = small_results(tmp_path / "s.csv")
     done = subprocess.run(
@@ -112,6 +114,7 @@ def test_plot_command_names_the_available_columns(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_sigint_stops_the_workers_and_keeps_the_finished_rows(tmp_path):
     out = tmp_path / "s.csv"
     rates = ",".join(f"{r}Mbps" for r in range(100, 1300, 100))

@@ -297,3 +297,28 @@ def test_a_sweep_that_cannot_start_leaves_no_file(tmp_path):
     with pytest.raises(CpasimError, match="--dask foo: expected tcp://HOST:PORT or 'local'"):
         run(grid_points(), out=out, dask="foo")
     assert not out.exists()
+
+
+def test_summary_table_prints_names_literally_with_display_units():
+    import io
+
+    from rich.console import Console
+
+    rows = [
+        {
+            "link.rate": "[1Gbps]",
+            table.REPEAT: 0,
+            "goodput_bps": 9.4e8,
+            "latency_ns.mean": 2500.0,
+            "critical_state": "tx:Link:propagate",
+            "critical_state_share": 0.5,
+        }
+    ]
+    out = io.StringIO()
+    Console(file=out, width=200).print(table.render(rows, ["link.rate"]))
+    text = out.getvalue()
+    assert "tx:Link:propagate (50%)" in text  # not an emoji for ":link:"
+    assert "[1Gbps]" in text  # not taken for a style
+    assert "goodput (Gb/s)" in text and "0.94" in text
+    assert "latency.mean (µs)" in text and "2.5" in text
+    assert "goodput_bps" not in text

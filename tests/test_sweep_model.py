@@ -48,6 +48,7 @@ def test_python_api_returns_a_frame_in_grid_order():
     assert frame["seed"].nunique() == 4
 
 
+@pytest.mark.slow
 def test_dask_local_cluster_gives_the_rows_of_the_local_executor():
     grid = {"link.rate": ["100Mbps", "1Gbps"], "tcp.wmem": ["64KiB", "256KiB"]}
     local = cpasim.sweep(grid=grid, sets=TINY, workers=2, progress=False).to_frame()
@@ -57,6 +58,7 @@ def test_dask_local_cluster_gives_the_rows_of_the_local_executor():
     assert rows_of(dask) == rows_of(local)
 
 
+@pytest.mark.slow
 def test_goodput_follows_min_of_link_and_window_bounds():
     # Receive window (tcp.rmem) against link rate, with a send buffer that never
     # limits: 1 Gb/s with 64 KiB is window-bound (131 Mb/s, a seventh of the
@@ -119,6 +121,7 @@ def test_an_impossible_combination_is_a_row_and_the_rest_runs(tmp_path):
     assert "smaller than one MSS" in result.output  # the summary table shows it
 
 
+@pytest.mark.slow
 def test_analyze_adds_the_critical_state_and_loop(tmp_path):
     out = tmp_path / "s.csv"
     done = subprocess.run(

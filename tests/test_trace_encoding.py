@@ -67,6 +67,7 @@ def result_of(r) -> dict:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CASES)
 def test_shipped_scenario_traces_decode_exactly_and_tracing_changes_nothing(name, tmp_path):
     cfg = load_scenario(SCENARIOS / f"{name}.toml", sets=SHORT)

@@ -162,3 +162,13 @@ def test_format_round_trips_sizes(value):
 )
 def test_format_picks_the_natural_unit(value, dimension, text):
     assert format_quantity(value, dimension) == text
+
+
+def test_human_readable_quantities():
+    from cpasim.units import RATE, SIZE, TIME, human
+
+    assert human(1.19999e8, TIME) == "120 ms"
+    assert human(350, TIME) == "350 ns"
+    assert human(0.5, TIME) == "0.5 ns"
+    assert human(9.391e8, RATE) == "939.1 Mb/s"
+    assert human(65536, SIZE) == "65.54 kB"

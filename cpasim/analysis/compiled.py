@@ -441,3 +441,25 @@ def _pad(a: np.ndarray, shape: tuple[int, ...], fill) -> np.ndarray:
     out = np.full(shape, fill, dtype=a.dtype)
     out[tuple(slice(0, s) for s in a.shape)] = a
     return out
+
+
+def compile_kernel() -> None:
+    """Compile the kernel now, or load it from numba's on-disk cache (``cache=True``
+    keeps the machine code beside :mod:`cpasim.analysis.kernel`), by analysing a small
+    synthetic pipeline with a what-if and a mark, which calls every compiled function.
+    Set-up (``scripts/_env.sh``) runs this once, so that the first ``cpasim analyze``
+    does not sit silent while numba compiles (``python -m cpasim.analysis.compiled``).
+    """
+    from cpasim.analysis import Transforms, analyze_many
+    from cpasim.analysis.synthetic import PipelineSpec, pipeline_source
+
+    spec = PipelineSpec(items=50)
+    what_ifs = [Transforms(), Transforms(scale=[("tx:*", 0.5)], breaks=["tx:*"])]
+    analyze_many(pipeline_source(spec), "tx:App", "rx:App", what_ifs, engine="compiled", mark=1e3)
+
+
+if __name__ == "__main__":
+    from cpasim.progress import activity
+
+    with activity("compiling the critical-path analyzer (numba)"):
+        compile_kernel()

@@ -24,9 +24,11 @@ from cpasim.calibrate.inspect import inspect_capture
 from cpasim.calibrate.iperf import read_iperf
 from cpasim.calibrate.pcap import read_capture
 from cpasim.config import Config
-from cpasim.config.params import BOOL, ENUM, INT, SIZE
+from cpasim.config.params import BOOL, ENUM, INT, QUANTITIES, SIZE
+from cpasim.config.resolve import spec_of
 from cpasim.config.resolve import targets as resolve_key
 from cpasim.errors import CpasimError
+from cpasim.units import RATE, TIME, human
 
 _STEP = math.log(1.10)  # finite-difference step in log space
 _PCAP_MAGICS = (
@@ -284,6 +286,23 @@ def _residual_list(targets: list[Target], rel: np.ndarray) -> list[Residual]:
     return [Residual(t, t.measured * (1 + r)) for t, r in zip(targets, rel, strict=True)]
 
 
+def show_parameter(key: str, value: float) -> str:
+    """A fitted parameter's value with its unit (``link.rate`` 2.04e7 -> ``20.4 Mb/s``)."""
+    spec = spec_of(key)
+    if spec.type in QUANTITIES:
+        return human(value, spec.type, 6)
+    return f"{value:.6g} {spec.unit}".rstrip()
+
+
+def show_figure(figure: str, value: float) -> str:
+    """A measured or simulated figure with its unit (the suffix of its result key)."""
+    if figure.endswith("_bps"):
+        return human(value, RATE, 6)
+    if figure.endswith("_ns") or figure.startswith("latency_ns"):
+        return human(value, TIME, 6)
+    return f"{value:.6g}"
+
+
 def calibrated_toml(result: FitResult, scenario: str | None) -> str:
     """The fitted scenario, headed by where its numbers came from."""
     lines = ["# Calibrated by `cpasim calibrate fit`"]
@@ -291,11 +310,11 @@ def calibrated_toml(result: FitResult, scenario: str | None) -> str:
     for r in result.residuals:
         t = r.target
         lines.append(
-            f"# measured {t.figure} = {t.measured:.6g} from {t.source}; simulated {r.simulated:.6g}"
-            f" ({r.relative:+.2%})"
+            f"# measured {t.figure} = {show_figure(t.figure, t.measured)} from {t.source}; "
+            f"simulated {show_figure(t.figure, r.simulated)} ({r.relative:+.2%})"
         )
     for k, (a, b) in result.fitted.items():
-        lines.append(f"# fitted {k}: {a:.6g} -> {b:.6g} (internal units)")
+        lines.append(f"# fitted {k}: {show_parameter(k, a)} -> {show_parameter(k, b)}")
     for k, why in result.unidentifiable.items():
         lines.append(f"# not identifiable, left as in the base scenario: {k} ({why})")
     lines.append(f"# rms relative error {result.rms_error:.3%}")

@@ -4,11 +4,14 @@ One figure per row: ``quantity,system,size_bytes,value,unit,seed,section,quote``
 ``quote`` is a verbatim excerpt of the source that contains ``value``, so the
 figure can be checked against the text itself (``tests/test_calibrate_reference.py``).
 Values stay in the source's unit; :data:`TO_CPASIM` converts the common ones.
+The passages of the seeds that the quotes come from are kept verbatim in
+``calibration/seeds/passages/<seed>`` (:func:`read_passages`).
 """
 
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,3 +84,30 @@ def read_reference(path: str | Path) -> list[ReferenceFigure]:
             )
         )
     return out
+
+
+# Heads each passage in a passages file; a quote must lie inside one passage.
+PASSAGE_BREAK = "@@"
+PASSAGES_DIR = Path(__file__).resolve().parents[2] / "calibration" / "seeds" / "passages"
+
+
+def normalize_text(text: str) -> str:
+    """Whitespace collapsed, so a quote matches across the seed's line breaks."""
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def section_title(section: str) -> str:
+    """The leading title words of a figure's ``section`` (as the seed prints them)."""
+    return re.sub(r"^(slide \d+ |Section )", "", section).split(" (")[0]
+
+
+def read_passages(seed: str, directory: str | Path = PASSAGES_DIR) -> list[str]:
+    """The passages kept from ``seed``, each whitespace-normalized."""
+    path = Path(directory) / seed
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CpasimError(f"{path}: cannot read seed passages ({exc})") from None
+    # What precedes the first passage is the file's own header.
+    chunks = re.split(rf"^{PASSAGE_BREAK} lines \d+-\d+$", text, flags=re.M)[1:]
+    return [normalize_text(c) for c in chunks]

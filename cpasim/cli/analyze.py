@@ -13,9 +13,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from cpasim.analysis import AnalysisResult, PathResult, Transforms, analyze
+from cpasim.analysis.names import check_patterns, trace_names
 from cpasim.analysis.transforms import check_factor, check_pattern, parse_assignment, parse_capacity
 from cpasim.cli import app
 from cpasim.errors import CpasimError
+from cpasim.files import write_text_atomically
+from cpasim.progress import CountingSource, activity
 
 
 def _open(path: Path):
@@ -65,6 +68,18 @@ def analyze_cmd(
         str, typer.Option("--graph", help="Graph for --dot: high, global or sm:SYS:SM.")
     ] = "high",
     top: Annotated[int, typer.Option("--top", help="Rows per table.", min=1)] = 10,
+    progress: Annotated[
+        bool,
+        typer.Option("--progress/--no-progress", help="Progress on stderr for work over 2 s."),
+    ] = True,
+    detail: Annotated[
+        bool,
+        typer.Option(
+            "--detail",
+            help="Also print the near-critical names (slack), the per-SM profile and the "
+            "per-queue statistics.",
+        ),
+    ] = False,
 ) -> None:
     """Find the critical path from START's first record to END's last; name the bottleneck."""
     if not (graph in ("high", "global") or graph.startswith("sm:")):
@@ -77,19 +92,30 @@ def analyze_cmd(
         breaks=list(breaks or []),
         capacity=[parse_capacity(c) for c in capacity or []],
     )
-    result = analyze(_open(trace), start, end, conn=conn, transforms=tf, lenient=lenient)
+    with activity(f"cpasim analyze {trace.name}", progress):
+        if not tf.is_identity:
+            # A pattern that matches nothing would silently report the baseline.
+            check_patterns(
+                trace_names(CountingSource(_open(trace), "reading the names")),
+                [("--scale", p) for p, _ in tf.scale],
+                [("--scale-comm", p) for p, _ in tf.scale_comm]
+                + [("--break", p) for p in tf.breaks]
+                + [("--capacity", p) for p, _ in tf.capacity],
+            )
+        source = CountingSource(_open(trace), f"analysing {trace.name}")
+        result = analyze(source, start, end, conn=conn, transforms=tf, lenient=lenient)
     if dot is not None:
         from cpasim.analysis.dot import to_dot
 
         text = to_dot(result, graph)
         try:
-            dot.write_text(text, encoding="utf-8")
+            write_text_atomically(dot, text)
         except OSError as exc:
             raise CpasimError(f"{dot}: cannot write graph: {exc.strerror}") from None
     if as_json:
         typer.echo(json.dumps(_finite(result.to_json()), indent=1, sort_keys=True))
     else:
-        _print(result, top)
+        _print(result, top, detail)
     if not result.reachable:
         raise CpasimError(
             f"{trace}: end {result.end} not reachable from start {result.start}"
@@ -117,8 +143,10 @@ def _fmt(ns: float | None) -> str:
     return f"{ns:.4g} ns"
 
 
-def _print(result: AnalysisResult, top: int) -> None:
+def _print(result: AnalysisResult, top: int, detail: bool = False) -> None:
     console = Console(highlight=False, soft_wrap=True, emoji=False)
+    if not console.is_terminal:  # a file or pipe: do not squeeze tables to 80 columns
+        console.width = 160
     what = f"{result.start} -> {result.end}"
     if result.transforms:
         what += "  [" + ", ".join(result.transforms) + "]"
@@ -126,6 +154,11 @@ def _print(result: AnalysisResult, top: int) -> None:
     paths = {None: result.path} if result.path is not None else dict(result.connections.items())
     for conn, path in paths.items():
         _print_path(console, path, conn, top)
+        if detail and path.reachable:
+            _print_slack(console, path, top)
+    if detail:
+        _print_profile(console, result.profile, top)
+        _print_queues(console, result.queues)
     if result.warnings:
         console.print(f"warnings ({len(result.warnings)}):")
         for w in result.warnings:
@@ -142,8 +175,10 @@ def _print_path(console: Console, path: PathResult, conn, top: int) -> None:
         f"{title}critical path {_fmt(path.critical_path_ns)} "
         f"(elapsed {_fmt(path.elapsed_ns)}, ratio {ratio:.4f}), {path.edge_count} edges"
     )
+    # No slack column here: a name on the path lost no race at its nodes, so its
+    # slack is mostly undefined; --detail lists the names that did (near-critical).
     table = Table(title="most critical", title_justify="left")
-    for col in ("name", "share", "waiting", "time", "slack"):
+    for col in ("name", "share", "waiting", "time"):
         table.add_column(col, justify="left" if col == "name" else "right")
     for m in path.most_critical[:top]:
         table.add_row(
@@ -151,7 +186,6 @@ def _print_path(console: Console, path: PathResult, conn, top: int) -> None:
             f"{100 * m['share']:.2f}%",
             f"{100 * m['waiting_share']:.2f}%",
             _fmt(m["time_ns"]),
-            _fmt(m["slack_ns"]),
         )
     console.print(table)
     if path.loops:
@@ -163,3 +197,66 @@ def _print_path(console: Console, path: PathResult, conn, top: int) -> None:
         console.print(loops)
     else:
         console.print("resource loops: none")
+
+
+def _print_slack(console: Console, path: PathResult, top: int) -> None:
+    if not path.slack:
+        console.print("near-critical (slack): none competed with the path")
+        return
+    table = Table(
+        title="near-critical: least slack (one occurrence may grow this much before the "
+        "path moves)",
+        title_justify="left",
+    )
+    table.add_column("name")
+    table.add_column("slack", justify="right")
+    for s in path.slack[:top]:
+        table.add_row(escape(s["name"]), _fmt(s["slack_ns"]))
+    console.print(table)
+
+
+def _print_profile(console: Console, profile: list[dict], top: int) -> None:
+    """Per SM, over the whole trace: active and waiting time, and its busiest states."""
+    table = Table(title="per-SM profile (whole trace)", title_justify="left")
+    for col in ("state machine", "active", "waiting", "entries", "busiest states (active)"):
+        table.add_column(col, justify="left" if col[0] in "sb" else "right")
+    for sm in sorted(profile, key=lambda d: (-d["active_ns"], d["sm"])):
+        if not (sm["active_ns"] or sm["waiting_ns"]):
+            continue  # an SM that only declares a queue
+        states = [d for d in sm["states"] if d["active_ns"] > 0][:3]
+        table.add_row(
+            escape(sm["sm"]),
+            _fmt(sm["active_ns"]),
+            _fmt(sm["waiting_ns"]),
+            str(sum(d["entered"] for d in sm["states"])),
+            escape(", ".join(f"{d['state']} {_fmt(d['active_ns'])}" for d in states)),
+        )
+    console.print(table)
+
+
+def _print_queues(console: Console, queues: list[dict]) -> None:
+    """Per queue: occupancy, blocking on empty/full, communication latency, arrivals."""
+    table = Table(title="queues (whole trace)", title_justify="left")
+    columns = (
+        "queue",
+        "capacity",
+        "occupancy mean/max",
+        "waits empty",
+        "waits full",
+        "comm latency mean/max",
+        "arrivals",
+    )
+    for col in columns:
+        table.add_column(col, justify="left" if col == "queue" else "right")
+    for q in queues:
+        rate = q["arrival_rate_per_s"]
+        table.add_row(
+            escape(q["queue"]),
+            "-" if q["capacity"] is None else str(q["capacity"]),
+            f"{q['mean_occupancy']:.3g} / {q['max_occupancy']}",
+            f"{q['waits_empty']} ({_fmt(q['waited_empty_ns'])})",
+            f"{q['waits_full']} ({_fmt(q['waited_full_ns'])})",
+            f"{_fmt(q['comm_latency_mean_ns'])} / {_fmt(q['comm_latency_max_ns'])}",
+            f"{q['arrivals']}" + ("" if rate is None else f" ({rate:.4g}/s)"),
+        )
+    console.print(table)

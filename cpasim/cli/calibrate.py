@@ -13,6 +13,7 @@ from cpasim.calibrate.microbench import read_microbench
 from cpasim.calibrate.pcap import read_capture
 from cpasim.cli import app
 from cpasim.errors import CpasimError
+from cpasim.files import write_text_atomically
 
 calibrate_app = typer.Typer(
     help="Measurements of real systems: read them, inspect captures (bottleneck, RTT, windows).",
@@ -103,7 +104,13 @@ def fit_cmd(
     max_simulations: int = typer.Option(60, "--max-simulations", min=2),
 ) -> None:
     """Fit scenario parameters so that simulated goodput matches the measurements."""
-    from cpasim.calibrate.fit import calibrated_toml, fit, read_targets
+    from cpasim.calibrate.fit import (
+        calibrated_toml,
+        fit,
+        read_targets,
+        show_figure,
+        show_parameter,
+    )
     from cpasim.config import load_scenario
     from cpasim.simulate import simulate
 
@@ -118,18 +125,19 @@ def fit_cmd(
     for before, after in zip(result.start_residuals, result.residuals, strict=True):
         t = after.target
         typer.echo(
-            f"{t.source}: {t.figure} measured {t.measured:.6g}, simulated "
-            f"{before.simulated:.6g} -> {after.simulated:.6g} ({after.relative:+.2%})"
+            f"{t.source}: {t.figure} measured {show_figure(t.figure, t.measured)}, simulated "
+            f"{show_figure(t.figure, before.simulated)} -> "
+            f"{show_figure(t.figure, after.simulated)} ({after.relative:+.2%})"
         )
     for k, (a, b) in result.fitted.items():
-        typer.echo(f"fitted {k}: {a:.6g} -> {b:.6g}")
+        typer.echo(f"fitted {k}: {show_parameter(k, a)} -> {show_parameter(k, b)}")
     for k, why in result.unidentifiable.items():
         typer.echo(f"not identifiable: {k} ({why}); left unchanged")
     for note in result.notes:
         typer.echo(f"note: {note}")
     typer.echo(f"rms relative error {result.rms_error:.3%} after {result.simulations} simulations")
     try:
-        out.write_text(calibrated_toml(result, str(scenario)))
+        write_text_atomically(out, calibrated_toml(result, str(scenario)))
     except OSError as exc:
         raise CpasimError(f"{out}: cannot write calibrated scenario ({exc.strerror})") from None
     typer.echo(f"wrote {out}")

@@ -12,10 +12,12 @@ import typer
 from cpasim.cli import app
 from cpasim.config import load_scenario
 from cpasim.errors import CpasimError
+from cpasim.files import write_text_atomically
 from cpasim.predict import ladder as ladder_mod
 from cpasim.predict.predict import changed_config, parse_changes, predict
 from cpasim.predict.runs import PathSummary, baseline
 from cpasim.predict.validate import validate
+from cpasim.progress import activity
 
 Scenario = Annotated[Path, typer.Argument(help="Scenario file (TOML).")]
 Sets = Annotated[
@@ -34,6 +36,10 @@ TraceOpt = Annotated[
     ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")]
+Progress = Annotated[
+    bool,
+    typer.Option("--progress/--no-progress", help="Progress on stderr for work over 2 s."),
+]
 Whole = Annotated[
     bool,
     typer.Option(
@@ -78,11 +84,15 @@ def predict_cmd(
     set_: Sets = None,
     as_json: AsJson = False,
     whole: Whole = False,
+    progress: Progress = True,
 ) -> None:
     """Predict a parameter change from the baseline's trace, without re-simulating it."""
     cfg, new_cfg = _configs(scenario, change, set_)
-    with tempfile.TemporaryDirectory(prefix="cpasim-predict-") as tmp:
-        run = baseline(cfg, trace, Path(tmp))
+    with (
+        tempfile.TemporaryDirectory(prefix="cpasim-predict-") as tmp,
+        activity("cpasim predict", progress),
+    ):
+        run = baseline(cfg, trace, Path(tmp), progress=progress)
         p = predict(run, new_cfg, whole=whole)
     if as_json:
         _echo_json(p.to_json())
@@ -112,12 +122,16 @@ def validate_cmd(
     set_: Sets = None,
     as_json: AsJson = False,
     whole: Whole = False,
+    progress: Progress = True,
 ) -> None:
     """Predict a change, then re-simulate it and report the prediction's error."""
     cfg, new_cfg = _configs(scenario, change, set_)
-    with tempfile.TemporaryDirectory(prefix="cpasim-validate-") as tmp:
-        run = baseline(cfg, trace, Path(tmp))
-        v = validate(run, new_cfg, Path(tmp) / "changed.cpt", whole=whole)
+    with (
+        tempfile.TemporaryDirectory(prefix="cpasim-validate-") as tmp,
+        activity("cpasim validate", progress),
+    ):
+        run = baseline(cfg, trace, Path(tmp), progress=progress)
+        v = validate(run, new_cfg, Path(tmp) / "changed.cpt", whole=whole, progress=progress)
     if as_json:
         _echo_json(v.to_json())
         return
@@ -148,6 +162,7 @@ def ladder_cmd(
     keep: Annotated[
         Path | None, typer.Option("--keep", help="Keep the traces of every run in this directory.")
     ] = None,
+    progress: Progress = True,
 ) -> None:
     """Remove bottlenecks one by one; predict each configuration from every earlier run."""
     cfg = load_scenario(scenario, sets=list(set_ or []))
@@ -156,10 +171,14 @@ def ladder_cmd(
             keep.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise CpasimError(f"--keep {keep}: cannot create directory: {exc.strerror}") from None
-        lad = ladder_mod.ladder(cfg, steps, keep)
+        with activity("cpasim ladder", progress):
+            lad = ladder_mod.ladder(cfg, steps, keep, progress=progress)
     else:
-        with tempfile.TemporaryDirectory(prefix="cpasim-ladder-") as tmp:
-            lad = ladder_mod.ladder(cfg, steps, Path(tmp))
+        with (
+            tempfile.TemporaryDirectory(prefix="cpasim-ladder-") as tmp,
+            activity("cpasim ladder", progress),
+        ):
+            lad = ladder_mod.ladder(cfg, steps, Path(tmp), progress=progress)
     table = ladder_mod.markdown(lad)
     for target, write in ((plot, lambda p: ladder_mod.plot(lad, p)), (markdown, None)):
         if target is None:
@@ -168,7 +187,7 @@ def ladder_cmd(
             if write is not None:
                 write(target)
             else:
-                target.write_text(table)
+                write_text_atomically(target, table)
         except OSError as exc:
             raise CpasimError(f"{target}: cannot write: {exc.strerror}") from None
     if as_json:

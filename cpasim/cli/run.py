@@ -12,6 +12,7 @@ import typer
 from cpasim.cli import app
 from cpasim.config import load_scenario
 from cpasim.model.cpu import CATEGORIES
+from cpasim.predict.runs import sidecar_path, write_run_record
 from cpasim.simulate import Result, simulate
 
 
@@ -33,6 +34,9 @@ def run_cmd(
 ) -> None:
     """Simulate SCENARIO and report goodput, utilisation, CPU split, latency and drops."""
     cfg = load_scenario(scenario, sets=sets or [])
+    if trace is not None:
+        # A record left by an earlier run must not vouch for the trace this one writes.
+        sidecar_path(trace).unlink(missing_ok=True)
     try:
         result = simulate(cfg, trace_path=trace, progress=progress)
     except KeyboardInterrupt:
@@ -40,6 +44,9 @@ def run_cmd(
         kept = f"; the trace recorded so far is in {trace}" if trace is not None else ""
         print(f"cpasim: run interrupted, no result{kept}", file=sys.stderr)
         raise typer.Exit(130) from None
+    if trace is not None:
+        # What predict/validate need to take this trace as their baseline.
+        write_run_record(cfg, trace, result.to_json())
     if as_json:
         out = result.to_json()
         out["scenario"] = str(scenario)

@@ -9,10 +9,12 @@ from pathlib import Path
 import numpy as np
 import typer
 
+from cpasim.analysis.names import trace_names
 from cpasim.cli import app
 from cpasim.errors import CpasimError
 from cpasim.trace import TRACE_SUFFIXES, open_trace, write_trace
 from cpasim.trace.records import OPS, TraceSource
+from cpasim.units import TIME, human
 
 trace_app = typer.Typer(
     help="Trace files: convert between .cpt and .jsonl, summarise.", no_args_is_help=True
@@ -97,7 +99,11 @@ def info(
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
         return
-    span = "empty" if first is None else f"{first:g} .. {last:g} ns ({last - first:g} ns)"
+    span = (
+        "empty"
+        if first is None
+        else f"{human(first, TIME)} .. {human(last, TIME)} ({human(last - first, TIME)})"
+    )
     per_record = f", {size / records:.2f} bytes/record" if records else ""
     lines = [
         f"file          {path}",
@@ -110,4 +116,32 @@ def info(
         f"time          {span}",
         f"size          {size:,} bytes{per_record}",
     ]
+    typer.echo("\n".join(lines))
+
+
+@trace_app.command("names")
+def names(
+    path: Path = typer.Argument(..., metavar="FILE", help="Trace file (.cpt or JSON Lines)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the names as JSON."),
+) -> None:
+    """List the systems, state machines, states and queues what-if patterns can match.
+
+    States are sys:sm:state (for --scale), queues sys:queue (for --scale-comm, --break,
+    --capacity); a name with several instances also matches as sys:name#inst.
+    """
+    found = trace_names(open_trace(path)).to_json()
+    if as_json:
+        typer.echo(json.dumps(found, indent=2))
+        return
+
+    def listing(title: str, counts: dict[str, int]) -> list[str]:
+        rows = [f"{title} ({len(counts)})"]
+        for name, n in counts.items():
+            rows.append(f"  {name}" + (f"  ({n} instances)" if n > 1 else ""))
+        return rows
+
+    lines = [f"systems ({len(found['systems'])})", *(f"  {s}" for s in found["systems"])]
+    lines += listing("state machines", found["sms"])
+    lines += listing("states (--scale sys:sm:state)", found["states"])
+    lines += listing("queues (--scale-comm, --break, --capacity sys:queue)", found["queues"])
     typer.echo("\n".join(lines))

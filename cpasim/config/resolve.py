@@ -127,6 +127,13 @@ def coerce(spec: ParamSpec, raw: Any, what: str) -> Any:
             f"{what} = {show(raw)}: expected one of {spec.range_text().replace('|', ', ')}"
         )
     if (spec.lo is not None and value < spec.lo) or (spec.hi is not None and value > spec.hi):
+        plain = units.plain_number_hint(raw, kind) if kind in QUANTITIES else ""
+        if plain:
+            # A bare 350 meant as microseconds is 350 s: say which unit it was read in.
+            value_text, _, hint = plain.partition("; ")
+            raise CpasimError(
+                f"{what} = {show(raw)}: {value_text} is out of range {spec.range_text()}; {hint}"
+            )
         raise CpasimError(f"{what} = {show(raw)} is out of range: expected {spec.range_text()}")
     return value
 

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cpasim.config import Config
+from cpasim.files import replace_atomically
 from cpasim.predict.predict import Prediction, predict_many
 from cpasim.predict.remedies import Remedy, remedy_for
 from cpasim.predict.runs import TracedRun, metric_of, traced_run
 from cpasim.predict.validate import relative_error
+from cpasim.progress import note
 
 
 @dataclass
@@ -72,7 +74,8 @@ class Ladder:
 def ladder(cfg: Config, steps: int, workdir: Path, *, progress: bool = False) -> Ladder:
     """Run the ladder from ``cfg`` for up to ``steps`` remedies; traces go to ``workdir``."""
     workdir = Path(workdir)
-    rungs = [Rung(1, None, traced_run(cfg, workdir / "config1.cpt", progress=progress))]
+    with note("config 1: the baseline"):
+        rungs = [Rung(1, None, traced_run(cfg, workdir / "config1.cpt", progress=progress))]
     stopped = None
     while len(rungs) <= steps:
         last = rungs[-1]
@@ -85,11 +88,13 @@ def ladder(cfg: Config, steps: int, workdir: Path, *, progress: bool = False) ->
             break
         new_cfg = remedy.apply(last.run.cfg)
         index = last.index + 1
-        run = traced_run(new_cfg, workdir / f"config{index}.cpt", progress=progress)
+        with note(f"config {index}: {remedy.describe()}"):
+            run = traced_run(new_cfg, workdir / f"config{index}.cpt", progress=progress)
         rungs.append(Rung(index, remedy, run))
     for i, source in enumerate(rungs):
         later = rungs[i + 1 :]
-        preds = predict_many(source.run, [r.run.cfg for r in later])
+        with note(f"predicting the later configurations from config {source.index}"):
+            preds = predict_many(source.run, [r.run.cfg for r in later])
         for r, p in zip(later, preds, strict=True):
             r.predictions[source.index] = p
     metric, _ = metric_of(cfg.workload.kind)
@@ -159,6 +164,7 @@ def plot(lad: Ladder, path: Path) -> None:
     ax.legend(fontsize="small")
     fig.tight_layout()
     try:
-        fig.savefig(path)
+        fmt = Path(path).suffix.lower()[1:] or "png"
+        replace_atomically(path, lambda tmp: fig.savefig(tmp, format=fmt))
     finally:
         plt.close(fig)

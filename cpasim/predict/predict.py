@@ -28,6 +28,7 @@ from cpasim.predict.runs import (
 )
 from cpasim.predict.transforms_table import check_keys, plan_change
 from cpasim.predict.window import WINDOW_COMMIT_EVERY, analyses
+from cpasim.progress import note
 from cpasim.trace import open_trace
 
 
@@ -109,6 +110,32 @@ def predict_many(
         return []
     window = None if whole else run.window
     end = run.cfg.sim.duration
+    what = "predicting from the tail of" if window is not None else "predicting from"
+    with note(f"{what} {run.trace.name}"):
+        results, base_path, active, analysed = _analyse_plans(run, plans, window, end)
+    metric, higher = metric_of(run.result["workload"])
+    out = []
+    for cfg, plan, (res, cut, _) in zip(configs, plans, results, strict=True):
+        lines = plan.describe()
+        path = summarize(res, f"prediction ({'; '.join(lines)})", cut).bounded(
+            busy(cfg, plan.transforms, active)
+        )
+        out.append(
+            Prediction(
+                metric=metric,
+                baseline=run.metric,
+                predicted=scaled_metric(run.metric, higher, base_path, path),
+                baseline_path=base_path,
+                predicted_path=path,
+                effects=tuple(lines),
+                analysed_ns=analysed,
+            )
+        )
+    return out
+
+
+def _analyse_plans(run: TracedRun, plans, window, end):
+    """One pass over the window (or the whole measured interval) for every plan."""
     if window is not None:
         base_path, active = window.path, window.state_active
         analysed = (window.window.t_measure, end)
@@ -130,25 +157,7 @@ def predict_many(
             [p.transforms for p in plans],
             run.cfg.sim.warmup,
         )
-    metric, higher = metric_of(run.result["workload"])
-    out = []
-    for cfg, plan, (res, cut, _) in zip(configs, plans, results, strict=True):
-        lines = plan.describe()
-        path = summarize(res, f"prediction ({'; '.join(lines)})", cut).bounded(
-            busy(cfg, plan.transforms, active)
-        )
-        out.append(
-            Prediction(
-                metric=metric,
-                baseline=run.metric,
-                predicted=scaled_metric(run.metric, higher, base_path, path),
-                baseline_path=base_path,
-                predicted_path=path,
-                effects=tuple(lines),
-                analysed_ns=analysed,
-            )
-        )
-    return out
+    return results, base_path, active, analysed
 
 
 def predict(run: TracedRun, new_cfg: Config, *, whole: bool = False) -> Prediction:

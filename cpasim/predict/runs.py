@@ -7,7 +7,9 @@ arbitration order freed, :func:`~cpasim.predict.transforms_table.reference` —
 (the prediction divides by its length) and the mean time per entry of every
 state (for the table's fixed parts).  :func:`traced_run` simulates and analyses once and writes
 them to a *sidecar* ``<trace>.run.json``; :func:`load_run` reads it back and
-refuses a trace whose sidecar names another config digest.
+refuses a trace whose sidecar names another config digest.  ``cpasim run --trace``
+writes the sidecar without the analysis (:func:`write_run_record`); the first
+prediction from that trace analyses it and completes the sidecar.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ import numpy as np
 from cpasim.analysis import AnalysisResult
 from cpasim.config import Config
 from cpasim.errors import CpasimError
+from cpasim.files import write_text_atomically
 from cpasim.predict.bounds import busy, holding
 from cpasim.predict.transforms_table import reference, state_active, state_means
 from cpasim.predict.window import WINDOW_COMMIT_EVERY, Window, analyses, make_window
+from cpasim.progress import note
 from cpasim.simulate import simulate
 from cpasim.trace import open_trace
 from cpasim.trace.records import BEGIN, TraceSource
@@ -288,17 +292,40 @@ def traced_run(
     a run nothing will be predicted from (a re-simulated check) can skip it.
     """
     trace = Path(trace)
-    res = simulate(cfg, trace_path=trace, progress=progress)
-    result = res.to_json()
+    with note(f"simulating into {trace.name}"):
+        res = simulate(cfg, trace_path=trace, progress=progress)
+    return analysed_run(cfg, trace, res.to_json(), window=window)
+
+
+def write_run_record(cfg: Config, trace: Path, result: dict) -> None:
+    """The sidecar of a plain traced run (``cpasim run --trace``): its config digest and
+    result, without the analysis, which :func:`load_run` adds the first time the trace
+    is predicted from (so a run that is never predicted from costs no analysis)."""
+    _write_sidecar(trace, {"config_digest": cfg.digest, "result": result, "analysed": False})
+
+
+def _write_sidecar(trace: Path, side: dict) -> None:
+    path = sidecar_path(trace)
+    text = json.dumps({"format": SIDECAR_FORMAT, **side}, indent=1, sort_keys=True) + "\n"
+    try:
+        write_text_atomically(path, text)
+    except OSError as exc:
+        raise CpasimError(f"{path}: cannot write: {exc.strerror}") from None
+
+
+def analysed_run(cfg: Config, trace: Path, result: dict, *, window: bool = True) -> TracedRun:
+    """Analyse the run ``result`` recorded in ``trace`` and write its full sidecar."""
+    start, end = tuple(result["analysis_start"]), tuple(result["analysis_end"])
     ref = reference()
-    [(analysis, cut, before)] = analyses(
-        lambda: open_trace(trace),
-        res.analysis_start,
-        res.analysis_end,
-        [ref],
-        cfg.sim.warmup,
-        profiles=True,
-    )
+    with note(f"analysing the trace {trace.name}"):
+        [(analysis, cut, before)] = analyses(
+            lambda: open_trace(trace),
+            start,
+            end,
+            [ref],
+            cfg.sim.warmup,
+            profiles=True,
+        )
     active = measured_active(analysis, before)
     run = TracedRun(
         cfg=cfg,
@@ -307,21 +334,20 @@ def traced_run(
         path=summarize(analysis, str(trace), cut).bounded(busy(cfg, ref, active)),
         state_means=state_means(analysis.profile, state_entries(open_trace(trace))),
         state_active=active,
-        window=_window_run(cfg, trace, res.analysis_start, res.analysis_end) if window else None,
+        window=_window_run(cfg, trace, start, end) if window else None,
     )
-    side = {
-        "format": SIDECAR_FORMAT,
-        "config_digest": cfg.digest,
-        "result": result,
-        "path": run.path.to_json(),
-        "state_means": run.state_means,
-        "state_active": run.state_active,
-        "window": run.window.to_json() if run.window is not None else None,
-    }
-    try:
-        sidecar_path(trace).write_text(json.dumps(side, indent=1, sort_keys=True) + "\n")
-    except OSError as exc:
-        raise CpasimError(f"{sidecar_path(trace)}: cannot write: {exc.strerror}") from None
+    _write_sidecar(
+        trace,
+        {
+            "config_digest": cfg.digest,
+            "result": result,
+            "analysed": True,
+            "path": run.path.to_json(),
+            "state_means": run.state_means,
+            "state_active": run.state_active,
+            "window": run.window.to_json() if run.window is not None else None,
+        },
+    )
     return run
 
 
@@ -354,15 +380,16 @@ def _window_run(cfg: Config, trace: Path, start, end) -> WindowRun | None:
         return None
     window = make_window(trace, start, end, *span)
     ref = reference()
-    [(res, cut, before)] = analyses(
-        lambda: window.source(trace),
-        start,
-        end,
-        [ref],
-        window.t_measure,
-        profiles=True,
-        commit_every=WINDOW_COMMIT_EVERY,
-    )
+    with note(f"analysing the tail of {trace.name}"):
+        [(res, cut, before)] = analyses(
+            lambda: window.source(trace),
+            start,
+            end,
+            [ref],
+            window.t_measure,
+            profiles=True,
+            commit_every=WINDOW_COMMIT_EVERY,
+        )
     active = measured_active(res, before)
     path = summarize(res, f"{trace} (window)", cut).bounded(busy(cfg, ref, active))
     return WindowRun(window, path, active)
@@ -379,8 +406,8 @@ def load_run(cfg: Config, trace: Path) -> TracedRun:
     except FileNotFoundError:
         raise CpasimError(
             f"{trace}: no {side.name} next to it, so the config and result of the run that "
-            "recorded it are unknown; record it with 'cpasim predict --trace' (which runs "
-            "the baseline when the trace does not exist yet)"
+            "recorded it are unknown; record it with 'cpasim run --trace' or 'cpasim "
+            "predict --trace' (which runs the baseline when the trace does not exist yet)"
         ) from None
     except (OSError, ValueError) as exc:
         raise CpasimError(f"{side}: unreadable run sidecar ({exc})") from None
@@ -392,6 +419,12 @@ def load_run(cfg: Config, trace: Path) -> TracedRun:
             f"scenario and --set options resolve to {cfg.digest}; predict from a trace of "
             "this configuration (or pass a new --trace path to record one)"
         )
+    if not data.get("analysed", True):
+        # Recorded by a plain traced run: analyse it once, keep the analysis beside it.
+        try:
+            return analysed_run(cfg, trace, data["result"])
+        except (KeyError, TypeError) as exc:
+            raise CpasimError(f"{side}: malformed run sidecar (missing {exc})") from None
     try:
         return TracedRun(
             cfg=cfg,

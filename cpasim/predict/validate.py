@@ -13,6 +13,7 @@ from pathlib import Path
 from cpasim.config import Config
 from cpasim.predict.predict import Prediction, predict
 from cpasim.predict.runs import PathSummary, TracedRun, traced_run
+from cpasim.progress import note
 
 
 def relative_error(predicted: float, actual: float) -> float:
@@ -49,9 +50,12 @@ class Validation:
         }
 
 
-def validate(run: TracedRun, new_cfg: Config, trace: Path, *, whole: bool = False) -> Validation:
+def validate(
+    run: TracedRun, new_cfg: Config, trace: Path, *, whole: bool = False, progress: bool = False
+) -> Validation:
     """Predict ``new_cfg`` from ``run`` (over its window, or ``whole`` trace), then
-    simulate it (traced into ``trace``)."""
+    simulate it (traced into ``trace``; ``progress``: its bar on stderr)."""
     prediction = predict(run, new_cfg, whole=whole)
-    actual = traced_run(new_cfg, trace, window=False)
+    with note("re-simulating the change"):
+        actual = traced_run(new_cfg, trace, window=False, progress=progress)
     return Validation(prediction, actual.metric, actual.path)

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import csv
 import math
-import os
-import tempfile
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from cpasim.errors import CpasimError
+from cpasim.files import replace_atomically
 
 TABLE_INSTALL_HINT = "install it with: pip install 'cpasim[table]'"
 FORMATS = (".csv", ".parquet")
@@ -131,18 +131,6 @@ def read_rows(path: Path, text_columns: Sequence[str] = ()) -> list[dict[str, ob
     return rows
 
 
-def _replace(path: Path, write) -> None:
-    """Write a file completely under a temporary name, then rename it into place."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_rows(path: Path, rows: Sequence[Mapping], first: Sequence[str] = ()) -> None:
     """Write the whole table atomically, as CSV or parquet by the file name."""
     path = Path(path)
@@ -150,9 +138,9 @@ def write_rows(path: Path, rows: Sequence[Mapping], first: Sequence[str] = ()) -
     if path.suffix.lower() == ".parquet":
         pandas = require_pandas("--out *.parquet", parquet=True)
         frame = pandas.DataFrame([{c: r.get(c) for c in columns} for r in rows], columns=columns)
-        _replace(path, lambda tmp: frame.to_parquet(tmp, index=False))
+        replace_atomically(path, lambda tmp: frame.to_parquet(tmp, index=False))
     else:
-        _replace(path, lambda tmp: _write_csv(tmp, rows, columns))
+        replace_atomically(path, lambda tmp: _write_csv(tmp, rows, columns))
 
 
 def _write_csv(path: Path, rows: Sequence[Mapping], columns: Sequence[str]) -> None:
@@ -171,13 +159,13 @@ class CsvAppender:
         self.first = list(first)
         self.rows = list(rows)
         self.columns = columns_of(self.rows, self.first)
-        _replace(self.path, lambda tmp: _write_csv(tmp, self.rows, self.columns))
+        replace_atomically(self.path, lambda tmp: _write_csv(tmp, self.rows, self.columns))
 
     def append(self, row: Mapping) -> None:
         self.rows.append(row)
         if any(c not in self.columns for c in row):
             self.columns = columns_of(self.rows, self.first)
-            _replace(self.path, lambda tmp: _write_csv(tmp, self.rows, self.columns))
+            replace_atomically(self.path, lambda tmp: _write_csv(tmp, self.rows, self.columns))
             return
         with self.path.open("a", newline="") as f:
             csv.DictWriter(f, self.columns).writerow({c: _cell(row.get(c)) for c in self.columns})
@@ -196,6 +184,19 @@ def display_unit(name: str) -> tuple[str, float]:
     if lower.endswith("_ns") or "latency" in lower or "rtt" in lower:
         return "µs", 1e3
     return "", 1.0
+
+
+def without_unit_suffix(name: str) -> str:
+    """``goodput_bps`` → ``goodput``, ``latency_ns.p99`` → ``latency.p99``: for a heading
+    that names the unit the values are shown in, which is not the stored one."""
+    return re.sub(r"_(bps|ns)(?=\.|$)", "", name)
+
+
+def display_header(name: str) -> str:
+    """A metric column's heading with the unit its cells are shown in
+    (``goodput_bps`` shows as ``goodput (Gb/s)``)."""
+    unit, _ = display_unit(name)
+    return f"{without_unit_suffix(name)} ({unit})" if unit else name
 
 
 def headline_columns(rows: Sequence[Mapping], limit: int = 5) -> list[str]:
@@ -224,6 +225,10 @@ def _analysis_cell(row: Mapping, column: str) -> str:
 def render(rows: Sequence[Mapping], keys: Sequence[str]):
     """A rich Table summarising a sweep: varied keys, a few metrics, errors."""
     from rich.table import Table
+    from rich.text import Text
+
+    # Cells and headings are Text, never markup: a state named tx:Link:propagate
+    # stays literal (as markup ":link:" would become an emoji and "[x]" a style).
 
     extra = [c for c in ("critical_state", "resource_loop") if any(r.get(c) for r in rows)]
     metrics = headline_columns(rows)
@@ -231,14 +236,13 @@ def render(rows: Sequence[Mapping], keys: Sequence[str]):
     errors = any(r.get(ERROR) for r in rows)
     grid = Table(title=f"sweep: {len(rows)} runs", title_justify="left")
     for key in keys:
-        grid.add_column(key)
+        grid.add_column(Text(key))
     if repeats:
         grid.add_column(REPEAT, justify="right")
     for name in metrics:
-        unit, _ = display_unit(name)
-        grid.add_column(f"{name} [{unit}]" if unit else name, justify="right")
+        grid.add_column(Text(display_header(name)), justify="right")
     for name in extra:
-        grid.add_column(name)
+        grid.add_column(Text(name))
     if errors:
         grid.add_column(ERROR, style="red")
     for row in rows:
@@ -252,5 +256,5 @@ def render(rows: Sequence[Mapping], keys: Sequence[str]):
         cells += [_analysis_cell(row, c) for c in extra]
         if errors:
             cells.append(str(row.get(ERROR) or ""))
-        grid.add_row(*cells)
+        grid.add_row(*(Text(c) for c in cells))
     return grid

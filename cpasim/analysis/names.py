@@ -1,0 +1,98 @@
+"""The names a what-if pattern can match in a trace, and the check that each matches one.
+
+A pattern that matches nothing changes nothing: the what-if silently reports the
+baseline.  :func:`check_patterns` turns that into an error naming the pattern and
+the closest names the trace has; :func:`trace_names` lists them
+(``cpasim trace names``).  State names are only known per state machine from the
+``begin`` records, so listing them reads the trace once.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+import numpy as np
+
+from cpasim.analysis.transforms import name_variants
+from cpasim.errors import CpasimError
+from cpasim.trace.records import BEGIN, TraceSource
+
+#: Closest names offered when a pattern matches nothing.
+CLOSEST = 5
+
+
+@dataclass(frozen=True)
+class TraceNames:
+    """Display names in a trace, each as ``(sys, name, inst[, state])``."""
+
+    states: list[tuple[str, str, str, str]]  # sys, sm, inst, state (entered at least once)
+    sms: list[tuple[str, str, str]]
+    queues: list[tuple[str, str, str]]
+
+    def folded(self, kind: str) -> dict[str, int]:
+        """Display names without instances (what a pattern without ``#`` matches) →
+        number of instances, sorted by name."""
+        rows = {"states": self.states, "sms": self.sms, "queues": self.queues}[kind]
+        out: dict[str, int] = {}
+        for row in rows:
+            sys, name, _inst, *state = row
+            key = ":".join([sys, name, *state])
+            out[key] = out.get(key, 0) + 1
+        return dict(sorted(out.items()))
+
+    @property
+    def systems(self) -> list[str]:
+        return sorted({s for s, _, _ in self.sms} | {s for s, _, _ in self.queues})
+
+    def to_json(self) -> dict:
+        return {
+            "systems": self.systems,
+            "sms": self.folded("sms"),
+            "states": self.folded("states"),
+            "queues": self.folded("queues"),
+        }
+
+
+def trace_names(source: TraceSource) -> TraceNames:
+    """Read ``source`` once for the (SM, state) pairs its ``begin`` records enter."""
+    pairs: set[int] = set()
+    for chunk in source.chunks():
+        begins = chunk[chunk["op"] == BEGIN]
+        if begins.size:
+            both = begins["sm"].astype(np.int64) << 32 | begins["a"].astype(np.int64)
+            pairs.update(np.unique(both).tolist())
+    key = source.key
+    states = sorted({(*key.sms[p >> 32], key.states[p & 0xFFFFFFFF]) for p in pairs})
+    return TraceNames(states=states, sms=list(key.sms), queues=list(key.queues))
+
+
+def _variants(rows: Iterable[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    return [name_variants(r[0], r[1], r[2], r[3] if len(r) > 3 else None) for r in rows]
+
+
+def check_patterns(
+    names: TraceNames, state_patterns: Sequence[tuple[str, str]], queue_patterns
+) -> None:
+    """Raise for the first ``(option, pattern)`` that matches no state (``--scale``) or
+    no queue (``--scale-comm``, ``--break``, ``--capacity``) of the trace."""
+    for patterns, rows, kind, what in (
+        (state_patterns, names.states, "states", "state (sys:sm:state)"),
+        (queue_patterns, names.queues, "queues", "queue (sys:queue)"),
+    ):
+        variants = _variants(rows)
+        for option, pat in patterns:
+            if any(fnmatchcase(v, pat) for vs in variants for v in vs):
+                continue
+            folded = list(names.folded(kind))
+            # Compare with the pattern's glob characters dropped: "tx:NIC*" is near "tx:NIC".
+            bare = pat.replace("*", "").replace("?", "")
+            close = difflib.get_close_matches(bare, folded, n=CLOSEST, cutoff=0.4)
+            hint = (
+                "closest: " + ", ".join(close)
+                if close
+                else f"the trace has {len(folded)} (list them with 'cpasim trace names')"
+            )
+            raise CpasimError(f"{option} {pat!r} matches no {what} in the trace; {hint}")
