@@ -159,7 +159,13 @@ def _fit_from_evidence(cfg, measurements: list[str], max_simulations: int):
         path = Path(m)
         if "@" in m and not path.exists():
             raise CpasimError(f"{m}: conditions (FILE@KEY=VALUE) need --params")
-        (captures if is_capture(head_bytes(path)) else reports).append(path)
+        head = head_bytes(path)
+        if not is_capture(head) and head.lstrip()[:1] != b"{":
+            raise CpasimError(
+                f"{path}: expected a capture or an iperf3 --json report; "
+                "microbenchmark tables carry no figure a stream simulation produces"
+            )
+        (captures if is_capture(head) else reports).append(path)
     if len(captures) != 1 or len(reports) > 1:
         raise CpasimError(
             "calibrate fit: without --params expected one capture and at most one iperf3 "
