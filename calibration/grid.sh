@@ -13,7 +13,9 @@
 #
 # Usage: calibration/grid.sh [OUTDIR] [FILTER]   (default calibration/grid;
 #   FILTER: only configurations whose name contains it)
-#   SECONDS_PER_RUN (default 4), REPEATS (default 3), PCAP=all|first
+#   SECONDS_PER_RUN (default 4), REPEATS (default 3), FIRST_REPEAT (default 1;
+#   more repeats of a configuration whose spread is large are appended to the
+#   manifest with FIRST_REPEAT=4 and a FILTER), PCAP=all|first
 #   (default first: keep the capture of the first repeat only, the others are
 #   deleted after their figures are read).
 set -euo pipefail
@@ -23,6 +25,7 @@ out=${1:-$here/grid}
 filter=${2:-}
 secs=${SECONDS_PER_RUN:-4}
 repeats=${REPEATS:-3}
+first=${FIRST_REPEAT:-1}
 keep=${PCAP:-first}
 RT="chrt -f 50"
 tools="ip tc iperf3 tcpdump python3 chrt"
@@ -98,7 +101,7 @@ config() {
     [ "$window" = - ] && w=auto
     local name=${cc}_r${mbit}m_d${dms}ms_q${queue}_w$w
     [ -n "$filter" ] && [[ $name != *"$filter"* ]] && return
-    for rep in $(seq "$repeats"); do run "$name" "$cc" "$mbit" "$bytes" $((dms * 1000)) "$window" "$rep"; done
+    for rep in $(seq "$first" $((first + repeats - 1))); do run "$name" "$cc" "$mbit" "$bytes" $((dms * 1000)) "$window" "$rep"; done
 }
 
 # Autotuned buffers: every congestion control, both delays, both rates, a

@@ -60,6 +60,11 @@ SHARED_KEYS = ("link.mtu", "tcp.timestamps", "tcp.sack", "tcp.delayed_ack")
 #: a window no transfer of the grid fills stands in.
 AUTOTUNE_STAND_IN = 4 * 1024 * 1024
 MSS = 1448
+FRAME_OVERHEAD = 52 + QDISC_L2_BYTES
+ADVERTISED_FRACTION = 0.6
+#: A run with retransmissions whose goodput falls this far below what its settings
+#: allow lost its goodput to losses.
+LOSSY_BELOW = 0.95
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,7 @@ class GridConfig:
     seconds: float
     goodputs: tuple[float, ...]  # iperf3 receiver goodput of each repeat
     retransmits: tuple[int, ...]
-    min_rtt_ns: float  # median over the repeats of iperf3's min_rtt
+    min_rtt_ns: float  # median over the repeats of iperf3's min_rtt (smallest interval srtt)
     capture: Path | None  # sender-side capture of the first repeat that kept one
     iperf: Path  # iperf3 report of that repeat
 
@@ -89,19 +94,30 @@ class GridConfig:
         return (max(self.goodputs) - min(self.goodputs)) / self.median
 
     @property
-    def regime(self) -> str:
-        """lossy (resent > 0.2 % of its bytes), window-limited or rate-limited."""
-        sent = self.median * self.seconds / 8
-        if statistics.median(self.retransmits) * MSS > evidence.LOSSY_FRACTION * sent:
-            return "lossy"
-        return "window-limited" if self.window_limited else "rate-limited"
+    def capacity_bps(self) -> float:
+        """Payload rate the settings allow: the tbf rate less headers (52 B of IP and TCP
+        with timestamps, 14 B tbf counts), or the advertised window over the nominal round
+        trip if smaller (Linux advertises about 60 % of the doubled -w; see PLAN.md)."""
+        rate = self.rate_bps * MSS / (MSS + FRAME_OVERHEAD)
+        if self.window is None:
+            return rate
+        return min(rate, ADVERTISED_FRACTION * 2 * self.window * 8e9 / (2 * self.delay_ns))
 
     @property
     def window_limited(self) -> bool:
-        # Linux advertises about 60 % of the doubled request (see PLAN.md's measurements).
-        if self.window is None:
-            return False
-        return 0.6 * 2 * self.window * 8e9 / self.min_rtt_ns < self.rate_bps
+        rate = self.rate_bps * MSS / (MSS + FRAME_OVERHEAD)
+        return self.capacity_bps < rate
+
+    @property
+    def regime(self) -> str:
+        """lossy (retransmissions and goodput more than 5 % below :attr:`capacity_bps`),
+        else window-limited or rate-limited."""
+        if (
+            statistics.median(self.retransmits) > 0
+            and self.median < LOSSY_BELOW * self.capacity_bps
+        ):
+            return "lossy"
+        return "window-limited" if self.window_limited else "rate-limited"
 
 
 @dataclass(frozen=True)
@@ -203,6 +219,9 @@ def nominal(run: GridConfig, mtu: int, rcvbuf_ratio: float, extra_ns: float) -> 
 def _apply(shared: Config, proposals: list[Proposal], where: str):
     done = evidence.apply(shared, proposals, where=where)
     replaced = {p.fallback_for for p in done.applied if p.fallback_for}
+    if "bottleneck.rate" in replaced:
+        # The stand-in link.rate is converted to the link's framing: it covers the overhead.
+        replaced.add("bottleneck.overhead")
     missing = [f"{p.key}={p.value}" for p, _ in done.not_modelled if p.key not in replaced]
     stand_ins = [f"{p.key} for {p.fallback_for}" for p in done.applied if p.fallback_for]
     return done.config, missing, stand_ins
