@@ -92,6 +92,31 @@ def test_window_limited_capture_fits_the_delay_not_the_rate(tmp_path):
     assert out.read_text().count("# set ") >= 5
 
 
+def test_issue_case_twenty_ms_window_limited(tmp_path):
+    """The issue's capture: window-limited (-w 64K) at 50 Mb/s with a 20 ms round trip,
+    from the grid (gzip-compressed).  The evidence sets the delay to about 10 ms per
+    direction before anything is fitted."""
+    grid = CAPTURES.parent / "grid"
+    base = tmp_path / "base.toml"
+    base.write_text('[sim]\nduration = "1s"\nwarmup = "200ms"\n')
+    out = tmp_path / "fitted.toml"
+    args = [
+        "calibrate",
+        "fit",
+        str(base),
+        str(grid / "cubic_r50m_d10ms_q2bdp_w64k_r1.pcap.gz"),
+        str(grid / "cubic_r50m_d10ms_q2bdp_w64k_r1.iperf3.json"),
+    ]
+    result = _run(args, out)
+    assert "regime: window-limited" in result
+    set_delay = next(x for x in result.splitlines() if x.startswith("set link.delay"))
+    assert 9.8e6 < float(set_delay.split("= ")[1].split("ns")[0]) < 10.1e6
+    cfg = load_scenario(out)
+    assert cfg.value("link.rate") == pytest.approx(50e6 * 1538 / 1514, rel=0.03)
+    assert 9.0e6 < cfg.value("link.delay") < 10.5e6
+    assert cfg.value("tcp.rmem") == 81120
+
+
 def _run(args, out, expect=0):
     from typer.testing import CliRunner
 
