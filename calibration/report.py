@@ -173,8 +173,29 @@ def _mb(bps: float) -> str:
     return f"{bps / 1e6:.2f}"
 
 
+def write_grid_summary(configs) -> None:
+    """grid/summary.csv: per configuration, the median and spread of its repeats."""
+    tmp = GRID / "summary.csv.part"
+    with tmp.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(
+            ["name", "cc", "rate_bps", "queue_bytes", "delay_ns", "window", "repeats"]
+            + ["goodput_median_bps", "goodput_min_bps", "goodput_max_bps", "spread"]
+            + ["retransmits_median", "regime"]
+        )
+        for c in configs:
+            w.writerow(
+                [c.name, c.cc, f"{c.rate_bps:.0f}", c.queue_bytes, f"{c.delay_ns:.0f}"]
+                + [c.window or "-", len(c.goodputs), f"{c.median:.0f}"]
+                + [f"{min(c.goodputs):.0f}", f"{max(c.goodputs):.0f}", f"{c.spread:.4f}"]
+                + [statistics.median(c.retransmits), c.regime]
+            )
+    tmp.replace(GRID / "summary.csv")
+
+
 def grid_section() -> list[str]:
     configs = read_grid(GRID)
+    write_grid_summary(configs)
     manifest = list(csv.DictReader((GRID / "manifest.csv").read_text().splitlines()))
     size = sum(p.stat().st_size for p in GRID.iterdir())
     late99 = sorted(float(r["delayline_late_p99_us"]) for r in manifest)
