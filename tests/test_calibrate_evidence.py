@@ -163,6 +163,10 @@ def test_bad_inputs_one_line_exit_2(capsys, tmp_path):
     bare.write_text(json.dumps(doc))
     err = _error(capsys, "calibrate", "fit", str(base), str(WINDOWED), str(bare), "--out", out)
     assert "bare.json: iperf3 report lacks end.sender_tcp_congestion" in err
+    # The report of another transfer.
+    other = CAPTURES / "d5ms_tbf20m_w32k.iperf3.json"
+    err = _error(capsys, "calibrate", "fit", str(base), str(WINDOWED), str(other), "--out", out)
+    assert "d5ms_tbf20m_w32k.iperf3.json: iperf3 report is of the transfer" in err
     # Two captures: which one would the evidence come from?
     err = _error(capsys, "calibrate", "fit", str(base), str(WINDOWED), str(WINDOWED), "--out", out)
     assert "expected one capture and at most one iperf3 report" in err

@@ -98,6 +98,13 @@ def propose(capture: Capture, report: FlowReport, iperf: IperfRun | None) -> lis
             f"{capture.path}: no ACKs from the receiver in the capture; "
             "expected both directions of the TCP transfer"
         )
+    if iperf is not None:
+        ends = (iperf.remote, iperf.local) if iperf.reverse else (iperf.local, iperf.remote)
+        if ends != (report.sender, report.receiver):
+            raise CpasimError(
+                f"{iperf.path}: iperf3 report is of the transfer {ends[0]} -> {ends[1]}; "
+                f"expected the capture's, {report.sender} -> {report.receiver}"
+            )
     out: list[Proposal] = []
     syn, syn_ack = _handshake(capture, report)
     mtu = _mtu(syn, syn_ack, report, out)
