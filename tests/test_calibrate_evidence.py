@@ -167,6 +167,11 @@ def test_bad_inputs_one_line_exit_2(capsys, tmp_path):
     other = CAPTURES / "d5ms_tbf20m_w32k.iperf3.json"
     err = _error(capsys, "calibrate", "fit", str(base), str(WINDOWED), str(other), "--out", out)
     assert "d5ms_tbf20m_w32k.iperf3.json: iperf3 report is of the transfer" in err
+    # A budget too small for the search.
+    err = _error(
+        capsys, "calibrate", "fit", str(base), str(WINDOWED), "--out", out, "--max-simulations", "5"
+    )
+    assert "--max-simulations 5 is too few" in err
     # Two captures: which one would the evidence come from?
     err = _error(capsys, "calibrate", "fit", str(base), str(WINDOWED), str(WINDOWED), "--out", out)
     assert "expected one capture and at most one iperf3 report" in err

@@ -277,6 +277,11 @@ def fit_one(
     start = float(cfg.value(key))
     if start <= 0:
         raise CpasimError(f"calibrate fit: {key} starts at {start}; the search needs it positive")
+    if max_simulations < GRID_POINTS + 2:
+        raise CpasimError(
+            f"--max-simulations {max_simulations} is too few: the search needs "
+            f"{GRID_POINTS + 2} (the start, a {GRID_POINTS}-point grid and one refinement)"
+        )
     lo, hi = start / span, start * span
     if spec.lo:
         lo = max(lo, float(spec.lo))

@@ -96,7 +96,12 @@ def fit_cmd(
     ),
     out: Path = typer.Option(..., "--out", help="Where to write the calibrated scenario."),
     sets: list[str] = typer.Option([], "--set", help="Override KEY=VALUE before fitting."),
-    max_simulations: int = typer.Option(None, "--max-simulations", min=2),
+    max_simulations: int = typer.Option(
+        None,
+        "--max-simulations",
+        min=2,
+        help="Simulation budget (default 24 without --params, 60 with).",
+    ),
 ) -> None:
     """Set what a capture determines, then fit what remains so that simulated goodput
     matches the measurement."""
