@@ -1,7 +1,8 @@
 """Re-create calibration/REPORT.md: the delay line's accuracy, what `calibrate inspect`
 finds in each capture against the tbf rate it was shaped to, the link rate
-`calibrate fit` infers, and the held-out check (calibrate on one capture, predict
-the goodput of the others).
+`calibrate fit` infers, the held-out check (calibrate on one capture, predict
+the goodput of the others), and the same for the capture grid of grid.sh
+(calibrate on one configuration, predict all the others from their nominal settings).
 
 Run from the repository root: ``.venv/bin/python calibration/report.py``.
 """
@@ -10,10 +11,12 @@ from __future__ import annotations
 
 import csv
 import json
+import statistics
 from pathlib import Path
 
 from cpasim.calibrate import inspect_capture, read_capture, read_iperf
 from cpasim.calibrate.fit import fit, read_targets
+from cpasim.calibrate.grid import calibrate, predict, read_grid
 from cpasim.calibrate.heldout import held_out, read_manifest
 from cpasim.config import load_scenario
 from cpasim.simulate import simulate
@@ -23,6 +26,8 @@ HERE = Path(__file__).parent
 CLASSIC_TCP = ["tcp.cc=newreno", "tcp.sack=false"]
 CAPTURES = HERE / "captures"
 CALIBRATE_ON = "d5ms_tbf50m_w32k"
+GRID = HERE / "grid"
+GRID_CALIBRATE_ON = "cubic_r50m_d10ms_q2bdp_w64k"
 
 
 def main() -> None:
@@ -72,7 +77,7 @@ def main() -> None:
             f"| {row['name']} | {rate / 1e6:g} Mb/s | {fitted / 1e6:.3f} Mb/s "
             f"| {(fitted - rate) / rate:+.2%} | {res.residuals[0].relative:+.3%} |"
         )
-    out += delay_line_section() + held_out_section()
+    out += delay_line_section() + held_out_section() + grid_section()
     (HERE / "REPORT.md").write_text("\n".join(out) + "\n")
 
 
@@ -163,6 +168,123 @@ def held_out_section() -> list[str]:
         "line releases packets later (its wake-ups queue behind more packets), so real round",
         "trips grow with the packet rate and runs near the window/rate boundary at 100 Mb/s",
         "are predicted too fast: compare each capture's RTT median in the first table.",
+    ]
+    return out
+
+
+def _mb(bps: float) -> str:
+    return f"{bps / 1e6:.2f}"
+
+
+def write_grid_summary(configs) -> None:
+    """grid/summary.csv: per configuration, the median and spread of its repeats."""
+    tmp = GRID / "summary.csv.part"
+    with tmp.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(
+            ["name", "cc", "rate_bps", "queue_bytes", "delay_ns", "window", "repeats"]
+            + ["goodput_median_bps", "goodput_min_bps", "goodput_max_bps", "spread"]
+            + ["retransmits_median", "regime"]
+        )
+        for c in configs:
+            w.writerow(
+                [c.name, c.cc, f"{c.rate_bps:.0f}", c.queue_bytes, f"{c.delay_ns:.0f}"]
+                + [c.window or "-", len(c.goodputs), f"{c.median:.0f}"]
+                + [f"{min(c.goodputs):.0f}", f"{max(c.goodputs):.0f}", f"{c.spread:.4f}"]
+                + [statistics.median(c.retransmits), c.regime]
+            )
+    tmp.replace(GRID / "summary.csv")
+
+
+def grid_section() -> list[str]:
+    configs = read_grid(GRID)
+    write_grid_summary(configs)
+    manifest = list(csv.DictReader((GRID / "manifest.csv").read_text().splitlines()))
+    size = sum(p.stat().st_size for p in GRID.iterdir())
+    late99 = sorted(float(r["delayline_late_p99_us"]) for r in manifest)
+    late50 = sorted(float(r["delayline_late_p50_us"]) for r in manifest)
+    dropped = sum(int(r["delayline_dropped"]) for r in manifest)
+    spreads = sorted(c.spread for c in configs)
+    base = load_scenario(None, sets=["sim.warmup=0s"])
+    sim = lambda c: simulate(c).to_json()  # noqa: E731
+    by_name = {c.name: c for c in configs}
+    cal = calibrate(base, by_name[GRID_CALIBRATE_ON], sim)
+    preds = predict(cal, configs, sim)
+    out = [
+        "",
+        "## The capture grid (`grid.sh`): calibrate on one configuration, predict the rest",
+        "",
+        f"{len(configs)} configurations x {len(manifest) // len(configs)} repeats "
+        f"({len(manifest)} runs, {configs[0].seconds:g} s each; kernel "
+        f"{manifest[0]['kernel']}, iperf3 {manifest[0]['iperf3']}); {size / 1e6:.1f} MB in "
+        "`grid/` (sender-side captures of the first repeat, cut to the headers and gzipped; "
+        "every repeat's iperf3 report).  Delay line, iperf3 and tcpdump ran at real-time "
+        f"priority; the delay line released packets late by p50 {late50[0]:.0f}-"
+        f"{late50[-1]:.0f} us and p99 {late99[0]:.0f}-{late99[-1]:.0f} us over the runs "
+        f"and dropped {dropped} packets.  Spread of the repeats (max-min over median): "
+        f"median {spreads[len(spreads) // 2]:.1%}, largest {spreads[-1]:.1%}.",
+    ]
+    wide = [c for c in configs if c.spread > 0.05]
+    if wide:
+        out += [
+            "",
+            "Repeats that disagree by more than 5 %: "
+            + ", ".join(f"`{c.name}` ({len(c.goodputs)} runs, {c.spread:.0%})" for c in wide)
+            + ".  These were re-run (repeats 4-6) to see whether load on the shared machine "
+            "caused it: the delay line's lateness stayed low and the re-runs spread as "
+            "widely, so it is the transfer itself: a 4 s run through a 15 kB queue holds a "
+            "few loss cycles, and where the losses fall decides the goodput.",
+        ]
+    out += [
+        "",
+        f"Calibrated on `{GRID_CALIBRATE_ON}` (window-limited) by `cpasim.calibrate.grid`:",
+        "",
+    ]
+    out += [f"- {line}" for line in cal.evidence]
+    out += [
+        f"- advertised window / doubled -w = {cal.rcvbuf_ratio:.4f}",
+        f"- extra one-way delay {cal.extra_delay_ns / 1e3:+.1f} us (link.delay fitted to the "
+        f"median goodput, {cal.simulations} simulations, residual {cal.residual:+.2%})",
+        "",
+        "Every other configuration is predicted from its nominal settings only (tbf rate, "
+        "queue, delay, -w, congestion control), each simulated for the run's duration with no",
+        "warm-up, like iperf3's receiver total.  Parameters this version does not model are",
+        "listed under *missing*; older parameters stand in where they exist (`link.rate` for",
+        "`bottleneck.rate`, `tcp.wmem`/`tcp.rmem` for `tcp.sndbuf`/`tcp.rcvbuf`, 4 MiB for",
+        "autotuned buffers).  Goodput in Mb/s; measured = median of the repeats [min-max].",
+        "",
+        "| configuration | regime | measured [min-max] | spread | predicted | error | missing |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    c = cal.config
+    out.append(
+        f"| {c.name} (calibration) | {c.regime} | {_mb(c.median)} [{_mb(min(c.goodputs))}-"
+        f"{_mb(max(c.goodputs))}] | {c.spread:.1%} | - | {cal.residual:+.1%} | |"
+    )
+    for p in preds:
+        c = p.config
+        out.append(
+            f"| {c.name} | {c.regime} | {_mb(c.median)} [{_mb(min(c.goodputs))}-"
+            f"{_mb(max(c.goodputs))}] | {c.spread:.1%} | {_mb(p.predicted_bps)} "
+            f"| {p.error:+.1%} | {', '.join(p.missing)} |"
+        )
+    complete = [abs(p.error) for p in preds if not p.missing]
+    out += [
+        "",
+        f"Rows with nothing missing: {len(complete)}, largest |error| "
+        + (f"{max(complete):.1%}" if complete else "-")
+        + f"; all rows: median |error| "
+        f"{statistics.median(abs(p.error) for p in preds):.1%}.",
+        "",
+        "Every row misses the tbf queue (`bottleneck.queue`), so the model cannot drop where",
+        "Linux did: rate-limited rows (BBR included: it holds the rate through its losses)",
+        "are predicted within about 2 %, window-limited ones within 1.3 % except",
+        "`cubic_r20m_d5ms_q2bdp_w16k`, and the lossy rows (15 kB queue, Reno and CUBIC) are",
+        "over-predicted by 5-50 % until the bottleneck queue and the Linux congestion",
+        "controls exist.  `cubic_r20m_d5ms_q2bdp_w16k` (-10 %) is not explained yet: with a",
+        "1 Gbps link the model moves 13.6 Mb/s through a 20,284 B window over 10 ms, where",
+        "window / round trip is 16.2 Mb/s, so it keeps fewer bytes in flight than its window",
+        "allows at this size (`tests/test_calibrate_grid.py` holds it as a strict xfail).",
     ]
     return out
 

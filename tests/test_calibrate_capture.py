@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import sys
 from pathlib import Path
 
@@ -184,3 +185,35 @@ def test_unsupported_link_type(tmp_path):
         dpkt.pcap.Writer(f, linktype=189)  # USB
     with pytest.raises(CpasimError, match="link type 189"):
         read_capture(path)
+
+
+@pytest.mark.parametrize("fmt", ["pcap-ns", "pcapng"])
+def test_gzip_compressed_captures_read_like_plain_ones(tmp_path, fmt):
+    segs = synth.bulk_flow(side="sender", segments=30)
+    plain = _write(tmp_path, segs, side="sender", fmt=fmt)
+    packed = tmp_path / (plain.name + ".gz")
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    a, b = read_capture(plain), read_capture(packed)
+    assert b.format == a.format and b.snaplen == a.snaplen
+    assert b.packets == a.packets
+
+
+def test_committed_compressed_capture_with_handshake_options():
+    # The first 200 packets of a grid run (calibration/grid.sh): Linux 6.18 offers
+    # MSS 1460, window scale 10, timestamps and SACK in its SYN.
+    cap = read_capture(Path(__file__).parent / "captures" / "cubic_head.pcap.gz")
+    assert (cap.format, cap.snaplen, len(cap.packets)) == ("pcap", 96, 200)
+    syn = cap.packets[0]
+    assert syn.flags == dpkt.tcp.TH_SYN
+    assert (syn.mss_option, syn.wscale_option, syn.sack_permitted) == (1460, 10, True)
+    assert syn.tsval is not None
+    assert not any(p.sack_permitted for p in cap.packets if not p.flags & dpkt.tcp.TH_SYN)
+
+
+def test_truncated_compressed_capture(tmp_path):
+    segs = synth.bulk_flow(side="sender", segments=30)
+    plain = _write(tmp_path, segs, side="sender")
+    packed = tmp_path / "cut.pcap.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes())[:-200])
+    with pytest.raises(CpasimError, match="cut.pcap.gz: truncated or corrupt"):
+        read_capture(packed)

@@ -59,6 +59,8 @@ def test_fit_a_real_capture_through_the_cli(tmp_path):
         str(out),
         "--set",
         "link.rate=50Mbps",
+        "--params",
+        "link.rate",
     ]
     result = runner.invoke(cpasim.cli.app, args)
     assert result.exit_code == 0, result.output
@@ -112,14 +114,15 @@ def test_bad_measurements(capsys, tmp_path):
     table = tmp_path / "bench.csv"
     table.write_text("size_bytes,L_us\n1,6.9\n")
     cap = CAPTURES / "tbf20m_rx.pcap"
-    for measurement, message in [
-        (str(table), "microbenchmark tables carry no figure"),
-        (f"{cap}@link.rate=20Mbps", "link.rate is being fitted"),
-        (f"{cap}@nonsense", "should be KEY=VALUE"),
+    out = str(tmp_path / "o.toml")
+    for measurement, params, message in [
+        (str(table), ["--params", "link.rate"], "microbenchmark tables carry no figure"),
+        (str(table), [], "microbenchmark tables carry no figure"),
+        (f"{cap}@link.rate=20Mbps", ["--params", "link.rate"], "link.rate is being fitted"),
+        (f"{cap}@link.rate=20Mbps", [], "conditions (FILE@KEY=VALUE) need --params"),
+        (f"{cap}@nonsense", ["--params", "link.rate"], "should be KEY=VALUE"),
     ]:
         with pytest.raises(SystemExit) as info:
-            cpasim.cli.main(
-                ["calibrate", "fit", str(base), measurement, "--out", str(tmp_path / "o.toml")]
-            )
+            cpasim.cli.main(["calibrate", "fit", str(base), measurement, "--out", out, *params])
         assert info.value.code == 2
         assert message in capsys.readouterr().err

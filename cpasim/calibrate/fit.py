@@ -22,7 +22,8 @@ from scipy.optimize import least_squares
 
 from cpasim.calibrate.inspect import inspect_capture
 from cpasim.calibrate.iperf import read_iperf
-from cpasim.calibrate.pcap import read_capture
+from cpasim.calibrate.pcap import head_bytes, is_capture, read_capture
+from cpasim.calibrate.search import GRID_POINTS, search_1d
 from cpasim.config import Config
 from cpasim.config.params import BOOL, ENUM, INT, QUANTITIES, SIZE
 from cpasim.config.resolve import spec_of
@@ -31,13 +32,6 @@ from cpasim.errors import CpasimError
 from cpasim.units import RATE, TIME, human
 
 _STEP = math.log(1.10)  # finite-difference step in log space
-_PCAP_MAGICS = (
-    b"\x0a\x0d\x0d\x0a",
-    b"\xd4\xc3\xb2\xa1",
-    b"\xa1\xb2\xc3\xd4",
-    b"\x4d\x3c\xb2\xa1",
-    b"\xa1\xb2\x3c\x4d",
-)
 
 
 @dataclass(frozen=True)
@@ -122,12 +116,8 @@ def read_targets(spec: str) -> list[Target]:
             raise CpasimError(f"{spec}: condition {item!r} should be KEY=VALUE")
         overrides[key.strip()] = value.strip()
     path = Path(path_text)
-    try:
-        with path.open("rb") as f:
-            head = f.read(64)
-    except OSError as exc:
-        raise CpasimError(f"{path}: cannot read measurement ({exc.strerror or exc})") from None
-    if head[:4] in _PCAP_MAGICS:
+    head = head_bytes(path)
+    if is_capture(head):
         report = inspect_capture(read_capture(path))
         return [Target("goodput_bps", report.goodput_bps, spec, overrides)]
     if head.lstrip()[:1] == b"{":
@@ -303,10 +293,12 @@ def show_figure(figure: str, value: float) -> str:
     return f"{value:.6g}"
 
 
-def calibrated_toml(result: FitResult, scenario: str | None) -> str:
-    """The fitted scenario, headed by where its numbers came from."""
+def calibrated_toml(result: FitResult, scenario: str | None, evidence: list[str] = ()) -> str:
+    """The fitted scenario, headed by where its numbers came from (``evidence``: lines
+    saying what the measurement set before the fit)."""
     lines = ["# Calibrated by `cpasim calibrate fit`"]
     lines.append(f"# base scenario: {scenario or '(built-in defaults)'}")
+    lines += [f"# {line}" for line in evidence]
     for r in result.residuals:
         t = r.target
         lines.append(
@@ -319,3 +311,73 @@ def calibrated_toml(result: FitResult, scenario: str | None) -> str:
         lines.append(f"# not identifiable, left as in the base scenario: {k} ({why})")
     lines.append(f"# rms relative error {result.rms_error:.3%}")
     return "\n".join(lines) + "\n" + result.config.to_toml()
+
+
+def fit_one(
+    cfg: Config,
+    target: Target,
+    key: str,
+    simulate: Callable[[Config], dict],
+    *,
+    span: float = 4.0,
+    max_simulations: int = 24,
+) -> FitResult:
+    """Fit one numeric ``key`` within [value / span, value × span] by :func:`search_1d`.
+
+    Unlike :func:`fit`, this copes with flat regions (see :mod:`cpasim.calibrate.search`):
+    it is what is left to fit once the evidence has set everything a capture determines.
+    """
+    _, spec = resolve_key(key, "calibrate fit")
+    if spec.type in (BOOL, ENUM):
+        raise CpasimError(f"calibrate fit: {key} is a {spec.type}; only numeric parameters fit")
+    start = float(cfg.value(key))
+    if start <= 0:
+        raise CpasimError(f"calibrate fit: {key} starts at {start}; the search needs it positive")
+    if max_simulations < GRID_POINTS + 2:
+        raise CpasimError(
+            f"--max-simulations {max_simulations} is too few: the search needs "
+            f"{GRID_POINTS + 2} (the start, a {GRID_POINTS}-point grid and one refinement)"
+        )
+    lo, hi = start / span, start * span
+    if spec.lo:
+        lo = max(lo, float(spec.lo))
+    if spec.hi:
+        hi = min(hi, float(spec.hi))
+    base = cfg.with_overrides(target.overrides, where=target.source)
+    figures: dict[float, float] = {}
+
+    def simulated(x: float) -> float:
+        if x not in figures:
+            result = simulate(base.with_values({key: x}, where="calibrate fit"))
+            value = result[target.figure]
+            if not math.isfinite(value):
+                raise CpasimError(f"{target.source}: simulated {target.figure} is not a number")
+            figures[x] = value
+        return figures[x]
+
+    start_value = round(start) if spec.type in (INT, SIZE) else start
+    before = simulated(start_value)
+    found = search_1d(
+        lambda x: (simulated(x) - target.measured) / target.measured,
+        lo,
+        hi,
+        near=start,
+        max_evaluations=max_simulations - 1,
+        integer=spec.type in (INT, SIZE),
+    )
+    value = round(found.x) if spec.type in (INT, SIZE) else found.x
+    notes = [f"{found.method} after a {GRID_POINTS}-point grid over [{lo:.6g}, {hi:.6g}]"]
+    if found.at_edge:
+        notes.append(
+            f"the best {key} lies at the end of the range the evidence allows: the model "
+            "misses what limits the real transfer"
+        )
+    return FitResult(
+        config=cfg.with_values({key: value}, where="calibrate fit"),
+        fitted={key: (start, value)},
+        unidentifiable={},
+        residuals=[Residual(target, simulated(value))],
+        start_residuals=[Residual(target, before)],
+        simulations=len(figures),
+        notes=notes,
+    )

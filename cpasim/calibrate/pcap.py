@@ -1,15 +1,19 @@
 """Packet captures (pcap and pcapng) as plain per-packet records.
 
 Only headers are needed, so short snap lengths (``tcpdump -s 128``) are fine:
-sizes come from the IP header, never from the captured bytes.  Timestamps are
+sizes come from the IP header, never from the captured bytes.  A capture may be
+gzip-compressed (``.pcap.gz``, ``.pcapng.gz``): it is told by its content and
+decompressed while it is read.  Timestamps are
 kept as integer nanoseconds because inter-arrival gaps at 10 Gb/s are around
 a microsecond, below the resolution of a float holding seconds since 1970.
 """
 
 from __future__ import annotations
 
+import gzip
 import socket
 import struct
+import zlib
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -55,6 +59,34 @@ _PCAP_MAGICS = {
     b"\xa1\xb2\x3c\x4d",
 }
 _PCAPNG_IDB, _PCAPNG_EPB, _PCAPNG_SPB = 1, 6, 3
+_GZIP_MAGIC = b"\x1f\x8b"
+TCP_OPT_SACK_PERMITTED = 4
+
+
+def open_binary(path: Path):
+    """``path`` opened for reading, transparently decompressed if it is gzip."""
+    f = path.open("rb")
+    if f.read(2) == _GZIP_MAGIC:
+        f.close()
+        return gzip.open(path, "rb")
+    f.seek(0)
+    return f
+
+
+def head_bytes(path: str | Path, n: int = 64) -> bytes:
+    """The first ``n`` bytes of a measurement file's content (decompressed if gzip)."""
+    path = Path(path)
+    try:
+        with open_binary(path) as f:
+            return f.read(n)
+    except (OSError, EOFError, zlib.error) as exc:
+        why = getattr(exc, "strerror", None) or exc
+        raise CpasimError(f"{path}: cannot read ({why})") from None
+
+
+def is_capture(head: bytes) -> bool:
+    """Whether a file starting with ``head`` is a pcap or pcapng capture."""
+    return head[:4] == _PCAPNG_MAGIC or head[:4] in _PCAP_MAGICS
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +111,7 @@ class PacketRecord:
     tsval: int | None = None
     tsecr: int | None = None
     outgoing: bool | None = None  # Linux cooked captures record the direction; others cannot
+    sack_permitted: bool = False  # SACK-permitted option (SYN and SYN-ACK only)
 
 
 @dataclass(frozen=True)
@@ -94,10 +127,11 @@ class Capture:
 
 
 def read_capture(path: str | Path) -> Capture:
-    """Read a pcap or pcapng file; raises :class:`CpasimError` if it is not one."""
+    """Read a pcap or pcapng file (or either gzip-compressed); raises :class:`CpasimError`
+    if it is not one."""
     path = Path(path)
     try:
-        with path.open("rb") as f:
+        with open_binary(path) as f:
             magic = f.read(4)
             f.seek(0)
             if magic == _PCAPNG_MAGIC:
@@ -118,6 +152,8 @@ def read_capture(path: str | Path) -> Capture:
                     packets.append(rec)
     except OSError as exc:
         raise CpasimError(f"{path}: cannot read capture ({exc.strerror or exc})") from None
+    except (EOFError, zlib.error) as exc:
+        raise CpasimError(f"{path}: truncated or corrupt gzip-compressed capture ({exc})") from None
     names = sorted({SUPPORTED_LINKTYPES[lt] for lt in linktypes})
     return Capture(str(path), fmt, ", ".join(names), snaplen, packets, skipped)
 
@@ -275,6 +311,7 @@ def _decode(linktype: int, t_ns: int, buf: bytes) -> PacketRecord | None:
     if proto == PROTO_TCP and isinstance(seg, dpkt.tcp.TCP):
         tcp_hdr = seg.off * 4
         mss = wscale = tsval = tsecr = None
+        sack_permitted = False
         try:
             opts = dpkt.tcp.parse_opts(seg.opts)
         except (dpkt.NeedData, struct.error):
@@ -286,6 +323,8 @@ def _decode(linktype: int, t_ns: int, buf: bytes) -> PacketRecord | None:
                 wscale = data[0]
             elif kind == dpkt.tcp.TCP_OPT_TIMESTAMP and len(data) == 8:
                 tsval, tsecr = struct.unpack(">II", data)
+            elif kind == TCP_OPT_SACK_PERMITTED:
+                sack_permitted = True
         return PacketRecord(
             t_ns,
             src,
@@ -305,6 +344,7 @@ def _decode(linktype: int, t_ns: int, buf: bytes) -> PacketRecord | None:
             tsval,
             tsecr,
             outgoing,
+            sack_permitted,
         )
     if proto == PROTO_UDP and isinstance(seg, dpkt.udp.UDP):
         udp_payload = max(0, ip_bytes - ip_hdr - 8)

@@ -10,7 +10,7 @@ import typer
 from cpasim.calibrate.inspect import DEFAULT_L2_OVERHEAD, Distribution, FlowReport, inspect_capture
 from cpasim.calibrate.iperf import read_iperf
 from cpasim.calibrate.microbench import read_microbench
-from cpasim.calibrate.pcap import read_capture
+from cpasim.calibrate.pcap import head_bytes, is_capture, read_capture
 from cpasim.cli import app
 from cpasim.errors import CpasimError
 from cpasim.files import write_text_atomically
@@ -57,18 +57,8 @@ def show_cmd(
 
 def read_measurement(path: Path) -> dict:
     """A measurement file's contents as plain data; the kind is told by the file's content."""
-    try:
-        with path.open("rb") as f:
-            head = f.read(64)
-    except OSError as exc:
-        raise CpasimError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if head[:4] in (
-        b"\x0a\x0d\x0d\x0a",
-        b"\xd4\xc3\xb2\xa1",
-        b"\xa1\xb2\xc3\xd4",
-        b"\x4d\x3c\xb2\xa1",
-        b"\xa1\xb2\x3c\x4d",
-    ):
+    head = head_bytes(path)
+    if is_capture(head):
         cap = read_capture(path)
         return {
             "kind": "capture",
@@ -95,33 +85,35 @@ def fit_cmd(
     scenario: Path = typer.Argument(..., help="Scenario TOML to start from."),
     measurements: list[str] = typer.Argument(
         ...,
-        help="Capture or iperf3 --json report, optionally with the conditions it was "
-        "measured under: FILE@link.rate=20Mbps,tcp.rcvbuf=64KiB",
+        help="Without --params: one capture and optionally its iperf3 --json report. "
+        "With --params: captures or iperf3 reports, each optionally with the conditions "
+        "it was measured under: FILE@link.rate=20Mbps,tcp.rmem=64KiB",
     ),
-    params: str = typer.Option("link.rate", "--params", help="Comma-separated keys to fit."),
+    params: str = typer.Option(
+        None,
+        "--params",
+        help="Comma-separated keys to fit by least squares, skipping the evidence step. "
+        "Default: set what the capture determines, then fit what remains.",
+    ),
     out: Path = typer.Option(..., "--out", help="Where to write the calibrated scenario."),
     sets: list[str] = typer.Option([], "--set", help="Override KEY=VALUE before fitting."),
-    max_simulations: int = typer.Option(60, "--max-simulations", min=2),
+    max_simulations: int = typer.Option(
+        None,
+        "--max-simulations",
+        min=2,
+        help="Simulation budget (default 24 without --params, 60 with).",
+    ),
 ) -> None:
-    """Fit scenario parameters so that simulated goodput matches the measurements."""
-    from cpasim.calibrate.fit import (
-        calibrated_toml,
-        fit,
-        read_targets,
-        show_figure,
-        show_parameter,
-    )
+    """Set what a capture determines, then fit what remains so that simulated goodput
+    matches the measurement."""
+    from cpasim.calibrate.fit import calibrated_toml, show_figure, show_parameter
     from cpasim.config import load_scenario
-    from cpasim.simulate import simulate
 
     cfg = load_scenario(scenario, sets=sets)
-    targets = [t for m in measurements for t in read_targets(m)]
-    keys = [k.strip() for k in params.split(",") if k.strip()]
-    if not keys:
-        raise CpasimError("--params: expected at least one parameter key")
-    result = fit(
-        cfg, targets, keys, lambda c: simulate(c).to_json(), max_simulations=max_simulations
-    )
+    if params is None:
+        result, header = _fit_from_evidence(cfg, measurements, max_simulations or 24)
+    else:
+        result, header = _fit_params(cfg, measurements, params, max_simulations or 60), []
     for before, after in zip(result.start_residuals, result.residuals, strict=True):
         t = after.target
         typer.echo(
@@ -137,10 +129,74 @@ def fit_cmd(
         typer.echo(f"note: {note}")
     typer.echo(f"rms relative error {result.rms_error:.3%} after {result.simulations} simulations")
     try:
-        write_text_atomically(out, calibrated_toml(result, str(scenario)))
+        write_text_atomically(out, calibrated_toml(result, str(scenario), header))
     except OSError as exc:
         raise CpasimError(f"{out}: cannot write calibrated scenario ({exc.strerror})") from None
     typer.echo(f"wrote {out}")
+
+
+def _fit_params(cfg, measurements: list[str], params: str, max_simulations: int):
+    from cpasim.calibrate.fit import fit, read_targets
+    from cpasim.simulate import simulate
+
+    targets = [t for m in measurements for t in read_targets(m)]
+    keys = [k.strip() for k in params.split(",") if k.strip()]
+    if not keys:
+        raise CpasimError("--params: expected at least one parameter key")
+    return fit(cfg, targets, keys, lambda c: simulate(c).to_json(), max_simulations=max_simulations)
+
+
+def _fit_from_evidence(cfg, measurements: list[str], max_simulations: int):
+    """Print and apply what the capture determines; fit the one parameter that remains."""
+    from cpasim.calibrate import evidence
+    from cpasim.calibrate.fit import Target, fit_one
+    from cpasim.calibrate.heldout import steady_goodput
+    from cpasim.simulate import simulate
+
+    captures, reports = [], []
+    for m in measurements:
+        path = Path(m)
+        if "@" in m and not path.exists():
+            raise CpasimError(f"{m}: conditions (FILE@KEY=VALUE) need --params")
+        head = head_bytes(path)
+        if not is_capture(head) and head.lstrip()[:1] != b"{":
+            raise CpasimError(
+                f"{path}: expected a capture or an iperf3 --json report; "
+                "microbenchmark tables carry no figure a stream simulation produces"
+            )
+        (captures if is_capture(head) else reports).append(path)
+    if len(captures) != 1 or len(reports) > 1:
+        raise CpasimError(
+            "calibrate fit: without --params expected one capture and at most one iperf3 "
+            f"report, got {len(captures)} capture(s) and {len(reports)} other file(s)"
+        )
+    cap = read_capture(captures[0])
+    report = inspect_capture(cap)
+    iperf = evidence.read_iperf_evidence(read_iperf(reports[0])) if reports else None
+    proposals = evidence.propose(cap, report, iperf)
+    done = evidence.apply(cfg, proposals, where=str(captures[0]))
+    header = []
+    for p in done.applied:
+        line = f"set {p.key} = {p.value}  ({p.evidence})"
+        typer.echo(line)
+        header.append(line)
+    for p, why in done.not_modelled:
+        line = f"not modelled in this version: {p.key} = {p.value} ({why}; {p.evidence})"
+        typer.echo(line)
+        header.append(line)
+    regime = evidence.regime(report)
+    key = evidence.remaining_key(regime, done)
+    measured = steady_goodput(cap, report.sender)
+    typer.echo(
+        f"regime: {regime} ({report.limited_by}, {report.retransmitted_segments} retransmitted "
+        f"segments); fitting {key} to the goodput after the first quarter of the capture"
+    )
+    header.append(f"regime: {regime}; fitted what remains: {key}")
+    target = Target("goodput_bps", measured, str(captures[0]))
+    result = fit_one(
+        done.config, target, key, lambda c: simulate(c).to_json(), max_simulations=max_simulations
+    )
+    return result, header
 
 
 def _us(ns: float) -> str:

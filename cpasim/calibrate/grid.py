@@ -1,0 +1,274 @@
+"""The capture grid: calibrate on one configuration, predict every other one.
+
+``calibration/grid.sh`` runs real Linux transfers over a grid of nominal
+settings (congestion control, tbf rate and queue limit, one-way delay, iperf3
+``-w``), each several times, and writes one manifest line per run.  A
+configuration is measured by the median of its repeats' iperf3 receiver
+goodput, with the spread (min-max) beside it.
+
+Calibration takes ONE configuration with a capture and an ``-w`` and sets what
+its capture determines (:mod:`cpasim.calibrate.evidence`) that holds for every
+run of the grid: MTU, timestamps, SACK and the receiver's ACK policy, plus the
+fraction of the doubled ``-w`` that Linux advertises.  Then the one-way delay
+is fitted to its median goodput (:func:`cpasim.calibrate.fit.fit_one`); the
+difference to the nominal delay is the *extra* delay (delay line, forwarding,
+the model's own per-round-trip latencies).  Every configuration is then
+predicted by changing only its nominal settings.
+
+The nominal settings use the parameters planned for the Linux features
+(``bottleneck.rate/queue/overhead``, ``tcp.sndbuf/rcvbuf``, ``tcp.cc``,
+``tcp.sack``) through :func:`cpasim.calibrate.evidence.apply`: whatever this
+version does not model is left out, stand-ins (``link.rate``, ``tcp.wmem``,
+``tcp.rmem``) apply where they exist, and each prediction lists what it
+missed.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from cpasim.calibrate import evidence
+from cpasim.calibrate.evidence import LINK_L2_BYTES, QDISC_L2_BYTES, Proposal
+from cpasim.calibrate.fit import Target, fit_one
+from cpasim.calibrate.inspect import inspect_capture
+from cpasim.calibrate.iperf import read_iperf
+from cpasim.calibrate.pcap import read_capture
+from cpasim.config import Config
+from cpasim.errors import CpasimError
+
+COLUMNS = (
+    "name",
+    "cc",
+    "rate_bps",
+    "queue_bytes",
+    "delay_ns",
+    "window",
+    "repeat",
+    "seconds",
+    "goodput_bps",
+    "retransmits",
+    "min_rtt_us",
+    "capture",
+)
+#: What the calibration capture fixes for the whole grid (the same two hosts every run).
+SHARED_KEYS = ("link.mtu", "tcp.timestamps", "tcp.sack", "tcp.delayed_ack")
+#: Receive autotuning grows the buffer to what the path needs; without the model of it,
+#: a window no transfer of the grid fills stands in.
+AUTOTUNE_STAND_IN = 4 * 1024 * 1024
+MSS = 1448
+FRAME_OVERHEAD = 52 + QDISC_L2_BYTES
+ADVERTISED_FRACTION = 0.6
+#: A run with retransmissions whose goodput falls this far below what its settings
+#: allow lost its goodput to losses.
+LOSSY_BELOW = 0.95
+
+
+@dataclass(frozen=True)
+class GridConfig:
+    """One configuration of the grid and its repeated runs."""
+
+    name: str
+    cc: str
+    rate_bps: float
+    queue_bytes: int
+    delay_ns: float
+    window: int | None  # iperf3 -w in bytes; None = autotuning
+    seconds: float
+    goodputs: tuple[float, ...]  # iperf3 receiver goodput of each repeat
+    retransmits: tuple[int, ...]
+    min_rtt_ns: float  # median over the repeats of iperf3's min_rtt (smallest interval srtt)
+    capture: Path | None  # sender-side capture of the first repeat that kept one
+    iperf: Path  # iperf3 report of that repeat
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.goodputs)
+
+    @property
+    def spread(self) -> float:
+        """(max - min) / median of the repeats."""
+        return (max(self.goodputs) - min(self.goodputs)) / self.median
+
+    @property
+    def capacity_bps(self) -> float:
+        """Payload rate the settings allow: the tbf rate less headers (52 B of IP and TCP
+        with timestamps, 14 B tbf counts), or the advertised window over the nominal round
+        trip if smaller (Linux advertises about 60 % of the doubled -w; see PLAN.md)."""
+        rate = self.rate_bps * MSS / (MSS + FRAME_OVERHEAD)
+        if self.window is None:
+            return rate
+        return min(rate, ADVERTISED_FRACTION * 2 * self.window * 8e9 / (2 * self.delay_ns))
+
+    @property
+    def window_limited(self) -> bool:
+        rate = self.rate_bps * MSS / (MSS + FRAME_OVERHEAD)
+        return self.capacity_bps < rate
+
+    @property
+    def regime(self) -> str:
+        """lossy (retransmissions and goodput more than 5 % below :attr:`capacity_bps`),
+        else window-limited or rate-limited."""
+        if (
+            statistics.median(self.retransmits) > 0
+            and self.median < LOSSY_BELOW * self.capacity_bps
+        ):
+            return "lossy"
+        return "window-limited" if self.window_limited else "rate-limited"
+
+
+@dataclass(frozen=True)
+class GridCalibration:
+    config: GridConfig
+    shared: Config  # the base scenario with what the capture fixed for every run
+    evidence: list[str]  # what was set, one line each
+    rcvbuf_ratio: float  # advertised window / doubled -w
+    extra_delay_ns: float
+    residual: float
+    simulations: int
+
+
+@dataclass(frozen=True)
+class GridPrediction:
+    config: GridConfig
+    predicted_bps: float
+    missing: list[str]  # features of the run this version does not model
+    stand_ins: list[str]  # older parameters that stood in for planned ones
+
+    @property
+    def error(self) -> float:
+        return (self.predicted_bps - self.config.median) / self.config.median
+
+
+def read_grid(directory: str | Path) -> list[GridConfig]:
+    """The configurations of ``directory/manifest.csv``, repeats gathered, in file order."""
+    path = Path(directory) / "manifest.csv"
+    try:
+        rows = list(csv.DictReader(path.read_text().splitlines()))
+    except OSError as exc:
+        raise CpasimError(f"{path}: cannot read manifest ({exc.strerror or exc})") from None
+    by_name: dict[str, list[tuple[int, dict]]] = {}
+    for i, row in enumerate(rows, start=2):
+        missing = [c for c in COLUMNS if row.get(c) in (None, "")]
+        if missing:
+            raise CpasimError(f"{path}:{i}: missing column(s) {', '.join(missing)}")
+        by_name.setdefault(row["name"], []).append((i, row))
+    out = []
+    for name, runs in by_name.items():
+        line, first = runs[0]
+        try:
+            kept = next((r for _, r in runs if r["capture"] != "-"), None)
+            report = f"{name}_r{(kept or first)['repeat']}.iperf3.json"
+            out.append(
+                GridConfig(
+                    name=name,
+                    cc=first["cc"],
+                    rate_bps=float(first["rate_bps"]),
+                    queue_bytes=int(first["queue_bytes"]),
+                    delay_ns=float(first["delay_ns"]),
+                    window=None if first["window"] == "-" else _iperf_size(first["window"]),
+                    seconds=float(first["seconds"]),
+                    goodputs=tuple(float(r["goodput_bps"]) for _, r in runs),
+                    retransmits=tuple(int(r["retransmits"]) for _, r in runs),
+                    min_rtt_ns=statistics.median(float(r["min_rtt_us"]) * 1e3 for _, r in runs),
+                    capture=path.parent / kept["capture"] if kept else None,
+                    iperf=path.parent / report,
+                )
+            )
+        except ValueError as exc:
+            raise CpasimError(f"{path}:{line}: {exc}") from None
+    return out
+
+
+def _iperf_size(text: str) -> int:
+    """iperf3's size syntax: a number with an optional K, M or G (powers of 1024)."""
+    scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:].upper(), 1)
+    try:
+        return round(float(text[:-1] if scale > 1 else text) * scale)
+    except ValueError:
+        raise ValueError(f"window {text!r} should be an iperf3 size like 32K or '-'") from None
+
+
+def nominal(run: GridConfig, mtu: int, rcvbuf_ratio: float, extra_ns: float) -> list[Proposal]:
+    """``run``'s nominal settings as proposals (planned keys first, stand-ins after)."""
+    why = f"nominal setting of {run.name}"
+    link_rate = run.rate_bps * (mtu + LINK_L2_BYTES) / (mtu + QDISC_L2_BYTES)
+    out = [
+        Proposal("sim.duration", f"{run.seconds:g}s", "iperf3 -t"),
+        Proposal("bottleneck.rate", f"{run.rate_bps:.6g}bps", why),
+        Proposal("bottleneck.overhead", f"{QDISC_L2_BYTES}B", "what tbf counts"),
+        Proposal("link.rate", f"{link_rate:.6g}bps", why, fallback_for="bottleneck.rate"),
+        Proposal("bottleneck.queue", f"{run.queue_bytes}B", why),
+        Proposal("link.delay", f"{max(0.0, run.delay_ns + extra_ns):.6g}ns", why),
+        Proposal("tcp.cc", run.cc, why),
+    ]
+    w = run.window
+    out += [Proposal("tcp.sndbuf", f"{w or 0}B", why), Proposal("tcp.rcvbuf", f"{w or 0}B", why)]
+    wmem = 2 * w if w else AUTOTUNE_STAND_IN
+    rmem = round(rcvbuf_ratio * 2 * w) if w else AUTOTUNE_STAND_IN
+    out += [
+        Proposal("tcp.wmem", f"{wmem}B", why, fallback_for="tcp.sndbuf"),
+        Proposal("tcp.rmem", f"{rmem}B", why, fallback_for="tcp.rcvbuf"),
+    ]
+    return out
+
+
+def _apply(shared: Config, proposals: list[Proposal], where: str):
+    done = evidence.apply(shared, proposals, where=where)
+    replaced = {p.fallback_for for p in done.applied if p.fallback_for}
+    if "bottleneck.rate" in replaced:
+        # The stand-in link.rate is converted to the link's framing: it covers the overhead.
+        replaced.add("bottleneck.overhead")
+    missing = [f"{p.key}={p.value}" for p, _ in done.not_modelled if p.key not in replaced]
+    stand_ins = [f"{p.key} for {p.fallback_for}" for p in done.applied if p.fallback_for]
+    return done.config, missing, stand_ins
+
+
+def calibrate(
+    base: Config,
+    run: GridConfig,
+    simulate: Callable[[Config], dict],
+    *,
+    max_simulations: int = 24,
+) -> GridCalibration:
+    """Fix the shared settings and the extra delay on ``run`` (which needs -w and a capture)."""
+    if run.capture is None or run.window is None:
+        raise CpasimError(f"{run.name}: calibrating needs a run with a capture and an iperf3 -w")
+    cap = read_capture(run.capture)
+    report = inspect_capture(cap)
+    iperf = evidence.read_iperf_evidence(read_iperf(run.iperf))
+    shared_props = [p for p in evidence.propose(cap, report, iperf) if p.key in SHARED_KEYS]
+    done = evidence.apply(base, shared_props, where=str(run.capture))
+    lines = [f"{p.key} = {p.value} ({p.evidence})" for p in done.applied]
+    lines += [f"{p.key} = {p.value}: not modelled in this version" for p, _ in done.not_modelled]
+    if report.adv_window is None:
+        raise CpasimError(f"{run.capture}: no advertised windows in the capture")
+    ratio = report.adv_window.max / (2 * run.window)
+    mtu = int(done.config.value("link.mtu"))
+    cfg, _, _ = _apply(done.config, nominal(run, mtu, ratio, 0.0), run.name)
+    target = Target("goodput_bps", run.median, run.name)
+    res = fit_one(cfg, target, "link.delay", simulate, max_simulations=max_simulations)
+    extra = res.fitted["link.delay"][1] - run.delay_ns
+    return GridCalibration(
+        run, done.config, lines, ratio, extra, res.residuals[0].relative, res.simulations
+    )
+
+
+def predict(
+    cal: GridCalibration, runs: list[GridConfig], simulate: Callable[[Config], dict]
+) -> list[GridPrediction]:
+    """Every run but the calibration one, from its nominal settings alone."""
+    mtu = int(cal.shared.value("link.mtu"))
+    out = []
+    for run in runs:
+        if run.name == cal.config.name:
+            continue
+        props = nominal(run, mtu, cal.rcvbuf_ratio, cal.extra_delay_ns)
+        cfg, missing, stand_ins = _apply(cal.shared, props, run.name)
+        if run.window is None and any(s.startswith("tcp.rmem") for s in stand_ins):
+            missing.append("receive autotuning")
+        out.append(GridPrediction(run, simulate(cfg)["goodput_bps"], missing, stand_ins))
+    return out

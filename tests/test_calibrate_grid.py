@@ -1,0 +1,147 @@
+"""The capture grid (calibration/grid.sh, calibration/grid/): its coverage, the measured
+figures, and the held-out prediction from one calibration run.
+
+Measured on kernel 6.18 with iperf3 3.12 (calibration/grid/manifest.csv; 3 repeats of 4 s,
+6 for the three 50 Mb/s / 15 kB / 20 ms configurations).  Calibrated on
+``cubic_r50m_d10ms_q2bdp_w64k`` like calibration/REPORT.md; the errors achieved there:
+window- and rate-limited runs within 1.3 % except ``cubic_r20m_d5ms_q2bdp_w16k`` (-10.3 %);
+lossy runs (15 kB queue) +5 % to +51 %, because this version models neither the tbf queue
+(``bottleneck.queue``) nor CUBIC/BBR nor Linux's SACK/RACK recovery.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from pathlib import Path
+
+import pytest
+
+from cpasim.calibrate.grid import calibrate, predict, read_grid
+from cpasim.config import load_scenario
+from cpasim.errors import CpasimError
+from cpasim.simulate import simulate
+
+GRID = Path(__file__).parent.parent / "calibration" / "grid"
+CALIBRATE_ON = "cubic_r50m_d10ms_q2bdp_w64k"
+
+
+def _sim(cfg):
+    return simulate(cfg).to_json()
+
+
+@pytest.fixture(scope="module")
+def grid():
+    return {c.name: c for c in read_grid(GRID)}
+
+
+@pytest.fixture(scope="module")
+def cal(grid):
+    return calibrate(load_scenario(None, sets=["sim.warmup=0s"]), grid[CALIBRATE_ON], _sim)
+
+
+def test_grid_covers_the_planned_settings(grid):
+    configs = list(grid.values())
+    assert len(configs) >= 30 and all(len(c.goodputs) >= 3 for c in configs)
+    assert {c.cc for c in configs} == {"cubic", "bbr", "reno"}
+    assert {c.rate_bps for c in configs} == {20e6, 50e6}
+    assert {c.delay_ns for c in configs} == {5e6, 10e6}
+    windows = {c.window for c in configs}
+    assert None in windows and min(w for w in windows if w) == 16 * 1024
+    assert max(w for w in windows if w) == 4 * 1024 * 1024
+    # Queues both below and above the bandwidth-delay product.
+    bdp = {c.name: c.rate_bps / 8 * 2 * c.delay_ns / 1e9 for c in configs}
+    assert any(c.queue_bytes < bdp[c.name] for c in configs)
+    assert any(c.queue_bytes >= 2 * bdp[c.name] for c in configs)
+    assert {c.regime for c in configs} == {"lossy", "window-limited", "rate-limited"}
+
+
+def test_short_queue_runs_lose_packets_at_the_tbf():
+    rows = list(csv.DictReader((GRID / "manifest.csv").read_text().splitlines()))
+    short = [r for r in rows if r["queue_bytes"] == "15000"]
+    assert short and all(int(r["qdisc_dropped"]) > 0 for r in short)
+    assert all(int(r["delayline_dropped"]) == 0 for r in rows)
+
+
+def test_repeats_agree_except_where_losses_decide(grid):
+    spreads = {c.name: c.spread for c in grid.values()}
+    assert statistics.median(spreads.values()) < 0.01
+    wide = {n for n, s in spreads.items() if s > 0.05}
+    # Reno and CUBIC through a 15 kB queue at 50 Mb/s and 20 ms: a 4 s run holds a few
+    # loss cycles, and where the losses fall moves goodput by up to a third.
+    assert wide <= {"reno_r50m_d10ms_q15k_wauto", "cubic_r50m_d10ms_q15k_wauto"}
+
+
+def test_issue_reference_ordering(grid):
+    """50 Mb/s, 15 kB queue, 20 ms round trip.  The issue's Linux figures: Reno 36.8,
+    CUBIC 40.1, BBR 46.2 Mb/s; measured here (medians): about 31, 41, 46.5."""
+    g = {cc: grid[f"{cc}_r50m_d10ms_q15k_wauto"].median / 1e6 for cc in ("reno", "cubic", "bbr")}
+    assert g["reno"] < g["cubic"] < g["bbr"]
+    assert g["bbr"] == pytest.approx(46.2, rel=0.02)
+    assert g["cubic"] == pytest.approx(40.1, rel=0.05)
+    assert g["reno"] == pytest.approx(31.3, rel=0.05)  # 15 % below the issue's 36.8
+
+
+def test_calibration_run_is_matched(cal):
+    assert abs(cal.residual) < 0.005
+    # Linux advertised 81,120 B of the doubled 64 KiB request.
+    assert cal.rcvbuf_ratio == pytest.approx(81120 / 131072)
+    assert abs(cal.extra_delay_ns) < 1e6  # a correction, not a second delay
+    assert cal.simulations <= 24
+
+
+@pytest.mark.parametrize(
+    ("name", "tolerance"),
+    [
+        ("cubic_r50m_d10ms_q2bdp_w16k", 0.01),  # window-limited: -0.3 %
+        ("reno_r50m_d10ms_q2bdp_w64k", 0.01),  # window-limited: -0.3 %
+        ("cubic_r50m_d10ms_q2bdp_w4m", 0.01),  # rate-limited: +0.2 %
+    ],
+)
+def test_held_out_prediction(grid, cal, name, tolerance):
+    (p,) = predict(cal, [grid[name]], _sim)
+    assert abs(p.error) < tolerance, f"{name}: {p.error:+.2%}"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            "cubic_r20m_d5ms_q2bdp_w16k",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="-10.3 %: a 14-segment window at 20 Mb/s and 10 ms; the model keeps "
+                "fewer bytes in flight than its window allows at this size (with link.rate "
+                "1 Gbps it moves 13.6 Mb/s through 20,284 B and 10 ms, window/RTT 16.2); "
+                "not explained yet",
+            ),
+        ),
+        pytest.param(
+            "cubic_r50m_d10ms_q15k_wauto",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="+14 %: lossy; needs bottleneck.queue (15 kB drop-tail tbf) and "
+                "tcp.cc=cubic, not modelled in this version",
+            ),
+        ),
+        pytest.param(
+            "reno_r50m_d10ms_q15k_wauto",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="+51 %: lossy; needs bottleneck.queue (15 kB drop-tail tbf) and "
+                "Linux's Reno with SACK/RACK recovery, not modelled in this version",
+            ),
+        ),
+    ],
+)
+def test_held_out_prediction_gaps(grid, cal, name):
+    (p,) = predict(cal, [grid[name]], _sim)
+    assert abs(p.error) < 0.10, f"{name}: {p.error:+.2%}"
+
+
+def test_grid_manifest_errors(tmp_path):
+    (tmp_path / "manifest.csv").write_text("name,cc\nx,cubic\n")
+    with pytest.raises(CpasimError, match=r"manifest.csv:2: missing column\(s\) rate_bps"):
+        read_grid(tmp_path)
+    with pytest.raises(CpasimError, match="cannot read manifest"):
+        read_grid(tmp_path / "nowhere")
