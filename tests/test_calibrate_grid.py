@@ -3,10 +3,9 @@ figures, and the held-out prediction from one calibration run.
 
 Measured on kernel 6.18 with iperf3 3.12 (calibration/grid/manifest.csv; 3 repeats of 4 s,
 6 for the three 50 Mb/s / 15 kB / 20 ms configurations).  Calibrated on
-``cubic_r50m_d10ms_q2bdp_w64k`` like calibration/REPORT.md; the errors achieved there:
-window- and rate-limited runs within 1.3 % except ``cubic_r20m_d5ms_q2bdp_w16k`` (-10.3 %);
-lossy runs (15 kB queue) +5 % to +51 %, because this version models neither the tbf queue
-(``bottleneck.queue``) nor CUBIC/BBR nor Linux's SACK/RACK recovery.
+``cubic_r50m_d10ms_q2bdp_w64k`` like calibration/REPORT.md: 30 of the 33 other
+configurations are predicted within 5 % (median |error| 0.2 %); the three that are not
+are strict xfails below, each with its reason.
 """
 
 from __future__ import annotations
@@ -90,53 +89,36 @@ def test_calibration_run_is_matched(cal):
     assert cal.simulations <= 24
 
 
-@pytest.mark.parametrize(
-    ("name", "tolerance"),
-    [
-        ("cubic_r50m_d10ms_q2bdp_w16k", 0.01),  # window-limited: -0.3 %
-        ("reno_r50m_d10ms_q2bdp_w64k", 0.01),  # window-limited: -0.3 %
-        ("cubic_r50m_d10ms_q2bdp_w4m", 0.01),  # rate-limited: +0.2 %
-    ],
-)
-def test_held_out_prediction(grid, cal, name, tolerance):
-    (p,) = predict(cal, [grid[name]], _sim)
-    assert abs(p.error) < tolerance, f"{name}: {p.error:+.2%}"
+#: Held-out errors above the 5 % target, with what is known of why (figures from the
+#: run that produced calibration/REPORT.md; extra one-way delay fitted: +184 us).
+GAPS = {
+    "cubic_r20m_d5ms_q2bdp_w16k": "-5.3 %: a 13-segment window over a 10 ms round trip; "
+    "the extra delay fitted on the 20 ms calibration run (+184 us each way) is 3.7 % of "
+    "this run's round trip, and the model's per-round latency is not split as Linux's",
+    "cubic_r50m_d10ms_q15k_wauto": "-11.8 %: lossy (15 kB queue, 0.12 BDP) and Linux's own "
+    "repeats spread 10 % (38.1-42.1 Mb/s); the model's CUBIC regains less between losses "
+    "than Linux's; not explained (Linux's undo of spurious reductions is not modelled)",
+    "reno_r50m_d10ms_q15k_wauto": "+11.1 %: lossy, and Linux's own 6 repeats spread 31 % "
+    "(24.7-34.4 Mb/s): where the few losses of a 4 s run fall decides the goodput; the "
+    "prediction (35.1) lies 2 % above the best run",
+}
+NAMES = [c.name for c in read_grid(GRID) if c.name != CALIBRATE_ON]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(
-            "cubic_r20m_d5ms_q2bdp_w16k",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="-10.3 %: a 14-segment window at 20 Mb/s and 10 ms; the model keeps "
-                "fewer bytes in flight than its window allows at this size (with link.rate "
-                "1 Gbps it moves 13.6 Mb/s through 20,284 B and 10 ms, window/RTT 16.2); "
-                "not explained yet",
-            ),
-        ),
-        pytest.param(
-            "cubic_r50m_d10ms_q15k_wauto",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="+14 %: lossy; needs bottleneck.queue (15 kB drop-tail tbf) and "
-                "tcp.cc=cubic, not modelled in this version",
-            ),
-        ),
-        pytest.param(
-            "reno_r50m_d10ms_q15k_wauto",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="+51 %: lossy; needs bottleneck.queue (15 kB drop-tail tbf) and "
-                "Linux's Reno with SACK/RACK recovery, not modelled in this version",
-            ),
-        ),
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=GAPS[n])) if n in GAPS else n
+        for n in NAMES
     ],
 )
-def test_held_out_prediction_gaps(grid, cal, name):
+def test_held_out_prediction(grid, cal, name):
+    """Every configuration predicted from its nominal settings alone (rate, queue, tbf
+    burst, delay, -w, congestion control) within 5 % of the median of its repeats."""
     (p,) = predict(cal, [grid[name]], _sim)
-    assert abs(p.error) < 0.10, f"{name}: {p.error:+.2%}"
+    assert not p.missing and not p.stand_ins, (p.missing, p.stand_ins)
+    assert abs(p.error) <= 0.05, f"{name}: {p.error:+.2%}"
 
 
 def test_grid_manifest_errors(tmp_path):

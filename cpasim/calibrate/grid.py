@@ -62,6 +62,8 @@ AUTOTUNE_STAND_IN = 4 * 1024 * 1024
 MSS = 1448
 FRAME_OVERHEAD = 52 + QDISC_L2_BYTES
 ADVERTISED_FRACTION = 0.6
+#: The token bucket of testbed.sh's tbf (``burst 4kb``: tc counts k as 1024).
+TBF_BURST = 4096
 #: A run with retransmissions whose goodput falls this far below what its settings
 #: allow lost its goodput to losses.
 LOSSY_BELOW = 0.95
@@ -200,6 +202,7 @@ def nominal(run: GridConfig, mtu: int, rcvbuf_ratio: float, extra_ns: float) -> 
         Proposal("sim.duration", f"{run.seconds:g}s", "iperf3 -t"),
         Proposal("bottleneck.rate", f"{run.rate_bps:.6g}bps", why),
         Proposal("bottleneck.overhead", f"{QDISC_L2_BYTES}B", "what tbf counts"),
+        Proposal("bottleneck.burst", f"{TBF_BURST}B", "tbf burst 4kb (testbed.sh)"),
         Proposal("link.rate", f"{link_rate:.6g}bps", why, fallback_for="bottleneck.rate"),
         Proposal("bottleneck.queue", f"{run.queue_bytes}B", why),
         Proposal("link.delay", f"{max(0.0, run.delay_ns + extra_ns):.6g}ns", why),

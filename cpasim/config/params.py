@@ -171,6 +171,16 @@ class BottleneckParams:
         lo=0,
         hi="1KiB",
     )
+    # Linux's tbf needs a bucket of at least one packet; 0 keeps the strict rate
+    # server of a point-to-point link, where every packet waits its serialization.
+    burst: int = param(
+        0,
+        SIZE,
+        "token bucket (tbf burst): bytes that may pass at once after an idle spell; "
+        "0 = a strict rate server",
+        lo=0,
+        hi="1GiB",
+    )
     aqm: str = param(
         "none",
         ENUM,

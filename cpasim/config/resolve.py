@@ -229,6 +229,12 @@ def check(flat: dict[str, Any], where: str) -> None:
                 f" cannot hold one full-size packet ({packet} B from link.mtu = {mtu} B and "
                 f"bottleneck.overhead = {flat['bottleneck.overhead']} B)"
             )
+        if 0 < flat["bottleneck.burst"] < packet:
+            # tbf refuses a bucket that cannot pass its largest packet.
+            raise CpasimError(
+                f"{where}: bottleneck.burst ({_fmt('bottleneck.burst', flat['bottleneck.burst'])})"
+                f" must be 0 or hold one full-size packet ({packet} B)"
+            )
     for host in HOSTS:
         h = f"hosts.{host}."
         mss = tcp_mss(mtu, flat[h + "tcp.timestamps"])

@@ -17,10 +17,13 @@ and the round trip is the link's.  ``bottleneck.rate`` shapes tx → rx (data),
 AQM settings; each is off at 0, and off means no object and no event: the
 hosts are wired back to back as without this module.
 
-The shaper is a strict rate server, as ns-3's point-to-point device: a token
-bucket with a burst of one packet.  A Linux tbf with a larger ``burst`` lets
-that many bytes through at the link rate after an idle spell; that is not
-modelled.
+With ``bottleneck.burst = 0`` the shaper is a strict rate server, as ns-3's
+point-to-point device: every packet is serialized at ``bottleneck.rate``.
+With a burst it is Linux's tbf (``sch_tbf.c``): tokens (bytes) accrue at
+``bottleneck.rate`` up to ``bottleneck.burst``; a packet leaves as soon as
+the bucket holds its size, at once when it already does (tbf on veth sends
+at memory speed), so after an idle spell up to ``burst`` bytes pass without
+waiting.  ``serialize`` then lasts only the wait for tokens.
 
 ``Bottleneck`` (``path:Bottleneck:<dir>``, ``dir`` = ``tx_to_rx`` or ``rx_to_tx``)
     ``Wait`` — blocked on its empty ``Bottleneck queue`` (with fq_codel, on
@@ -88,6 +91,9 @@ class Bottleneck:
         self.rate = rate
         self.overhead = cfg.overhead
         self.limit = cfg.queue
+        self.burst = cfg.burst  # 0: strict rate server
+        self.tokens = float(cfg.burst)  # bytes in the bucket at time self.tokens_ns
+        self.tokens_ns = 0.0
         self.out = link.port(port.peer)  # delivers to its receiver
         self.name = f"{sys}_to_{port.peer}"
         self.qsys = SYS
@@ -168,7 +174,7 @@ class Bottleneck:
         frame = self.frame = item[1]
         sm.begin("serialize")
         size = frame.length + self.overhead
-        ns = size * 8e9 / self.rate
+        ns = size * 8e9 / self.rate if not self.burst else self._wait_for_tokens(size)
         stats = self.stats
         stats.busy_ns += ns
         stats.bytes += size
@@ -180,6 +186,17 @@ class Bottleneck:
         if self._sent is not None:
             self._sent.succeed()
             self._sent = None
+
+    def _wait_for_tokens(self, size: int) -> float:
+        """tbf: ns until the bucket holds ``size`` bytes (0 if it does), which it spends."""
+        now = self.env._now
+        tokens = min(self.burst, self.tokens + (now - self.tokens_ns) * self.rate / 8e9)
+        if tokens >= size:
+            self.tokens, self.tokens_ns = tokens - size, now
+            return 0.0
+        ns = (size - tokens) * 8e9 / self.rate
+        self.tokens, self.tokens_ns = 0.0, now + ns
+        return ns
 
     def done(self, _event) -> None:
         frame = self.frame
