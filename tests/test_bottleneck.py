@@ -159,6 +159,7 @@ def test_queue_smaller_than_one_packet_is_refused():
         (["bottleneck.rate=10Mbps", "bottleneck.queue=1kB"], "bottleneck.queue"),
         (["bottleneck.rate=-1Mbps"], "bottleneck.rate"),
         (["bottleneck.aqm=red"], "bottleneck.aqm"),
+        (["bottleneck.rate=10Mbps", "bottleneck.burst=1kB"], "bottleneck.burst"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(sets, words):
@@ -424,3 +425,39 @@ def test_tracing_changes_no_result(aqm):
         r.pop("wall_s")
     assert plain == traced
     assert plain["drops"]["bottleneck_queue_full"] > 0
+
+
+# A token bucket (tbf): 20 Mb/s and a 10 ms round trip (BDP 25 kB) under an
+# 8 KiB window, so the flow is window-limited and the shaper idles between windows.
+WINDOWED = [
+    "bottleneck.rate=20Mbps",
+    "link.delay=5ms",
+    "bottleneck.queue=100kB",
+    "tcp.wmem=8KiB",
+    "tcp.rmem=8KiB",
+]
+
+
+def test_a_bucket_deeper_than_the_window_never_delays_the_flow():
+    """With bottleneck.burst above the window the bucket refills within a round trip
+    (20 Mb/s x 10 ms = 25 kB > 8 KiB), so no packet waits for tokens: goodput equals
+    that of the same path without the shaper; a strict rate server (burst 0) makes
+    every packet wait its 0.6 ms serialization and the window-limited flow slower."""
+    window = (20e6, 220e6)
+    bucket = _window([*WINDOWED, "bottleneck.burst=16KiB"], *window)
+    strict = _window(WINDOWED, *window)
+    assert bucket["system"].bottlenecks[0].stats.busy_ns == 0
+    free = _load(None, sets=["link.delay=5ms", "tcp.wmem=8KiB", "tcp.rmem=8KiB"])
+    free = simulate(free.with_overrides({"sim.duration": "220ms", "sim.warmup": "20ms"}))
+    assert bucket["goodput"] == pytest.approx(free.goodput_bps, rel=0.01)
+    assert strict["goodput"] < 0.95 * bucket["goodput"]
+
+
+def test_a_bucket_never_lets_more_than_rate_times_time_plus_burst():
+    """A saturating flow through tbf: bytes counted over any run from the start stay
+    within rate x time + burst, and goodput is still the rate's payload share."""
+    sets = [*FILLED, "bottleneck.burst=8KiB"]
+    got = _window(sets, 20e6, 100e6)
+    st = got["system"].bottlenecks[0].stats
+    assert st.bytes <= 100e6 / 8 * 100e-3 + 8 * 1024
+    assert got["goodput"] == pytest.approx(100e6 * MSS / (MTU + 38), rel=0.01)
