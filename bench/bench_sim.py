@@ -31,6 +31,12 @@ from cpasim.simulate import simulate
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "tcp-stream.toml"
 TARGET_SEGMENTS = 30_000
 TARGET_RATIO = 0.5
+#: (link.rate, extra --set overrides) per case; bench/compare_sim.py runs these too.
+CASES = [
+    ("1Gbps", []),
+    ("10Gbps", []),
+    ("1Gbps", ["nic.itr=adaptive"]),
+]
 
 
 def bare_simpy_rate(items: int = 200_000) -> float:
@@ -72,23 +78,20 @@ def run_once(cfg) -> dict:
     }
 
 
+def case_config(rate: str, extra: list[str], duration: str, scenario: Path = SCENARIO):
+    """The scenario at ``rate`` for ``duration``, measured from time 0 (no warm-up)."""
+    return load_scenario(
+        scenario, sets=[f"link.rate={rate}", f"sim.duration={duration}", "sim.warmup=0s", *extra]
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", default="40ms", help="simulated time per run")
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure (best kept)")
     args, _ = parser.parse_known_args()  # bench/run.py passes its own arguments on
-    cases = [
-        ("1Gbps", []),
-        ("10Gbps", []),
-        ("1Gbps", ["nic.itr=adaptive"]),
-    ]
-    cfgs = [
-        load_scenario(
-            SCENARIO,
-            sets=[f"link.rate={rate}", f"sim.duration={args.duration}", "sim.warmup=0s", *extra],
-        )
-        for rate, extra in cases
-    ]
+    cases = CASES
+    cfgs = [case_config(rate, extra, args.duration) for rate, extra in cases]
     bare = 0.0
     best: list[dict | None] = [None] * len(cases)
     for _ in range(args.repeat):
