@@ -70,6 +70,8 @@ def run_once(cfg) -> dict:
         "goodput_Mbps": r.goodput_bps / 1e6,
         "segments": segments,
         "events": r.events,
+        "drops": sum(r.drops.values()),
+        "retransmits": r.retransmits,
         "cpu_s": cpu,
         "wall_s": r.wall_s,
         "segments_per_s": segments / cpu,

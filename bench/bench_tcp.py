@@ -26,11 +26,11 @@ congestion control costs in simulation speed.
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
+from bench_sim import run_once  # the same measurement as the simulation benchmark
+
 from cpasim.config import load_scenario
-from cpasim.simulate import simulate
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "tcp-stream.toml"
 BOTTLENECK_RATE = "500Mbps"  # half the link, so the queue builds at the router
@@ -68,24 +68,6 @@ def cases() -> list[tuple[str, str, list[str]]]:
                 continue
             out.append((net, sender, [*net_sets, *sender_sets]))
     return out
-
-
-def run_once(cfg) -> dict:
-    t0 = time.process_time()
-    r = simulate(cfg)
-    cpu = time.process_time() - t0
-    segments = r.frames["tx_to_rx"]
-    return {
-        "goodput_Mbps": r.goodput_bps / 1e6,
-        "segments": segments,
-        "events": r.events,
-        "drops": sum(r.drops.values()),
-        "retransmits": r.retransmits,
-        "cpu_s": cpu,
-        "wall_s": r.wall_s,
-        "segments_per_s": segments / cpu,
-        "events_per_segment": r.events / max(segments, 1),
-    }
 
 
 def main() -> None:
