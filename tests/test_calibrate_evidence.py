@@ -123,6 +123,21 @@ def test_window_limited_capture_fits_the_delay_not_the_rate(tmp_path):
     assert out.read_text().count("# set ") >= 10
 
 
+def test_rate_limited_capture_fits_the_bottleneck_rate(tmp_path):
+    """tbf 20 Mb/s, 1 ms, -w 256K: the bottleneck holds the goodput, so its rate (not the
+    hosts' link) is what remains; it lands on the tbf's rate within 0.5 %."""
+    base = tmp_path / "base.toml"
+    base.write_text('[sim]\nduration = "500ms"\nwarmup = "100ms"\n')
+    out = tmp_path / "fitted.toml"
+    cap = CAPTURES / "d1ms_tbf20m_w256k_tx.pcap"
+    report = CAPTURES / "d1ms_tbf20m_w256k.iperf3.json"
+    result = _run(["calibrate", "fit", str(base), str(cap), str(report)], out)
+    assert "regime: rate-limited" in result and "fitted bottleneck.rate:" in result
+    cfg = load_scenario(out)
+    assert cfg.value("bottleneck.rate") == pytest.approx(20e6, rel=0.005)
+    assert cfg.value("link.rate") == 1e9
+
+
 @pytest.fixture(scope="module")
 def issue_fit(tmp_path_factory):
     """``calibrate fit`` on the issue's capture with no --params: (output, scenario path)."""

@@ -71,18 +71,21 @@ def regime(report: FlowReport) -> str:
     return "window-limited"
 
 
-def remaining_key(regime_name: str) -> str:
-    """The parameter left to fit once the evidence is applied.
+def remaining_key(regime_name: str, cfg: Config) -> str:
+    """The parameter left to fit once the evidence is applied to ``cfg``.
 
     A window-limited transfer's goodput is window / round trip: what the evidence
     cannot pin is the model's own share of the round trip, so the one-way delay is
     fitted.  Otherwise goodput follows the bottleneck, whose rate the evidence
     measured to a few per cent with an assumed per-packet overhead: its rate is
-    fitted.  A lossy transfer also depends on the congestion control and the
+    fitted (the link's when the capture showed no bottleneck and the scenario has
+    none).  A lossy transfer also depends on the congestion control and the
     shaper's queue; the rate then absorbs whatever the model misses, and the fit
     says so when it runs out of range.
     """
-    return "link.delay" if regime_name == "window-limited" else "bottleneck.rate"
+    if regime_name == "window-limited":
+        return "link.delay"
+    return "bottleneck.rate" if cfg.value("bottleneck.rate") > 0 else "link.rate"
 
 
 def propose(

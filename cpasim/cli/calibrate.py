@@ -187,7 +187,7 @@ def _fit_from_evidence(cfg, measurements: list[str], max_simulations: int):
         typer.echo(line)
         header.append(line)
     regime = evidence.regime(report)
-    key = evidence.remaining_key(regime)
+    key = evidence.remaining_key(regime, fixed)
     measured = steady_goodput(cap, report.sender)
     typer.echo(
         f"regime: {regime} ({report.limited_by}, {report.retransmitted_segments} retransmitted "
