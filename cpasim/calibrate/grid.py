@@ -98,7 +98,8 @@ class GridConfig:
     def capacity_bps(self) -> float:
         """Payload rate the settings allow: the tbf rate less headers (52 B of IP and TCP
         with timestamps, 14 B tbf counts), or the advertised window over the nominal round
-        trip if smaller (Linux advertises about 60 % of the doubled -w; see PLAN.md)."""
+        trip if smaller (Linux advertises about 60 % of the doubled -w: 81,120 B for 64K
+        in the calibration capture).  Only names the regime; predictions use the model."""
         rate = self.rate_bps * MSS / (MSS + FRAME_OVERHEAD)
         if self.window is None:
             return rate
