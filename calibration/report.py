@@ -28,6 +28,19 @@ CAPTURES = HERE / "captures"
 CALIBRATE_ON = "d5ms_tbf50m_w32k"
 GRID = HERE / "grid"
 GRID_CALIBRATE_ON = "cubic_r50m_d10ms_q2bdp_w64k"
+#: The issue's target for every held-out configuration.
+TARGET = 0.05
+#: What is known of why a configuration misses the target (the figures come from the run).
+WHY_MISSED = {
+    "cubic_r20m_d5ms_q2bdp_w16k": "a 13-segment window over a 10 ms round trip; the "
+    "extra delay fitted on the 20 ms calibration run weighs twice as much in this round "
+    "trip, and the model's per-round latency is not split between the hosts as Linux's is.",
+    "cubic_r50m_d10ms_q15k_wauto": "a 15 kB queue is 0.12 of the bandwidth-delay "
+    "product; the model's CUBIC regains less between losses than Linux's.  Not explained: "
+    "Linux's undo of spurious window reductions is not modelled.",
+    "reno_r50m_d10ms_q15k_wauto": "a 4 s run holds a few loss cycles and where "
+    "they fall decides the goodput, so one prediction cannot match a median this spread.",
+}
 
 
 def main() -> None:
@@ -57,7 +70,8 @@ def main() -> None:
         )
     out += [
         "",
-        "## `cpasim calibrate fit --params link.rate` (default scenario, 200 ms simulated)",
+        "## `cpasim calibrate fit --params link.rate` (default scenario with the classic "
+        "NewReno sender, 200 ms simulated)",
         "",
         "tbf counts 14 bytes of Ethernet header per frame; cpasim's link also carries FCS,",
         "preamble and inter-frame gap, so a fitted link rate sits a little above the tbf rate.",
@@ -128,14 +142,17 @@ def delay_line_section() -> list[str]:
 
 
 def held_out_section() -> list[str]:
-    base = load_scenario(None, sets=["sim.duration=300ms", "sim.warmup=100ms", *CLASSIC_TCP])
+    # As tests/test_calibrate_heldout.py: the default (Linux) sender, CUBIC with SACK.
+    base = load_scenario(None, sets=["sim.duration=300ms", "sim.warmup=100ms"])
     check = held_out(base, read_manifest(CAPTURES), CALIBRATE_ON, lambda c: simulate(c).to_json())
     cal = check.calibration
     out = [
         "",
         f"## Held-out check: calibrate on `{CALIBRATE_ON}`, predict the rest",
         "",
-        "Each run's settings become scenario values as Linux applies them (see",
+        "Default scenario, as `tests/test_calibrate_heldout.py` (the model's CUBIC sender with",
+        "SACK; the captures' own sender ran BBR).  Each run's settings become scenario values",
+        "as Linux applies them (see",
         "`cpasim/calibrate/heldout.py`): tbf rate → `link.rate` × 1538/1514 (framing),",
         "iperf3 `-w W` → `tcp.sndbuf` = `tcp.rcvbuf` = W (Linux's socket-buffer rules),",
         "delay → `link.delay` = delay + extra.  The calibration capture fixed extra = "
@@ -242,49 +259,73 @@ def grid_section() -> list[str]:
     ]
     out += [f"- {line}" for line in cal.evidence]
     out += [
-        f"- advertised window / doubled -w = {cal.rcvbuf_ratio:.4f}",
-        f"- extra one-way delay {cal.extra_delay_ns / 1e3:+.1f} us (link.delay fitted to the "
-        f"median goodput, {cal.simulations} simulations, residual {cal.residual:+.2%})",
+        f"- extra one-way delay {cal.extra_delay_ns / 1e3:+.1f} us: `link.delay` fitted to the "
+        f"median goodput ({cal.simulations} simulations, residual {cal.residual:+.2%}); the "
+        "one value fitted to this run",
+        f"- not fitted, a check: Linux's receiver advertised at most {cal.adv_window:,} B for "
+        f"-w {cal.config.window // 1024}K, the model's receiver offers {cal.model_window:,} B "
+        "(Linux's socket-buffer rules, `tcp.rx_truesize` 2304 B)",
         "",
-        "Every other configuration is predicted from its nominal settings only (tbf rate, "
-        "queue, delay, -w, congestion control), each simulated for the run's duration with no",
-        "warm-up, like iperf3's receiver total.  Parameters this version does not model are",
-        "listed under *missing*; older parameters stand in where they exist (`link.rate` for",
-        "`bottleneck.rate`, `tcp.wmem`/`tcp.rmem` for `tcp.sndbuf`/`tcp.rcvbuf`, 4 MiB for",
-        "autotuned buffers).  Goodput in Mb/s; measured = median of the repeats [min-max].",
+        "Every other configuration is predicted from its nominal settings only: the tbf as",
+        "`bottleneck.rate`, `bottleneck.queue`, `bottleneck.overhead` = 14 B and",
+        "`bottleneck.burst` = 4 KiB (testbed.sh's `burst 4kb`), the delay as `link.delay` =",
+        "delay + extra, iperf3 -w as `tcp.sndbuf` = `tcp.rcvbuf` (none: autotuning) and",
+        "`tcp.cc`.  Each is simulated for the run's duration with no warm-up, like iperf3's",
+        "receiver total.  Goodput in Mb/s; measured = median of the repeats [min-max].",
         "",
-        "| configuration | regime | measured [min-max] | spread | predicted | error | missing |",
-        "|---|---|---|---|---|---|---|",
+        "| configuration | regime | measured [min-max] | spread | predicted | error |",
+        "|---|---|---|---|---|---|",
     ]
     c = cal.config
     out.append(
         f"| {c.name} (calibration) | {c.regime} | {_mb(c.median)} [{_mb(min(c.goodputs))}-"
-        f"{_mb(max(c.goodputs))}] | {c.spread:.1%} | - | {cal.residual:+.1%} | |"
+        f"{_mb(max(c.goodputs))}] | {c.spread:.1%} | fitted | {cal.residual:+.1%} |"
     )
     for p in preds:
         c = p.config
         out.append(
             f"| {c.name} | {c.regime} | {_mb(c.median)} [{_mb(min(c.goodputs))}-"
             f"{_mb(max(c.goodputs))}] | {c.spread:.1%} | {_mb(p.predicted_bps)} "
-            f"| {p.error:+.1%} | {', '.join(p.missing)} |"
+            f"| {p.error:+.1%} |"
         )
-    complete = [abs(p.error) for p in preds if not p.missing]
+    errors = [abs(p.error) for p in preds]
+    within = sum(e <= TARGET for e in errors)
+    by_regime = {}
+    for p in preds:
+        by_regime.setdefault(p.config.regime, []).append(abs(p.error))
     out += [
         "",
-        f"Rows with nothing missing: {len(complete)}, largest |error| "
-        + (f"{max(complete):.1%}" if complete else "-")
-        + f"; all rows: median |error| "
-        f"{statistics.median(abs(p.error) for p in preds):.1%}.",
+        f"{within} of {len(preds)} held-out configurations within {TARGET:.0%} of the measured "
+        f"median; median |error| {statistics.median(errors):.1%}, largest {max(errors):.1%}.  "
+        "By regime: "
+        + "; ".join(
+            f"{r} {sum(e <= TARGET for e in es)} of {len(es)} (largest {max(es):.1%})"
+            for r, es in sorted(by_regime.items())
+        )
+        + ".",
+    ]
+    misses = [p for p in preds if abs(p.error) > TARGET]
+    if misses:
+        out += ["", "Configurations outside the target, and what is known of why:", ""]
+    for p in misses:
+        c = p.config
+        beyond = ""
+        if p.predicted_bps > max(c.goodputs):
+            over = p.predicted_bps / max(c.goodputs) - 1
+            beyond = f"; the prediction lies {over:.1%} above the best run"
+        elif p.predicted_bps < min(c.goodputs):
+            under = 1 - p.predicted_bps / min(c.goodputs)
+            beyond = f"; the prediction lies {under:.1%} below the worst run"
+        out.append(
+            f"- `{c.name}` {p.error:+.1%} ({c.regime}; Linux's {len(c.goodputs)} repeats "
+            f"spread {c.spread:.0%}, {_mb(min(c.goodputs))}-{_mb(max(c.goodputs))} Mb/s"
+            f"{beyond}): {WHY_MISSED.get(c.name, 'not explained yet.')}"
+        )
+    out += [
         "",
-        "Every row misses the tbf queue (`bottleneck.queue`), so the model cannot drop where",
-        "Linux did: rate-limited rows (BBR included: it holds the rate through its losses)",
-        "are predicted within about 2 %, window-limited ones within 1.3 % except",
-        "`cubic_r20m_d5ms_q2bdp_w16k`, and the lossy rows (15 kB queue, Reno and CUBIC) are",
-        "over-predicted by 5-50 % until the bottleneck queue and the Linux congestion",
-        "controls exist.  `cubic_r20m_d5ms_q2bdp_w16k` (-10 %) is not explained yet: with a",
-        "1 Gbps link the model moves 13.6 Mb/s through a 20,284 B window over 10 ms, where",
-        "window / round trip is 16.2 Mb/s, so it keeps fewer bytes in flight than its window",
-        "allows at this size (`tests/test_calibrate_grid.py` holds it as a strict xfail).",
+        "`tests/test_calibrate_grid.py` runs this calibration and every prediction (marked",
+        "slow); the configurations outside the target are strict xfails there, with these",
+        "reasons.",
     ]
     return out
 

@@ -6,15 +6,11 @@ the bottleneck rate (dispersion of back-to-back packets), the base round trip
 and SACK were negotiated, the receiver's ACK policy and the windows it
 advertised.  iperf3's report adds what only the sending host knows: the
 socket-buffer request (``-w``) and the congestion control.  Each figure
-becomes a *proposal* ``(key, value, evidence)``; :func:`apply` sets the ones
-the parameter registry knows and returns the others as "not modelled in this
-version", so the same proposals work whether or not a feature (the bottleneck
-section, Linux socket buffers, CUBIC/BBR) exists yet.  Where an older
-parameter stands in for a missing one (``link.rate`` for
-``bottleneck.rate``), the stand-in is proposed as a fallback that applies only
-when the key it replaces is unknown.
+becomes a *proposal* ``(key, value, evidence)`` that :func:`apply` sets.
 
-Only what remains after this is fitted (:mod:`cpasim.calibrate.search`).
+Some settings of the real path leave no trace in a capture; :data:`NOT_IN_A_CAPTURE`
+names them so that the user sets them where they matter.  Only what remains
+after this is fitted (:mod:`cpasim.calibrate.search`).
 """
 
 from __future__ import annotations
@@ -25,23 +21,36 @@ from cpasim.calibrate.inspect import FlowReport
 from cpasim.calibrate.iperf import IperfRun
 from cpasim.calibrate.pcap import SYN, Capture
 from cpasim.config import Config
-from cpasim.config.resolve import targets as resolve_key
+from cpasim.config.params import TcpParams
 from cpasim.errors import CpasimError
+from cpasim.model.sockbuf import largest_window
 
 #: Bytes per frame beyond the IP packet that a Linux qdisc (tbf) counts: the Ethernet header.
 QDISC_L2_BYTES = 14
-#: What cpasim's link carries beyond the IP packet (header, FCS, preamble, inter-frame gap).
-LINK_L2_BYTES = 38
 #: IPv4 + TCP headers without options: the MSS option is the MTU minus these.
 IPV4_TCP_HEADERS = 40
 IPV6_TCP_HEADERS = 60
-#: Linux's default upper bound of send-buffer autotuning (net.ipv4.tcp_wmem[2]).
-LINUX_WMEM_MAX = 4 * 1024 * 1024
 #: Fewer ACKs than this many segments each on average mean the receiver ACKs every segment.
 DELAYED_ACK_SEGMENTS = 1.5
 #: A transfer that resent more than this fraction of its bytes lost packets beyond the
 #: slow-start overshoot: losses shape its goodput.
 LOSSY_FRACTION = 0.002
+#: Receive autotuning grows the advertised window many-fold; with a fixed SO_RCVBUF it
+#: grows only while rcv_ssthresh climbs to the buffer's clamp (about 1.25x in the captures).
+AUTOTUNE_GROWTH = 2
+#: Settings of the real path that a capture cannot show: (key, why), printed for the user.
+NOT_IN_A_CAPTURE: tuple[tuple[str, str], ...] = (
+    (
+        "bottleneck.burst",
+        "a shaper's token bucket (tc tbf burst) only shows after idle spells, which a bulk "
+        "transfer does not have; set it if the shaper's burst matters (tbf burst 4kb: 4096B)",
+    ),
+    (
+        "bottleneck.queue",
+        "the shaper's queue limit shows only through its drops; set it to the limit you "
+        "configured (tbf limit) when the transfer loses packets",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -51,14 +60,6 @@ class Proposal:
     key: str
     value: str  # as written in a scenario: "50.1Mbps", "true", "cubic"
     evidence: str
-    fallback_for: str | None = None  # apply only if this (newer) key is not modelled
-
-
-@dataclass(frozen=True)
-class Applied:
-    config: Config
-    applied: list[Proposal]
-    not_modelled: list[tuple[Proposal, str]]  # (proposal, why it was not applied)
 
 
 def regime(report: FlowReport) -> str:
@@ -70,25 +71,30 @@ def regime(report: FlowReport) -> str:
     return "window-limited"
 
 
-def remaining_key(regime_name: str, applied: Applied) -> str:
-    """The parameter left to fit once the evidence is applied.
+def remaining_key(regime_name: str, cfg: Config) -> str:
+    """The parameter left to fit once the evidence is applied to ``cfg``.
 
     A window-limited transfer's goodput is window / round trip: what the evidence
     cannot pin is the model's own share of the round trip, so the one-way delay is
     fitted.  Otherwise goodput follows the bottleneck, whose rate the evidence
     measured to a few per cent with an assumed per-packet overhead: its rate is
-    fitted (``bottleneck.rate`` where it exists, else ``link.rate``).  A lossy
-    transfer also depends on the congestion control; the rate then absorbs
-    whatever the model misses, and the fit says so when it runs out of range.
+    fitted (the link's when the capture showed no bottleneck and the scenario has
+    none).  A lossy transfer also depends on the congestion control and the
+    shaper's queue; the rate then absorbs whatever the model misses, and the fit
+    says so when it runs out of range.
     """
     if regime_name == "window-limited":
         return "link.delay"
-    keys = {p.key for p in applied.applied}
-    return "bottleneck.rate" if "bottleneck.rate" in keys else "link.rate"
+    return "bottleneck.rate" if cfg.value("bottleneck.rate") > 0 else "link.rate"
 
 
-def propose(capture: Capture, report: FlowReport, iperf: IperfRun | None) -> list[Proposal]:
-    """Every parameter value ``report`` (and ``iperf``) determine, with its evidence."""
+def propose(
+    capture: Capture, report: FlowReport, iperf: IperfRun | None, tcp: TcpParams | None = None
+) -> list[Proposal]:
+    """Every parameter value ``report`` (and ``iperf``) determine, with its evidence.
+
+    ``tcp``, the receiver's TCP settings, lets a capture without iperf3's report tell
+    the buffer request from the window it advertised (Linux's rules depend on them)."""
     if report.flow.proto != "tcp":
         raise CpasimError(f"{capture.path}: the chosen flow is not TCP; expected a TCP transfer")
     if report.data_packets == 0:
@@ -108,10 +114,10 @@ def propose(capture: Capture, report: FlowReport, iperf: IperfRun | None) -> lis
     out: list[Proposal] = []
     syn, syn_ack = _handshake(capture, report)
     mtu = _mtu(syn, syn_ack, report, out)
-    rate = _bottleneck(report, mtu, out)
+    rate = _bottleneck(report, out)
     _base_rtt(report, iperf, rate, mtu, out)
     _options(syn, syn_ack, out)
-    _buffers(report, iperf, out)
+    _buffers(report, iperf, tcp, out)
     if iperf is not None:
         out.append(
             Proposal(
@@ -128,6 +134,20 @@ def propose(capture: Capture, report: FlowReport, iperf: IperfRun | None) -> lis
             f"{spa:.2f} segments per ACK",
         )
     )
+    return out
+
+
+def not_shown(iperf: IperfRun | None) -> list[tuple[str, str]]:
+    """The settings neither the capture nor ``iperf`` show: (key, why) for the user."""
+    out = list(NOT_IN_A_CAPTURE)
+    if iperf is None:
+        out.append(
+            (
+                "tcp.cc",
+                "only the sending host knows its congestion control: give its iperf3 --json "
+                "report, or set it",
+            )
+        )
     return out
 
 
@@ -150,28 +170,16 @@ def read_iperf_evidence(run: IperfRun) -> IperfRun:
     return run
 
 
-def apply(cfg: Config, proposals: list[Proposal], *, where: str) -> Applied:
-    """Set every proposal the registry knows (and accepts the value of); return the rest."""
-    applied: list[Proposal] = []
-    skipped: list[tuple[Proposal, str]] = []
-    unknown: set[str] = set()
+def apply(cfg: Config, proposals: list[Proposal], *, where: str) -> Config:
+    """``cfg`` with every proposal set.  A value the registry refuses (a measured rate
+    out of range, say) is an error naming the key and its evidence: a calibration that
+    silently kept the scenario's value would fit the wrong thing."""
     for p in proposals:
-        if p.fallback_for is not None and p.fallback_for not in unknown:
-            continue  # the newer key was set: the stand-in is not needed
         try:
-            resolve_key(p.key, where)
-        except CpasimError:
-            unknown.add(p.key)
-            skipped.append((p, "no such parameter"))
-            continue
-        try:
-            cfg = cfg.with_overrides({p.key: p.value}, where=f"{where}: {p.key}")
+            cfg = cfg.with_overrides({p.key: p.value}, where=where)
         except CpasimError as exc:
-            unknown.add(p.key)
-            skipped.append((p, str(exc).rsplit(": ", 1)[-1]))
-            continue
-        applied.append(p)
-    return Applied(cfg, applied, skipped)
+            raise CpasimError(f"{exc} (measured: {p.evidence})") from None
+    return cfg
 
 
 def _handshake(capture: Capture, report: FlowReport):
@@ -213,7 +221,7 @@ def _mtu(syn, syn_ack, report: FlowReport, out: list[Proposal]) -> int | None:
     return mtu
 
 
-def _bottleneck(report: FlowReport, mtu: int | None, out: list[Proposal]) -> float | None:
+def _bottleneck(report: FlowReport, out: list[Proposal]) -> float | None:
     b = report.bottleneck
     if b is None:
         return None
@@ -233,17 +241,6 @@ def _bottleneck(report: FlowReport, mtu: int | None, out: list[Proposal]) -> flo
             "equal-sized packets cannot tell it (inspect --l2-overhead)",
         )
     )
-    if mtu:
-        link = b.bps * (mtu + LINK_L2_BYTES) / (mtu + QDISC_L2_BYTES)
-        out.append(
-            Proposal(
-                "link.rate",
-                f"{link:.6g}bps",
-                f"stands in for the bottleneck: {b.bps / 1e6:.3f} Mb/s of {counted} is "
-                f"{link / 1e6:.3f} Mb/s on a link carrying {LINK_L2_BYTES} B per frame",
-                fallback_for="bottleneck.rate",
-            )
-        )
     return b.bps
 
 
@@ -257,13 +254,11 @@ def _base_rtt(report, iperf, rate, mtu, out: list[Proposal]) -> None:
     serial = 0.0
     detail = ""
     if rate and mtu:
-        # The smallest round trip still serialises one full frame at the bottleneck, and
-        # the model's link (the bottleneck in this version) an ACK as well: both are in
-        # the model already, so they are not propagation delay.
-        data_frame = mtu + QDISC_L2_BYTES
-        ack_frame = IPV4_TCP_HEADERS + 12 + QDISC_L2_BYTES  # with timestamps
-        serial = (data_frame + ack_frame) * 8e9 / rate
-        detail = f" minus {serial / 1e3:.1f} us serialising a frame and an ACK"
+        # The smallest round trip still serialises one full frame at the bottleneck
+        # (the ACKs return unshaped): the model's bottleneck does that already, so it
+        # is not propagation delay.
+        serial = (mtu + QDISC_L2_BYTES) * 8e9 / rate
+        detail = f" minus {serial / 1e3:.1f} us serialising a frame at the bottleneck"
     one_way = max(0.0, (rtt - serial) / 2)
     out.append(
         Proposal(
@@ -297,56 +292,54 @@ def _options(syn, syn_ack, out: list[Proposal]) -> None:
     )
 
 
-def _buffers(report: FlowReport, iperf: IperfRun | None, out: list[Proposal]) -> None:
-    adv = int(report.adv_window.max) if report.adv_window is not None else None
+def _buffers(
+    report: FlowReport, iperf: IperfRun | None, tcp: TcpParams | None, out: list[Proposal]
+) -> None:
+    growth = report.adv_window_growth
+    autotuned = bool(growth) and growth[-1][1] > AUTOTUNE_GROWTH * growth[0][1]
     if iperf is not None and iperf.sock_bufsize:
         w = iperf.sock_bufsize
         why = f"iperf3 -w {w} (report: sock_bufsize {w}, sndbuf_actual {iperf.sndbuf_actual})"
-        out.append(Proposal("tcp.sndbuf", f"{w}B", why))
-        out.append(Proposal("tcp.rcvbuf", f"{w}B", why))
-        out.append(
-            Proposal(
-                "tcp.wmem",
-                f"{2 * w}B",
-                f"stands in for tcp.sndbuf: Linux doubles the SO_SNDBUF request of {why}",
-                fallback_for="tcp.sndbuf",
-            )
+        if report.adv_window is not None:
+            why += f"; the receiver advertised up to {int(report.adv_window.max):,} B"
+    elif iperf is not None:
+        w, why = 0, "iperf3 report: sock_bufsize 0 (no -w): the kernel autotunes both buffers"
+    elif autotuned:
+        first, last = growth[0][1], growth[-1][1]
+        w, why = 0, f"advertised window grew from {first:,} B to {last:,} B: receive autotuning"
+    elif report.adv_window is not None and tcp is not None:
+        adv = int(report.adv_window.max)
+        w = request_for_window(adv, tcp, report.mss)
+        if w is None:
+            return
+        why = (
+            f"the advertised window grew only to {adv:,} B: a fixed SO_RCVBUF, and "
+            f"a request of {w} B gives this window under Linux's rules (tcp.rx_truesize "
+            f"{tcp.rx_truesize} B); the same request assumed for SO_SNDBUF (iperf3 -w sets both)"
         )
-        if adv:
-            out.append(
-                Proposal(
-                    "tcp.rmem",
-                    f"{adv}B",
-                    f"stands in for tcp.rcvbuf: the largest window the receiver advertised "
-                    f"({adv / (2 * w):.1%} of the doubled request)",
-                    fallback_for="tcp.rcvbuf",
-                )
-            )
-        return
-    if iperf is not None:
-        why = "iperf3 report: sock_bufsize 0 (no -w): the kernel autotunes both buffers"
-    elif report.adv_window_growth and len(report.adv_window_growth) > 2:
-        first, last = report.adv_window_growth[0][1], report.adv_window_growth[-1][1]
-        why = f"advertised window grew from {first:,} B to {last:,} B: receive autotuning"
     else:
         return
-    out.append(Proposal("tcp.sndbuf", "0B", why))
-    out.append(Proposal("tcp.rcvbuf", "0B", why))
-    out.append(
-        Proposal(
-            "tcp.wmem",
-            f"{LINUX_WMEM_MAX}B",
-            f"stands in for tcp.sndbuf: {why}; Linux lets the send buffer grow to "
-            f"tcp_wmem[2] = {LINUX_WMEM_MAX} B by default",
-            fallback_for="tcp.sndbuf",
-        )
-    )
-    if adv:
-        out.append(
-            Proposal(
-                "tcp.rmem",
-                f"{adv}B",
-                "stands in for tcp.rcvbuf: the largest window the receiver advertised",
-                fallback_for="tcp.rcvbuf",
-            )
-        )
+    out.append(Proposal("tcp.sndbuf", f"{w}B", why))
+    out.append(Proposal("tcp.rcvbuf", f"{w}B", why))
+    # The request means what it means to Linux only with cpasim's fixed buffers off.
+    linux = "Linux's socket-buffer rules for the request, not a fixed buffer"
+    out.append(Proposal("tcp.wmem", "0B", linux))
+    out.append(Proposal("tcp.rmem", "0B", linux))
+
+
+def request_for_window(adv: int, tcp: TcpParams, mss: int) -> int | None:
+    """The SO_RCVBUF request whose largest window (:func:`largest_window`) is closest to
+    ``adv``, in whole KiB as users ask (``-w 32K``); of two equally close, the smaller.
+    None if no request up to ``net.core.rmem_max`` reaches ``adv``."""
+
+    def window(request: int) -> int:
+        return largest_window(request, tcp.core_rmem_max, tcp.rx_truesize, mss)
+
+    if window(tcp.core_rmem_max) < adv:
+        return None
+    lo, hi = 1, tcp.core_rmem_max  # the smallest request whose window reaches adv
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if window(mid) < adv else (lo, mid)
+    kib = [max(1, lo // 1024) * 1024, -(-lo // 1024) * 1024]
+    return min(kib, key=lambda r: (abs(window(r) - adv), r))

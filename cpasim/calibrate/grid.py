@@ -8,19 +8,19 @@ goodput, with the spread (min-max) beside it.
 
 Calibration takes ONE configuration with a capture and an ``-w`` and sets what
 its capture determines (:mod:`cpasim.calibrate.evidence`) that holds for every
-run of the grid: MTU, timestamps, SACK and the receiver's ACK policy, plus the
-fraction of the doubled ``-w`` that Linux advertises.  Then the one-way delay
-is fitted to its median goodput (:func:`cpasim.calibrate.fit.fit_one`); the
-difference to the nominal delay is the *extra* delay (delay line, forwarding,
-the model's own per-round-trip latencies).  Every configuration is then
-predicted by changing only its nominal settings.
+run of the grid: MTU, timestamps, SACK and the receiver's ACK policy.  Then
+the one-way delay is fitted to its median goodput
+(:func:`cpasim.calibrate.fit.fit_one`); the difference to the nominal delay
+is the *extra* delay (delay line, forwarding, the model's own per-round-trip
+latencies).  Every configuration is then predicted by changing only its nominal settings.
 
-The nominal settings use the parameters planned for the Linux features
-(``bottleneck.rate/queue/overhead``, ``tcp.sndbuf/rcvbuf``, ``tcp.cc``,
-``tcp.sack``) through :func:`cpasim.calibrate.evidence.apply`: whatever this
-version does not model is left out, stand-ins (``link.rate``, ``tcp.wmem``,
-``tcp.rmem``) apply where they exist, and each prediction lists what it
-missed.
+The nominal settings of a run are the tbf shaper (``bottleneck.rate``,
+``bottleneck.queue``, ``bottleneck.overhead`` = 14 B, ``bottleneck.burst`` =
+4 KiB as testbed.sh configures it), the one-way delay, iperf3's ``-w`` as
+``tcp.sndbuf`` = ``tcp.rcvbuf`` (unset: autotuning) and ``tcp.cc``.  Nothing
+about the window is read from the calibration capture: the largest window its
+receiver advertised is a check of the model's socket-buffer rules
+(:attr:`GridCalibration.model_window`).
 """
 
 from __future__ import annotations
@@ -32,13 +32,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cpasim.calibrate import evidence
-from cpasim.calibrate.evidence import LINK_L2_BYTES, QDISC_L2_BYTES, Proposal
+from cpasim.calibrate.evidence import QDISC_L2_BYTES, Proposal
 from cpasim.calibrate.fit import Target, fit_one
 from cpasim.calibrate.inspect import inspect_capture
 from cpasim.calibrate.iperf import read_iperf
 from cpasim.calibrate.pcap import read_capture
 from cpasim.config import Config
 from cpasim.errors import CpasimError
+from cpasim.model.sockbuf import largest_window
+from cpasim.model.tcp_rules import mss_for
 
 COLUMNS = (
     "name",
@@ -56,9 +58,6 @@ COLUMNS = (
 )
 #: What the calibration capture fixes for the whole grid (the same two hosts every run).
 SHARED_KEYS = ("link.mtu", "tcp.timestamps", "tcp.sack", "tcp.delayed_ack")
-#: Receive autotuning grows the buffer to what the path needs; without the model of it,
-#: a window no transfer of the grid fills stands in.
-AUTOTUNE_STAND_IN = 4 * 1024 * 1024
 MSS = 1448
 FRAME_OVERHEAD = 52 + QDISC_L2_BYTES
 ADVERTISED_FRACTION = 0.6
@@ -99,7 +98,8 @@ class GridConfig:
     def capacity_bps(self) -> float:
         """Payload rate the settings allow: the tbf rate less headers (52 B of IP and TCP
         with timestamps, 14 B tbf counts), or the advertised window over the nominal round
-        trip if smaller (Linux advertises about 60 % of the doubled -w; see PLAN.md)."""
+        trip if smaller (Linux advertises about 60 % of the doubled -w: 81,120 B for 64K
+        in the calibration capture).  Only names the regime; predictions use the model."""
         rate = self.rate_bps * MSS / (MSS + FRAME_OVERHEAD)
         if self.window is None:
             return rate
@@ -127,7 +127,8 @@ class GridCalibration:
     config: GridConfig
     shared: Config  # the base scenario with what the capture fixed for every run
     evidence: list[str]  # what was set, one line each
-    rcvbuf_ratio: float  # advertised window / doubled -w
+    adv_window: int  # the largest window Linux's receiver advertised in the capture
+    model_window: int  # the largest window the model's receiver offers for the same -w
     extra_delay_ns: float
     residual: float
     simulations: int
@@ -137,8 +138,6 @@ class GridCalibration:
 class GridPrediction:
     config: GridConfig
     predicted_bps: float
-    missing: list[str]  # features of the run this version does not model
-    stand_ins: list[str]  # older parameters that stood in for planned ones
 
     @property
     def error(self) -> float:
@@ -194,40 +193,21 @@ def _iperf_size(text: str) -> int:
         raise ValueError(f"window {text!r} should be an iperf3 size like 32K or '-'") from None
 
 
-def nominal(run: GridConfig, mtu: int, rcvbuf_ratio: float, extra_ns: float) -> list[Proposal]:
-    """``run``'s nominal settings as proposals (planned keys first, stand-ins after)."""
+def nominal(run: GridConfig, extra_ns: float) -> list[Proposal]:
+    """``run``'s nominal settings as scenario values (the delay plus ``extra_ns``)."""
     why = f"nominal setting of {run.name}"
-    link_rate = run.rate_bps * (mtu + LINK_L2_BYTES) / (mtu + QDISC_L2_BYTES)
-    out = [
+    w = run.window or 0  # 0: not set, autotuned
+    return [
         Proposal("sim.duration", f"{run.seconds:g}s", "iperf3 -t"),
         Proposal("bottleneck.rate", f"{run.rate_bps:.6g}bps", why),
         Proposal("bottleneck.overhead", f"{QDISC_L2_BYTES}B", "what tbf counts"),
         Proposal("bottleneck.burst", f"{TBF_BURST}B", "tbf burst 4kb (testbed.sh)"),
-        Proposal("link.rate", f"{link_rate:.6g}bps", why, fallback_for="bottleneck.rate"),
         Proposal("bottleneck.queue", f"{run.queue_bytes}B", why),
         Proposal("link.delay", f"{max(0.0, run.delay_ns + extra_ns):.6g}ns", why),
         Proposal("tcp.cc", run.cc, why),
+        Proposal("tcp.sndbuf", f"{w}B", why),
+        Proposal("tcp.rcvbuf", f"{w}B", why),
     ]
-    w = run.window
-    out += [Proposal("tcp.sndbuf", f"{w or 0}B", why), Proposal("tcp.rcvbuf", f"{w or 0}B", why)]
-    wmem = 2 * w if w else AUTOTUNE_STAND_IN
-    rmem = round(rcvbuf_ratio * 2 * w) if w else AUTOTUNE_STAND_IN
-    out += [
-        Proposal("tcp.wmem", f"{wmem}B", why, fallback_for="tcp.sndbuf"),
-        Proposal("tcp.rmem", f"{rmem}B", why, fallback_for="tcp.rcvbuf"),
-    ]
-    return out
-
-
-def _apply(shared: Config, proposals: list[Proposal], where: str):
-    done = evidence.apply(shared, proposals, where=where)
-    replaced = {p.fallback_for for p in done.applied if p.fallback_for}
-    if "bottleneck.rate" in replaced:
-        # The stand-in link.rate is converted to the link's framing: it covers the overhead.
-        replaced.add("bottleneck.overhead")
-    missing = [f"{p.key}={p.value}" for p, _ in done.not_modelled if p.key not in replaced]
-    stand_ins = [f"{p.key} for {p.fallback_for}" for p in done.applied if p.fallback_for]
-    return done.config, missing, stand_ins
 
 
 def calibrate(
@@ -244,19 +224,26 @@ def calibrate(
     report = inspect_capture(cap)
     iperf = evidence.read_iperf_evidence(read_iperf(run.iperf))
     shared_props = [p for p in evidence.propose(cap, report, iperf) if p.key in SHARED_KEYS]
-    done = evidence.apply(base, shared_props, where=str(run.capture))
-    lines = [f"{p.key} = {p.value} ({p.evidence})" for p in done.applied]
-    lines += [f"{p.key} = {p.value}: not modelled in this version" for p, _ in done.not_modelled]
+    shared = evidence.apply(base, shared_props, where=str(run.capture))
+    lines = [f"{p.key} = {p.value} ({p.evidence})" for p in shared_props]
     if report.adv_window is None:
         raise CpasimError(f"{run.capture}: no advertised windows in the capture")
-    ratio = report.adv_window.max / (2 * run.window)
-    mtu = int(done.config.value("link.mtu"))
-    cfg, _, _ = _apply(done.config, nominal(run, mtu, ratio, 0.0), run.name)
+    cfg = evidence.apply(shared, nominal(run, 0.0), where=run.name)
+    tp = cfg.rx.tcp
+    mss = mss_for(int(cfg.value("link.mtu")), tp.timestamps)
+    model_window = largest_window(run.window, tp.core_rmem_max, tp.rx_truesize, mss)
     target = Target("goodput_bps", run.median, run.name)
     res = fit_one(cfg, target, "link.delay", simulate, max_simulations=max_simulations)
     extra = res.fitted["link.delay"][1] - run.delay_ns
     return GridCalibration(
-        run, done.config, lines, ratio, extra, res.residuals[0].relative, res.simulations
+        run,
+        shared,
+        lines,
+        int(report.adv_window.max),
+        model_window,
+        extra,
+        res.residuals[0].relative,
+        res.simulations,
     )
 
 
@@ -264,14 +251,10 @@ def predict(
     cal: GridCalibration, runs: list[GridConfig], simulate: Callable[[Config], dict]
 ) -> list[GridPrediction]:
     """Every run but the calibration one, from its nominal settings alone."""
-    mtu = int(cal.shared.value("link.mtu"))
     out = []
     for run in runs:
         if run.name == cal.config.name:
             continue
-        props = nominal(run, mtu, cal.rcvbuf_ratio, cal.extra_delay_ns)
-        cfg, missing, stand_ins = _apply(cal.shared, props, run.name)
-        if run.window is None and any(s.startswith("tcp.rmem") for s in stand_ins):
-            missing.append("receive autotuning")
-        out.append(GridPrediction(run, simulate(cfg)["goodput_bps"], missing, stand_ins))
+        cfg = evidence.apply(cal.shared, nominal(run, cal.extra_delay_ns), where=run.name)
+        out.append(GridPrediction(run, simulate(cfg)["goodput_bps"]))
     return out

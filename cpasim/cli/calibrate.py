@@ -149,7 +149,7 @@ def _fit_params(cfg, measurements: list[str], params: str, max_simulations: int)
 def _fit_from_evidence(cfg, measurements: list[str], max_simulations: int):
     """Print and apply what the capture determines; fit the one parameter that remains."""
     from cpasim.calibrate import evidence
-    from cpasim.calibrate.fit import Target, fit_one
+    from cpasim.calibrate.fit import Target, fit_one, show_parameter
     from cpasim.calibrate.heldout import steady_goodput
     from cpasim.simulate import simulate
 
@@ -173,19 +173,21 @@ def _fit_from_evidence(cfg, measurements: list[str], max_simulations: int):
     cap = read_capture(captures[0])
     report = inspect_capture(cap)
     iperf = evidence.read_iperf_evidence(read_iperf(reports[0])) if reports else None
-    proposals = evidence.propose(cap, report, iperf)
-    done = evidence.apply(cfg, proposals, where=str(captures[0]))
+    proposals = evidence.propose(cap, report, iperf, cfg.rx.tcp)
+    fixed = evidence.apply(cfg, proposals, where=str(captures[0]))
     header = []
-    for p in done.applied:
+    for p in proposals:
         line = f"set {p.key} = {p.value}  ({p.evidence})"
         typer.echo(line)
         header.append(line)
-    for p, why in done.not_modelled:
-        line = f"not modelled in this version: {p.key} = {p.value} ({why}; {p.evidence})"
+    for key, why in evidence.not_shown(iperf):
+        value = fixed.value(key)
+        shown = value if isinstance(value, str) else show_parameter(key, value)
+        line = f"not in the capture: {key} = {shown} kept ({why})"
         typer.echo(line)
         header.append(line)
     regime = evidence.regime(report)
-    key = evidence.remaining_key(regime, done)
+    key = evidence.remaining_key(regime, fixed)
     measured = steady_goodput(cap, report.sender)
     typer.echo(
         f"regime: {regime} ({report.limited_by}, {report.retransmitted_segments} retransmitted "
@@ -194,7 +196,7 @@ def _fit_from_evidence(cfg, measurements: list[str], max_simulations: int):
     header.append(f"regime: {regime}; fitted what remains: {key}")
     target = Target("goodput_bps", measured, str(captures[0]))
     result = fit_one(
-        done.config, target, key, lambda c: simulate(c).to_json(), max_simulations=max_simulations
+        fixed, target, key, lambda c: simulate(c).to_json(), max_simulations=max_simulations
     )
     return result, header
 
