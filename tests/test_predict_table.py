@@ -191,16 +191,19 @@ def test_pacing_follows_the_narrowest_rate(cfg):
     assert scales(plan)["*:TcpSend:pace"] == pytest.approx(50e6 / 1e9)
 
 
-def test_bottleneck_overhead_replaces_the_per_packet_part(cfg):
+def test_bottleneck_overhead_rescales_full_size_packets(cfg):
     base = _bottleneck(cfg)
-    # Full-size packets: 1500 B + 38 B at 50 Mb/s = 246.08 us per packet.
-    means = {"path:Bottleneck#tx_to_rx:serialize": 1538 * 8e9 / 50e6}
-    plan = plan_change(base, base.with_overrides({"bottleneck.overhead": "14B"}), means)
+    # A TCP stream's data: 1500-byte IP packets, 1538 counted bytes each, 1514 with 14.
+    plan = plan_change(base, base.with_overrides({"bottleneck.overhead": "14B"}))
     f = scales(plan)
     assert f["path:Bottleneck#tx_to_rx:serialize"] == pytest.approx(1514 / 1538)
     assert f["*:TcpSend:pace"] == pytest.approx(1514 / 1538)
     with pytest.raises(Refused, match="no bottleneck"):
         plan_change(cfg, cfg.with_overrides({"bottleneck.overhead": "14B"}))
+    for other in ({"bottleneck.reverse_rate": "10Mbps"}, {"workload.kind": "pingpong"}):
+        varied = _bottleneck(cfg, **other)
+        with pytest.raises(Refused, match="exact only for full-size packets"):
+            plan_change(varied, varied.with_overrides({"bottleneck.overhead": 0}))
 
 
 def test_tx_fifo_growth_is_counted_in_full_size_frames(cfg):

@@ -15,8 +15,10 @@ keys                             transform amount (old → new)
                                            and TCP's ``pace`` (see "Pacing"); refused when
                                            either is 0: no bottleneck
 ``bottleneck.reverse_rate``      scale     ``path:Bottleneck#rx_to_tx:serialize`` × old/new
-``bottleneck.overhead``          scale     ``*:Bottleneck:serialize``: its per-packet part
-                                           (overhead × 8 / rate) replaced (see "fixed parts")
+``bottleneck.overhead``          scale     ``path:Bottleneck#tx_to_rx:serialize`` × (MTU +
+                                           new) / (MTU + old), and ``pace``: exact for the
+                                           full-size packets of a TCP stream, refused for
+                                           other workloads or with a reverse bottleneck
 ``pcie.gen pcie.lanes``          scale     the DMA states of the host's NIC: the transfer
 ``pcie.latency``                           part × old/new bandwidth, the bridge latency part
                                            replaced (see "fixed parts" below)
@@ -314,21 +316,23 @@ def _no_reverse_bottleneck(old: Lookup, new: Lookup) -> str | None:
     return None
 
 
-def _no_bottlenecks(old: Lookup, new: Lookup) -> str | None:
-    if old("bottleneck.rate") == 0 and old("bottleneck.reverse_rate") == 0:
+def _full_size_overhead(old: Lookup, new: Lookup) -> str | None:
+    if old("bottleneck.rate") == 0:
         return "the baseline has no bottleneck (bottleneck.rate = 0): nothing counts the overhead"
+    if old("bottleneck.reverse_rate") or old("workload.kind") != "tcp_stream":
+        return (
+            "the factor is exact only for full-size packets (a TCP stream's data through "
+            "bottleneck.rate); here packets of other sizes (ACKs through "
+            "bottleneck.reverse_rate, requests, datagrams) pass the bottleneck" + _RESIMULATE
+        )
     return None
 
 
-def _overhead_ns(direction: str) -> Callable[[Lookup], float]:
-    """The per-packet part of one direction's serialization: overhead × 8 / rate."""
-    rate_key = "bottleneck.rate" if direction == "tx_to_rx" else "bottleneck.reverse_rate"
-
-    def fixed(v: Lookup) -> float:
-        rate = v(rate_key)
-        return v("bottleneck.overhead") * 8e9 / rate if rate else 0.0
-
-    return fixed
+def _full_size_ratio(old: Lookup, new: Lookup) -> float:
+    """Serialization of a full-size packet, new over old: (MTU + overhead) bytes each."""
+    return (new("link.mtu") + new("bottleneck.overhead")) / (
+        old("link.mtu") + old("bottleneck.overhead")
+    )
 
 
 def _path_rate(v: Lookup) -> float:
@@ -430,14 +434,10 @@ RULES: tuple[Rule, ...] = (
     Rule(
         ("bottleneck.overhead",),
         SCALE,
-        (
-            Target("path:Bottleneck#tx_to_rx:serialize", _overhead_ns("tx_to_rx")),
-            Target("path:Bottleneck#rx_to_tx:serialize", _overhead_ns("rx_to_tx")),
-            _PACE,
-        ),
-        lambda old, new: 1.0,
-        "each packet's serialization carries overhead × 8 / rate; the IP bytes' part is kept",
-        refuse=_no_bottlenecks,
+        (Target("path:Bottleneck#tx_to_rx:serialize"), _PACE),
+        _full_size_ratio,
+        "a full-size packet is serialized as MTU + overhead bytes (a TCP stream's data)",
+        refuse=_full_size_overhead,
     ),
     Rule(
         ("pcie.gen", "pcie.lanes", "pcie.latency"),
