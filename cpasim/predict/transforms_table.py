@@ -82,11 +82,15 @@ a faster bottleneck once its ACKs come closer together than ``link.delay``
 ``tcp-stream`` with ``bottleneck.rate`` 50 Mb/s predicts 100 Mb/s within
 0.2%, but 500 Mb/s at 314 Mb/s against 470 re-simulated.  No
 transform can cut an intra-SM edge; the model (a fresh instance per use, or
-an analyzer notion of pooled SMs) has to.  And a credit queue that declares a
-capacity (``Send buffer``, ``TX free desc``, ``RX free desc`` start full with
-capacity = size) is grown by the analyzer as a bounded buffer — only its
-``enq`` side, which never blocks — so ``tcp.wmem`` and the rings predict no
-change until those queues are declared unbounded, as ``TracedPool`` does.
+an analyzer notion of pooled SMs) has to.  A credit queue that declares a
+capacity (``TX free desc``, ``RX free desc`` start full with capacity = size)
+is grown by the analyzer as a bounded buffer — only its ``enq`` side, which
+never blocks — so the rings predict no change until those queues are declared
+unbounded, as ``TracedPool`` and ``Send buffer`` are.  A larger send buffer
+(``tcp.wmem``, ``tcp.sndbuf``) is predicted too fast: each copy of the writer
+keeps, in the replay, the size it had in the baseline, where it took what was
+free or waited for a third of the smaller buffer (``tcp.sndbuf`` 8 → 16 KiB
+9.7% over, ``tcp.wmem`` 32 → 64 KiB on ``tcp-stream`` 20.9%).
 
 Pacing.  With BBR (and no ``fq`` qdisc) TCP paces itself: ``TcpSend`` waits
 in ``pace`` until the pacing clock lets the next packet go, and the clock runs
