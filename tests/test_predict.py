@@ -266,6 +266,7 @@ BBR_BOTTLENECK = (
         ("pingpong", ()),
         ("webserver", ()),
         ("tcp_stream", BBR_BOTTLENECK),
+        ("tcp_stream", (*BBR_BOTTLENECK, "bottleneck.aqm=fq_codel")),
     ],
 )
 def test_every_timed_state_is_in_the_table(kind, sets, tmp_path):
