@@ -117,6 +117,9 @@ def test_linux_buffer_rules_are_not_predicted(cfg):
         plan_change(cfg, cfg.with_overrides({"tcp.rcvbuf": "1MiB"}))
     with pytest.raises(Refused, match=r"tcp.sndbuf = 0 leaves the buffer to Linux's autotuning"):
         plan_change(cfg, cfg.with_overrides({"hosts.tx.tcp.sndbuf": "1MiB"}))
+    fixed = cfg.with_overrides({"tcp.rmem": "64KiB"})
+    with pytest.raises(Refused, match=r"fixed buffer tcp.rmem is set, so tcp.rcvbuf and its"):
+        plan_change(fixed, fixed.with_overrides({"tcp.rx_truesize": "4KiB"}))
 
 
 # Advertised windows measured on this project's Linux 6.18 host with iperf3 -w

@@ -368,12 +368,17 @@ def _rcv_window(v: Lookup) -> int:
     return largest_window(v("tcp.rcvbuf"), v("tcp.core_rmem_max"), v("tcp.rx_truesize"), mss)
 
 
-def _locked_only(request: str) -> Callable[[Lookup, Lookup], str | None]:
+def _locked_only(request: str, fixed: str) -> Callable[[Lookup, Lookup], str | None]:
     """A buffer is a fixed capacity only when a request locks it (no autotuning)."""
 
     def refuse(old: Lookup, new: Lookup) -> str | None:
         if old(request) and new(request):
             return None
+        if old(fixed) and new(fixed):
+            return (
+                f"cpasim's fixed buffer {fixed} is set, so {request} and its limits "
+                "do not act on this socket: the change changes nothing"
+            )
         return (
             f"{request} = 0 leaves the buffer to Linux's autotuning, which sizes it during "
             "the run: no fixed capacity of the trace to grow" + _RESIMULATE
@@ -486,7 +491,7 @@ RULES: tuple[Rule, ...] = (
         (Target("{sys}:Send buffer*"),),
         lambda old, new: _sndbuf(new) - _sndbuf(old),
         "a locked send buffer of twice the request (at most net.core.wmem_max)",
-        _locked_only("tcp.sndbuf"),
+        _locked_only("tcp.sndbuf", "tcp.wmem"),
     ),
     Rule(
         ("tcp.rcvbuf", "tcp.core_rmem_max", "tcp.rx_truesize"),
@@ -494,7 +499,7 @@ RULES: tuple[Rule, ...] = (
         (Target("{peer}:Send window*"),),
         lambda old, new: _rcv_window(new) - _rcv_window(old),
         "the window a locked receive buffer offers, by Linux's arithmetic",
-        _locked_only("tcp.rcvbuf"),
+        _locked_only("tcp.rcvbuf", "tcp.rmem"),
     ),
     Rule(
         ("nic.tx_ring",),
