@@ -182,6 +182,11 @@ CPU_STATES = (
 #: with active time is one a ``scale`` row acts on (checked by the tests).
 #: ``armed``: the DelAck and RTO timers (Linux's sender wakes its RTO timer every
 #: 2 ms for RACK's reordering timer, so short runs see it).
+#: Timed states of the newer model and their rows: ``TcpSend:pace`` (BBR's
+#: internal pacing) scales with the path's rate (``link.rate``,
+#: ``bottleneck.rate``, ``bottleneck.overhead``: see "Pacing");
+#: ``Bottleneck:serialize`` with its direction's rate and the overhead.  The
+#: bottleneck's ``Wait`` (an empty queue) is waiting, with no active time.
 FIXED_TIME_STATES = ("think", "countdown", "armed")
 
 #: Keys no transform models, each with the reason ``predict`` gives (see the
