@@ -57,9 +57,8 @@ def test_locked_rcvbuf_predicts_within_one_percent(window_limited, tmp_path, cha
 def test_locked_sndbuf_predicts_as_the_fixed_buffer_it_equals(tmp_path):
     """SO_SNDBUF = 8 KiB locks a 16 KiB buffer: the same run and the same prediction
     as cpasim's tcp.wmem = 16 KiB.  The send-buffer capacity transform over-predicts
-    (measured 9.7% here; 20.9% for tcp.wmem 32 -> 64 KiB on tcp-stream, 40 ms): each
-    copy in the replay keeps the size it had in the baseline, where it took what
-    was free or waited for a third of the smaller buffer."""
+    (measured 9.7% here; 20.9% for tcp.wmem 32 -> 64 KiB on tcp-stream, 40 ms), for
+    a cause not established (see transforms_table, "Known limits")."""
     locked = _run(tmp_path, "6ms", "1ms", "link.delay=200us", "tcp.sndbuf=8KiB")
     v = _validate(locked, tmp_path, {"tcp.sndbuf": "16KiB"})
     (tmp_path / "w").mkdir()

@@ -88,9 +88,10 @@ is grown by the analyzer as a bounded buffer — only its ``enq`` side, which
 never blocks — so the rings predict no change until those queues are declared
 unbounded, as ``TracedPool`` and ``Send buffer`` are.  A larger send buffer
 (``tcp.wmem``, ``tcp.sndbuf``) is predicted too fast (``tcp.sndbuf`` 8 → 16 KiB
-9.7% over, ``tcp.wmem`` 32 → 64 KiB on ``tcp-stream`` 20.9%); the likely cause:
-each copy of the writer keeps, in the replay, the size it had in the baseline,
-where it took what was free or waited for a third of the smaller buffer.
+9.7% over, ``tcp.wmem`` 32 → 64 KiB on ``tcp-stream`` 20.9%), more than the
+window's growth alone gives.  The cause is not established; a candidate: each
+copy of the writer keeps, in the replay, the size it had in the baseline, where
+it took what was free or waited for a third of the smaller buffer.
 
 Pacing.  With BBR (and no ``fq`` qdisc) TCP paces itself: ``TcpSend`` waits
 in ``pace`` until the pacing clock lets the next packet go, and the clock runs
