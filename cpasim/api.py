@@ -158,13 +158,13 @@ def analyze(
     )
 
 
-def _what_if(scenario, change, overrides, keywords):
+def _what_if(scenario, change, overrides, keywords, predictable=True):
     from cpasim.predict.predict import changed_config
 
     if not change:
         raise CpasimError('change: give at least one key, e.g. change={"link.rate": "10Gbps"}')
     cfg = load(scenario, overrides, **keywords)
-    return cfg, changed_config(cfg, dict(change))
+    return cfg, changed_config(cfg, dict(change), predictable=predictable)
 
 
 def predict(
@@ -200,11 +200,13 @@ def validate(
     **keywords,
 ):
     """:func:`predict`, then simulate the change and compare; a
-    :class:`~cpasim.predict.validate.Validation` (``.error``, ``.actual``)."""
+    :class:`~cpasim.predict.validate.Validation` (``.error``, ``.actual``).  A change
+    the parameter table refuses (``tcp.cc``, ...) is simulated all the same: its
+    ``.prediction`` and ``.error`` are None and ``.refused`` says why."""
     from cpasim.predict.runs import baseline
     from cpasim.predict.validate import validate as validate_change
 
-    cfg, new_cfg = _what_if(scenario, change, overrides, keywords)
+    cfg, new_cfg = _what_if(scenario, change, overrides, keywords, predictable=False)
     with tempfile.TemporaryDirectory(prefix="cpasim-validate-") as tmp:
         run_ = baseline(cfg, trace, Path(tmp))
         return validate_change(run_, new_cfg, Path(tmp) / "changed.cpt", whole=whole)

@@ -268,7 +268,11 @@ def test_rate_change_scales_serialization_and_queue_change_is_refused():
 
     base = load_scenario(None, sets=["bottleneck.rate=50Mbps"])
     plan = plan_change(base, base.with_overrides({"bottleneck.rate": "100Mbps"}))
-    assert dict(plan.transforms.scale) == {"*:Bottleneck:serialize": pytest.approx(0.5)}
+    # The data direction's bottleneck, and BBR's pacing that follows it.
+    assert dict(plan.transforms.scale) == {
+        "path:Bottleneck#tx_to_rx:serialize": pytest.approx(0.5),
+        "*:TcpSend:pace": pytest.approx(0.5),
+    }
     with pytest.raises(CpasimError, match="drops packets when full"):
         plan_change(base, base.with_overrides({"bottleneck.queue": "300kB"}))
     none = load_scenario(None)

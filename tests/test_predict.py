@@ -196,6 +196,8 @@ def test_cli_validate_json_keys(runner, scenario):
     "change, message",
     [
         ("nic.tso=true", "--change nic.tso: cannot be predicted from a trace"),
+        ("tcp.cc=bbr", "--change tcp.cc: cannot be predicted from a trace: changes which"),
+        ("bottleneck.aqm=codel", "--change bottleneck.aqm: cannot be predicted from a trace: an"),
         ("no.such.key=1", "no.such"),
         ("link.rate=fast", "link.rate"),
         ("hosts.tx.qdisc.len=10", "shrinks tx:qdisc by 990 units"),
@@ -246,8 +248,28 @@ def test_unchanged_config_predicts_the_baseline_exactly(run):
     assert p.predicted_path.critical_path_ns == run.path.critical_path_ns
 
 
-@pytest.mark.parametrize("kind", ["tcp_stream", "udp_stream", "pingpong", "webserver"])
-def test_every_timed_state_is_in_the_table(kind, tmp_path):
+# BBR paces itself (TcpSend ``pace``) and the bottleneck serializes in both
+# directions; the RTO timer is ``armed`` every 2 ms with SACK.
+BBR_BOTTLENECK = (
+    "tcp.cc=bbr",
+    "bottleneck.rate=200Mbps",
+    "bottleneck.reverse_rate=100Mbps",
+    "link.delay=100us",
+)
+
+
+@pytest.mark.parametrize(
+    "kind, sets",
+    [
+        ("tcp_stream", ()),
+        ("udp_stream", ()),
+        ("pingpong", ()),
+        ("webserver", ()),
+        ("tcp_stream", BBR_BOTTLENECK),
+        ("tcp_stream", (*BBR_BOTTLENECK, "bottleneck.aqm=fq_codel")),
+    ],
+)
+def test_every_timed_state_is_in_the_table(kind, sets, tmp_path):
     """A state with active time that no scale row names would be left unscaled by a
     change of the clock, the bus or the link: the table must follow the model."""
     from fnmatch import fnmatchcase
@@ -257,10 +279,56 @@ def test_every_timed_state_is_in_the_table(kind, tmp_path):
     patterns = [
         t.pattern.format(sys="*", peer="*") for r in RULES if r.kind == "scale" for t in r.targets
     ]
-    cfg = load_scenario(None, sets=[f"workload.kind={kind}", "sim.duration=3ms", "sim.warmup=0"])
+    cfg = load_scenario(
+        None, sets=[f"workload.kind={kind}", "sim.duration=3ms", "sim.warmup=0", *sets]
+    )
     run = traced_run(cfg, tmp_path / "t.cpt")
     profile = analyze(open_trace(run.trace), run.start, run.end, min_share=0.0).profile
     for name in (name for name, ns in state_active(profile).items() if ns > 0):
         sys, sm, state = name.split(":", 2)
         plain = f"{sys}:{sm.partition('#')[0]}:{state}"
-        assert state in FIXED_TIME_STATES or any(fnmatchcase(plain, p) for p in patterns), name
+        assert state in FIXED_TIME_STATES or any(
+            fnmatchcase(plain, p) or fnmatchcase(name, p) for p in patterns
+        ), name
+
+
+def test_validate_re_simulates_a_refused_change(run, tmp_path):
+    """A change of congestion control is no graph transform: validate says so and
+    still reports the re-simulated figures, exactly those of a plain run."""
+    from cpasim.predict.transforms_table import REFUSED
+
+    new = changed_config(run.cfg, {"tcp.cc": "bbr"}, predictable=False)
+    with pytest.raises(CpasimError, match="tcp.cc: cannot be predicted"):
+        changed_config(run.cfg, {"tcp.cc": "bbr"})
+    v = validate(run, new, tmp_path / "changed.cpt")
+    assert v.prediction is None and v.error is None
+    assert v.refused == f"--change tcp.cc: cannot be predicted from a trace: {REFUSED['tcp.cc']}"
+    assert v.actual == traced_run(new, tmp_path / "again.cpt").metric
+    assert v.baseline == run.metric and v.actual > 0
+    out = v.to_json()
+    assert out["predicted_goodput_bps"] is None and out["error"] is None
+    assert out["actual_goodput_bps"] == v.actual and out["refused"] == v.refused
+
+
+def test_cli_validate_reports_a_refused_change(runner, scenario):
+    args = ["validate", str(scenario), "--change", "tcp.cc=bbr"]
+    res = runner.invoke(cpasim.cli.app, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["predicted_goodput_bps"] is None and out["error"] is None
+    assert out["actual_goodput_bps"] > 0
+    assert "sent when, not how long a step takes" in out["refused"]
+    text = runner.invoke(cpasim.cli.app, args)
+    assert text.exit_code == 0, text.output
+    assert "refused    --change tcp.cc: cannot be predicted" in text.output
+    assert "actual " in text.output and "error" not in text.output
+
+
+def test_api_validate_reports_a_refused_change(scenario):
+    import cpasim
+
+    v = cpasim.validate(scenario, {"tcp.cc": "reno"})
+    assert v.prediction is None and v.error is None and v.actual > 0
+    assert "'cpasim validate' re-simulates it" in v.refused
+    with pytest.raises(CpasimError, match="tcp.cc: cannot be predicted"):
+        cpasim.predict(scenario, {"tcp.cc": "reno"})

@@ -11,8 +11,10 @@ from cpasim.predict.bounds import busy
 from cpasim.predict.remedies import diagnose, remedy_for
 from cpasim.predict.runs import PathSummary, scaled_metric
 from cpasim.predict.transforms_table import (
+    REFUSED,
     REORDERED_POOLS,
     RULES,
+    Refused,
     check_keys,
     plan_change,
     predictable_keys,
@@ -38,7 +40,8 @@ def test_every_rule_key_is_a_declared_parameter(cfg):
 
 def test_link_rate_scales_serialization_by_old_over_new(cfg):
     plan = plan_change(cfg, cfg.with_overrides({"link.rate": "10Gbps"}))
-    assert scales(plan) == {"*:MAC:transmit": pytest.approx(0.1)}
+    # BBR's pacing follows the path's rate, here the link's.
+    assert scales(plan) == {"*:MAC:transmit": pytest.approx(0.1), "*:TcpSend:pace": 0.1}
     assert plan.transforms.capacity == []
     assert plan.transforms.breaks == list(REORDERED_POOLS)
 
@@ -108,10 +111,102 @@ def test_rmem_grows_the_peers_send_window_in_bytes(cfg):
 
 def test_linux_buffer_rules_are_not_predicted(cfg):
     # Doubled, charged per skb and autotuned: no fixed capacity to grow.
-    with pytest.raises(CpasimError, match=r"tcp.rmem = 0 means Linux's socket-buffer rules"):
+    with pytest.raises(Refused, match=r"tcp.rmem = 0 means Linux's socket-buffer rules"):
         plan_change(cfg, cfg.with_overrides({"hosts.rx.tcp.rmem": "1MiB"}))
-    with pytest.raises(CpasimError, match=r"tcp.rcvbuf: cannot be predicted from a trace"):
+    with pytest.raises(Refused, match=r"tcp.rcvbuf = 0 leaves the buffer to Linux's autotuning"):
         plan_change(cfg, cfg.with_overrides({"tcp.rcvbuf": "1MiB"}))
+    with pytest.raises(Refused, match=r"tcp.sndbuf = 0 leaves the buffer to Linux's autotuning"):
+        plan_change(cfg, cfg.with_overrides({"hosts.tx.tcp.sndbuf": "1MiB"}))
+    fixed = cfg.with_overrides({"tcp.rmem": "64KiB"})
+    with pytest.raises(Refused, match=r"fixed buffer tcp.rmem is set, so tcp.rcvbuf and its"):
+        plan_change(fixed, fixed.with_overrides({"tcp.rx_truesize": "4KiB"}))
+
+
+# Advertised windows measured on this project's Linux 6.18 host with iperf3 -w
+# (docs/PLAN: 39,096 B for -w 32K, 326,240 B for -w 256K), which
+# sockbuf.largest_window reproduces.
+def test_locked_rcvbuf_grows_the_peers_window_by_linux_arithmetic(cfg):
+    locked = cfg.with_overrides({"tcp.rcvbuf": "32KiB"})
+    plan = plan_change(locked, locked.with_overrides({"hosts.rx.tcp.rcvbuf": "256KiB"}))
+    assert plan.transforms.capacity == [("tx:Send window*", 326240 - 39096)]
+    # A request above net.core.rmem_max is clamped to it: raising the limit grows it.
+    big = cfg.with_overrides({"tcp.rcvbuf": "8MiB", "tcp.core_rmem_max": "1MiB"})
+    plan = plan_change(big, big.with_overrides({"hosts.rx.tcp.core_rmem_max": "2MiB"}))
+    ((pattern, growth),) = plan.transforms.capacity
+    assert pattern == "tx:Send window*"
+    # One more MiB requested is 2 MiB of buffer, of which scaling_ratio = 1448 * 256 //
+    # 2304 = 160/256 is window (up to the window-scale rounding).
+    assert growth == pytest.approx(2 * 2**20 * 160 / 256, abs=2**7)
+
+
+def test_locked_sndbuf_grows_the_send_buffer_by_the_doubled_request(cfg):
+    locked = cfg.with_overrides({"tcp.sndbuf": "16KiB"})
+    plan = plan_change(locked, locked.with_overrides({"hosts.tx.tcp.sndbuf": "64KiB"}))
+    assert plan.transforms.capacity == [("tx:Send buffer*", 2 * (64 - 16) * 1024)]
+    # Clamped by net.core.wmem_max (4 MiB): 8 MiB asks for no more than 4 MiB does.
+    at_max = cfg.with_overrides({"tcp.sndbuf": "4MiB"})
+    assert plan_change(at_max, at_max.with_overrides({"tcp.sndbuf": "8MiB"})).effects == ()
+    with pytest.raises(Refused, match=r"shrinks tx:Send buffer\* by 24576 units"):
+        plan_change(locked, locked.with_overrides({"hosts.tx.tcp.sndbuf": "4KiB"}))
+
+
+def test_refused_keys_give_their_own_reason(cfg):
+    assert not set(REFUSED) & set(predictable_keys())
+    flat = cfg.flat()
+    for key, reason in REFUSED.items():
+        assert key in flat or f"hosts.tx.{key}" in flat, key
+        with pytest.raises(Refused) as err:
+            check_keys([key])
+        assert str(err.value) == f"--change {key}: cannot be predicted from a trace: {reason}"
+        assert "'cpasim validate' re-simulates it" in reason
+    with pytest.raises(Refused, match=r"^--change tcp.cc: .*sent when, not how long a step"):
+        plan_change(cfg, cfg.with_overrides({"tcp.cc": "bbr"}))
+    with pytest.raises(Refused, match=r"^--change hosts.tx.tcp.sack: "):
+        plan_change(cfg, cfg.with_overrides({"hosts.tx.tcp.sack": False}))
+
+
+def _bottleneck(cfg, **more):
+    return cfg.with_overrides({"bottleneck.rate": "50Mbps", **more})
+
+
+def test_bottleneck_rates_scale_their_own_direction(cfg):
+    both = _bottleneck(cfg, **{"bottleneck.reverse_rate": "10Mbps"})
+    plan = plan_change(both, both.with_overrides({"bottleneck.rate": "100Mbps"}))
+    assert scales(plan) == {
+        "path:Bottleneck#tx_to_rx:serialize": 0.5,
+        "*:TcpSend:pace": pytest.approx(0.5),
+    }
+    plan = plan_change(both, both.with_overrides({"bottleneck.reverse_rate": "20Mbps"}))
+    assert scales(plan) == {"path:Bottleneck#rx_to_tx:serialize": 0.5}
+    with pytest.raises(Refused, match="no reverse bottleneck"):
+        plan_change(both.with_overrides({"bottleneck.reverse_rate": 0}), both)
+
+
+def test_pacing_follows_the_narrowest_rate(cfg):
+    narrow = _bottleneck(cfg)
+    # The 50 Mb/s bottleneck, not the 1 Gb/s link, sets the pacing rate.
+    assert scales(plan_change(narrow, narrow.with_overrides({"link.rate": "2Gbps"}))) == {
+        "*:MAC:transmit": 0.5
+    }
+    # Past the link's rate the link paces: 1 Gb/s of 1538-byte wire slots per 1500 B,
+    # against 50 Mb/s of 1538 counted bytes.
+    plan = plan_change(narrow, narrow.with_overrides({"bottleneck.rate": "5Gbps"}))
+    assert scales(plan)["*:TcpSend:pace"] == pytest.approx(50e6 / 1e9)
+
+
+def test_bottleneck_overhead_rescales_full_size_packets(cfg):
+    base = _bottleneck(cfg)
+    # A TCP stream's data: 1500-byte IP packets, 1538 counted bytes each, 1514 with 14.
+    plan = plan_change(base, base.with_overrides({"bottleneck.overhead": "14B"}))
+    f = scales(plan)
+    assert f["path:Bottleneck#tx_to_rx:serialize"] == pytest.approx(1514 / 1538)
+    assert f["*:TcpSend:pace"] == pytest.approx(1514 / 1538)
+    with pytest.raises(Refused, match="no bottleneck"):
+        plan_change(cfg, cfg.with_overrides({"bottleneck.overhead": "14B"}))
+    for other in ({"bottleneck.reverse_rate": "10Mbps"}, {"workload.kind": "pingpong"}):
+        varied = _bottleneck(cfg, **other)
+        with pytest.raises(Refused, match="exact only for full-size packets"):
+            plan_change(varied, varied.with_overrides({"bottleneck.overhead": 0}))
 
 
 def test_tx_fifo_growth_is_counted_in_full_size_frames(cfg):

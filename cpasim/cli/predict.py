@@ -66,10 +66,13 @@ def _cp(path: PathSummary) -> str:
     return ", ".join(f"{v / 1e6:.3f} ms" for v in path.critical_path_ns.values())
 
 
-def _configs(scenario: Path, change: list[str] | None, sets: list[str] | None):
-    """The scenario with its ``--set``s, and the same with the ``--change``s applied."""
+def _configs(
+    scenario: Path, change: list[str] | None, sets: list[str] | None, predictable: bool = True
+):
+    """The scenario with its ``--set``s, and the same with the ``--change``s applied
+    (``predictable``: refused before any simulation if the table cannot predict it)."""
     cfg = load_scenario(scenario, sets=list(sets or []))
-    return cfg, changed_config(cfg, parse_changes(change or []))
+    return cfg, changed_config(cfg, parse_changes(change or []), predictable=predictable)
 
 
 def _echo_json(obj: dict) -> None:
@@ -124,8 +127,11 @@ def validate_cmd(
     whole: Whole = False,
     progress: Progress = True,
 ) -> None:
-    """Predict a change, then re-simulate it and report the prediction's error."""
-    cfg, new_cfg = _configs(scenario, change, set_)
+    """Predict a change, then re-simulate it and report the prediction's error.
+
+    A change the parameter table cannot predict is re-simulated all the same,
+    with the reason the prediction was refused."""
+    cfg, new_cfg = _configs(scenario, change, set_, predictable=False)
     with (
         tempfile.TemporaryDirectory(prefix="cpasim-validate-") as tmp,
         activity("cpasim validate", progress),
@@ -136,8 +142,12 @@ def validate_cmd(
         _echo_json(v.to_json())
         return
     p = v.prediction
-    m = p.metric
-    typer.echo(f"baseline   {_fmt(m, p.baseline)}  bottleneck {_bottleneck(p.baseline_path)}")
+    m = v.metric
+    typer.echo(f"baseline   {_fmt(m, v.baseline)}  bottleneck {_bottleneck(v.baseline_path)}")
+    if p is None:
+        typer.echo(f"refused    {v.refused}")
+        typer.echo(f"actual     {_fmt(m, v.actual)}  bottleneck {_bottleneck(v.actual_path)}")
+        return
     for line in p.effects:
         typer.echo(f"what-if    {line}")
     typer.echo(f"predicted  {_fmt(m, p.predicted)}  bottleneck {_bottleneck(p.predicted_path)}")

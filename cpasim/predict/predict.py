@@ -26,7 +26,7 @@ from cpasim.predict.runs import (
     scaled_metric,
     summarize,
 )
-from cpasim.predict.transforms_table import check_keys, plan_change
+from cpasim.predict.transforms_table import Refused, check_keys, plan_change
 from cpasim.predict.window import WINDOW_COMMIT_EVERY, analyses
 from cpasim.progress import note
 from cpasim.trace import open_trace
@@ -48,18 +48,31 @@ def parse_changes(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def changed_config(cfg: Config, changes: Mapping[str, str]) -> Config:
-    """``cfg`` with ``changes`` applied, refused before any simulation if the table
-    cannot map a key or the change cannot be predicted (a shrinking capacity)."""
-    check_keys(changes)
+def changed_config(cfg: Config, changes: Mapping[str, str], *, predictable: bool = True) -> Config:
+    """``cfg`` with ``changes`` applied.  With ``predictable`` a change the table cannot
+    map or predict (a refused key, a shrinking capacity) is refused before any
+    simulation; without it (``validate``, which re-simulates whatever it is given)
+    only a change that changes nothing is."""
+    if predictable:
+        check_keys(changes)
     new = cfg.with_overrides(dict(changes), where="--change")
     if not cfg.changes(new):
         raise CpasimError(
             f"--change {', '.join(f'{k}={v}' for k, v in changes.items())}: "
             "the configuration already has these values; nothing to predict"
         )
-    plan_change(cfg, new)
+    if predictable:
+        plan_change(cfg, new)
     return new
+
+
+def refusal(cfg: Config, new: Config) -> str | None:
+    """Why ``cfg → new`` cannot be predicted from a trace, or None if it can."""
+    try:
+        plan_change(cfg, new)
+    except Refused as why:
+        return str(why)
+    return None
 
 
 @dataclass(frozen=True)

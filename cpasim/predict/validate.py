@@ -2,7 +2,10 @@
 
 A prediction is honest only next to the re-simulation of the real parameter
 change (``annotations.md``).  The re-simulation is traced too, so that its
-actual bottleneck can be set beside the predicted one.
+actual bottleneck can be set beside the predicted one.  A change the
+parameter table refuses (``tcp.cc``, a drop-tail queue, ...) is still
+re-simulated: the validation then carries the refusal's reason instead of a
+prediction, and no error.
 """
 
 from __future__ import annotations
@@ -11,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cpasim.config import Config
-from cpasim.predict.predict import Prediction, predict
-from cpasim.predict.runs import PathSummary, TracedRun, traced_run
+from cpasim.predict.predict import Prediction, predict, refusal
+from cpasim.predict.runs import PathSummary, TracedRun, metric_of, traced_run
 from cpasim.progress import note
 
 
@@ -25,12 +28,21 @@ def relative_error(predicted: float, actual: float) -> float:
 
 @dataclass(frozen=True)
 class Validation:
-    prediction: Prediction
+    """The re-simulated change beside its prediction, or beside the reason there is none."""
+
+    metric: str  # goodput_bps | latency_ns
+    baseline: float
+    baseline_path: PathSummary
+    prediction: Prediction | None  # None when refused
     actual: float
     actual_path: PathSummary
+    refused: str | None = None  # why the table cannot predict the change
 
     @property
-    def error(self) -> float:
+    def error(self) -> float | None:
+        """Relative error of the prediction; None when it was refused."""
+        if self.prediction is None:
+            return None
         return relative_error(self.prediction.predicted, self.actual)
 
     def to_dict(self) -> dict:
@@ -38,10 +50,20 @@ class Validation:
         return self.to_json()
 
     def to_json(self) -> dict:
-        p = self.prediction
-        m = p.metric
+        m = self.metric
+        if self.prediction is not None:
+            head = self.prediction.to_json()
+        else:
+            head = {
+                "metric": m,
+                f"baseline_{m}": self.baseline,
+                "baseline_critical_path_ns": self.baseline_path.critical_path_ns,
+                "baseline_bottleneck": self.baseline_path.bottleneck,
+                f"predicted_{m}": None,
+            }
         return {
-            **p.to_json(),
+            **head,
+            "refused": self.refused,
             f"actual_{m}": self.actual,
             "actual_critical_path_ns": self.actual_path.critical_path_ns,
             "actual_bottleneck": self.actual_path.bottleneck,
@@ -53,9 +75,22 @@ class Validation:
 def validate(
     run: TracedRun, new_cfg: Config, trace: Path, *, whole: bool = False, progress: bool = False
 ) -> Validation:
-    """Predict ``new_cfg`` from ``run`` (over its window, or ``whole`` trace), then
-    simulate it (traced into ``trace``; ``progress``: its bar on stderr)."""
-    prediction = predict(run, new_cfg, whole=whole)
+    """Predict ``new_cfg`` from ``run`` (over its window, or ``whole`` trace) unless
+    the table refuses it, then simulate it (traced into ``trace``; ``progress``:
+    its bar on stderr)."""
+    why_not = refusal(run.cfg, new_cfg)
+    prediction = None if why_not else predict(run, new_cfg, whole=whole)
     with note("re-simulating the change"):
         actual = traced_run(new_cfg, trace, window=False, progress=progress)
-    return Validation(prediction, actual.metric, actual.path)
+    metric, _ = metric_of(run.result["workload"])
+    base_path = prediction.baseline_path if prediction else _baseline_path(run, whole)
+    return Validation(
+        metric, run.metric, base_path, prediction, actual.metric, actual.path, why_not
+    )
+
+
+def _baseline_path(run: TracedRun, whole: bool) -> PathSummary:
+    """The baseline's critical path as a prediction would have set beside it."""
+    if not whole and run.window is not None:
+        return run.window.path
+    return run.path

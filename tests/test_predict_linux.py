@@ -1,0 +1,89 @@
+"""Predictions of the Linux stack's keys (locked socket buffers, the bottleneck's
+overhead, BBR's pacing) checked by re-simulation, at the tolerance achieved."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cpasim.config import load_scenario
+from cpasim.predict.predict import changed_config, predict
+from cpasim.predict.runs import traced_run
+from cpasim.predict.validate import validate
+
+# As tests/test_predict.py's scenario: 1 Gb/s link, no interrupt throttling;
+# Linux's defaults otherwise (CUBIC, SACK, autotuned buffers).
+BASE = """
+[sim]
+duration = "{duration}"
+warmup = "{warmup}"
+
+[nic]
+itr = "off"
+"""
+
+
+def _run(tmp: Path, duration: str, warmup: str, *sets: str):
+    path = tmp / "s.toml"
+    path.write_text(BASE.format(duration=duration, warmup=warmup))
+    cfg = load_scenario(path, sets=list(sets))
+    return traced_run(cfg, tmp / "base.cpt")
+
+
+def _validate(run, tmp: Path, change: dict):
+    return validate(run, changed_config(run.cfg, change), tmp / "changed.cpt")
+
+
+@pytest.fixture(scope="module")
+def window_limited(tmp_path_factory):
+    # 200 us each way: a 16 KiB request (an 18,824-byte window) limits the stream.
+    tmp = tmp_path_factory.mktemp("rcv")
+    return _run(tmp, "6ms", "1ms", "link.delay=200us", "tcp.rcvbuf=16KiB")
+
+
+# Measured: 0.69% (16 -> 32 KiB, both hosts) and 0.06% (the receiver to 24 KiB).
+@pytest.mark.parametrize(
+    "change, window",
+    [({"tcp.rcvbuf": "32KiB"}, 39096 - 18824), ({"hosts.rx.tcp.rcvbuf": "24KiB"}, 10136)],
+)
+def test_locked_rcvbuf_predicts_within_one_percent(window_limited, tmp_path, change, window):
+    v = _validate(window_limited, tmp_path, change)
+    assert f"capacity tx:Send window* +{window}" in " ".join(v.prediction.effects)
+    assert v.actual > 1.5 * v.baseline  # the window was the limit
+    assert v.error < 0.01, (v.prediction.predicted, v.actual)
+
+
+def test_locked_sndbuf_predicts_as_the_fixed_buffer_it_equals(tmp_path):
+    """SO_SNDBUF = 8 KiB locks a 16 KiB buffer: the same run and the same prediction
+    as cpasim's tcp.wmem = 16 KiB.  The send-buffer capacity transform over-predicts
+    (measured 9.7% here; 20.9% for tcp.wmem 32 -> 64 KiB on tcp-stream, 40 ms), for
+    a cause not established (see transforms_table, "Known limits")."""
+    locked = _run(tmp_path, "6ms", "1ms", "link.delay=200us", "tcp.sndbuf=8KiB")
+    v = _validate(locked, tmp_path, {"tcp.sndbuf": "16KiB"})
+    (tmp_path / "w").mkdir()
+    fixed = _run(tmp_path / "w", "6ms", "1ms", "link.delay=200us", "tcp.wmem=16KiB")
+    assert fixed.metric == locked.metric
+    same = predict(fixed, changed_config(fixed.cfg, {"tcp.wmem": "32KiB"}))
+    assert same.predicted == v.prediction.predicted
+    assert v.actual > 1.5 * v.baseline
+    assert v.error < 0.10, (v.prediction.predicted, v.actual)
+
+
+def test_bottleneck_overhead_predicts_within_one_percent(tmp_path):
+    # 200 Mb/s counting 1538 B per 1500-byte packet, then 1514 B: measured 0.46%.
+    run = _run(tmp_path, "20ms", "5ms", "bottleneck.rate=200Mbps")
+    assert run.path.bottleneck == "path:Bottleneck:serialize"
+    v = _validate(run, tmp_path, {"bottleneck.overhead": "14B"})
+    assert v.prediction.predicted / v.baseline == pytest.approx(1538 / 1514, rel=0.01)
+    assert v.error < 0.01, (v.prediction.predicted, v.actual)
+
+
+# BBR, link-bound: measured 0.01% (1.2 Gb/s) and 1.1% (2 Gb/s, where the tx
+# host's DMA becomes the bottleneck).
+@pytest.mark.parametrize("rate, tolerance", [("1200Mbps", 0.01), ("2Gbps", 0.02)])
+def test_bbr_link_rate_predicts(tmp_path, rate, tolerance):
+    run = _run(tmp_path, "10ms", "2ms", "tcp.cc=bbr")
+    v = _validate(run, tmp_path, {"link.rate": rate})
+    assert any("*:TcpSend:pace" in e for e in v.prediction.effects)
+    assert v.error < tolerance, (v.prediction.predicted, v.actual)
