@@ -36,8 +36,11 @@ WHY_MISSED = {
     "extra delay fitted on the 20 ms calibration run weighs twice as much in this round "
     "trip, and the model's per-round latency is not split between the hosts as Linux's is.",
     "cubic_r50m_d10ms_q15k_wauto": "a 15 kB queue is 0.12 of the bandwidth-delay "
-    "product; the model's CUBIC regains less between losses than Linux's.  Not explained: "
-    "Linux's undo of spurious window reductions is not modelled.",
+    "product.  The model's first slow-start loss comes at cwnd ~40 (ssthresh 28) and "
+    "CUBIC's Reno-friendly growth then takes 2.5 s to refill the 83-packet pipe; Linux's "
+    "iperf3 intervals show 69-87 retransmissions in the first second and cwnd ~80 after "
+    "it, so Linux leaves its first loss episode with twice the window.  Why is not "
+    "established (undo of spurious reductions is not modelled; HyStart's exit point).",
     "reno_r50m_d10ms_q15k_wauto": "a 4 s run holds a few loss cycles and where "
     "they fall decides the goodput, so one prediction cannot match a median this spread.",
 }
