@@ -99,12 +99,14 @@ GAPS = {
     "the extra delay fitted on the 20 ms calibration run (+184 us each way) is 3.7 % of "
     "this run's round trip, and the model's per-round latency is not split as Linux's",
     "cubic_r50m_d10ms_q15k_wauto": "-11.8 %: lossy (15 kB queue, 0.12 BDP; Linux's repeats "
-    "spread 10 %, 38.1-42.1 Mb/s).  The model's first slow-start loss comes at cwnd ~40 "
-    "(ssthresh 28, 9 retransmissions) and CUBIC's Reno-friendly growth then takes 2.5 s to "
-    "refill the 83-packet pipe; Linux's iperf3 intervals show 69-87 retransmissions in the "
-    "first second and cwnd ~80 after it, so Linux leaves its first loss episode with twice "
-    "the window.  Why is not established (candidates: undo of spurious reductions, not "
-    "modelled; HyStart's exit point)",
+    "spread 10 %, 38.1-42.1 Mb/s).  "
+    "The model's first slow-start loss comes at a flight of ~40 packets (ssthresh 28) and its "
+    "Reno-friendly growth then takes 2.5 s to refill the 83-packet pipe.  Linux's capture "
+    "(r1) shows CUBIC's slow start sending 2-segment packets ~0.75 ms apart, about 200 % of "
+    "cwnd/srtt, i.e. paced, and no loss before a flight of ~80, while Reno's capture on the "
+    "same path sends on every ACK and first loses at ~40 as the model does.  With TCP's "
+    "internal pacing forced on for CUBIC the model gives +1.1 %; what makes this kernel pace "
+    "CUBIC without an fq qdisc is not established, so the model does not do it",
     "reno_r50m_d10ms_q15k_wauto": "+11.1 %: lossy, and Linux's own 6 repeats spread 31 % "
     "(24.7-34.4 Mb/s): where the few losses of a 4 s run fall decides the goodput; the "
     "prediction (35.1) lies 2 % above the best run",
