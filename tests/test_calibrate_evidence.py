@@ -271,3 +271,27 @@ def test_search_without_a_root_finds_the_closest_point_and_says_at_edge():
     assert found.method == "golden section" and not found.at_edge
     edge = search_1d(lambda x: 1.0 + 1.0 / x, 1.0, 10.0)
     assert edge.at_edge and edge.x == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize(
+    ("path", "paced"),
+    [
+        # calibration/pacing.sh: the same transfers with the sending namespace's default
+        # congestion control bbr (Linux keeps the socket paced after -C switches it) or
+        # reno (ACK-clocked).
+        ("pacing/cubic_defbbr", "on"),
+        ("pacing/cubic_defreno", "auto"),
+        ("pacing/reno_defbbr", "on"),
+        ("pacing/reno_defreno", "auto"),
+        # The grid: a cubic socket created under bbr, one created after a reno run,
+        # Reno, and BBR (which asks for pacing itself).
+        ("grid/cubic_r50m_d10ms_q15k_wauto_r1", "on"),
+        ("grid/cubic_r50m_d10ms_q2bdp_w64k_r1", "auto"),
+        ("grid/reno_r50m_d10ms_q15k_wauto_r1", "auto"),
+        ("grid/bbr_r50m_d10ms_q15k_wauto_r1", "on"),
+    ],
+)
+def test_capture_tells_a_paced_sender(path, paced):
+    cap = read_capture(CAPTURES.parent / f"{path}.pcap.gz")
+    found = evidence.pacing(cap, inspect_capture(cap))
+    assert found.key == "tcp.pacing" and found.value == paced, found.evidence

@@ -3,9 +3,10 @@ figures, and the held-out prediction from one calibration run.
 
 Measured on kernel 6.18 with iperf3 3.12 (calibration/grid/manifest.csv; 3 repeats of 4 s,
 6 for the three 50 Mb/s / 15 kB / 20 ms configurations).  Calibrated on
-``cubic_r50m_d10ms_q2bdp_w64k`` like calibration/REPORT.md: 30 of the 33 other
-configurations are predicted within 5 % (median |error| 0.3 %); the three that are not
-are strict xfails below, each with its reason.
+``cubic_r50m_d10ms_q2bdp_w64k`` like calibration/REPORT.md: 31 of the 33 other
+configurations are predicted within 5 % (median |error| 0.3 %); the two that are not
+are strict xfails below, each with its reason.  Whether a run's sender was paced
+(``tcp.pacing``) is read from its capture (see calibration/REPORT.md).
 """
 
 from __future__ import annotations
@@ -98,15 +99,6 @@ GAPS = {
     "cubic_r20m_d5ms_q2bdp_w16k": "-5.3 %: a 13-segment window over a 10 ms round trip; "
     "the extra delay fitted on the 20 ms calibration run (+184 us each way) is 3.7 % of "
     "this run's round trip, and the model's per-round latency is not split as Linux's",
-    "cubic_r50m_d10ms_q15k_wauto": "-11.8 %: lossy (15 kB queue, 0.12 BDP; Linux's repeats "
-    "spread 10 %, 38.1-42.1 Mb/s).  "
-    "The model's first slow-start loss comes at a flight of ~40 packets (ssthresh 28) and its "
-    "Reno-friendly growth then takes 2.5 s to refill the 83-packet pipe.  Linux's capture "
-    "(r1) shows CUBIC's slow start sending 2-segment packets ~0.75 ms apart, about 200 % of "
-    "cwnd/srtt, i.e. paced, and no loss before a flight of ~80, while Reno's capture on the "
-    "same path sends on every ACK and first loses at ~40 as the model does.  With TCP's "
-    "internal pacing forced on for CUBIC the model gives +1.1 %; what makes this kernel pace "
-    "CUBIC without an fq qdisc is not established, so the model does not do it",
     "reno_r50m_d10ms_q15k_wauto": "+11.1 %: lossy, and Linux's own 6 repeats spread 31 % "
     "(24.7-34.4 Mb/s): where the few losses of a 4 s run fall decides the goodput; the "
     "prediction (35.1) lies 2 % above the best run",

@@ -236,3 +236,45 @@ def test_classic_sender_unchanged_when_pinned():
     conn = system.tx.tcp[0]
     assert isinstance(conn.sender, RenoSender) and not conn.linux and not conn.paced
     assert conn.sack_max == 0 and not conn.receiver.sack
+
+
+def _flight_at_first_loss(sets):
+    """Packets in flight when the sender first retransmits (50 Mb/s bottleneck, 15 kB
+    queue, 20 ms round trip: the grid's lossy path)."""
+    path = ["bottleneck.rate=50Mbps", "bottleneck.queue=15000B", "bottleneck.overhead=14B"]
+    cfg = load_scenario(None, sets=[*path, "link.delay=10ms", "sim.duration=400ms", *sets])
+    env = simpy.Environment()
+    system = System(cfg, env, NULL_TRACER)
+    conn = system.tx.tcp[0]
+    peak = [0]
+
+    def sampler():
+        while conn.sender.retransmits == 0:
+            peak[0] = max(peak[0], conn.sender.flight // conn.mss)
+            yield env.timeout(100e3)
+
+    env.process(sampler())
+    env.run(until=cfg.sim.duration)
+    assert conn.sender.retransmits > 0
+    return conn, peak[0]
+
+
+@pytest.mark.parametrize("cc", ["cubic", "reno"])
+def test_pacing_on_spreads_slow_start_as_linux_does(cc):
+    """tcp.pacing = on paces an algorithm that does not ask for it (Linux: a socket
+    created while BBR was the default keeps sk_pacing_status).  Measured on this
+    kernel through 50 Mb/s, a 15 kB tbf queue and 20 ms (calibration/REPORT.md):
+    ACK-clocked slow start (reno and cubic) first loses at a flight of ~40 packets,
+    paced at ~120.  The model: 37 unpaced; paced, 130 for Reno and 76 for CUBIC,
+    whose HyStart ends slow start earlier than Linux's did there."""
+    auto_conn, auto_peak = _flight_at_first_loss([f"tcp.cc={cc}"])
+    on_conn, on_peak = _flight_at_first_loss([f"tcp.cc={cc}", "tcp.pacing=on"])
+    assert not auto_conn.paced and on_conn.paced
+    assert isinstance(on_conn.sender, LinuxSender)
+    assert auto_peak < 60 < 70 < on_peak
+
+
+def test_pacing_on_takes_linux_sender_even_for_the_classic_setting():
+    cfg = load_scenario(None, sets=["tcp.cc=newreno", "tcp.sack=false", "tcp.pacing=on"])
+    system = System(cfg, simpy.Environment(), NULL_TRACER)
+    assert isinstance(system.tx.tcp[0].sender, LinuxSender) and system.tx.tcp[0].paced

@@ -26,6 +26,7 @@ receiver advertised is a check of the model's socket-buffer rules
 from __future__ import annotations
 
 import csv
+import functools
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -197,7 +198,9 @@ def nominal(run: GridConfig, extra_ns: float) -> list[Proposal]:
     """``run``'s nominal settings as scenario values (the delay plus ``extra_ns``)."""
     why = f"nominal setting of {run.name}"
     w = run.window or 0  # 0: not set, autotuned
+    paced = _pacing(run.capture) if run.capture else []
     return [
+        *paced,
         Proposal("sim.duration", f"{run.seconds:g}s", "iperf3 -t"),
         Proposal("bottleneck.rate", f"{run.rate_bps:.6g}bps", why),
         Proposal("bottleneck.overhead", f"{QDISC_L2_BYTES}B", "what tbf counts"),
@@ -208,6 +211,18 @@ def nominal(run: GridConfig, extra_ns: float) -> list[Proposal]:
         Proposal("tcp.sndbuf", f"{w}B", why),
         Proposal("tcp.rcvbuf", f"{w}B", why),
     ]
+
+
+@functools.cache
+def _pacing(capture: Path) -> list[Proposal]:
+    """Whether the run's sender paced, as its capture shows.  grid.sh sets the sending
+    namespace's default congestion control to the run's where the host allows it (reno,
+    bbr) and cannot for cubic, so a cubic socket is created under whatever default the
+    previous run left; created under bbr it stays paced after switching to cubic
+    (Linux never resets sk_pacing_status).  The capture says which it was."""
+    cap = read_capture(capture)
+    found = evidence.pacing(cap, inspect_capture(cap))
+    return [found] if found else []
 
 
 def calibrate(

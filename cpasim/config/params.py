@@ -263,6 +263,16 @@ class TcpParams:
         "loss detection with SACK (Linux's tcp_recovery): RACK time-based or the dupack count",
         choices=("rack", "dupack"),
     )
+    # Linux paces inside TCP only when asked (sk_pacing_status): BBR asks; so do
+    # SO_MAX_PACING_RATE, and a socket created while BBR was the default, since the
+    # status is never reset when TCP_CONGESTION switches to another algorithm.
+    pacing: str = param(
+        "auto",
+        ENUM,
+        "TCP's internal pacing: auto = when the algorithm asks (BBR), as Linux without "
+        "the fq qdisc; on = every algorithm at its pacing rate",
+        choices=("auto", "on"),
+    )
     timestamps: bool = param(True, BOOL, "TCP timestamp option (12 B per segment)")
     rto_min: float = param("200ms", TIME, "lower bound of the retransmission timeout", lo="1ms")
     dupack_threshold: int = param(

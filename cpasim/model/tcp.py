@@ -98,8 +98,9 @@ class TcpConnection:
         self.sw_csum = not hc.nic.csum_offload
         # SACK is used only when both ends permit it (negotiated on the SYNs).
         sack = tp.sack and peer_sack
-        # The classic RFC sender when asked for (reno|newreno without SACK), Linux's otherwise.
-        self.linux = sack or tp.cc not in ("reno", "newreno")
+        # The classic RFC sender when asked for (reno|newreno without SACK or pacing),
+        # Linux's otherwise.
+        self.linux = sack or tp.cc not in ("reno", "newreno") or tp.pacing == "on"
         if self.linux:
             self.sender = LinuxSender(
                 mss=mss,
@@ -110,6 +111,7 @@ class TcpConnection:
                 recovery=tp.recovery,
                 rto_min_ns=tp.rto_min,
                 reordering=tp.dupack_threshold,
+                paced=tp.pacing == "on",
             )
         else:
             self.sender = RenoSender(

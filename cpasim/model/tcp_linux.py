@@ -187,6 +187,7 @@ class LinuxSender:
         recovery: str,
         rto_min_ns: float,
         reordering: int = 3,
+        paced: bool = False,
     ) -> None:
         if recovery not in ("rack", "dupack"):
             raise ValueError(f"unknown loss recovery {recovery!r}")
@@ -195,7 +196,8 @@ class LinuxSender:
         self.sack = sack
         self.rack = sack and recovery == "rack"
         self.reordering = reordering
-        self.needs_pacing = ca.needs_pacing
+        # Internal pacing (tcp_needs_internal_pacing): the algorithm asks, or the socket does.
+        self.needs_pacing = ca.needs_pacing or paced
         self.tp = tp = TcpState(mss=mss, snd_cwnd=init_cwnd, snd_ssthresh=INFINITE_SSTHRESH)
         ca.init(tp)
         self.snd_wnd = rwnd

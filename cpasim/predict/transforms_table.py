@@ -109,7 +109,7 @@ re-simulated figures with the prediction marked as refused:
 
 ================================ ==================================================
 ``tcp.cc`` ``tcp.sack``          change which packets are sent when, not how long a
-``tcp.recovery``                 step takes
+``tcp.recovery`` ``tcp.pacing``  step takes
 ``bottleneck.queue``             a drop-tail queue drops packets when full instead
                                  of making its sender wait, so the trace holds no
                                  credit to grow, and its size changes which packets
@@ -205,6 +205,7 @@ REFUSED: dict[str, str] = {
     "tcp.cc": _SCHEDULE,
     "tcp.sack": _SCHEDULE,
     "tcp.recovery": _SCHEDULE,
+    "tcp.pacing": _SCHEDULE,
     "bottleneck.queue": (
         "the bottleneck queue drops packets when full instead of making the sender wait, "
         "so the trace holds no credit to grow, and its size changes which packets are lost"
