@@ -38,7 +38,10 @@ run() {
     local tmp
     tmp=$(mktemp -d)
     # The namespace default can only name an algorithm the host allows to
-    # unprivileged sockets; iperf3 -C sets it on the socket in any case.
+    # unprivileged sockets; iperf3 -C sets it on the socket in any case.  The
+    # default matters all the same: a socket created under bbr stays paced after
+    # -C switches it (pacing.sh), so a cubic run is paced when the previous run
+    # left bbr as the default.  The evidence step reads it from the capture.
     ip netns exec "$tx" sysctl -qw net.ipv4.tcp_congestion_control="$cc" 2>/dev/null || true
     delay "$dus" "$tmp/delayline.json"
     ip netns exec "$router" tc qdisc del dev veth-rt1 root 2>/dev/null || true
