@@ -11,6 +11,7 @@ import pytest
 
 import cpasim
 from cpasim.analysis.dot import to_dot
+from cpasim.errors import CpasimError
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
@@ -89,3 +90,77 @@ def test_single_sm_graph_shows_each_states_own_share(stream):
     # transmit is the only MAC state with time on the path: its share, once.
     own = result.path.state_totals["tx:MAC:transmit"] / result.critical_path_ns
     assert shares == [f"{100 * own:.1f}"]
+
+
+@pytest.fixture(scope="module")
+def pingpong(tmp_path_factory):
+    path = tmp_path_factory.mktemp("trace") / "pp.cpt"
+    cpasim.run(
+        SCENARIOS / "pingpong.toml", trace=path, **{"sim.duration": "2ms", "sim.warmup": "0.5ms"}
+    )
+    return path
+
+
+def _analyze_cli(*args):
+    from typer.testing import CliRunner
+
+    import cpasim.cli
+    from cpasim.cli import app
+
+    cpasim.cli._register()
+    return CliRunner().invoke(app, ["analyze", *map(str, args)])
+
+
+def test_timeline_writes_an_image_of_the_window(pingpong, tmp_path):
+    import matplotlib.image
+
+    png, svg = tmp_path / "t.png", tmp_path / "t.svg"
+    for out in (png, svg):
+        r = _analyze_cli(
+            pingpong, "--start", "tx:App", "--end", "rx:App", "--timeline", out,
+            "--window", "1ms:1.1ms",
+        )  # fmt: skip
+        assert r.exit_code == 0, r.output
+    height, width, _ = matplotlib.image.imread(png).shape
+    assert 800 < width < 2000 and 300 < height < 1500
+    assert svg.read_text().lstrip().startswith("<?xml") and "<svg" in svg.read_text()
+    assert not list(tmp_path.glob("*.tmp*"))
+
+
+def test_timeline_respects_the_window(pingpong):
+    from cpasim.analysis.timeline import draw_timeline, state_spans
+    from cpasim.trace import open_trace
+
+    result = cpasim.analyze(pingpong)
+    spans = state_spans(open_trace(pingpong), 1.0e6, 1.1e6)
+    assert spans and all(1.0e6 <= t0 < t1 <= 1.1e6 for _sm, _s, t0, t1 in spans)
+    fig = draw_timeline(open_trace(pingpong), result, (1.0e6, 1.1e6))
+    ax = fig.axes[0]
+    assert ax.get_xlim() == (0.0, 100.0)  # µs since the window's start
+    # The path is drawn: a whole round trip fits in 100 µs, through both hosts.
+    path = [ln for ln in ax.get_lines() if ln.get_color() == "black"]
+    rows = {lab.get_text() for lab in ax.get_yticklabels()}
+    assert len(path) > 20 and {"tx:App", "rx:App", "tx:MAC", "rx:MAC"} <= rows
+    narrow = draw_timeline(open_trace(pingpong), result, (1.0e6, 1.01e6))
+    assert len(narrow.axes[0].get_lines()) < len(path)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--timeline", "x.png", "--window", "3ms"], "--window '3ms': expected START:END"),
+        (["--timeline", "x.png", "--window", "2ms:1ms"], "END must be later than START"),
+        (["--timeline", "x.png", "--window", "1ms:2parsecs"], "--window"),
+        (["--timeline", "x.txt"], "expected a file ending in .png, .svg or .pdf"),
+        (["--window", "1ms:2ms"], "--window: only with --timeline"),
+        (["--timeline", "x.png", "--window", "1s:2s"], "the trace has no state between"),
+        (["--timeline", "x.png", "--scale", "tx:MAC:*=2"], "draws the measured trace"),
+    ],
+)
+def test_timeline_bad_input(pingpong, tmp_path, monkeypatch, args, words):
+    monkeypatch.chdir(tmp_path)
+    r = _analyze_cli(pingpong, "--start", "tx:App", "--end", "rx:App", *args)
+    # In process the CpasimError surfaces as the exception; the command maps it to exit 2.
+    assert isinstance(r.exception, CpasimError) and words in str(r.exception), r.output
+    assert "\n" not in str(r.exception)
+    assert not (tmp_path / "x.png").exists()
