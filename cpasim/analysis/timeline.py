@@ -57,6 +57,7 @@ def state_spans(source: TraceSource, start: float, end: float):
     last_t: dict[int, float] = {}
     last_s: dict[int, int] = {}
     spans = []
+    past = False  # the trace goes on past the window
     for chunk in source.chunks():
         rec = chunk[chunk["op"] == BEGIN]
         if not len(rec):
@@ -71,6 +72,7 @@ def state_spans(source: TraceSource, start: float, end: float):
             continue
         for t, sm, s in zip(ts.tolist(), sms.tolist(), states.tolist(), strict=True):
             if t > end:
+                past = True
                 break
             if sm in last_t and t > start and t > last_t[sm]:  # zero-length: nothing to draw
                 spans.append((sm, last_s[sm], max(last_t[sm], start), t))
@@ -78,7 +80,7 @@ def state_spans(source: TraceSource, start: float, end: float):
         if ts[-1] > end:
             break
     # The last states last until the trace ends (or the window does).
-    stop = min(end, max(last_t.values(), default=start))
+    stop = end if past else min(end, max(last_t.values(), default=start))
     for sm, t in last_t.items():
         if t < stop and start < stop:
             spans.append((sm, last_s[sm], max(t, start), stop))
