@@ -191,12 +191,14 @@ def _lines(axes, rows: Sequence[Mapping], x: str, y: str, hue: str | None) -> No
         if _number(row[y]) is not None:
             groups[row.get(hue) if hue else None].append(row)
     colors = {}
+    all_means: list[float] = []
     for label, members in groups.items():
         by_x: dict[float, list[float]] = defaultdict(list)
         for row in members:
             by_x[position(row)].append(_number(row[y]) / y_scale)
         xs = sorted(by_x)
         mean = [sum(by_x[v]) / len(by_x[v]) for v in xs]
+        all_means += mean
         line = axes.plot(xs, mean, marker="o", label=f"{hue}={label}" if hue else y)[0]
         colors[label] = line.get_color()
         if any(len(by_x[v]) > 1 for v in xs):
@@ -206,10 +208,31 @@ def _lines(axes, rows: Sequence[Mapping], x: str, y: str, hue: str | None) -> No
         _bounds(axes, groups, colors, position, y_scale)
     if not numeric_x:
         axes.set_xticks(range(len(categories)), categories)
+    elif spans_decades([position(r) for r in rows]):
+        axes.set_xscale("log")
+        # The swept values themselves as ticks: a sweep has few, and they are what was asked.
+        ticks = sorted({position(r) for r in rows})
+        axes.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        axes.minorticks_off()
+    if spans_decades(all_means):
+        # Half a decade-ish of room each side (the bounds start the axis at 0, which a
+        # log axis cannot show).
+        axes.set_ylim(min(all_means) / 2, max(all_means) * 2)
+        axes.set_yscale("log")
     axes.set_xlabel(_label(x, x_unit))
     axes.set_ylabel(_label(y, y_unit))
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize="small")
+
+
+#: A numeric axis goes logarithmic when its positive values span more than this factor.
+LOG_SPAN = 20.0
+
+
+def spans_decades(values: Sequence[float]) -> bool:
+    """True when ``values`` are all positive and the largest is over LOG_SPAN× the smallest."""
+    values = [float(v) for v in values]
+    return bool(values) and min(values) > 0 and max(values) / min(values) > LOG_SPAN
 
 
 def _bounds(axes, groups: Mapping, colors: Mapping, position, y_scale: float) -> None:
@@ -274,13 +297,28 @@ def _heatmap(figure, axes, rows: Sequence[Mapping], x: str, second: str, y: str)
     grid = [[math.nan] * len(xs) for _ in ys]
     for (i, j), values in cells.items():
         grid[i][j] = sum(values) / len(values)
-    image = axes.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
-    for i, j in cells:
-        axes.text(j, i, f"{grid[i][j]:.3g}", ha="center", va="center", color="white", fontsize=8)
-    axes.set_xticks(range(len(xs)), xs)
+    from matplotlib.colors import LogNorm
+
+    values = [v for row in grid for v in row if v == v]
+    norm = LogNorm(min(values), max(values)) if spans_decades(values) else None
+    image = axes.imshow(grid, origin="lower", aspect="auto", cmap="viridis", norm=norm)
+    # Cell labels: sized to the grid, dark on the light end of the map and light on
+    # the dark end, so every cell reads.
+    size = max(6.0, min(11.0, 60.0 / max(len(xs), len(ys))))
+    for i in range(len(ys)):
+        for j in range(len(xs)):
+            value = grid[i][j]
+            if value != value:
+                axes.text(j, i, "—", ha="center", va="center", color="grey", fontsize=size)
+                continue
+            r, g, b, _a = image.cmap(image.norm(value))
+            ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
+            axes.text(j, i, f"{value:.3g}", ha="center", va="center", color=ink, fontsize=size)
+    axes.set_xticks(range(len(xs)), xs, rotation=30 if len(xs) > 6 else 0)
     axes.set_yticks(range(len(ys)), ys)
     axes.set_xlabel(x)
     axes.set_ylabel(second)
+    axes.set_title(f"{_label(y, y_unit)}, mean over repeats (— = no successful run)", fontsize=9)
     figure.colorbar(image, ax=axes, label=_label(y, y_unit))
 
 

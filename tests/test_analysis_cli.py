@@ -125,8 +125,9 @@ def test_dot_graphs(tmp_path):
         assert r.exit_code == 0, r.output
         text = dot.read_text()
         assert text.startswith("digraph cpasim {") and text.rstrip().endswith("}")
-    assert '"h:pktq"' in (tmp_path / "high.dot").read_text()
-    assert "Fill desc\\n1 / 4ns / 4ns" in (tmp_path / "global.dot").read_text()
+    assert '"pktq"' in (tmp_path / "high.dot").read_text()
+    # Each state carries its own visits, time and share of the path, once.
+    assert "Fill desc\\n1× 4ns\\n22.2% of path" in (tmp_path / "global.dot").read_text()
 
 
 @pytest.mark.parametrize(

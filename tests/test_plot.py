@@ -163,3 +163,46 @@ def test_other_bad_inputs(tmp_path):
         plot(path, x="link.rate", y="scenario_digest")
     with pytest.raises(CpasimError, match=r"\.png"):
         plot(path, x="link.rate", y="goodput_bps", out=tmp_path / "f.txt")
+
+
+def decades(path):
+    """Rates over three decades, two windows: goodput spans decades too."""
+    rows = []
+    for rate in ("10Mbps", "100Mbps", "1Gbps", "10Gbps"):
+        for wmem in ("16KiB", "64KiB", "256KiB", "1MiB"):
+            value = {"10Mbps": 1e7, "100Mbps": 1e8, "1Gbps": 1e9, "10Gbps": 1e10}[rate]
+            size = {"16KiB": 2**14, "64KiB": 2**16, "256KiB": 2**18, "1MiB": 2**20}[wmem]
+            good = min(link_bound(value, 1500), window_bound(size, value, 50e3, 1500))
+            rows.append(
+                {"link.rate": rate, "tcp.wmem": wmem, "repeat": 0, "seed": 1, "error": None,
+                 "goodput_bps": good, "cfg.link.rate": value, "cfg.tcp.wmem": size,
+                 "scenario_digest": "abc"}
+            )  # fmt: skip
+    table.write_rows(path, rows, ["link.rate", "tcp.wmem", "repeat", "seed", "error"])
+    return path
+
+
+def test_axes_spanning_decades_are_logarithmic(tmp_path):
+    rows, keys = load(decades(tmp_path / "d.csv"))
+    axes = draw(rows, keys, x="link.rate", y="goodput_bps", hue="tcp.wmem").axes[0]
+    assert axes.get_xscale() == "log" and axes.get_yscale() == "log"
+    assert [t.get_text() for t in axes.get_xticklabels()] == ["0.01", "0.1", "1", "10"]
+    # One decade or less stays linear (the sweep above).
+    rows, keys = load(synthetic(tmp_path / "s.csv"))
+    axes = draw(rows, keys, x="link.rate", y="goodput_bps", hue="tcp.wmem").axes[0]
+    assert axes.get_xscale() == "linear" and axes.get_yscale() == "linear"
+
+
+def test_heat_map_cells_read_on_their_colour(tmp_path):
+    rows, keys = load(decades(tmp_path / "d.csv"))
+    figure = draw(rows, keys, x="link.rate", y="goodput_bps")
+    axes = figure.axes[0]
+    image = axes.images[0]
+    assert type(image.norm).__name__ == "LogNorm"  # values over three decades
+    assert len(axes.texts) == 16
+    for text in axes.texts:
+        value = float(text.get_text())
+        r, g, b, _ = image.cmap(image.norm(value))
+        light = 0.299 * r + 0.587 * g + 0.114 * b > 0.5
+        assert text.get_color() == ("black" if light else "white")
+    assert {t.get_color() for t in axes.texts} == {"black", "white"}

@@ -120,6 +120,22 @@ def test_markdown_and_plot(lad, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_ladder_figure_names_changes_errors_and_bottlenecks(lad):
+    import matplotlib.pyplot as plt
+
+    fig = ladder_mod.draw(lad)
+    ax = fig.axes[0]
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks[0].startswith("config 1: baseline") and "tx:MAC:transmit" in ticks[0]
+    assert ticks[1].startswith("config 2: link.rate=10Gbps")
+    # Re-simulated found the NIC's DMA; config 1 predicted PCIe: both are named.
+    assert "tx:NIC TX:DMA packet" in ticks[1] and "predicted from 1:\ntx:PCIe down" in ticks[1]
+    notes = {t.get_text() for t in ax.texts}
+    # Signed errors of each prediction and the re-simulated figures (EXPECTED above).
+    assert {"-1.1%", "+1.2%", "+0.7%", "940", "1616", "1656"} <= notes, notes
+    plt.close(fig)
+
+
 def test_cli_ladder_json(scenario, tmp_path):
     cpasim.cli._register()
     md = tmp_path / "ladder.md"

@@ -100,6 +100,8 @@ class PathResult:
     edge_count: int = 0
     slack: list[dict] = field(default_factory=list)
     state_totals: dict[str, float] = field(default_factory=dict)
+    #: Times the path took each name (same keys as ``state_totals``).
+    state_visits: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
@@ -308,6 +310,7 @@ def path_result(
         edge_count=total.count,
         slack=slack,
         state_totals={n: v[0] for n, v in by_name.items()},
+        state_visits={n: v[2] for n, v in by_name.items()},
     )
 
 

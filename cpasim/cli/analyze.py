@@ -29,6 +29,10 @@ def _open(path: Path):
     return open_trace(path)
 
 
+#: Path edges kept for --timeline (the listing keeps the first ones).
+TIMELINE_LISTING = 5_000_000
+
+
 def _scales(values: list[str], what: str) -> list[tuple[str, float]]:
     out = []
     for text in values:
@@ -67,6 +71,20 @@ def analyze_cmd(
     graph: Annotated[
         str, typer.Option("--graph", help="Graph for --dot: high, global or sm:SYS:SM.")
     ] = "high",
+    timeline: Annotated[
+        Path | None,
+        typer.Option(
+            "--timeline",
+            help="Draw the states of every SM and the critical path through them "
+            "(.png, .svg or .pdf).",
+        ),
+    ] = None,
+    window: Annotated[
+        str | None,
+        typer.Option(
+            "--window", help="START:END of --timeline, e.g. 2ms:2.3ms (default: the last 200us)."
+        ),
+    ] = None,
     top: Annotated[int, typer.Option("--top", help="Rows per table.", min=1)] = 10,
     progress: Annotated[
         bool,
@@ -86,6 +104,22 @@ def analyze_cmd(
         raise CpasimError(f"--graph {graph!r}: expected high, global or sm:SYS:SM")
     for pat in breaks or []:
         check_pattern(pat, "--break")
+    span = None
+    if timeline is not None:
+        from cpasim.analysis.timeline import parse_window
+
+        if timeline.suffix.lower() not in (".png", ".svg", ".pdf"):
+            raise CpasimError(
+                f"--timeline {timeline}: expected a file ending in .png, .svg or .pdf"
+            )
+        if breaks or scale or scale_comm or capacity:
+            raise CpasimError(
+                "--timeline draws the measured trace; run it without --scale, --scale-comm, "
+                "--break and --capacity"
+            )
+        span = parse_window(window) if window is not None else None
+    elif window is not None:
+        raise CpasimError("--window: only with --timeline")
     tf = Transforms(
         scale=_scales(scale or [], "--scale"),
         scale_comm=_scales(scale_comm or [], "--scale-comm"),
@@ -103,7 +137,15 @@ def analyze_cmd(
                 + [("--capacity", p) for p, _ in tf.capacity],
             )
         source = CountingSource(_open(trace), f"analysing {trace.name}")
-        result = analyze(source, start, end, conn=conn, transforms=tf, lenient=lenient)
+        # The timeline needs the path's listing through the window, not its first edges.
+        limit = TIMELINE_LISTING if timeline is not None else 10_000
+        result = analyze(
+            source, start, end, conn=conn, transforms=tf, lenient=lenient, listing_limit=limit
+        )
+        if timeline is not None:
+            from cpasim.analysis.timeline import write_timeline
+
+            write_timeline(timeline, _open(trace), result, span)
     if dot is not None:
         from cpasim.analysis.dot import to_dot
 

@@ -134,37 +134,102 @@ def markdown(lad: Ladder) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(lad: Ladder, path: Path) -> None:
-    """Grouped bars like figure 6.2: per configuration, its predictions and the re-simulation."""
+def _wrap(text: str, width: int = 22) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) or text
+
+
+def draw(lad: Ladder):
+    """Grouped bars like figure 6.2, named: per configuration the change that made
+    it, its predictions (each with its error against the re-simulation) and the
+    re-simulated figure, and the bottleneck predicted and found."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     scale = 1e6 if lad.metric == "goodput_bps" else 1e3
+    unit = unit_of(lad.metric)
     n = len(lad.rungs)
-    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * n, 3.6))
+    fig, ax = plt.subplots(figsize=(2.5 + 2.6 * n, 5.4))
     width = 0.8 / n
+    colours = plt.get_cmap("tab10").colors
+    top = max(
+        [r.actual for r in lad.rungs]
+        + [p.predicted for r in lad.rungs for p in r.predictions.values()]
+    )
     for src in range(1, n):
-        xs, ys = [], []
+        xs, ys, errs = [], [], []
         for r in lad.rungs:
             p = r.predictions.get(src)
             if p is not None:
                 xs.append(r.index - 0.4 + (src - 0.5) * width)
                 ys.append(p.predicted / scale)
+                # Signed, so the bar says whether the prediction was over or under.
+                errs.append((p.predicted - r.actual) / r.actual if r.actual else float("nan"))
         if xs:
-            ax.bar(xs, ys, width, label=f"predicted from config {src}")
+            bars = ax.bar(
+                xs, ys, width, color=colours[(src - 1) % 10], label=f"predicted from config {src}"
+            )
+            for bar, err in zip(bars, errs, strict=True):
+                ax.annotate(
+                    f"{err:+.1%}" if err == err else "n/a",
+                    (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                    xytext=(0, 2),
+                    textcoords="offset points",
+                    ha="center",
+                    va="bottom",
+                    fontsize=8,
+                )
     xs = [r.index - 0.4 + (n - 0.5) * width for r in lad.rungs]
-    ax.bar(xs, [r.actual / scale for r in lad.rungs], width, color="black", label="re-simulated")
-    ax.axhline(lad.rungs[0].actual / scale, linestyle=":", color="grey")
-    ax.set_xticks([r.index for r in lad.rungs])
-    ax.set_xticklabels([f"config {r.index}" for r in lad.rungs])
+    bars = ax.bar(
+        xs, [r.actual / scale for r in lad.rungs], width, color="black", label="re-simulated"
+    )
+    for bar, r in zip(bars, lad.rungs, strict=True):
+        ax.annotate(
+            _fmt(lad.metric, r.actual),
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            xytext=(0, 2),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize=8,
+            fontweight="bold",
+        )
+    ax.axhline(lad.rungs[0].actual / scale, linestyle=":", color="grey", label="baseline")
+    ax.set_ylim(0, top / scale * 1.18)
+    ticks = []
+    for r in lad.rungs:
+        change = r.remedy.describe() if r.remedy else "baseline"
+        found = r.run.path.bottleneck
+        first = r.predictions.get(1)
+        label = f"config {r.index}: {_wrap(change)}\n\nbottleneck:\n{_wrap(found)}"
+        if first is not None and first.predicted_bottleneck != found:
+            label += f"\n(predicted from 1:\n{_wrap(first.predicted_bottleneck)})"
+        ticks.append(label)
+    ax.set_xticks([r.index for r in lad.rungs], ticks, fontsize=8)
     name = "goodput" if lad.metric == "goodput_bps" else "mean latency"
-    ax.set_ylabel(f"{name} ({unit_of(lad.metric)})")
-    ax.legend(fontsize="small")
+    ax.set_ylabel(f"{name} ({unit})")
+    ax.set_title(
+        "Prediction ladder: each step applies the remedy for the bottleneck; "
+        "predictions are labelled (predicted − re-simulated) / re-simulated",
+        fontsize=9,
+    )
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    if lad.stopped:
+        fig.text(0.01, 0.01, _wrap(f"Stopped early: {lad.stopped}.", 140), fontsize=8)
     fig.tight_layout()
+    return fig
+
+
+def plot(lad: Ladder, path: Path) -> None:
+    """Write :func:`draw` to ``path`` (.png, .svg or .pdf)."""
+    import matplotlib.pyplot as plt
+
+    fig = draw(lad)
     try:
         fmt = Path(path).suffix.lower()[1:] or "png"
-        replace_atomically(path, lambda tmp: fig.savefig(tmp, format=fmt))
+        replace_atomically(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=110))
     finally:
         plt.close(fig)
