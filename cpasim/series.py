@@ -27,8 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cpasim.errors import CpasimError
-from cpasim.model.cc.base import INFINITE_SSTHRESH
 from cpasim.files import replace_atomically, write_text_atomically
+from cpasim.model.cc.base import INFINITE_SSTHRESH
 
 #: Rows a run gets with the default interval (about; the interval is rounded).
 DEFAULT_ROWS = 500
@@ -60,6 +60,7 @@ def _tcp_columns(host: str, c) -> list[tuple[str, Callable[[], float]]]:
     """One connection's columns; RenoSender and LinuxSender keep ssthresh differently."""
     s, prefix = c.sender, f"{host}.{c.conn}."
     if hasattr(s, "tp"):  # LinuxSender: tcp_sock in packets, "infinite" before a loss
+
         def ssthresh():
             t = s.tp.snd_ssthresh
             return math.nan if t >= INFINITE_SSTHRESH else float(t * s.mss)
@@ -86,7 +87,7 @@ def _queue_columns(system) -> tuple[list, dict[str, float]]:
     for h, host in system.hosts.items():
         dev, cfg = host.dev, host.hc.nic
         rings, nic = dev.rings, dev.nic
-        q, tx_fifo, rx_fifo = dev.qdisc, nic.tx_fifo, nic.rx_fifo
+        q, tx_fifo = dev.qdisc, nic.tx_fifo
         cols += [
             (f"{h}.qdisc_pkts", lambda q=q: float(len(q.items))),
             (f"{h}.tx_ring_desc", lambda r=rings: float(r.tx_ring.level)),

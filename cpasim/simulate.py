@@ -94,9 +94,7 @@ class Result:
         return out
 
 
-def simulate(
-    cfg, *, tracer=None, trace_path=None, progress: bool = False, series=None
-) -> Result:
+def simulate(cfg, *, tracer=None, trace_path=None, progress: bool = False, series=None) -> Result:
     """Simulate ``cfg``; record the annotation trace into ``tracer`` or ``trace_path``.
 
     ``tracer`` may be a :class:`~cpasim.trace.Tracer` made for any environment
