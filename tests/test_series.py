@@ -123,3 +123,18 @@ def test_nice_interval():
     assert nice_interval(7.3e6) == 1e4
     assert nice_interval(1) == 1
     assert not math.isnan(nice_interval(0))
+
+
+def test_plot_draws_a_series(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "s.csv"
+    cpasim.run(STREAM, FILLED, series=path, interval="250us")
+    with pytest.raises(SystemExit) as exc:
+        main(["plot", str(path)])
+    assert exc.value.code in (0, None), capsys.readouterr().err
+    png = (tmp_path / "s.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+    with pytest.raises(SystemExit) as exc:  # a sweep file still needs its axes
+        (tmp_path / "sweep.csv").write_text("a,b\n1,2\n")
+        main(["plot", str(tmp_path / "sweep.csv")])
+    assert exc.value.code == 2 and "--x and --y" in capsys.readouterr().err
