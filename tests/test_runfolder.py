@@ -18,6 +18,7 @@ STREAM = str(ROOT / "scenarios" / "tcp-stream.toml")
 SHORT = ["--set", "sim.duration=6ms", "--set", "sim.warmup=1ms", "--no-progress"]
 #: What differs between two runs of one configuration: the wall time, and the paths
 #: the command line named.
+SHORT_KEYS = {"sim.duration": "6ms", "sim.warmup": "1ms"}
 NOT_RESULTS = {"wall_s", "scenario", "trace", "series"}
 
 
@@ -95,3 +96,21 @@ def test_api_run_folder(tmp_path):
     assert again.goodput_bps == r.goodput_bps and again.events == r.events
     with pytest.raises(CpasimError, match="not empty"):
         cpasim.run(STREAM, over, out=tmp_path / "api")
+
+
+def test_validate_run_folder(tmp_path, capsys):
+    run = tmp_path / "v"
+    argv = ["validate", STREAM, *SHORT, "--change", "link.rate=2.5Gbps", "--json"]
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--out", str(run)])
+    printed = capsys.readouterr().out
+    assert exc.value.code in (0, None)
+    assert sorted(p.name for p in run.iterdir()) == ["changed.toml", "config.toml", "result.json"]
+    assert json.loads((run / "result.json").read_text()) == json.loads(printed)
+    base = cpasim.load(run / "config.toml")
+    changed = cpasim.load(run / "changed.toml")
+    assert base.value("link.rate") != changed.value("link.rate")
+    assert changed.digest == cpasim.load(STREAM, {"link.rate": "2.5Gbps", **SHORT_KEYS}).digest
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--out", str(run)])
+    assert exc.value.code == 2 and "not empty" in capsys.readouterr().err

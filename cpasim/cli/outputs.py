@@ -23,8 +23,8 @@ OutOpt = Annotated[
     Path | None,
     typer.Option(
         "--out",
-        help="Run folder: writes config.toml (the resolved scenario) and result.json "
-        "there; --trace/--series given as bare file names go into it too.",
+        help="Run folder for config.toml (the resolved scenario) and result.json (what "
+        "--json prints); files asked for by a bare name (--trace t.cpt) go into it too.",
     ),
 ]
 OverwriteOpt = Annotated[
