@@ -138,3 +138,29 @@ def test_plot_draws_a_series(tmp_path, capsys):
         (tmp_path / "sweep.csv").write_text("a,b\n1,2\n")
         main(["plot", str(tmp_path / "sweep.csv")])
     assert exc.value.code == 2 and "--x and --y" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "scenario, over",
+    [
+        ("tcp-stream", {"tcp.cc": "cubic", "tcp.sack": True}),  # LinuxSender
+        ("tcp-stream", {"tcp.cc": "bbr", "tcp.sack": True, "bottleneck.rate": "200Mbps"}),
+        ("udp-stream", {}),
+        ("pingpong", {}),
+        ("webserver", {}),
+    ],
+)
+def test_every_workload_and_sender(scenario, over):
+    over = {"sim.duration": "8ms", "sim.warmup": "2ms", **over}
+    path = str(ROOT / "scenarios" / f"{scenario}.toml")
+    r = cpasim.run(path, over, series=True)
+    s = r.series
+    assert len(s) == 800  # 6 ms / 500 = 12 us, rounded down to 10 us
+    for column, cap in s.attrs["capacities"].items():
+        assert s[column].min() >= 0 and s[column].max() <= cap, column
+    after = s[s["time_ns"] > 2e6]
+    got = (after["goodput_bps"] * after["interval_ns"]).sum() / after["interval_ns"].sum()
+    assert got == pytest.approx(r.goodput_bps, rel=1e-9)
+    if scenario != "udp-stream":
+        assert s["tx.c0.srtt_ns"].notna().any() and (s["tx.c0.cwnd_bytes"] > 0).all()
+    _same(r, cpasim.run(path, over))
