@@ -114,3 +114,15 @@ def test_validate_run_folder(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main([*argv, "--out", str(run)])
     assert exc.value.code == 2 and "not empty" in capsys.readouterr().err
+
+
+def test_ladder_run_folder(tmp_path, capsys):
+    run = tmp_path / "l"
+    with pytest.raises(SystemExit) as exc:
+        main(["ladder", STREAM, *SHORT, "--steps", "1", "--json", "--out", str(run)])
+    printed = capsys.readouterr().out
+    assert exc.value.code in (0, None)
+    names = sorted(p.name for p in run.iterdir())
+    assert names == ["config.toml", "ladder.md", "ladder.png", "result.json"]
+    assert json.loads((run / "result.json").read_text()) == json.loads(printed)
+    assert cpasim.load(run / "config.toml").digest == cpasim.load(STREAM, SHORT_KEYS).digest

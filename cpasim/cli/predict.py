@@ -23,6 +23,9 @@ from cpasim.progress import activity
 
 #: The changed scenario in a validate run folder (beside config.toml, the baseline).
 CHANGED = "changed.toml"
+#: The ladder's figure and table in its run folder.
+LADDER_PLOT = "ladder.png"
+LADDER_TABLE = "ladder.md"
 
 Scenario = Annotated[Path, typer.Argument(help="Scenario file (TOML).")]
 Sets = Annotated[
@@ -188,9 +191,19 @@ def ladder_cmd(
         Path | None, typer.Option("--keep", help="Keep the traces of every run in this directory.")
     ] = None,
     progress: Progress = True,
+    out_dir: OutOpt = None,
+    overwrite: OverwriteOpt = False,
 ) -> None:
-    """Remove bottlenecks one by one; predict each configuration from every earlier run."""
+    """Remove bottlenecks one by one; predict each configuration from every earlier run.
+
+    With --out DIR: DIR/config.toml, DIR/result.json (what --json prints),
+    DIR/ladder.md and DIR/ladder.png unless --markdown/--plot say otherwise."""
     cfg = load_scenario(scenario, sets=list(set_ or []))
+    if out_dir is not None:
+        runfolder.prepare(out_dir, overwrite)
+        plot = runfolder.artefact_path(out_dir, LADDER_PLOT, plot)
+        markdown = runfolder.artefact_path(out_dir, LADDER_TABLE, markdown)
+        keep = runfolder.artefact_path(out_dir, "traces", keep) if keep else None
     if keep is not None:
         try:
             keep.mkdir(parents=True, exist_ok=True)
@@ -215,6 +228,9 @@ def ladder_cmd(
                 write_text_atomically(target, table)
         except OSError as exc:
             raise CpasimError(f"{target}: cannot write: {exc.strerror}") from None
+    if out_dir is not None:
+        runfolder.write_config(out_dir, cfg)
+        runfolder.write_result(out_dir, lad.to_json())
     if as_json:
         _echo_json(lad.to_json())
         return
