@@ -4,6 +4,7 @@ the run it samples."""
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -75,12 +76,21 @@ def test_series_changes_nothing(filled):
     assert filled.events == cpasim.run(STREAM, FILLED).events
 
 
-def test_series_with_trace_changes_neither(tmp_path):
+@pytest.mark.parametrize("suffix", [".jsonl", ".cpt"])
+def test_series_with_trace_changes_neither(tmp_path, suffix):
     short = {"sim.duration": "4ms", "sim.warmup": "1ms"}
-    a = cpasim.run(STREAM, short, trace=tmp_path / "a.jsonl")
-    b = cpasim.run(STREAM, short, trace=tmp_path / "b.jsonl", series=True, interval="37us")
-    _same(a, b)
-    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    a, b = tmp_path / f"a{suffix}", tmp_path / f"b{suffix}"
+    plain = cpasim.run(STREAM, short, trace=a)
+    sampled = cpasim.run(STREAM, short, trace=b, series=True, interval="37us")
+    _same(plain, sampled)
+    assert len(sampled.series) > 100
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_parquet_without_pyarrow_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow now fails
+    with pytest.raises(CpasimError, match=r"s.parquet: writing Parquet needs pyarrow"):
+        cpasim.run(STREAM, series=tmp_path / "s.parquet")
 
 
 def test_sized_run_ends_with_its_last_row():
