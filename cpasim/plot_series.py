@@ -18,6 +18,10 @@ from cpasim.series import read_series
 MARKERS = ("time_ns", "interval_ns", "goodput_bps")
 #: The goodput panel's trend line averages len(series) / SMOOTH_ROWS rows.
 SMOOTH_ROWS = 50
+#: Connections drawn in the window panel, and the share of the largest one's bytes in
+#: flight below which a connection (e.g. the request direction) is left out.
+MAX_SENDERS = 6
+MINOR = 0.05
 _CONN = re.compile(r"^(tx|rx)\.(c\d+)\.(\w+)_(bytes|ns)$")
 
 
@@ -37,14 +41,20 @@ def is_series(path: str | Path) -> bool:
     return all(m in names for m in MARKERS)
 
 
-def _senders(frame) -> list[tuple[str, str]]:
-    """(host, conn) of every connection that sent data (its in-flight bytes moved)."""
-    found = []
+def _senders(frame) -> tuple[list[tuple[str, str]], int]:
+    """(host, conn) of the connections that carried the most data, and how
+    many more there are: a request direction whose bytes in flight never reach
+    MINOR of the largest connection's is left out, and at most MAX_SENDERS drawn."""
+    peak = {}
     for col in frame.columns:
         m = _CONN.match(col)
-        if m and m.group(3) == "inflight" and frame[col].max() > 0:
-            found.append((m.group(1), m.group(2)))
-    return found
+        if m and m.group(3) == "inflight":
+            peak[m.group(1), m.group(2)] = float(frame[col].max())
+    top = max(peak.values(), default=0.0)
+    moved = sorted((k for k, v in peak.items() if v > 0 and v >= MINOR * top), key=peak.get)
+    moved.reverse()
+    drawn = sorted(moved[:MAX_SENDERS], key=lambda k: (k[0], int(k[1][1:])))
+    return drawn, len(moved) - len(drawn)
 
 
 def draw_series(frame):
@@ -70,7 +80,7 @@ def draw_series(frame):
         len(panels), 1, sharex=True, figsize=(10, 2.6 * len(panels)), constrained_layout=True
     )
     ax = dict(zip(panels, axes, strict=True))
-    senders = _senders(frame)
+    senders, more = _senders(frame)
     for host, conn in senders:
         p = f"{host}.{conn}."
         line = ax["window"].plot(t, frame[p + "cwnd_bytes"] / 1024, label=f"{host} {conn} cwnd")
@@ -83,7 +93,10 @@ def draw_series(frame):
                 t, ss / 1024, "--", color=color, alpha=0.6, label=f"{host} {conn} ssthresh"
             )
     ax["window"].set_ylabel("window [KiB]")
-    ax["window"].set_title("congestion window (solid), bytes in flight (dotted), ssthresh (dashed)")
+    ax["window"].set_title(
+        "congestion window (solid), bytes in flight (dotted), ssthresh (dashed)"
+        + (f"; {more} more connection(s) not drawn" if more else "")
+    )
     for c in byte_queues:
         ax["bytes"].plot(t, frame[c] / 1024, label=c.removesuffix("_bytes"))
     if byte_queues:
