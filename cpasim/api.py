@@ -59,29 +59,24 @@ def run(
     ``config.toml``, ``result.json`` and the trace/series given as bare names.
     """
     from cpasim import runfolder
-    from cpasim.series import check_path, default_interval
+    from cpasim.series import check_path, default_interval, parse_interval
     from cpasim.simulate import simulate
     from cpasim.trace import Tracer
-    from cpasim.units import parse_quantity
 
     cfg = load(scenario, overrides, **keywords)
-    if out is not None:
-        runfolder.prepare(out, overwrite)
-        if trace is not None and trace is not True and trace is not False:
-            trace = runfolder.artefact_path(out, runfolder.TRACE, trace)
     series_path = None
     if series is not None and series is not False:
         if series is not True:
             series_path = check_path(runfolder.artefact_path(out, runfolder.SERIES, series))
-        every = (
-            default_interval(cfg)
-            if interval is None
-            else float(parse_quantity(interval, "time", what="interval"))
-        )
+        every = default_interval(cfg) if interval is None else parse_interval(interval, "interval")
     elif interval is not None:
         raise CpasimError("interval: only with series=True or a series path")
     else:
         every = None
+    if out is not None:  # after every check: a refused run leaves no folder behind
+        runfolder.prepare(out, overwrite)
+        if trace is not None and trace is not True and trace is not False:
+            trace = runfolder.artefact_path(out, runfolder.TRACE, trace)
     if trace is True:
         tracer = Tracer.in_memory(None)
         result = simulate(cfg, tracer=tracer, progress=progress, series=every)

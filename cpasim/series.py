@@ -29,6 +29,7 @@ from pathlib import Path
 from cpasim.errors import CpasimError
 from cpasim.files import replace_atomically, write_text_atomically
 from cpasim.model.cc.base import INFINITE_SSTHRESH
+from cpasim.units import parse_quantity
 
 #: Rows a run gets with the default interval (about; the interval is rounded).
 DEFAULT_ROWS = 500
@@ -50,6 +51,14 @@ def default_interval(cfg) -> float:
     else:
         span = cfg.sim.duration - cfg.sim.warmup
     return nice_interval(span)
+
+
+def parse_interval(value, what: str = "--interval") -> float:
+    """A sample interval (ns, or a time such as ``"100us"``); positive."""
+    ns = float(parse_quantity(value, "time", what=what))
+    if not ns > 0:
+        raise CpasimError(f"{what} = {value!r}: expected a positive time such as '100us'")
+    return ns
 
 
 def _none_as_nan(x) -> float:

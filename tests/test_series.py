@@ -118,11 +118,13 @@ def test_bad_series_options(tmp_path, capsys):
         (["--series", str(tmp_path / "s.txt")], "unknown series format"),
         (["--interval", "1ms"], "--interval: only with --series"),
         (["--series", str(tmp_path / "s.csv"), "--interval", "fast"], "--interval"),
+        (["--series", "s.csv", "--interval", "0us", "--out", str(tmp_path / "r")], "positive"),
     ):
         with pytest.raises(SystemExit) as exc:
             main(["run", STREAM, "--no-progress", *extra])
         err = capsys.readouterr().err
         assert exc.value.code == 2 and err.count("\n") == 1 and msg in err, err
+    assert not (tmp_path / "r").exists()  # refused before the run folder was made
     with pytest.raises(CpasimError, match="interval"):
         cpasim.run(STREAM, series=True, interval=0)
 

@@ -16,8 +16,7 @@ import typer
 
 from cpasim import runfolder
 from cpasim.errors import CpasimError
-from cpasim.series import check_path, default_interval
-from cpasim.units import parse_quantity
+from cpasim.series import check_path, default_interval, parse_interval
 
 OutOpt = Annotated[
     Path | None,
@@ -65,8 +64,6 @@ def plan(
     interval: str | None = None,
 ) -> Outputs:
     """Where this run's files go; every refusal happens here, before the run."""
-    if out is not None:
-        runfolder.prepare(out, overwrite)
     trace = runfolder.artefact_path(out, runfolder.TRACE, trace) if trace else None
     series = runfolder.artefact_path(out, runfolder.SERIES, series) if series else None
     if series is not None:
@@ -75,11 +72,9 @@ def plan(
         raise CpasimError("--interval: only with --series (there is no series to sample)")
     interval_ns = None
     if series is not None:
-        interval_ns = (
-            float(parse_quantity(interval, "time", what="--interval"))
-            if interval is not None
-            else default_interval(cfg)
-        )
+        interval_ns = parse_interval(interval) if interval is not None else default_interval(cfg)
+    if out is not None:  # after every check: a refused run leaves no folder behind
+        runfolder.prepare(out, overwrite)
     return Outputs(out, trace, series, interval_ns)
 
 
