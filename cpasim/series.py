@@ -103,6 +103,8 @@ def _queue_columns(system) -> tuple[list, dict[str, float]]:
             (f"{h}.rx_ring_pkts", lambda r=rings: float(len(r.rx_ring.items))),
             (f"{h}.tx_fifo_frames", lambda f=tx_fifo: float(len(f.items))),
             (f"{h}.rx_fifo_bytes", lambda n=nic: float(n.rx_fifo_bytes)),
+            # Received packets NAPI handed up, waiting for the stack (no bound modelled).
+            (f"{h}.rx_backlog_pkts", lambda b=dev.rx_out: float(len(b.items))),
         ]
         caps[f"{h}.qdisc_pkts"] = q.capacity
         caps[f"{h}.tx_ring_desc"] = cfg.tx_ring
