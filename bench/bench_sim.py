@@ -14,7 +14,11 @@ the bare pipeline's, and the segments per second the model would reach if each
 of its events cost no more than a bare SimPy event: the ceiling at its number
 of events per segment.
 
-    .venv/bin/python bench/bench_sim.py [--duration 40ms] [--repeat 3]
+    .venv/bin/python bench/bench_sim.py [--duration 40ms] [--repeat 3] [--series]
+
+``--series`` (off by default) adds the 1 Gb/s case once more recording a time
+series at the default interval (``cpasim run --series``), and prints what the
+series costs per segment against the same case without it.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pathlib import Path
 import simpy
 
 from cpasim.config import load_scenario
+from cpasim.series import default_interval
 from cpasim.simulate import simulate
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "tcp-stream.toml"
@@ -61,9 +66,9 @@ def bare_simpy_rate(items: int = 200_000) -> float:
     return next(env._eid) / cpu
 
 
-def run_once(cfg) -> dict:
+def run_once(cfg, series: float | None = None) -> dict:
     t0 = time.process_time()
-    r = simulate(cfg)
+    r = simulate(cfg, series=series)
     cpu = time.process_time() - t0
     segments = r.frames["tx_to_rx"]
     return {
@@ -91,17 +96,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", default="40ms", help="simulated time per run")
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure (best kept)")
+    parser.add_argument(
+        "--series", action="store_true", help="also time the 1 Gb/s case with a time series"
+    )
     args, _ = parser.parse_known_args()  # bench/run.py passes its own arguments on
     cases = CASES
     cfgs = [case_config(rate, extra, args.duration) for rate, extra in cases]
     bare = 0.0
     best: list[dict | None] = [None] * len(cases)
+    with_series: dict | None = None
     for _ in range(args.repeat):
         bare = max(bare, bare_simpy_rate())
         for i, cfg in enumerate(cfgs):
             f = run_once(cfg)
             if best[i] is None or f["cpu_s"] < best[i]["cpu_s"]:
                 best[i] = f
+        if args.series:
+            f = run_once(cfgs[0], series=default_interval(cfgs[0]))
+            if with_series is None or f["cpu_s"] < with_series["cpu_s"]:
+                with_series = f
     print(f"bare SimPy Store+timeout: {bare:,.0f} events/CPU-s ({1e6 / bare:.2f} us/event)")
     for (rate, extra), f in zip(cases, best, strict=True):
         ratio = f["events_per_s"] / bare
@@ -116,6 +129,14 @@ def main() -> None:
             f"{f['events_per_s']:8,.0f} events/s, / bare {ratio:.2f} (target {TARGET_RATIO}) | "
             f"{1e6 / f['events_per_s']:.2f} us/event; at the bare cost per event "
             f"{bare / f['events_per_segment']:,.0f} segments/s"
+        )
+    if with_series is not None:
+        plain = best[0]
+        extra_us = (with_series["cpu_s"] - plain["cpu_s"]) / plain["segments"] * 1e6
+        print(
+            f"tcp-stream {cases[0][0]} --series: CPU {with_series['cpu_s']:.3f} s against "
+            f"{plain['cpu_s']:.3f} s, {extra_us:+.3f} us/segment; events "
+            f"{with_series['events']} (without: {plain['events']})"
         )
 
 

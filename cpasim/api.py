@@ -41,6 +41,10 @@ def run(
     *,
     trace: bool | str | Path | None = None,
     progress: bool = False,
+    series: bool | str | Path | None = None,
+    interval: float | str | None = None,
+    out: str | Path | None = None,
+    overwrite: bool = False,
     **keywords,
 ):
     """Simulate a scenario; a :class:`~cpasim.simulate.Result`.
@@ -48,22 +52,49 @@ def run(
     ``trace=True`` records the annotation trace in memory, a path (``.cpt`` or
     ``.jsonl``) writes it there; ``result.trace`` is then what
     :func:`analyze` reads, and ``result.config`` the configuration simulated.
+    ``series=True`` records the time series (:mod:`cpasim.series`) every
+    ``interval`` (ns or ``"100us"``; default about 500 rows), a path also writes it
+    there (.csv/.parquet); ``result.series`` is then a pandas DataFrame.
+    ``out``: a run folder (refused if not empty unless ``overwrite``) receiving
+    ``config.toml``, ``result.json`` and the trace/series given as bare names.
     """
+    from cpasim import runfolder
+    from cpasim.series import check_path, default_interval, parse_interval
     from cpasim.simulate import simulate
     from cpasim.trace import Tracer
 
     cfg = load(scenario, overrides, **keywords)
+    series_path = None
+    if series is not None and series is not False:
+        if series is not True:
+            series_path = check_path(runfolder.artefact_path(out, runfolder.SERIES, series))
+        every = default_interval(cfg) if interval is None else parse_interval(interval, "interval")
+    elif interval is not None:
+        raise CpasimError("interval: only with series=True or a series path")
+    else:
+        every = None
+    if out is not None:  # after every check: a refused run leaves no folder behind
+        runfolder.prepare(out, overwrite)
+        if trace is not None and trace is not True and trace is not False:
+            trace = runfolder.artefact_path(out, runfolder.TRACE, trace)
     if trace is True:
         tracer = Tracer.in_memory(None)
-        result = simulate(cfg, tracer=tracer, progress=progress)
+        result = simulate(cfg, tracer=tracer, progress=progress, series=every)
         tracer.close()
         result.trace = tracer.source()
     elif trace:
-        result = simulate(cfg, trace_path=trace, progress=progress)
+        result = simulate(cfg, trace_path=trace, progress=progress, series=every)
         result.trace = Path(trace)
     else:
-        result = simulate(cfg, progress=progress)
+        result = simulate(cfg, progress=progress, series=every)
     result.config = cfg
+    if every is not None:
+        if series_path is not None:
+            result.series.write(series_path)
+        result.series = result.series.to_frame()
+    if out is not None:
+        runfolder.write_config(out, cfg)
+        runfolder.write_result(out, result.to_json())
     return result
 
 

@@ -61,6 +61,8 @@ class Result:
     #: (its file, or the in-memory :class:`~cpasim.trace.records.TraceSource`).
     config: object = field(default=None, repr=False, compare=False)
     trace: object = field(default=None, repr=False, compare=False)
+    #: The time series (:class:`~cpasim.series.Sampler`) when one was asked for.
+    series: object = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
         """The metrics as plain data (what ``cpasim run --json`` prints)."""
@@ -92,12 +94,15 @@ class Result:
         return out
 
 
-def simulate(cfg, *, tracer=None, trace_path=None, progress: bool = False) -> Result:
+def simulate(cfg, *, tracer=None, trace_path=None, progress: bool = False, series=None) -> Result:
     """Simulate ``cfg``; record the annotation trace into ``tracer`` or ``trace_path``.
 
     ``tracer`` may be a :class:`~cpasim.trace.Tracer` made for any environment
     (it is bound to this run's) or a callable ``env -> Tracer``.  A tracer made
     here for ``trace_path`` is closed at the end; a given one is flushed.
+    ``series``: a sample interval in ns to record a time series
+    (:mod:`cpasim.series`), then ``result.series`` is its
+    :class:`~cpasim.series.Sampler`; None records none and changes nothing.
     """
     sim = cfg.sim
     if sim.warmup >= sim.duration and not cfg.workload.bytes:
@@ -139,6 +144,10 @@ def simulate(cfg, *, tracer=None, trace_path=None, progress: bool = False) -> Re
     try:
         system = System(cfg, env, tracer)
         runner = _Runner(env, system, cfg, progress, wall0)
+        if series is not None:
+            from cpasim.series import Sampler
+
+            runner.sampler = Sampler(system, series)
         runner.run()
     finally:
         if own:
@@ -147,7 +156,11 @@ def simulate(cfg, *, tracer=None, trace_path=None, progress: bool = False) -> Re
                 write_trace(tracer.source(), trace_path)
         else:
             tracer.flush()
-    return runner.result(time.perf_counter() - wall0)
+    result = runner.result(time.perf_counter() - wall0)
+    if runner.sampler is not None:
+        runner.sampler.finish(runner.end_ns)
+        result.series = runner.sampler
+    return result
 
 
 class _Runner:
@@ -159,6 +172,7 @@ class _Runner:
         self.wall0 = wall0
         self.warm: dict | None = None
         self.end_ns = 0.0
+        self.sampler = None  # a cpasim.series.Sampler when a time series is recorded
 
     def _run_until(self, t: float) -> None:
         """Process every event before time ``t`` (or until the byte target is met).
@@ -166,6 +180,13 @@ class _Runner:
         Stepping the queue directly (rather than ``env.run(until=...)``) adds no
         event of its own: pausing between two steps cannot reorder anything."""
         env = self.env
+        sampler = self.sampler
+        if sampler is not None:  # samples are taken in the pauses between events
+            while sampler.next_ns <= t:
+                at = sampler.next_ns
+                if not env.run_until(at):
+                    return  # stopped: the byte target is met
+                sampler.sample(at)
         if not env.run_until(t):
             return  # stopped: the byte target is met
         if env._queue:  # paused, not finished: the clock stands at the slice's end

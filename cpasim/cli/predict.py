@@ -9,7 +9,9 @@ from typing import Annotated
 
 import typer
 
+from cpasim import runfolder
 from cpasim.cli import app
+from cpasim.cli.outputs import OutOpt, OverwriteOpt
 from cpasim.config import load_scenario
 from cpasim.errors import CpasimError
 from cpasim.files import write_text_atomically
@@ -18,6 +20,12 @@ from cpasim.predict.predict import changed_config, parse_changes, predict
 from cpasim.predict.runs import PathSummary, baseline
 from cpasim.predict.validate import validate
 from cpasim.progress import activity
+
+#: The changed scenario in a validate run folder (beside config.toml, the baseline).
+CHANGED = "changed.toml"
+#: The ladder's figure and table in its run folder.
+LADDER_PLOT = "ladder.png"
+LADDER_TABLE = "ladder.md"
 
 Scenario = Annotated[Path, typer.Argument(help="Scenario file (TOML).")]
 Sets = Annotated[
@@ -126,18 +134,28 @@ def validate_cmd(
     as_json: AsJson = False,
     whole: Whole = False,
     progress: Progress = True,
+    out_dir: OutOpt = None,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Predict a change, then re-simulate it and report the prediction's error.
 
     A change the parameter table cannot predict is re-simulated all the same,
-    with the reason the prediction was refused."""
+    with the reason the prediction was refused.  With --out DIR: DIR/config.toml
+    (the baseline), DIR/changed.toml and DIR/result.json (what --json prints)."""
     cfg, new_cfg = _configs(scenario, change, set_, predictable=False)
+    if out_dir is not None:
+        runfolder.prepare(out_dir, overwrite)
+        trace = runfolder.artefact_path(out_dir, runfolder.TRACE, trace) if trace else None
     with (
         tempfile.TemporaryDirectory(prefix="cpasim-validate-") as tmp,
         activity("cpasim validate", progress),
     ):
         run = baseline(cfg, trace, Path(tmp), progress=progress)
         v = validate(run, new_cfg, Path(tmp) / "changed.cpt", whole=whole, progress=progress)
+    if out_dir is not None:
+        runfolder.write_config(out_dir, cfg)
+        runfolder.write_config(out_dir, new_cfg, CHANGED)
+        runfolder.write_result(out_dir, v.to_json())
     if as_json:
         _echo_json(v.to_json())
         return
@@ -173,9 +191,19 @@ def ladder_cmd(
         Path | None, typer.Option("--keep", help="Keep the traces of every run in this directory.")
     ] = None,
     progress: Progress = True,
+    out_dir: OutOpt = None,
+    overwrite: OverwriteOpt = False,
 ) -> None:
-    """Remove bottlenecks one by one; predict each configuration from every earlier run."""
+    """Remove bottlenecks one by one; predict each configuration from every earlier run.
+
+    With --out DIR: DIR/config.toml, DIR/result.json (what --json prints),
+    DIR/ladder.md and DIR/ladder.png unless --markdown/--plot say otherwise."""
     cfg = load_scenario(scenario, sets=list(set_ or []))
+    if out_dir is not None:
+        runfolder.prepare(out_dir, overwrite)
+        plot = runfolder.artefact_path(out_dir, LADDER_PLOT, plot)
+        markdown = runfolder.artefact_path(out_dir, LADDER_TABLE, markdown)
+        keep = runfolder.artefact_path(out_dir, "traces", keep) if keep else None
     if keep is not None:
         try:
             keep.mkdir(parents=True, exist_ok=True)
@@ -200,6 +228,9 @@ def ladder_cmd(
                 write_text_atomically(target, table)
         except OSError as exc:
             raise CpasimError(f"{target}: cannot write: {exc.strerror}") from None
+    if out_dir is not None:
+        runfolder.write_config(out_dir, cfg)
+        runfolder.write_result(out_dir, lad.to_json())
     if as_json:
         _echo_json(lad.to_json())
         return

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from cpasim.cli import app
+from cpasim.cli import outputs as outs
 from cpasim.config import load_scenario
 from cpasim.model.cpu import CATEGORIES
 from cpasim.predict.runs import sidecar_path, write_run_record
@@ -31,14 +32,22 @@ def run_cmd(
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Progress bar on stderr for long runs.")
     ] = True,
+    out_dir: outs.OutOpt = None,
+    overwrite: outs.OverwriteOpt = False,
+    series: outs.SeriesOpt = None,
+    interval: outs.IntervalOpt = None,
 ) -> None:
     """Simulate SCENARIO and report goodput, utilisation, CPU split, latency and drops."""
     cfg = load_scenario(scenario, sets=sets or [])
+    plan = outs.plan(
+        cfg, out=out_dir, overwrite=overwrite, trace=trace, series=series, interval=interval
+    )
+    trace = plan.trace
     if trace is not None:
         # A record left by an earlier run must not vouch for the trace this one writes.
         sidecar_path(trace).unlink(missing_ok=True)
     try:
-        result = simulate(cfg, trace_path=trace, progress=progress)
+        result = simulate(cfg, trace_path=trace, progress=progress, series=plan.interval_ns)
     except KeyboardInterrupt:
         # simulate() closed the trace on the way out: what was recorded stays readable.
         kept = f"; the trace recorded so far is in {trace}" if trace is not None else ""
@@ -47,15 +56,21 @@ def run_cmd(
     if trace is not None:
         # What predict/validate need to take this trace as their baseline.
         write_run_record(cfg, trace, result.to_json())
+    out = result.to_json()
+    out["scenario"] = str(scenario)
+    if trace is not None:
+        out["trace"] = str(trace)
+    if plan.series is not None:
+        out["series"] = str(plan.series)
+    outs.finish(plan, cfg, result, out)
     if as_json:
-        out = result.to_json()
-        out["scenario"] = str(scenario)
-        if trace is not None:
-            out["trace"] = str(trace)
         json.dump(out, sys.stdout, sort_keys=True)
         sys.stdout.write("\n")
         return
     typer.echo(summary(result, cfg, scenario, trace))
+    for name, path in (("series", plan.series), ("run folder", plan.out)):
+        if path is not None:
+            typer.echo(f"{name:12} {path}")
 
 
 def _pct(x: float) -> str:

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from cpasim.cli import app
+from cpasim.errors import CpasimError
 
 
 @app.command("sweep")
@@ -68,15 +69,23 @@ def sweep_command(
 
 @app.command("plot")
 def plot_command(
-    results: Path = typer.Argument(..., help="Sweep results (.csv or .parquet)."),
-    x: str = typer.Option(..., "--x", help="Column on the x axis (a varied key)."),
-    y: str = typer.Option(..., "--y", help="Metric on the y axis."),
+    results: Path = typer.Argument(..., help="Sweep results or a time series (.csv/.parquet)."),
+    x: str | None = typer.Option(None, "--x", help="Column on the x axis (a varied key)."),
+    y: str | None = typer.Option(None, "--y", help="Metric on the y axis."),
     hue: str | None = typer.Option(None, "--hue", help="One line per value of this column."),
     heatmap: bool = typer.Option(False, "--heatmap", help="Heat map of --y over --x and --hue."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Image file (default RESULTS.png)."),
 ) -> None:
-    """Draw a sweep: mean with min/max band over repeats, or a heat map."""
-    from cpasim.plot import plot
+    """Draw a sweep (mean with min/max band over repeats, or a heat map), or a time
+    series from ``run --series`` (windows, queues and goodput over time)."""
+    from cpasim.plot_series import is_series, plot_series
 
-    written = plot(results, x=x, y=y, hue=hue, heatmap=heatmap, out=out)
+    if is_series(results):
+        written = plot_series(results, out=out)
+    else:
+        from cpasim.plot import plot
+
+        if x is None or y is None:
+            raise CpasimError(f"{results}: a sweep plot needs --x and --y")
+        written = plot(results, x=x, y=y, hue=hue, heatmap=heatmap, out=out)
     print(f"wrote {written}", file=sys.stderr)

@@ -1,0 +1,87 @@
+"""The output options of ``cpasim run``: the run folder (``--out``) and the time
+series (``--series``, ``--interval``).
+
+:func:`plan` settles, before anything is simulated, where each artefact goes
+(refusing a non-empty folder or an unknown format); :func:`finish` writes them
+once the run is over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cpasim import runfolder
+from cpasim.errors import CpasimError
+from cpasim.series import check_path, default_interval, parse_interval
+
+OutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        help="Run folder for config.toml (the resolved scenario) and result.json (what "
+        "--json prints); files asked for by a bare name (--trace t.cpt) go into it too.",
+    ),
+]
+OverwriteOpt = Annotated[
+    bool, typer.Option("--overwrite", help="Write into a --out folder that is not empty.")
+]
+SeriesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--series",
+        help="Time series of cwnd, windows, buffers, queues and goodput (.csv, or "
+        ".parquet with pyarrow); a bare name goes into --out.",
+    ),
+]
+IntervalOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--interval",
+        help="Series sample interval, e.g. 100us (default: about 500 rows over the run).",
+    ),
+]
+
+
+@dataclass
+class Outputs:
+    out: Path | None
+    trace: Path | None
+    series: Path | None
+    interval_ns: float | None  # None: no series, no sampler
+
+
+def plan(
+    cfg,
+    *,
+    out: Path | None,
+    overwrite: bool,
+    trace: Path | None,
+    series: Path | None,
+    interval: str | None = None,
+) -> Outputs:
+    """Where this run's files go; every refusal happens here, before the run."""
+    trace = runfolder.artefact_path(out, runfolder.TRACE, trace) if trace else None
+    series = runfolder.artefact_path(out, runfolder.SERIES, series) if series else None
+    if series is not None:
+        check_path(series)
+    if interval is not None and series is None:
+        raise CpasimError("--interval: only with --series (there is no series to sample)")
+    interval_ns = None
+    if series is not None:
+        interval_ns = parse_interval(interval) if interval is not None else default_interval(cfg)
+    if out is not None:  # after every check: a refused run leaves no folder behind
+        runfolder.prepare(out, overwrite)
+    return Outputs(out, trace, series, interval_ns)
+
+
+def finish(outputs: Outputs, cfg, result, result_json: dict) -> None:
+    """Write the series and the run folder's config.toml and result.json."""
+    if outputs.series is not None:
+        result.series.write(outputs.series)
+    if outputs.out is not None:
+        runfolder.write_config(outputs.out, cfg)
+        runfolder.write_result(outputs.out, result_json)
