@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from cpasim.capture import DEFAULT_SNAPLEN, PcapSpec
 from cpasim.cli import app
 from cpasim.config import load_scenario
 from cpasim.model.cpu import CATEGORIES
@@ -31,14 +32,28 @@ def run_cmd(
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Progress bar on stderr for long runs.")
     ] = True,
+    pcap: Annotated[
+        Path | None,
+        typer.Option("--pcap", help="Write the frames on the link here (pcap, ns timestamps)."),
+    ] = None,
+    pcap_side: Annotated[
+        str,
+        typer.Option(
+            "--pcap-side", help="Where the capture taps the link: beside tx's or rx's NIC."
+        ),
+    ] = "tx",
+    snaplen: Annotated[
+        int, typer.Option("--snaplen", help="Bytes of each frame the capture keeps.")
+    ] = DEFAULT_SNAPLEN,
 ) -> None:
     """Simulate SCENARIO and report goodput, utilisation, CPU split, latency and drops."""
+    capture = PcapSpec(pcap, pcap_side, snaplen) if pcap is not None else None
     cfg = load_scenario(scenario, sets=sets or [])
     if trace is not None:
         # A record left by an earlier run must not vouch for the trace this one writes.
         sidecar_path(trace).unlink(missing_ok=True)
     try:
-        result = simulate(cfg, trace_path=trace, progress=progress)
+        result = simulate(cfg, trace_path=trace, progress=progress, pcap=capture)
     except KeyboardInterrupt:
         # simulate() closed the trace on the way out: what was recorded stays readable.
         kept = f"; the trace recorded so far is in {trace}" if trace is not None else ""
@@ -52,10 +67,17 @@ def run_cmd(
         out["scenario"] = str(scenario)
         if trace is not None:
             out["trace"] = str(trace)
+        if pcap is not None:
+            out["pcap"] = str(pcap)
         json.dump(out, sys.stdout, sort_keys=True)
         sys.stdout.write("\n")
         return
-    typer.echo(summary(result, cfg, scenario, trace))
+    text = summary(result, cfg, scenario, trace)
+    if pcap is not None:
+        text += (
+            f"\ncapture      {pcap}  (beside {pcap_side}'s NIC; cpasim calibrate inspect {pcap})"
+        )
+    typer.echo(text)
 
 
 def _pct(x: float) -> str:
