@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from cpasim.capture import DEFAULT_SNAPLEN
 from cpasim.config import Config, scenario_config
 from cpasim.errors import CpasimError
 
@@ -41,6 +42,9 @@ def run(
     *,
     trace: bool | str | Path | None = None,
     progress: bool = False,
+    pcap: str | Path | None = None,
+    pcap_side: str = "tx",
+    snaplen: int = DEFAULT_SNAPLEN,
     **keywords,
 ):
     """Simulate a scenario; a :class:`~cpasim.simulate.Result`.
@@ -48,21 +52,25 @@ def run(
     ``trace=True`` records the annotation trace in memory, a path (``.cpt`` or
     ``.jsonl``) writes it there; ``result.trace`` is then what
     :func:`analyze` reads, and ``result.config`` the configuration simulated.
+    ``pcap`` writes the frames on the link there, as ``cpasim run --pcap``
+    (tapped beside ``pcap_side``'s NIC, ``snaplen`` bytes kept per frame).
     """
+    from cpasim.capture import PcapSpec
     from cpasim.simulate import simulate
     from cpasim.trace import Tracer
 
+    capture = PcapSpec(Path(pcap), pcap_side, snaplen) if pcap is not None else None
     cfg = load(scenario, overrides, **keywords)
     if trace is True:
         tracer = Tracer.in_memory(None)
-        result = simulate(cfg, tracer=tracer, progress=progress)
+        result = simulate(cfg, tracer=tracer, progress=progress, pcap=capture)
         tracer.close()
         result.trace = tracer.source()
     elif trace:
-        result = simulate(cfg, trace_path=trace, progress=progress)
+        result = simulate(cfg, trace_path=trace, progress=progress, pcap=capture)
         result.trace = Path(trace)
     else:
-        result = simulate(cfg, progress=progress)
+        result = simulate(cfg, progress=progress, pcap=capture)
     result.config = cfg
     return result
 

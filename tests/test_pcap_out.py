@@ -11,6 +11,7 @@ from pathlib import Path
 import dpkt
 import pytest
 
+import cpasim
 import cpasim.cli
 from cpasim import capture as capture_module
 from cpasim.calibrate import read_capture
@@ -260,3 +261,15 @@ def test_a_failed_run_leaves_no_file(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         simulate(cfg, pcap=PcapSpec(tmp_path / "x.pcap"))
     assert not list(tmp_path.iterdir())
+
+
+def test_cli_and_api_write_the_same_capture(tmp_path):
+    a, b = tmp_path / "cli.pcap", tmp_path / "api.pcap"
+    sets = {"sim.duration": "5ms", "sim.warmup": "0ms", "tcp.sack": True}
+    flags = [x for k, v in sets.items() for x in ("--set", f"{k}={str(v).lower()}")]
+    with pytest.raises(SystemExit) as exc:
+        main(["run", str(TCP), *flags, "--pcap", str(a), "--pcap-side", "rx", "--snaplen", "80"])
+    assert exc.value.code == 0
+    cpasim.run(TCP, sets, pcap=b, pcap_side="rx", snaplen=80)
+    assert a.read_bytes() == b.read_bytes()
+    assert a.stat().st_size > 10_000
