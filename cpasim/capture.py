@@ -307,15 +307,30 @@ def _sack_option(blocks) -> bytes:
     return out
 
 
+def _const_sums():
+    """Per sending host and protocol, the header words that never change: the IPv4
+    header's (version, TTL, protocol, addresses) and the pseudo-header's."""
+    ip, pseudo = {}, {}
+    for src in SIDES:
+        addrs = _word_sum(ADDR[src] + ADDR[PEER[src]])
+        for proto, number in PROTO.items():
+            ip[src, proto] = 0x4500 + (TTL << 8 | number) + addrs
+            pseudo[src, proto] = addrs + number
+    return ip, pseudo
+
+
+_IP_SUM, _PSEUDO_SUM = _const_sums()
+
+
 def _pseudo_sum(src: str, proto: str, length: int) -> int:
-    dst = PEER[src]
-    return _word_sum(ADDR[src] + ADDR[dst]) + PROTO[proto] + length
+    return _PSEUDO_SUM[src, proto] + length
 
 
 def _ip_header(src: str, proto: str, ip_id: int, frag: int, length: int) -> bytes:
-    fields = [0x45, 0, length, ip_id, frag, TTL, PROTO[proto], 0, ADDR[src], ADDR[PEER[src]]]
-    fields[7] = _fold(_word_sum(_IP.pack(*fields)))
-    return _IP.pack(*fields)
+    csum = _fold(_IP_SUM[src, proto] + length + ip_id + frag)
+    return _IP.pack(
+        0x45, 0, length, ip_id, frag, TTL, PROTO[proto], csum, ADDR[src], ADDR[PEER[src]]
+    )
 
 
 def _tcp_header(src, sport, dport, seq, ack, flags, wnd, opts: bytes, payload: int) -> bytes:
