@@ -27,9 +27,10 @@ the snap length like ``tcpdump -s``:
   TSval the host received on the connection); SACK blocks ride on the ACKs that
   have them.  The checksum is valid for the zero payload.
 - The handshake is not modelled, so each TCP connection opens with a synthetic
-  SYN, SYN-ACK and ACK at time 0 carrying the MSS (MTU - 40), SACK-permitted,
-  timestamps and window-scale options each host would offer: readers need them
-  to scale windows and tell the MSS.
+  SYN (from ``tx``, whichever side the workload makes the client), SYN-ACK and
+  ACK at time 0 carrying the MSS (MTU - 40), SACK-permitted, timestamps and
+  window-scale options each host would offer: readers need them to scale
+  windows and tell the MSS.
 - UDP: the same ports; the length and checksum of the whole datagram.
 
 Frames are written as they happen (buffered), to a temporary file renamed to
@@ -54,7 +55,7 @@ from cpasim.model.tcp_rules import IP_HEADER, TCP_HEADER, UDP_HEADER
 #: Classic pcap with nanosecond timestamps, version 2.4, link type Ethernet.
 PCAP_MAGIC_NS = 0xA1B23C4D
 LINKTYPE_ETHERNET = 1
-#: ``tcpdump``'s snap length when none is given would keep whole frames; headers suffice.
+#: Bytes kept per frame: Ethernet, IPv4 and TCP headers with 40 bytes of options fit.
 DEFAULT_SNAPLEN = 96
 MIN_SNAPLEN, MAX_SNAPLEN = 14, 262144
 SIDES = ("tx", "rx")
@@ -147,7 +148,6 @@ class PcapTap:
             for conn in system.hosts[host].tcp:
                 self.conns[conn.conn].wscale[host] = _announced_wscale(conn.bufs)
         self._open()
-        self.frames = 0
         try:
             if cfg.workload.kind != "udp_stream":
                 self._handshakes(system)
@@ -195,7 +195,6 @@ class PcapTap:
         data = frame[: self.spec.snaplen]
         self.file.write(_RECORD.pack(ns // 1_000_000_000, ns % 1_000_000_000, len(data), orig_len))
         self.file.write(data)
-        self.frames += 1
 
     # -- what the link reports -------------------------------------------------------------
     def _sent(self, pkt) -> None:
@@ -221,13 +220,13 @@ class PcapTap:
             conn.ip_id[src] = (ip_id + 1) & 0xFFFF
             opts = b""
             if self.timestamps[src]:
-                opts = _TS.pack(OPT_NOP, OPT_NOP, OPT_TS, 10, _tsval(pkt.sent_ns),
-                                conn.ts_recent[src])  # fmt: skip
+                tsval = _tsval(pkt.sent_ns)
+                opts = _TS.pack(OPT_NOP, OPT_NOP, OPT_TS, 10, tsval, conn.ts_recent[src])
             if pkt.sack:
                 opts += _sack_option(pkt.sack)
             wnd = min(pkt.wnd >> conn.wscale.get(src, 0), U16_MAX)
-            l4 = _tcp_header(src, sport, dport, pkt.seq + 1, pkt.ack + 1, pkt.flags | ACK, wnd,
-                             opts, pkt.payload)  # fmt: skip
+            seq, ack = pkt.seq + 1, pkt.ack + 1  # the SYN took sequence number 0
+            l4 = _tcp_header(src, sport, dport, seq, ack, pkt.flags | ACK, wnd, opts, pkt.payload)
             frag = IP_DF
         else:
             ip_id = pkt.frag_id & 0xFFFF
