@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from cpasim.capture import DEFAULT_SNAPLEN
 from cpasim.config import Config, scenario_config
 from cpasim.errors import CpasimError
 
@@ -45,6 +46,9 @@ def run(
     interval: float | str | None = None,
     out: str | Path | None = None,
     overwrite: bool = False,
+    pcap: str | Path | None = None,
+    pcap_side: str = "tx",
+    snaplen: int = DEFAULT_SNAPLEN,
     **keywords,
 ):
     """Simulate a scenario; a :class:`~cpasim.simulate.Result`.
@@ -57,8 +61,11 @@ def run(
     there (.csv/.parquet); ``result.series`` is then a pandas DataFrame.
     ``out``: a run folder (refused if not empty unless ``overwrite``) receiving
     ``config.toml``, ``result.json`` and the trace/series given as bare names.
+    ``pcap`` writes the frames on the link there, as ``cpasim run --pcap``
+    (tapped beside ``pcap_side``'s NIC, ``snaplen`` bytes kept per frame).
     """
     from cpasim import runfolder
+    from cpasim.capture import PcapSpec
     from cpasim.series import check_path, default_interval, parse_interval
     from cpasim.simulate import simulate
     from cpasim.trace import Tracer
@@ -77,16 +84,19 @@ def run(
         runfolder.prepare(out, overwrite)
         if trace is not None and trace is not True and trace is not False:
             trace = runfolder.artefact_path(out, runfolder.TRACE, trace)
+    if pcap is not None:  # a bare file name goes into the run folder
+        pcap = runfolder.artefact_path(out, runfolder.CAPTURE, pcap)
+    capture = PcapSpec(Path(pcap), pcap_side, snaplen) if pcap is not None else None
     if trace is True:
         tracer = Tracer.in_memory(None)
-        result = simulate(cfg, tracer=tracer, progress=progress, series=every)
+        result = simulate(cfg, tracer=tracer, progress=progress, series=every, pcap=capture)
         tracer.close()
         result.trace = tracer.source()
     elif trace:
-        result = simulate(cfg, trace_path=trace, progress=progress, series=every)
+        result = simulate(cfg, trace_path=trace, progress=progress, series=every, pcap=capture)
         result.trace = Path(trace)
     else:
-        result = simulate(cfg, progress=progress, series=every)
+        result = simulate(cfg, progress=progress, series=every, pcap=capture)
     result.config = cfg
     if every is not None:
         if series_path is not None:

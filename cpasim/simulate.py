@@ -19,6 +19,7 @@ import numpy as np
 from simpy.core import StopSimulation
 
 from cpasim import progress as activity
+from cpasim.capture import PcapSpec, PcapTap
 from cpasim.errors import CpasimError
 from cpasim.model.kernel import Kernel
 from cpasim.model.system import ANALYSIS_ENDS, HOSTS, System
@@ -94,8 +95,17 @@ class Result:
         return out
 
 
-def simulate(cfg, *, tracer=None, trace_path=None, progress: bool = False, series=None) -> Result:
-    """Simulate ``cfg``; record the annotation trace into ``tracer`` or ``trace_path``.
+def simulate(
+    cfg,
+    *,
+    tracer=None,
+    trace_path=None,
+    progress: bool = False,
+    series=None,
+    pcap: PcapSpec | None = None,
+) -> Result:
+    """Simulate ``cfg``; record the annotation trace into ``tracer`` or ``trace_path``,
+    and the frames on the link into the capture ``pcap`` asks for (:mod:`cpasim.capture`).
 
     ``tracer`` may be a :class:`~cpasim.trace.Tracer` made for any environment
     (it is bound to this run's) or a callable ``env -> Tracer``.  A tracer made
@@ -141,14 +151,24 @@ def simulate(cfg, *, tracer=None, trace_path=None, progress: bool = False, serie
         tracer = tracer(env)
     else:
         tracer.env = env
+    tap = None
     try:
         system = System(cfg, env, tracer)
+        if pcap is not None:
+            tap = PcapTap(system, pcap)
         runner = _Runner(env, system, cfg, progress, wall0)
         if series is not None:
             from cpasim.series import Sampler
 
             runner.sampler = Sampler(system, series)
         runner.run()
+    except BaseException:
+        if tap is not None:
+            tap.discard()
+        raise
+    else:
+        if tap is not None:
+            tap.close()
     finally:
         if own:
             tracer.close()

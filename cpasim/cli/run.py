@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from cpasim import runfolder
+from cpasim.capture import DEFAULT_SNAPLEN, PcapSpec
 from cpasim.cli import app
 from cpasim.cli import outputs as outs
 from cpasim.config import load_scenario
@@ -36,6 +38,19 @@ def run_cmd(
     overwrite: outs.OverwriteOpt = False,
     series: outs.SeriesOpt = None,
     interval: outs.IntervalOpt = None,
+    pcap: Annotated[
+        Path | None,
+        typer.Option("--pcap", help="Write the frames on the link here (pcap, ns timestamps)."),
+    ] = None,
+    pcap_side: Annotated[
+        str,
+        typer.Option(
+            "--pcap-side", help="Where the capture taps the link: beside tx's or rx's NIC."
+        ),
+    ] = "tx",
+    snaplen: Annotated[
+        int, typer.Option("--snaplen", help="Bytes of each frame the capture keeps.")
+    ] = DEFAULT_SNAPLEN,
 ) -> None:
     """Simulate SCENARIO and report goodput, utilisation, CPU split, latency and drops."""
     cfg = load_scenario(scenario, sets=sets or [])
@@ -43,11 +58,16 @@ def run_cmd(
         cfg, out=out_dir, overwrite=overwrite, trace=trace, series=series, interval=interval
     )
     trace = plan.trace
+    if pcap is not None:  # a bare file name goes into the run folder
+        pcap = runfolder.artefact_path(plan.out, runfolder.CAPTURE, pcap)
+    capture = PcapSpec(pcap, pcap_side, snaplen) if pcap is not None else None
     if trace is not None:
         # A record left by an earlier run must not vouch for the trace this one writes.
         sidecar_path(trace).unlink(missing_ok=True)
     try:
-        result = simulate(cfg, trace_path=trace, progress=progress, series=plan.interval_ns)
+        result = simulate(
+            cfg, trace_path=trace, progress=progress, series=plan.interval_ns, pcap=capture
+        )
     except KeyboardInterrupt:
         # simulate() closed the trace on the way out: what was recorded stays readable.
         kept = f"; the trace recorded so far is in {trace}" if trace is not None else ""
@@ -62,12 +82,19 @@ def run_cmd(
         out["trace"] = str(trace)
     if plan.series is not None:
         out["series"] = str(plan.series)
+    if pcap is not None:
+        out["pcap"] = str(pcap)
     outs.finish(plan, cfg, result, out)
     if as_json:
         json.dump(out, sys.stdout, sort_keys=True)
         sys.stdout.write("\n")
         return
-    typer.echo(summary(result, cfg, scenario, trace))
+    text = summary(result, cfg, scenario, trace)
+    if pcap is not None:
+        text += (
+            f"\ncapture      {pcap}  (beside {pcap_side}'s NIC; cpasim calibrate inspect {pcap})"
+        )
+    typer.echo(text)
     for name, path in (("series", plan.series), ("run folder", plan.out)):
         if path is not None:
             typer.echo(f"{name:12} {path}")

@@ -26,6 +26,9 @@ time a frame spends in a queue the receiver already waits on.  A carrier is
 driven by one timeout callback instead of a process of its own (same records,
 half the events); carriers are created on demand and reused in FIFO order, up
 to :data:`SPARE_CARRIERS` per frame in flight.
+
+A packet capture (:mod:`cpasim.capture`) watches a port through :meth:`Port.tap`;
+without one nothing here does any work for it.
 """
 
 from __future__ import annotations
@@ -106,6 +109,9 @@ class LinkStats:
 class Port:
     """One end of the link: the MAC of host ``sys`` and its carriers."""
 
+    #: What carries this port's frames; :meth:`tap` swaps in one that reports them.
+    carrier_class: type[_Carrier]
+
     def __init__(self, link: Link, sys: str, peer: str):
         self.link = link
         self.env = link.env
@@ -132,6 +138,22 @@ class Port:
         if peer.sink is None:  # no bottleneck inserted before this end
             peer.sink = receiver
         self.env.process(self._mac(tx_fifo))
+
+    def tap(self, on_send, on_arrive) -> None:
+        """Report every frame this port's MAC puts on the wire (``on_send(frame)``,
+        as its serialization ends, before any loss) and every frame offered to its
+        receiver (``on_arrive(frame)``); either may be None.  After the hosts
+        attached, before the run.  Only a capture calls this: a port never tapped
+        pays nothing, since carriers and receiver stay the plain ones."""
+        if on_send is not None:
+            self.on_send = on_send
+            self.carrier_class = _TappedCarrier
+        if on_arrive is not None:
+            tapped = _TappedReceiver(self.receiver, on_arrive)
+            # A bottleneck reads ``receiver`` at each delivery; the peer port keeps it.
+            if getattr(self.source, "sink", None) is self.receiver:
+                self.source.sink = tapped
+            self.receiver = tapped
 
     def next_arrival(self):
         """Event for the receiver on this port: the next frame from the peer arrives
@@ -166,7 +188,7 @@ class Port:
         in_flight = self._carriers - len(self._free)
         if len(self._free) > (SPARE_CARRIERS - 1) * in_flight:
             return self._free.popleft()
-        carrier = _Carrier(self, str(self._carriers))
+        carrier = self.carrier_class(self, str(self._carriers))
         self._carriers += 1
         return carrier
 
@@ -213,6 +235,33 @@ class _Carrier:
         sm.begin("idle")
         sm.wait_empty(self.wire, 1)
         port._free.append(self)
+
+
+Port.carrier_class = _Carrier
+
+
+class _TappedCarrier(_Carrier):
+    """A carrier of a tapped port: reports each frame it is handed (:meth:`Port.tap`)."""
+
+    __slots__ = ()
+
+    def send(self, frame, mac) -> None:
+        self.port.on_send(frame)
+        _Carrier.send(self, frame, mac)
+
+
+class _TappedReceiver:
+    """A tapped port's receiver: reports each frame, then offers it to the NIC."""
+
+    __slots__ = ("receiver", "on_arrive")
+
+    def __init__(self, receiver, on_arrive) -> None:
+        self.receiver = receiver
+        self.on_arrive = on_arrive
+
+    def arrive(self, frame, sm) -> None:
+        self.on_arrive(frame)
+        self.receiver.arrive(frame, sm)
 
 
 class Link:
