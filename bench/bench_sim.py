@@ -14,21 +14,25 @@ the bare pipeline's, and the segments per second the model would reach if each
 of its events cost no more than a bare SimPy event: the ceiling at its number
 of events per segment.
 
-    .venv/bin/python bench/bench_sim.py [--duration 40ms] [--repeat 3] [--series]
+    .venv/bin/python bench/bench_sim.py [--duration 40ms] [--repeat 3] [--series] [--pcap]
 
 ``--series`` (off by default) adds the 1 Gb/s case once more recording a time
 series at the default interval (``cpasim run --series``), and prints what the
-series costs per segment against the same case without it.
+series costs per segment against the same case without it; ``--pcap`` likewise
+for writing the capture of the link (``cpasim run --pcap``).
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
 import simpy
 
+from cpasim.capture import DEFAULT_SNAPLEN, PcapSpec
 from cpasim.config import load_scenario
 from cpasim.series import default_interval
 from cpasim.simulate import simulate
@@ -66,9 +70,9 @@ def bare_simpy_rate(items: int = 200_000) -> float:
     return next(env._eid) / cpu
 
 
-def run_once(cfg, series: float | None = None) -> dict:
+def run_once(cfg, series: float | None = None, pcap: PcapSpec | None = None) -> dict:
     t0 = time.process_time()
-    r = simulate(cfg, series=series)
+    r = simulate(cfg, series=series, pcap=pcap)
     cpu = time.process_time() - t0
     segments = r.frames["tx_to_rx"]
     return {
@@ -99,12 +103,17 @@ def main() -> None:
     parser.add_argument(
         "--series", action="store_true", help="also time the 1 Gb/s case with a time series"
     )
+    parser.add_argument(
+        "--pcap", action="store_true", help="also time the 1 Gb/s case writing a capture"
+    )
     args, _ = parser.parse_known_args()  # bench/run.py passes its own arguments on
     cases = CASES
     cfgs = [case_config(rate, extra, args.duration) for rate, extra in cases]
     bare = 0.0
     best: list[dict | None] = [None] * len(cases)
     with_series: dict | None = None
+    with_pcap: dict | None = None
+    capture = Path(tempfile.mkdtemp()) / "bench.pcap"
     for _ in range(args.repeat):
         bare = max(bare, bare_simpy_rate())
         for i, cfg in enumerate(cfgs):
@@ -115,6 +124,11 @@ def main() -> None:
             f = run_once(cfgs[0], series=default_interval(cfgs[0]))
             if with_series is None or f["cpu_s"] < with_series["cpu_s"]:
                 with_series = f
+        if args.pcap:
+            f = run_once(cfgs[0], pcap=PcapSpec(capture, "tx", DEFAULT_SNAPLEN))
+            if with_pcap is None or f["cpu_s"] < with_pcap["cpu_s"]:
+                with_pcap = f
+    shutil.rmtree(capture.parent)
     print(f"bare SimPy Store+timeout: {bare:,.0f} events/CPU-s ({1e6 / bare:.2f} us/event)")
     for (rate, extra), f in zip(cases, best, strict=True):
         ratio = f["events_per_s"] / bare
@@ -130,13 +144,15 @@ def main() -> None:
             f"{1e6 / f['events_per_s']:.2f} us/event; at the bare cost per event "
             f"{bare / f['events_per_segment']:,.0f} segments/s"
         )
-    if with_series is not None:
+    for flag, f in (("--series", with_series), ("--pcap", with_pcap)):
+        if f is None:
+            continue
         plain = best[0]
-        extra_us = (with_series["cpu_s"] - plain["cpu_s"]) / plain["segments"] * 1e6
+        extra_us = (f["cpu_s"] - plain["cpu_s"]) / plain["segments"] * 1e6
         print(
-            f"tcp-stream {cases[0][0]} --series: CPU {with_series['cpu_s']:.3f} s against "
+            f"tcp-stream {cases[0][0]} {flag}: CPU {f['cpu_s']:.3f} s against "
             f"{plain['cpu_s']:.3f} s, {extra_us:+.3f} us/segment; events "
-            f"{with_series['events']} (without: {plain['events']})"
+            f"{f['events']} (without: {plain['events']})"
         )
 
 
