@@ -121,7 +121,6 @@ def plot(
     out: str | Path | None = None,
 ) -> Path:
     """Draw ``y`` against ``x`` from a sweep file into a PNG; returns its path."""
-    import matplotlib.pyplot as plt
 
     results = Path(results)
     rows, keys = load(results)
@@ -131,7 +130,14 @@ def plot(
     out = Path(out) if out is not None else results.with_suffix(".png")
     if out.suffix.lower() not in (".png", ".svg", ".pdf"):
         raise CpasimError(f"--out {out}: expected a file ending in .png, .svg or .pdf")
-    figure = draw(rows, keys, x=x, y=y, hue=hue, heatmap=heatmap)
+    return save_figure(draw(rows, keys, x=x, y=y, hue=hue, heatmap=heatmap), out)
+
+
+def save_figure(figure, out: Path) -> Path:
+    """Write ``figure`` to ``out`` (its format from the suffix) under a temporary name,
+    renamed when whole; the figure is closed either way."""
+    import matplotlib.pyplot as plt
+
     try:
         fmt = out.suffix.lower()[1:]
         replace_atomically(out, lambda tmp: figure.savefig(tmp, dpi=120, format=fmt))

@@ -11,7 +11,6 @@ import re
 from pathlib import Path
 
 from cpasim.errors import CpasimError
-from cpasim.files import replace_atomically
 from cpasim.series import read_series
 
 #: Columns that make a file a time series (as opposed to a sweep).
@@ -138,7 +137,7 @@ def draw_series(frame):
 
 def plot_series(path: str | Path, out: str | Path | None = None) -> Path:
     """Draw a series file into a PNG (or .svg/.pdf); returns its path."""
-    import matplotlib.pyplot as plt
+    from cpasim.plot import save_figure
 
     path = Path(path)
     frame = read_series(path)
@@ -148,12 +147,4 @@ def plot_series(path: str | Path, out: str | Path | None = None) -> Path:
     out = Path(out) if out is not None else path.with_suffix(".png")
     if out.suffix.lower() not in (".png", ".svg", ".pdf"):
         raise CpasimError(f"--out {out}: expected a file ending in .png, .svg or .pdf")
-    figure = draw_series(frame)
-    try:
-        fmt = out.suffix.lower()[1:]
-        replace_atomically(out, lambda tmp: figure.savefig(tmp, dpi=120, format=fmt))
-    except OSError as exc:
-        raise CpasimError(f"--out {out}: cannot write the figure ({exc.strerror})") from None
-    finally:
-        plt.close(figure)
-    return out
+    return save_figure(draw_series(frame), out)

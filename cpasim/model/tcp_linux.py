@@ -54,7 +54,7 @@ from cpasim.model.cc.base import (
     TcpState,
 )
 from cpasim.model.cc.kclock import HZ
-from cpasim.model.tcp_rules import INITIAL_RTO_NS
+from cpasim.model.tcp_rules import INITIAL_RTO_NS, smooth_rtt
 
 #: Linux's TCP_RTO_MAX.
 RTO_MAX_NS = 120e9
@@ -871,12 +871,7 @@ class LinuxSender:
 
     def _rtt_estimator(self, r: float) -> None:
         """``tcp_rtt_estimator`` / ``tcp_set_rto``: RTO = srtt + max(4 rttvar, rto_min)."""
-        if self.srtt is None:
-            self.srtt = r
-            self.rttvar = r / 2
-        else:
-            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - r)
-            self.srtt = 0.875 * self.srtt + 0.125 * r
+        self.srtt, self.rttvar = smooth_rtt(self.srtt, self.rttvar, r)
         self.tp.srtt_ns = self.srtt
         self.rto_ns = min(self.srtt + max(4 * self.rttvar, self.rto_min_ns), RTO_MAX_NS)
 

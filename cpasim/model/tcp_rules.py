@@ -34,6 +34,14 @@ INITIAL_RTO_NS = 1e9
 MAX_RTO_NS = 60e9
 
 
+def smooth_rtt(srtt: float | None, rttvar: float, r: float) -> tuple[float, float]:
+    """RFC 6298's smoothed RTT and its variation after the sample ``r`` (Linux's
+    ``tcp_rtt_estimator`` keeps the same gains, 1/8 and 1/4)."""
+    if srtt is None:
+        return r, r / 2
+    return 0.875 * srtt + 0.125 * r, 0.75 * rttvar + 0.25 * abs(srtt - r)
+
+
 def tcp_header(timestamps: bool) -> int:
     """IP + TCP header bytes per segment."""
     return IP_HEADER + TCP_HEADER + (TCP_TIMESTAMPS if timestamps else 0)
@@ -238,12 +246,7 @@ class RenoSender:
         return self.segment_at(self.snd_una)
 
     def _rtt_sample(self, r: float) -> None:
-        if self.srtt is None:
-            self.srtt = r
-            self.rttvar = r / 2
-        else:
-            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - r)
-            self.srtt = 0.875 * self.srtt + 0.125 * r
+        self.srtt, self.rttvar = smooth_rtt(self.srtt, self.rttvar, r)
         self.rto_ns = min(max(self.rto_min_ns, self.srtt + 4 * self.rttvar), MAX_RTO_NS)
 
 
