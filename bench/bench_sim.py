@@ -32,9 +32,7 @@ from pathlib import Path
 
 import simpy
 
-from cpasim.capture import DEFAULT_SNAPLEN, PcapSpec
 from cpasim.config import load_scenario
-from cpasim.series import default_interval
 from cpasim.simulate import simulate
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "tcp-stream.toml"
@@ -70,9 +68,12 @@ def bare_simpy_rate(items: int = 200_000) -> float:
     return next(env._eid) / cpu
 
 
-def run_once(cfg, series: float | None = None, pcap: PcapSpec | None = None) -> dict:
+def run_once(cfg, **outputs) -> dict:
+    """One timed run; ``outputs`` are simulate()'s optional recorders (series, pcap),
+    passed only when asked so that older trees without them run the same harness
+    (bench/compare_sim.py)."""
     t0 = time.process_time()
-    r = simulate(cfg, series=series, pcap=pcap)
+    r = simulate(cfg, **outputs)
     cpu = time.process_time() - t0
     segments = r.frames["tx_to_rx"]
     return {
@@ -121,10 +122,14 @@ def main() -> None:
             if best[i] is None or f["cpu_s"] < best[i]["cpu_s"]:
                 best[i] = f
         if args.series:
+            from cpasim.series import default_interval
+
             f = run_once(cfgs[0], series=default_interval(cfgs[0]))
             if with_series is None or f["cpu_s"] < with_series["cpu_s"]:
                 with_series = f
         if args.pcap:
+            from cpasim.capture import DEFAULT_SNAPLEN, PcapSpec
+
             f = run_once(cfgs[0], pcap=PcapSpec(capture, "tx", DEFAULT_SNAPLEN))
             if with_pcap is None or f["cpu_s"] < with_pcap["cpu_s"]:
                 with_pcap = f
