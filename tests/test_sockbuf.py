@@ -220,3 +220,46 @@ def test_fixed_and_linux_keys_do_not_mix():
     with pytest.raises(CpasimError, match=r"hosts.rx.tcp.rcvbuf .* with hosts.rx.tcp.rmem"):
         load_scenario(None, sets=["hosts.rx.tcp.rmem=64KiB", "tcp.rcvbuf=1MiB"])
     load_scenario(None, sets=["tcp.wmem=64KiB", "tcp.rcvbuf=1MiB"])  # one side each: fine
+
+
+# Each buffer parameter against its default, where it takes effect: a 20 ms round
+# trip; a locked request for the net.core limits and the truesize; autotuning for
+# the tcp_rmem/tcp_wmem limits; a UDP receiver slower than the link for
+# net.core.rmem_default (an empty queue always takes a datagram, as in Linux).
+SWEPT_PATH = ["link.delay=10ms", "sim.duration=300ms", "sim.warmup=0s"]
+LOCKED = ["tcp.sndbuf=64KiB", "tcp.rcvbuf=64KiB"]
+SLOW_UDP = [
+    "workload.kind=udp_stream",
+    "sim.duration=20ms",
+    "sim.warmup=0s",
+    "hosts.rx.cpu.freq=300MHz",
+]
+
+
+@pytest.mark.parametrize(
+    ("base", "change"),
+    [
+        ([*SWEPT_PATH, *LOCKED], "tcp.core_wmem_max=8KiB"),
+        ([*SWEPT_PATH, *LOCKED], "tcp.core_rmem_max=8KiB"),
+        ([*SWEPT_PATH, *LOCKED], "tcp.rx_truesize=4KiB"),
+        (SWEPT_PATH, "tcp.wmem_max=16KiB"),
+        (SWEPT_PATH, "tcp.rmem_default=8KiB"),
+        (SWEPT_PATH, "tcp.rmem_max=32KiB"),
+        (SWEPT_PATH, "tcp.moderate_rcvbuf=false"),
+        (SLOW_UDP, "tcp.core_rmem_default=16KiB"),
+    ],
+)
+def test_every_buffer_parameter_moves_goodput_where_it_applies(base, change):
+    before = simulate(load_scenario(None, sets=base)).goodput_bps
+    after = simulate(load_scenario(None, sets=[*base, change])).goodput_bps
+    assert after < 0.9 * before, (change, before, after)
+
+
+def test_wmem_default_is_the_send_buffer_when_above_the_initial_expansion():
+    """tcp_init_buffer_space grows the autotuned send buffer to two initial windows
+    (87,040 B here); tcp.wmem_default counts when it is larger."""
+    sizes = {}
+    for value in ("16KiB", "1MiB"):
+        tp = load_scenario(None, sets=[f"tcp.wmem_default={value}"]).tx.tcp
+        sizes[value] = sb.SocketBuffers(tp, 1448, 1460).sndbuf
+    assert sizes == {"16KiB": 87040, "1MiB": 1024 * 1024}
