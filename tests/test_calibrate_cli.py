@@ -7,7 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import dpkt
 import pytest
 from typer.testing import CliRunner
 
@@ -96,13 +95,7 @@ def test_unreadable_capture(capsys, tmp_path):
 
 def test_capture_without_tcp(capsys, tmp_path):
     path = tmp_path / "udp.pcap"
-    with open(path, "wb") as f:
-        w = dpkt.pcap.Writer(f, linktype=1)
-        udp = dpkt.udp.UDP(sport=1, dport=2, data=b"x" * 10)
-        udp.ulen = len(bytes(udp))
-        ip = dpkt.ip.IP(src=b"\x01\x02\x03\x04", dst=b"\x05\x06\x07\x08", p=17, data=udp)
-        ip.len = len(bytes(ip))
-        w.writepkt(bytes(dpkt.ethernet.Ethernet(data=ip)), ts=1.0)
+    synth.write_udp_only(path)
     err = _error(capsys, "calibrate", "inspect", str(path))
     assert "udp.pcap: no TCP flow in the capture (1 UDP flow(s)" in err
 

@@ -12,7 +12,6 @@ import math
 import sys
 from pathlib import Path
 
-import dpkt
 import pytest
 
 import cpasim.cli
@@ -214,13 +213,7 @@ def test_bad_inputs_one_line_exit_2(capsys, tmp_path):
     out = str(tmp_path / "o.toml")
     # A capture with no TCP flow at all.
     udp_only = tmp_path / "udp.pcap"
-    with open(udp_only, "wb") as f:
-        w = dpkt.pcap.Writer(f, linktype=1)
-        udp = dpkt.udp.UDP(sport=1, dport=2, data=b"x" * 10)
-        udp.ulen = len(bytes(udp))
-        ip = dpkt.ip.IP(src=b"\x01\x02\x03\x04", dst=b"\x05\x06\x07\x08", p=17, data=udp)
-        ip.len = len(bytes(ip))
-        w.writepkt(bytes(dpkt.ethernet.Ethernet(data=ip)), ts=1.0)
+    synth.write_udp_only(udp_only)
     err = _error(capsys, "calibrate", "fit", str(base), str(udp_only), "--out", out)
     assert "udp.pcap: no TCP flow in the capture" in err
     # A capture with data but no ACKs.

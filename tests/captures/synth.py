@@ -166,3 +166,14 @@ def write_pcapng(path, segs, *, side, linktype: int = 1, snaplen=128):
         w = dpkt.pcapng.Writer(f, snaplen=snaplen, linktype=linktype)
         for s in segs:
             w.writepkt(frame(s, linktype, side)[:snaplen], ts=s.t_ns / 1e9)
+
+
+def write_udp_only(path) -> None:
+    """A capture holding one UDP datagram and no TCP at all."""
+    with open(path, "wb") as f:
+        w = dpkt.pcap.Writer(f, linktype=1)
+        udp = dpkt.udp.UDP(sport=1, dport=2, data=b"x" * 10)
+        udp.ulen = len(bytes(udp))
+        ip = dpkt.ip.IP(src=b"\x01\x02\x03\x04", dst=b"\x05\x06\x07\x08", p=17, data=udp)
+        ip.len = len(bytes(ip))
+        w.writepkt(bytes(dpkt.ethernet.Ethernet(data=ip)), ts=1.0)
