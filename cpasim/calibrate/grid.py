@@ -38,10 +38,10 @@ from cpasim.calibrate.fit import Target, fit_one
 from cpasim.calibrate.inspect import inspect_capture
 from cpasim.calibrate.iperf import read_iperf
 from cpasim.calibrate.pcap import read_capture
-from cpasim.config import Config
+from cpasim.config import Config, load_scenario
 from cpasim.errors import CpasimError
 from cpasim.model.sockbuf import largest_window
-from cpasim.model.tcp_rules import mss_for
+from cpasim.model.tcp_rules import mss_for, tcp_header
 
 COLUMNS = (
     "name",
@@ -59,9 +59,9 @@ COLUMNS = (
 )
 #: What the calibration capture fixes for the whole grid (the same two hosts every run).
 SHARED_KEYS = ("link.mtu", "tcp.timestamps", "tcp.sack", "tcp.delayed_ack")
-MSS = 1448
-FRAME_OVERHEAD = 52 + QDISC_L2_BYTES
-ADVERTISED_FRACTION = 0.6
+#: The grid's path: 1500-byte MTU, TCP timestamps on (what the captures show).
+MSS = mss_for(1500, True)
+FRAME_OVERHEAD = tcp_header(True) + QDISC_L2_BYTES
 #: The token bucket of testbed.sh's tbf (``burst 4kb``: tc counts k as 1024).
 TBF_BURST = 4096
 #: A run with retransmissions whose goodput falls this far below what its settings
@@ -97,14 +97,16 @@ class GridConfig:
 
     @property
     def capacity_bps(self) -> float:
-        """Payload rate the settings allow: the tbf rate less headers (52 B of IP and TCP
-        with timestamps, 14 B tbf counts), or the advertised window over the nominal round
-        trip if smaller (Linux advertises about 60 % of the doubled -w: 81,120 B for 64K
-        in the calibration capture).  Only names the regime; predictions use the model."""
+        """Payload rate the settings allow: the tbf rate less headers (IP and TCP with
+        timestamps, the 14 B tbf counts), or the largest window Linux's rules give the
+        -w over the nominal round trip if smaller.  Only names the regime; predictions
+        simulate."""
         rate = self.rate_bps * MSS / (MSS + FRAME_OVERHEAD)
         if self.window is None:
             return rate
-        return min(rate, ADVERTISED_FRACTION * 2 * self.window * 8e9 / (2 * self.delay_ns))
+        tp = _default_tcp()
+        window = largest_window(self.window, tp.core_rmem_max, tp.rx_truesize, MSS)
+        return min(rate, window * 8e9 / (2 * self.delay_ns))
 
     @property
     def window_limited(self) -> bool:
@@ -143,6 +145,12 @@ class GridPrediction:
     @property
     def error(self) -> float:
         return (self.predicted_bps - self.config.median) / self.config.median
+
+
+@functools.cache
+def _default_tcp():
+    """The default host's TCP settings (net.core.rmem_max, the receive truesize)."""
+    return load_scenario(None).tx.tcp
 
 
 def read_grid(directory: str | Path) -> list[GridConfig]:
