@@ -17,19 +17,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cpasim.calibrate.inspect import FlowReport
+from cpasim.calibrate.inspect import DEFAULT_L2_OVERHEAD, FlowReport
 from cpasim.calibrate.iperf import IperfRun
 from cpasim.calibrate.pcap import SYN, Capture
 from cpasim.config import Config
 from cpasim.config.params import TcpParams
 from cpasim.errors import CpasimError
 from cpasim.model.sockbuf import largest_window
+from cpasim.model.tcp_rules import tcp_header
 
-#: Bytes per frame beyond the IP packet that a Linux qdisc (tbf) counts: the Ethernet header.
-QDISC_L2_BYTES = 14
 #: IPv4 + TCP headers without options: the MSS option is the MTU minus these.
-IPV4_TCP_HEADERS = 40
-IPV6_TCP_HEADERS = 60
+IPV4_TCP_HEADERS = tcp_header(False)
+IPV6_TCP_HEADERS = IPV4_TCP_HEADERS + 20  # the IPv6 header is 20 bytes longer
 #: Fewer ACKs than this many segments each on average mean the receiver ACKs every segment.
 DELAYED_ACK_SEGMENTS = 1.5
 #: A transfer that resent more than this fraction of its bytes lost packets beyond the
@@ -271,7 +270,7 @@ def _bottleneck(report: FlowReport, out: list[Proposal]) -> float | None:
     b = report.bottleneck
     if b is None:
         return None
-    counted = f"IP bytes + {QDISC_L2_BYTES} B per packet"
+    counted = f"IP bytes + {DEFAULT_L2_OVERHEAD} B per packet"
     out.append(
         Proposal(
             "bottleneck.rate",
@@ -282,7 +281,7 @@ def _bottleneck(report: FlowReport, out: list[Proposal]) -> float | None:
     out.append(
         Proposal(
             "bottleneck.overhead",
-            f"{QDISC_L2_BYTES}B",
+            f"{DEFAULT_L2_OVERHEAD}B",
             "assumed: what a Linux qdisc (tbf) counts beyond the IP packet; one capture of "
             "equal-sized packets cannot tell it (inspect --l2-overhead)",
         )
@@ -303,7 +302,7 @@ def _base_rtt(report, iperf, rate, mtu, out: list[Proposal]) -> None:
         # The smallest round trip still serialises one full frame at the bottleneck
         # (the ACKs return unshaped): the model's bottleneck does that already, so it
         # is not propagation delay.
-        serial = (mtu + QDISC_L2_BYTES) * 8e9 / rate
+        serial = (mtu + DEFAULT_L2_OVERHEAD) * 8e9 / rate
         detail = f" minus {serial / 1e3:.1f} us serialising a frame at the bottleneck"
     one_way = max(0.0, (rtt - serial) / 2)
     out.append(

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cpasim.calibrate import evidence
-from cpasim.calibrate.evidence import QDISC_L2_BYTES, Proposal
+from cpasim.calibrate.evidence import Proposal
 from cpasim.calibrate.fit import Target, fit_one
-from cpasim.calibrate.inspect import inspect_capture
+from cpasim.calibrate.inspect import DEFAULT_L2_OVERHEAD, inspect_capture
 from cpasim.calibrate.iperf import read_iperf
 from cpasim.calibrate.pcap import read_capture
 from cpasim.config import Config, load_scenario
@@ -61,7 +61,7 @@ COLUMNS = (
 SHARED_KEYS = ("link.mtu", "tcp.timestamps", "tcp.sack", "tcp.delayed_ack")
 #: The grid's path: 1500-byte MTU, TCP timestamps on (what the captures show).
 MSS = mss_for(1500, True)
-FRAME_OVERHEAD = tcp_header(True) + QDISC_L2_BYTES
+FRAME_OVERHEAD = tcp_header(True) + DEFAULT_L2_OVERHEAD
 #: The token bucket of testbed.sh's tbf (``burst 4kb``: tc counts k as 1024).
 TBF_BURST = 4096
 #: A run with retransmissions whose goodput falls this far below what its settings
@@ -211,7 +211,7 @@ def nominal(run: GridConfig, extra_ns: float) -> list[Proposal]:
         *paced,
         Proposal("sim.duration", f"{run.seconds:g}s", "iperf3 -t"),
         Proposal("bottleneck.rate", f"{run.rate_bps:.6g}bps", why),
-        Proposal("bottleneck.overhead", f"{QDISC_L2_BYTES}B", "what tbf counts"),
+        Proposal("bottleneck.overhead", f"{DEFAULT_L2_OVERHEAD}B", "what tbf counts"),
         Proposal("bottleneck.burst", f"{TBF_BURST}B", "tbf burst 4kb (testbed.sh)"),
         Proposal("bottleneck.queue", f"{run.queue_bytes}B", why),
         Proposal("link.delay", f"{max(0.0, run.delay_ns + extra_ns):.6g}ns", why),
