@@ -256,29 +256,42 @@ def validate(
 def calibrate(
     scenario: Scenario,
     measurements: str | Path | Iterable[str | Path],
-    params: str | Iterable[str],
+    params: str | Iterable[str] | None = None,
     overrides: Mapping[str, Any] | None = None,
     *,
-    max_simulations: int = 60,
+    max_simulations: int | None = None,
     **keywords,
 ):
-    """Fit ``params`` so that simulated goodput matches ``measurements`` (captures or
-    iperf3 ``--json`` reports, each ``"FILE@key=value,..."`` with the conditions it
-    was measured under); a :class:`~cpasim.calibrate.fit.FitResult` whose
-    ``config`` is the fitted scenario (``config.to_toml()`` writes it out)."""
+    """Fit the scenario to ``measurements``; a :class:`~cpasim.calibrate.fit.FitResult`
+    whose ``config`` is the fitted scenario (``config.to_toml()`` writes it out).
+
+    Without ``params``, as ``cpasim calibrate fit`` without ``--params``: one capture
+    and optionally its iperf3 ``--json`` report; what they determine is set first
+    (listed in ``result.notes``), then the one parameter left is fitted.  With
+    ``params``, those keys are fitted by least squares to captures or iperf3 reports,
+    each ``"FILE@key=value,..."`` with the conditions it was measured under."""
     from cpasim.calibrate.fit import fit, read_targets
     from cpasim.simulate import simulate
 
     cfg = load(scenario, overrides, **keywords)
     if isinstance(measurements, str | Path):
         measurements = [measurements]
+    if params is None:
+        from cpasim.calibrate.evidence import fit_from_evidence
+
+        result, lines = fit_from_evidence(
+            cfg, list(measurements), max_simulations=max_simulations or 24
+        )
+        result.notes[:0] = lines
+        return result
     if isinstance(params, str):
         params = params.split(",")
     keys = [k.strip() for k in params if k.strip()]
     if not keys:
         raise CpasimError("calibrate: params names no parameter to fit")
     targets = [t for m in measurements for t in read_targets(str(m))]
-    return fit(cfg, targets, keys, lambda c: simulate(c).to_json(), max_simulations=max_simulations)
+    budget = max_simulations or 60
+    return fit(cfg, targets, keys, lambda c: simulate(c).to_json(), max_simulations=budget)
 
 
 def inspect_capture(capture: str | Path, flow: str | None = None):

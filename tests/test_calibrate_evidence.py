@@ -288,3 +288,20 @@ def test_capture_tells_a_paced_sender(path, paced):
     cap = read_capture(CAPTURES.parent / f"{path}.pcap.gz")
     found = evidence.pacing(cap, inspect_capture(cap))
     assert found.key == "tcp.pacing" and found.value == paced, found.evidence
+
+
+def test_python_api_fits_from_the_evidence_on_a_fixed_buffer_scenario():
+    """cpasim.calibrate without params is calibrate fit without --params, library-side;
+    started from a shipped scenario with cpasim's fixed buffers, the evidence replaces
+    them with the capture's SO_SNDBUF/SO_RCVBUF request (the keys are set together)."""
+    import cpasim
+
+    scenario = CAPTURES.parent.parent / "scenarios" / "tcp-stream.toml"
+    capture = CAPTURES / "d5ms_tbf50m_w32k_tx.pcap"
+    report = CAPTURES / "d5ms_tbf50m_w32k.iperf3.json"
+    result = cpasim.calibrate(scenario, [capture, report])
+    cfg = result.config
+    assert cfg.value("tcp.cc") == "bbr" and cfg.value("tcp.wmem") == 0
+    assert cfg.value("tcp.sndbuf") == cfg.value("tcp.rcvbuf") == 32768
+    assert list(result.fitted) == ["link.delay"] and abs(result.residuals[0].relative) < 0.01
+    assert any(n.startswith("set tcp.cc = bbr") for n in result.notes)

@@ -15,11 +15,13 @@ after this is fitted (:mod:`cpasim.calibrate.search`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
-from cpasim.calibrate.inspect import DEFAULT_L2_OVERHEAD, FlowReport
-from cpasim.calibrate.iperf import IperfRun
-from cpasim.calibrate.pcap import SYN, Capture
+from cpasim.calibrate.inspect import DEFAULT_L2_OVERHEAD, FlowReport, inspect_capture
+from cpasim.calibrate.iperf import IperfRun, read_iperf
+from cpasim.calibrate.pcap import SYN, Capture, head_bytes, is_capture, read_capture
 from cpasim.config import Config
 from cpasim.config.params import TcpParams
 from cpasim.errors import CpasimError
@@ -182,12 +184,16 @@ def apply(cfg: Config, proposals: list[Proposal], *, where: str) -> Config:
     """``cfg`` with every proposal set.  A value the registry refuses (a measured rate
     out of range, say) is an error naming the key and its evidence: a calibration that
     silently kept the scenario's value would fit the wrong thing."""
-    for p in proposals:
-        try:
-            cfg = cfg.with_overrides({p.key: p.value}, where=where)
-        except CpasimError as exc:
-            raise CpasimError(f"{exc} (measured: {p.evidence})") from None
-    return cfg
+    # All at once: the checks across keys (a fixed tcp.wmem beside a tcp.sndbuf
+    # request) see the scenario as the capture leaves it, not half-way there.
+    try:
+        return cfg.with_overrides({p.key: p.value for p in proposals}, where=where)
+    except CpasimError as exc:
+        named = [p for p in proposals if p.key in str(exc)]
+        if not named:
+            raise
+        measured = "; ".join(p.evidence for p in named)
+        raise CpasimError(f"{exc} (measured: {measured})") from None
 
 
 def pacing(capture: Capture, report: FlowReport) -> Proposal | None:
@@ -388,3 +394,68 @@ def request_for_window(adv: int, tcp: TcpParams, mss: int) -> int | None:
         lo, hi = (mid + 1, hi) if window(mid) < adv else (lo, mid)
     kib = [max(1, lo // 1024) * 1024, -(-lo // 1024) * 1024]
     return min(kib, key=lambda r: (abs(window(r) - adv), r))
+
+
+def fit_from_evidence(
+    cfg: Config,
+    measurements: list[str | Path],
+    *,
+    max_simulations: int = 24,
+    say: Callable[[str], None] | None = None,
+):
+    """``calibrate fit`` without ``--params``: set what one capture (and its iperf3
+    report, if given) determines, keep what it cannot show, then fit the one parameter
+    that remains to the capture's steady goodput.  Returns the
+    :class:`~cpasim.calibrate.fit.FitResult` and the lines saying what was set and
+    why (each also passed to ``say`` as it is decided)."""
+    from cpasim.calibrate.fit import Target, fit_one, show_parameter
+    from cpasim.calibrate.heldout import steady_goodput
+    from cpasim.simulate import simulate
+
+    say = say or (lambda line: None)
+    captures, reports = [], []
+    for m in measurements:
+        path = Path(m)
+        if "@" in str(m) and not path.exists():
+            raise CpasimError(f"{m}: conditions (FILE@KEY=VALUE) need --params")
+        head = head_bytes(path)
+        if not is_capture(head) and head.lstrip()[:1] != b"{":
+            raise CpasimError(
+                f"{path}: expected a capture or an iperf3 --json report; "
+                "microbenchmark tables carry no figure a stream simulation produces"
+            )
+        (captures if is_capture(head) else reports).append(path)
+    if len(captures) != 1 or len(reports) > 1:
+        raise CpasimError(
+            "calibrate fit: without --params expected one capture and at most one iperf3 "
+            f"report, got {len(captures)} capture(s) and {len(reports)} other file(s)"
+        )
+    cap = read_capture(captures[0])
+    report = inspect_capture(cap)
+    iperf = read_iperf_evidence(read_iperf(reports[0])) if reports else None
+    proposals = propose(cap, report, iperf, cfg.rx.tcp)
+    fixed = apply(cfg, proposals, where=str(captures[0]))
+    header = []
+    for p in proposals:
+        line = f"set {p.key} = {p.value}  ({p.evidence})"
+        say(line)
+        header.append(line)
+    for key, why in not_shown(iperf):
+        value = fixed.value(key)
+        shown = value if isinstance(value, str) else show_parameter(key, value)
+        line = f"not in the capture: {key} = {shown} kept ({why})"
+        say(line)
+        header.append(line)
+    kind = regime(report)
+    key = remaining_key(kind, fixed)
+    measured = steady_goodput(cap, report.sender)
+    say(
+        f"regime: {kind} ({report.limited_by}, {report.retransmitted_segments} retransmitted "
+        f"segments); fitting {key} to the goodput after the first quarter of the capture"
+    )
+    header.append(f"regime: {kind}; fitted what remains: {key}")
+    target = Target("goodput_bps", measured, str(captures[0]))
+    result = fit_one(
+        fixed, target, key, lambda c: simulate(c).to_json(), max_simulations=max_simulations
+    )
+    return result, header

@@ -111,7 +111,11 @@ def fit_cmd(
 
     cfg = load_scenario(scenario, sets=sets)
     if params is None:
-        result, header = _fit_from_evidence(cfg, measurements, max_simulations or 24)
+        from cpasim.calibrate.evidence import fit_from_evidence
+
+        result, header = fit_from_evidence(
+            cfg, measurements, max_simulations=max_simulations or 24, say=typer.echo
+        )
     else:
         result, header = _fit_params(cfg, measurements, params, max_simulations or 60), []
     for before, after in zip(result.start_residuals, result.residuals, strict=True):
@@ -144,61 +148,6 @@ def _fit_params(cfg, measurements: list[str], params: str, max_simulations: int)
     if not keys:
         raise CpasimError("--params: expected at least one parameter key")
     return fit(cfg, targets, keys, lambda c: simulate(c).to_json(), max_simulations=max_simulations)
-
-
-def _fit_from_evidence(cfg, measurements: list[str], max_simulations: int):
-    """Print and apply what the capture determines; fit the one parameter that remains."""
-    from cpasim.calibrate import evidence
-    from cpasim.calibrate.fit import Target, fit_one, show_parameter
-    from cpasim.calibrate.heldout import steady_goodput
-    from cpasim.simulate import simulate
-
-    captures, reports = [], []
-    for m in measurements:
-        path = Path(m)
-        if "@" in m and not path.exists():
-            raise CpasimError(f"{m}: conditions (FILE@KEY=VALUE) need --params")
-        head = head_bytes(path)
-        if not is_capture(head) and head.lstrip()[:1] != b"{":
-            raise CpasimError(
-                f"{path}: expected a capture or an iperf3 --json report; "
-                "microbenchmark tables carry no figure a stream simulation produces"
-            )
-        (captures if is_capture(head) else reports).append(path)
-    if len(captures) != 1 or len(reports) > 1:
-        raise CpasimError(
-            "calibrate fit: without --params expected one capture and at most one iperf3 "
-            f"report, got {len(captures)} capture(s) and {len(reports)} other file(s)"
-        )
-    cap = read_capture(captures[0])
-    report = inspect_capture(cap)
-    iperf = evidence.read_iperf_evidence(read_iperf(reports[0])) if reports else None
-    proposals = evidence.propose(cap, report, iperf, cfg.rx.tcp)
-    fixed = evidence.apply(cfg, proposals, where=str(captures[0]))
-    header = []
-    for p in proposals:
-        line = f"set {p.key} = {p.value}  ({p.evidence})"
-        typer.echo(line)
-        header.append(line)
-    for key, why in evidence.not_shown(iperf):
-        value = fixed.value(key)
-        shown = value if isinstance(value, str) else show_parameter(key, value)
-        line = f"not in the capture: {key} = {shown} kept ({why})"
-        typer.echo(line)
-        header.append(line)
-    regime = evidence.regime(report)
-    key = evidence.remaining_key(regime, fixed)
-    measured = steady_goodput(cap, report.sender)
-    typer.echo(
-        f"regime: {regime} ({report.limited_by}, {report.retransmitted_segments} retransmitted "
-        f"segments); fitting {key} to the goodput after the first quarter of the capture"
-    )
-    header.append(f"regime: {regime}; fitted what remains: {key}")
-    target = Target("goodput_bps", measured, str(captures[0]))
-    result = fit_one(
-        fixed, target, key, lambda c: simulate(c).to_json(), max_simulations=max_simulations
-    )
-    return result, header
 
 
 def _us(ns: float) -> str:
