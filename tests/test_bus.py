@@ -184,6 +184,6 @@ def test_pci_closed_form(n, burst):
 
 def test_bus_timing_from_config():
     cfg = load_scenario(None, sets=["pcie.gen=3", "pcie.lanes=4", "hosts.rx.bus.kind=pci"])
-    tx, rx = bus_timing(cfg.host("tx")), bus_timing(cfg.host("rx"))
+    tx, rx = (bus_timing(cfg.host(h).bus, cfg.host(h).pcie) for h in ("tx", "rx"))
     assert tx.kind == "pcie" and tx.bytes_per_ns == pytest.approx(4 * 8 * 128 / 130 / 8)
     assert rx.kind == "pci" and rx.width == 8 and rx.clock == 33e6

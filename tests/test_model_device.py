@@ -40,7 +40,18 @@ class Bench:
         for h in ("tx", "rx"):
             hc = self.cfg.host(h)
             self.cpu[h] = Cpu(env, h, hc.cpu, self.tracer)
-            self.dev[h] = NetDevice(env, h, hc, self.tracer, None, self.cpu[h], self.link.port(h))
+            self.dev[h] = NetDevice(
+                env,
+                h,
+                self.tracer,
+                nic=hc.nic,
+                driver=hc.driver,
+                qdisc=hc.qdisc,
+                pcie=hc.pcie,
+                bus=hc.bus,
+                cpu=self.cpu[h],
+                port=self.link.port(h),
+            )
         self.got: list[tuple[float, int]] = []
         self.length, self.count, self.rx_cycles, self.segs = length, count, rx_cycles, tso_segs
         env.process(self._send())

@@ -162,7 +162,7 @@ def test_ip_fragments_a_large_datagram_into_mtu_sized_pieces():
     hc = _host_cfg()
     cpu = Cpu(env, "tx", hc.cpu, NULL_TRACER)
     dev = _FakeDevice(env)
-    ip = IpLayer(env, "tx", hc, mtu=1500, tracer=NULL_TRACER, cpu=cpu, dev=dev)
+    ip = IpLayer(env, "tx", NULL_TRACER, params=hc.ip, mtu=1500, cpu=cpu, dev=dev)
     dgram = Packet(
         "c0", "udp", length=20 + 8 + 16384, payload=16384, hdr=28, mss=1472, dgram_len=16384
     )

@@ -283,6 +283,14 @@ class TcpParams:
 @dataclass(frozen=True)
 class IpParams:
     netfilter: bool = param(False, BOOL, "pass every packet through netfilter (extra CPU cost)")
+    send_path: str = param(
+        "modern",
+        ENUM,
+        "UDP send path: modern = IP output in the sender's state machine; 2.6.13 = Linux "
+        "2.6.13's ip_push_pending_frames into an IP Send state machine, which with "
+        "ip.netfilter fragments, reassembles and fragments again",
+        choices=("modern", "2.6.13"),
+    )
 
 
 @dataclass(frozen=True)
@@ -306,6 +314,25 @@ class NicParams:
     desc_size: int = param("16B", SIZE, "DMA descriptor size", lo="4B", hi="256B")
     desc_fetch_batch: int = param(
         8, INT, "descriptors fetched (TX: also written back) per DMA at most", lo=1, hi=65536
+    )
+    tx_desc_cache: int = param(
+        0,
+        INT,
+        "on-NIC TX descriptor cache, filled by its own fetch engine (TX Desc Fetch) in "
+        "DMAs of at most desc_fetch_batch; 0 = the transmit engine fetches a batch itself "
+        "when it runs out",
+        lo=0,
+        hi=65536,
+        unit="descriptors",
+    )
+    tx_fetch_threshold: int = param(
+        0,
+        INT,
+        "with tx_desc_cache: the transmit engine asks for a fetch when the cache holds "
+        "this many unused descriptors or fewer (0 = only when it runs dry)",
+        lo=0,
+        hi=65536,
+        unit="descriptors",
     )
     tx_fifo: int = param("48KiB", SIZE, "on-NIC transmit FIFO", lo="64B", hi="64MiB")
     rx_fifo: int = param(
@@ -388,6 +415,13 @@ class CpuCostParams:
     )
     fragment: float = param(600.0, FLOAT, "IP fragmentation per fragment", lo=0, unit="cycles")
     reassemble: float = param(800.0, FLOAT, "IP reassembly per fragment", lo=0, unit="cycles")
+    memcpy_per_byte: float = param(
+        1.0,
+        FLOAT,
+        "kernel copy of data in cache, per byte (netfilter's reassembly with ip.send_path=2.6.13)",
+        lo=0,
+        unit="cycles/B",
+    )
     user: float = param(200.0, FLOAT, "application work per call", lo=0, unit="cycles")
 
 

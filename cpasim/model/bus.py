@@ -26,10 +26,10 @@ from cpasim.model.pcie import BusTiming, Occupancy, PcieTiming, PciTiming
 from cpasim.trace import TracedPool
 
 
-def bus_timing(hc) -> BusTiming:
-    """Timing of the I/O bus of a host's config ``hc``."""
-    if hc.bus.kind == "pci":
-        b = hc.bus
+def bus_timing(bus, pcie) -> BusTiming:
+    """Timing of the I/O bus from a host's ``bus`` and ``pcie`` config sections."""
+    if bus.kind == "pci":
+        b = bus
         return PciTiming(
             width=b.pci_width // 8,
             clock=b.pci_clock,
@@ -37,7 +37,7 @@ def bus_timing(hc) -> BusTiming:
             overhead=b.pci_burst_overhead,
             read_wait=b.pci_read_wait,
         )
-    p = hc.pcie
+    p = pcie
     return PcieTiming(
         gen=p.gen,
         lanes=p.lanes,

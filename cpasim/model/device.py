@@ -51,45 +51,42 @@ class DeviceStats:
 
 
 class NetDevice:
-    """The device path of host ``sys`` (``hc`` = its config, ``port`` = its link end).
+    """The device path of host ``sys``: its ``nic``, ``driver``, ``qdisc``, ``pcie`` and
+    ``bus`` config sections, the host's ``cpu`` and ``port``, its end of the link."""
 
-    ``rng`` is accepted for symmetry with the other components; the device path
-    itself draws no random numbers (frame loss is the link's).
-    """
-
-    def __init__(self, env, sys: str, hc, tracer, rng, cpu, port):
+    def __init__(self, env, sys: str, tracer, *, nic, driver, qdisc, pcie, bus, cpu, port):
         self.sys = sys
-        self.csum_offload = hc.nic.csum_offload
-        self.tso = hc.nic.tso
+        self.csum_offload = nic.csum_offload
+        self.tso = nic.tso
         self.stats = DeviceStats()
-        self.bus = Bus(env, sys, bus_timing(hc), tracer)
+        self.bus = Bus(env, sys, bus_timing(bus, pcie), tracer)
         self.stats.bus = self.bus.stats
-        self.qdisc = make_qdisc(env, sys, hc.qdisc, tracer)
+        self.qdisc = make_qdisc(env, sys, qdisc, tracer)
         self.rx_out = TracedStore(env, tracer, sys, "RX backlog", "0")
-        self.rings = Rings(env, sys, hc.nic, tracer)
-        self.irq = InterruptUnit(env, sys, hc.nic, tracer, self.stats)
+        self.rings = Rings(env, sys, nic, tracer)
+        self.irq = InterruptUnit(env, sys, nic, tracer, self.stats)
         self.nic = Nic(
             env,
             sys,
-            hc,
             tracer,
-            self.bus,
-            self.rings,
-            self.irq,
-            self.stats,
-            port,
-            port.link.mtu,
+            params=nic,
+            bus=self.bus,
+            rings=self.rings,
+            irq=self.irq,
+            stats=self.stats,
+            port=port,
         )
         self.driver = Driver(
             env,
             sys,
-            hc,
             tracer,
-            cpu,
-            self.bus,
-            self.rings,
-            self.irq,
-            self.qdisc,
-            self.rx_out,
-            self.stats,
+            params=driver,
+            mmio_latency=pcie.mmio_latency,
+            cpu=cpu,
+            bus=self.bus,
+            rings=self.rings,
+            irq=self.irq,
+            qdisc=self.qdisc,
+            rx_out=self.rx_out,
+            stats=self.stats,
         )

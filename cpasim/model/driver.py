@@ -70,7 +70,24 @@ class Rings:
 class Driver:
     """The driver's state machines for one NIC (see the module docstring)."""
 
-    def __init__(self, env, sys: str, hc, tracer, cpu, bus, rings, irq, qdisc, rx_out, stats):
+    def __init__(
+        self,
+        env,
+        sys: str,
+        tracer,
+        *,
+        params,
+        mmio_latency,
+        cpu,
+        bus,
+        rings,
+        irq,
+        qdisc,
+        rx_out,
+        stats,
+    ):
+        """``params``: the host's ``driver`` section; ``mmio_latency``: the core's stall per
+        doorbell (``pcie.mmio_latency``); costs come from ``cpu``."""
         self.env = env
         self.cpu = cpu
         self.bus = bus
@@ -79,15 +96,14 @@ class Driver:
         self.qdisc = qdisc
         self.rx_out = rx_out
         self.stats = stats
-        self.tx_batch = hc.driver.tx_batch
-        self.budget = hc.driver.napi_budget
-        self.clean_batch = hc.driver.tx_clean_batch
-        cost = hc.cpu.cost
-        self.c_desc = cost.descriptor
-        self.c_irq = cost.interrupt
-        self.c_alloc = cost.skb_alloc
-        self.c_free = cost.skb_free
-        self.c_mmio = hc.pcie.mmio_latency / cpu.ns_per_cycle
+        self.tx_batch = params.tx_batch
+        self.budget = params.napi_budget
+        self.clean_batch = params.tx_clean_batch
+        self.c_desc = cpu.cycles("descriptor")
+        self.c_irq = cpu.cycles("interrupt")
+        self.c_alloc = cpu.cycles("skb_alloc")
+        self.c_free = cpu.cycles("skb_free")
+        self.c_mmio = mmio_latency / cpu.ns_per_cycle
         self.tx_sm = tracer.sm(sys, "Driver TX", "0")
         self.isr_sm = tracer.sm(sys, "ISR", "0")
         self.napi_sm = tracer.sm(sys, "NAPI", "0")

@@ -17,17 +17,27 @@ from cpasim.model.udp import UdpEndpoint
 
 
 class Host:
-    def __init__(self, env, sys: str, cfg, tracer, rng, port) -> None:
+    def __init__(self, env, sys: str, cfg, tracer, port) -> None:
         self.env = env
         self.sys = sys
         self.hc = cfg.host(sys)
         self.mtu = cfg.link.mtu
         self.tracer = tracer
         self.cpu = Cpu(env, sys, self.hc.cpu, tracer)
-        self.dev = NetDevice(env, sys, self.hc, tracer, rng, self.cpu, port)
-        self.ip = IpLayer(
-            env, sys, self.hc, mtu=self.mtu, tracer=tracer, cpu=self.cpu, dev=self.dev
+        hc = self.hc
+        self.dev = NetDevice(
+            env,
+            sys,
+            tracer,
+            nic=hc.nic,
+            driver=hc.driver,
+            qdisc=hc.qdisc,
+            pcie=hc.pcie,
+            bus=hc.bus,
+            cpu=self.cpu,
+            port=port,
         )
+        self.ip = IpLayer(env, sys, tracer, params=hc.ip, mtu=self.mtu, cpu=self.cpu, dev=self.dev)
         self.tcp: list[TcpConnection] = []
         self.seed = cfg.sim.seed  # seeds the connections' own generators (BBR's phase)
         self.udp: list[UdpEndpoint] = []

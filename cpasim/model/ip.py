@@ -5,7 +5,8 @@ timer, the app for UDP) while it holds a core: ``nf_hook`` (with
 ``ip.netfilter``), ``ip_fragment`` for each fragment of a UDP datagram larger
 than the MTU, then ``dev_queue_xmit`` (``ip_push_pending_frames`` for UDP)
 puts each packet into the device's ``qdisc`` (blocking, with the core given
-up, while the qdisc is full).
+up, while the qdisc is full).  With ``ip.send_path = "2.6.13"`` UDP output
+goes through Linux 2.6.13's path instead (:mod:`cpasim.model.ip_send`).
 
 ``IP Recv`` (one per host) is the protocol half of the receive softirq:
 ``Wait`` for a packet from the device (``dev.rx_out``), take a core, and for
@@ -19,17 +20,26 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from cpasim.model.ip_send import IpSend
 from cpasim.model.packet import Packet
 from cpasim.model.tcp_rules import IP_HEADER, UDP_HEADER
 
 
 class IpLayer:
-    def __init__(self, env, sys, hc, *, mtu, tracer, cpu, dev) -> None:
+    """IP of host ``sys``; ``params`` is its ``ip`` config section."""
+
+    def __init__(self, env, sys, tracer, *, params, mtu, cpu, dev) -> None:
         self.env = env
         self.cpu = cpu
         self.dev = dev
         self.mtu = mtu
-        self.netfilter = hc.ip.netfilter
+        self.netfilter = params.netfilter
+        # Linux 2.6.13's UDP output, only when asked for: otherwise nothing of it exists.
+        self.ip_send = (
+            IpSend(env, sys, tracer, netfilter=params.netfilter, cpu=cpu, ip=self)
+            if params.send_path == "2.6.13"
+            else None
+        )
         # Fragment payloads are multiples of 8 bytes (the offset field's unit).
         self.frag_payload = (mtu - IP_HEADER) // 8 * 8
         self.sm = tracer.sm(sys, "IP Recv", "0")

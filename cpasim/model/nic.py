@@ -53,6 +53,7 @@ from __future__ import annotations
 from collections import deque
 
 from cpasim.errors import CpasimError
+from cpasim.model.desc_fetch import TxDescFetch
 from cpasim.model.link import MAC_HEADER, frame_bytes
 from cpasim.model.moderation import ARM, FIRE, AdaptiveItr, Moderation
 from cpasim.trace import TracedStore
@@ -148,29 +149,40 @@ class _Timer:
 
 
 class Nic:
-    """Transmit and receive engines of one NIC (see the module docstring)."""
+    """Transmit and receive engines of one NIC (see the module docstring).
 
-    def __init__(self, env, sys: str, hc, tracer, bus, rings, irq, stats, port, mtu: int):
-        nic = hc.nic
+    ``params`` is the host's ``nic`` section; ``port`` its end of the link."""
+
+    def __init__(self, env, sys: str, tracer, *, params, bus, rings, irq, stats, port):
         self.env = env
         self.bus = bus
         self.rings = rings
         self.irq = irq
         self.stats = stats
-        self.desc_size = nic.desc_size
-        self.batch = nic.desc_fetch_batch
+        self.desc_size = params.desc_size
+        self.batch = params.desc_fetch_batch
         self.tx_fifo = TracedStore(
-            env, tracer, sys, "TX FIFO", "0", capacity=max(1, nic.tx_fifo // frame_bytes(mtu))
+            env,
+            tracer,
+            sys,
+            "TX FIFO",
+            "0",
+            capacity=max(1, params.tx_fifo // frame_bytes(port.link.mtu)),
         )
         self.rx_fifo = TracedStore(env, tracer, sys, "RX FIFO", "0")
-        self.rx_fifo_size = nic.rx_fifo
+        self.rx_fifo_size = params.rx_fifo
         self.rx_fifo_bytes = 0
         self.tx_cached = 0  # TX descriptors fetched and not processed yet
         self.rx_cached = 0  # RX descriptors fetched and not used yet
         self.tx_sm = tracer.sm(sys, "NIC TX", "0")
         self.rx_sm = tracer.sm(sys, "NIC RX", "0")
         self.port = port
-        env.process(self._transmit())
+        if params.tx_desc_cache:
+            self.fetch = TxDescFetch(env, sys, tracer, params=params, bus=bus, rings=rings)
+            env.process(self._transmit_cached())
+        else:
+            self.fetch = None
+            env.process(self._transmit())
         env.process(self._receive())
         port.attach(self.tx_fifo, self)
 
@@ -198,21 +210,58 @@ class Nic:
                 self.tx_cached = k
             self.tx_cached -= 1
             pkt = pkts.popleft()
-            sm.begin("DMA packet")
-            yield from bus.dma_read(sm, MAC_HEADER + pkt.hdr + pkt.payload)
-            sm.begin("queue packet")
-            for seg in pkt.split_tso() if pkt.segs > 1 else (pkt,):
-                if len(fifo.items) < fifo.capacity:
-                    fifo.put_now(seg, sm)
-                else:
-                    yield fifo.put(seg, sm)
-                stats.tx_frames += 1
+            yield from self._tx_packet(sm, fifo, pkt, stats)
             done += 1
             done_segs += pkt.segs
             done_bytes += pkt.length + MAC_HEADER * pkt.segs
             if done >= batch:
                 yield from self._tx_writeback(sm, done, done_segs, done_bytes)
                 done = done_segs = done_bytes = 0
+
+    def _transmit_cached(self):
+        """The transmit engine fed by the fetch engine's cache (``nic.tx_desc_cache``)."""
+        sm, fifo, fetch = self.tx_sm, self.tx_fifo, self.fetch
+        cache, pkts, batch, stats = fetch.cache, self.rings.tx_pkts, self.batch, self.stats
+        done = 0  # processed descriptors not written back yet
+        done_segs = done_bytes = 0  # their frames and bytes (MAC header on), for the ITR
+        sm.begin("Wait")
+        while True:
+            if fetch.low():
+                fetch.ask(sm)
+            if not cache.level:
+                if done:
+                    # Ran dry: what is done goes back before the engine waits.
+                    yield from self._tx_writeback(sm, done, done_segs, done_bytes)
+                    fetch.used -= done
+                    done = done_segs = done_bytes = 0
+                    if fetch.low():
+                        fetch.ask(sm)
+                sm.begin("Wait")
+                yield cache.get(1, sm)
+            else:
+                cache.grab(1, sm)
+            fetch.used += 1
+            pkt = pkts.popleft()
+            yield from self._tx_packet(sm, fifo, pkt, stats)
+            done += 1
+            done_segs += pkt.segs
+            done_bytes += pkt.length + MAC_HEADER * pkt.segs
+            if done >= batch:
+                yield from self._tx_writeback(sm, done, done_segs, done_bytes)
+                fetch.used -= done
+                done = done_segs = done_bytes = 0
+
+    def _tx_packet(self, sm, fifo, pkt, stats):
+        """``DMA packet`` and ``queue packet`` for one descriptor's packet."""
+        sm.begin("DMA packet")
+        yield from self.bus.dma_read(sm, MAC_HEADER + pkt.hdr + pkt.payload)
+        sm.begin("queue packet")
+        for seg in pkt.split_tso() if pkt.segs > 1 else (pkt,):
+            if len(fifo.items) < fifo.capacity:
+                fifo.put_now(seg, sm)
+            else:
+                yield fifo.put(seg, sm)
+            stats.tx_frames += 1
 
     def _tx_writeback(self, sm, n: int, segs: int, nbytes: int):
         sm.begin("writeback")

@@ -17,6 +17,8 @@ entered in the caller's SM:
   window update (``tcp_send_ack``);
 * UDP ``sendto()``: ``UdpSendMsg: copy``, then IP output in the caller
   (``ip_fragment``, ``nf_hook``, ``ip_push_pending_frames`` into the ``qdisc``);
+  with ``ip.send_path = "2.6.13"``, ``alloc_skb``, ``do_csum_partial_copy_from_user``
+  and ``ip_push_pending_frames`` as :mod:`cpasim.model.ip_send` describes;
 * UDP ``recvfrom()``: ``sk_wait_data``, ``UdpRecvMsg: copy``.
 """
 
@@ -122,6 +124,9 @@ class UdpSocket:
     def sendto(self, sm, nbytes: int, *, user: float = 0.0):
         """Send one datagram of ``nbytes`` payload bytes (blocks while the qdisc is full)."""
         ep, cpu = self.ep, self.cpu
+        if ep.ip.ip_send is not None:  # Linux 2.6.13's path (cpasim.model.ip_send)
+            yield from ep.ip.ip_send.sendmsg(sm, ep.datagram(nbytes), user=user)
+            return
         csum = cpu.cycles("csum", nbytes) if ep.sw_csum else 0.0
         yield cpu.spend(
             sm,

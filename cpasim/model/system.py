@@ -39,7 +39,7 @@ class System:
         self.link = Link(env, cfg.link, tracer, self.rng)
         # Before the hosts attach to the link: they are wired through it.
         self.bottlenecks = bottleneck.build(env, cfg.bottleneck, self.link, tracer)
-        self.hosts = {h: Host(env, h, cfg, tracer, self.rng, self.link.port(h)) for h in HOSTS}
+        self.hosts = {h: Host(env, h, cfg, tracer, self.link.port(h)) for h in HOSTS}
         for host in self.hosts.values():
             host.cpu.measure_from = cfg.sim.warmup
         self.stats = AppStats(env, warmup=cfg.sim.warmup, target=cfg.workload.bytes)

@@ -50,11 +50,12 @@ class UdpEndpoint:
             return payload
         return -(-(payload + UDP_HEADER) // self.frag_payload) * self.truesize
 
-    def send(self, sm, nbytes: int):
-        """Generator run by ``sendto()``: hand one datagram to IP."""
+    def datagram(self, nbytes: int) -> Packet:
+        """The next datagram of ``nbytes`` payload bytes, as IP gets it."""
         dgram_id = self.next_id
         self.next_id += 1
-        pkt = Packet(
+        self.sent += 1
+        return Packet(
             conn=self.conn,
             proto="udp",
             length=IP_HEADER + UDP_HEADER + nbytes,
@@ -66,8 +67,10 @@ class UdpEndpoint:
             dgram_len=nbytes,
             sent_ns=self.env._now,
         )
-        self.sent += 1
-        yield from self.ip.output(sm, pkt, state="ip_push_pending_frames")
+
+    def send(self, sm, nbytes: int):
+        """Generator run by ``sendto()``: hand one datagram to IP."""
+        yield from self.ip.output(sm, self.datagram(nbytes), state="ip_push_pending_frames")
 
     def receive(self, sm, pkt: Packet):
         cpu = self.cpu

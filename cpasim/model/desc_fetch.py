@@ -1,0 +1,81 @@
+"""The NIC's TX descriptor fetch engine and the descriptor cache it fills.
+
+As in the e1000-like NIC of the seed's simulator (M5's ``IGbE``: a
+``DescCache`` per direction with a fetch state machine of its own), the
+transmit engine (``NIC TX``, :mod:`cpasim.model.nic`) does not read
+descriptors itself when ``nic.tx_desc_cache`` > 0: it takes them from an
+on-NIC cache of that many entries, and asks this engine for more when the
+cache holds ``nic.tx_fetch_threshold`` unused descriptors or fewer.
+
+``TX Desc Fetch`` (``sys`` = the host)
+    ``Wait`` — for a request from the transmit engine (``TX fetch request``);
+    a request made while a fetch is outstanding is not repeated, as M5's
+    ``fetchDescriptors`` returns while ``curFetching``;
+    ``Wait`` on the ring — a request with no descriptor posted waits for the
+    driver's doorbell (``TX ring``);
+    ``DMA descriptors`` — reads in one DMA read as many of the posted
+    descriptors as the cache has room for (entries neither unused nor waiting
+    for their write-back), at most ``nic.desc_fetch_batch``, and puts them into
+    the ``TX desc cache``, where the transmit engine waits for them when it
+    ran dry (its ``Wait``).
+
+The request is a credit queue, so the analyzer sees who asked: the engine's
+idle time between fetches is waiting, and a transmit engine that waits for
+its cache depends on the fetch (its bus time, its round trip) and, through
+the request, on the transmit engine that asked.
+"""
+
+from __future__ import annotations
+
+from cpasim.trace import TracedContainer
+
+
+class TxDescFetch:
+    """The ``TX Desc Fetch`` state machine and its cache (see the module docstring)."""
+
+    def __init__(self, env, sys: str, tracer, *, params, bus, rings):
+        self.bus = bus
+        self.rings = rings
+        self.desc_size = params.desc_size
+        self.batch = params.desc_fetch_batch
+        self.size = params.tx_desc_cache
+        self.threshold = params.tx_fetch_threshold
+        self.sm = tracer.sm(sys, "TX Desc Fetch", "0")
+        # Both carry descriptors of any connection: no connection ids.
+        self.cache = TracedContainer(env, tracer, sys, "TX desc cache", "0", conn_flow=False)
+        self.requests = TracedContainer(env, tracer, sys, "TX fetch request", "0", conn_flow=False)
+        self.used = 0  # taken by the transmit engine, not written back yet
+        self.asked = False  # a request is pending or a fetch outstanding
+        env.process(self._run())
+
+    def low(self) -> bool:
+        """The cache holds few enough unused descriptors to ask for more."""
+        return not self.asked and self.cache.level <= self.threshold
+
+    def ask(self, sm) -> None:
+        """``sm`` (the transmit engine) asks for a fetch."""
+        self.asked = True
+        self.requests.give(1, sm)
+
+    def _run(self):
+        sm, ring, requests, cache = self.sm, self.rings.tx_ring, self.requests, self.cache
+        sm.begin("Wait")
+        while True:
+            if requests.level:
+                requests.grab(1, sm)
+            else:
+                yield requests.get(1, sm)
+            room = min(self.batch, self.size - int(cache.level) - self.used)
+            if room < 1:  # every entry in use: the next write-back frees some
+                self.asked = False
+                continue
+            if ring.level:
+                k = ring.grab(room, sm)
+            else:
+                yield ring.get(1, sm)
+                k = 1 + ring.grab(room - 1, sm)
+            sm.begin("DMA descriptors")
+            yield from self.bus.dma_read(sm, k * self.desc_size)
+            self.asked = False
+            cache.give(k, sm)
+            sm.begin("Wait")

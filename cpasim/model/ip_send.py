@@ -1,0 +1,91 @@
+"""Linux 2.6.13's UDP output: ``ip_push_pending_frames`` and the ``IP Send`` state machine.
+
+With ``ip.send_path = "2.6.13"`` a UDP ``sendto()`` runs as that kernel's did
+(Saidi 2009, section 6.2.1, tables 6.1 and 6.2).  In the sending
+application's state machine (the seed's ``Sys Send``):
+
+``alloc_skb``
+    ``ip_append_data`` allocates one buffer per fragment (``cpu.cost.skb_alloc``
+    each, category ``buffer``);
+``do_csum_partial_copy_from_user``
+    copies the payload in and checksums it on the way (``cpu.cost.copy`` and
+    ``cpu.cost.csum_per_byte``, category ``copy``): a datagram larger than the
+    MTU cannot leave its checksum to the NIC, whatever ``nic.csum_offload``
+    says, because the checksum covers every fragment;
+``ip_push_pending_frames``
+    hands the datagram to ``IP Send`` (queue ``IP Send call``) and
+    returns when it is out (``IP Send return``).  The caller is inside the call,
+    on its own core, so this is not a wait: the state carries ``IP Send``'s
+    time on the critical path, as the seed's analysis charged it, and scaling
+    it to 0 (``--scale 'tx:App:ip_push_pending_frames=0'``) exposes the states
+    of ``IP Send`` the call spent its time in (the seed's table 6.2).
+
+``IP Send`` (one per host; it works on the caller's core)
+    ``Wait`` — for a datagram;
+    ``ip_fragment`` — cuts it into MTU-sized fragments (``cpu.cost.fragment``
+    per fragment);
+    with ``ip.netfilter``, the defect fixed in Linux 2.6.16 (netfilter hooked
+    after fragmentation): ``ip_defrag`` — connection tracking gathers the
+    fragments again (``cpu.cost.reassemble`` per fragment), ``memcpy`` — into
+    one buffer (``cpu.cost.memcpy_per_byte``), ``nf_hook`` — the tables walk
+    the whole datagram (``cpu.cost.netfilter``), ``ip_fragment`` — and cut it
+    up once more;
+    ``dev_queue_xmit`` — puts each fragment into the ``qdisc`` (giving the core
+    up while it is full);
+    then returns to the caller.
+"""
+
+from __future__ import annotations
+
+from cpasim.trace import TracedStore
+
+
+class IpSend:
+    """The ``IP Send`` state machine of one host (see the module docstring)."""
+
+    def __init__(self, env, sys: str, tracer, *, netfilter: bool, cpu, ip):
+        self.env = env
+        self.cpu = cpu
+        self.ip = ip
+        self.netfilter = netfilter
+        self.sm = tracer.sm(sys, "IP Send", "0")
+        self.calls = TracedStore(env, tracer, sys, "IP Send call", "0")
+        self.returns = TracedStore(env, tracer, sys, "IP Send return", "0")
+        env.process(self._run())
+
+    def sendmsg(self, sm, pkt, *, user: float):
+        """Generator run by ``sendto()`` in the caller's SM ``sm``, which holds a core."""
+        cpu = self.cpu
+        nfrags = len(self.ip.fragment(pkt)) if pkt.length > self.ip.mtu else 1
+        yield cpu.spend(sm, "alloc_skb", buffer=cpu.cycles("skb_alloc") * nfrags)
+        yield cpu.spend(
+            sm,
+            "do_csum_partial_copy_from_user",
+            stack=cpu.cycles("syscall") + user,
+            copy=cpu.cycles("copy", pkt.payload) + cpu.cycles("csum", pkt.payload),
+        )
+        sm.begin("ip_push_pending_frames")
+        done = self.env.event()
+        self.calls.put_now((pkt, done), sm)
+        yield done
+        self.returns.take_now(1, sm)
+
+    def _run(self):
+        sm, cpu, ip, calls = self.sm, self.cpu, self.ip, self.calls
+        qdisc = ip.dev.qdisc
+        while True:
+            sm.begin("Wait")
+            pkt, done = yield calls.get(sm)
+            frags = ip.fragment(pkt) if pkt.length > ip.mtu else [pkt]
+            n = len(frags)
+            yield cpu.spend(sm, "ip_fragment", stack=cpu.cycles("fragment") * n)
+            if self.netfilter:
+                yield cpu.spend(sm, "ip_defrag", stack=cpu.cycles("reassemble") * n)
+                yield cpu.spend(sm, "memcpy", copy=cpu.cycles("memcpy", pkt.length))
+                yield cpu.spend(sm, "nf_hook", stack=cpu.cycles("netfilter"))
+                yield cpu.spend(sm, "ip_fragment", stack=cpu.cycles("fragment") * n)
+            sm.begin("dev_queue_xmit")
+            for frag in frags:
+                yield from cpu.put(sm, qdisc, frag)
+            self.returns.put_now(None, sm)
+            done.succeed()
