@@ -263,6 +263,15 @@ BBR_BOTTLENECK = (
     [
         ("tcp_stream", ()),
         ("udp_stream", ()),
+        (
+            "udp_stream",
+            (
+                "ip.send_path=2.6.13",
+                "ip.netfilter=true",
+                "nic.tx_desc_cache=64",
+                "nic.tx_fetch_threshold=56",
+            ),
+        ),
         ("pingpong", ()),
         ("webserver", ()),
         ("tcp_stream", BBR_BOTTLENECK),

@@ -16,7 +16,8 @@ resource                     states that hold it                                
 ============================ ====================================================== =====
 ``{sys}:CPU cores``          every CPU state (:data:`CPU_PATTERNS`)                  cores
 ``{sys}:PCIe down``          NIC TX ``DMA packet``/``DMA descriptors``, NIC RX        1
-                             ``DMA descriptors`` (DMA reads: data comes down)
+                             ``DMA descriptors``, TX Desc Fetch ``DMA
+                             descriptors`` (DMA reads: data comes down)
 ``{sys}:PCIe up``            NIC RX ``DMA packet``, NIC TX ``writeback``              1
 ============================ ====================================================== =====
 """
@@ -48,7 +49,12 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("{sys}:CPU cores", CPU_PATTERNS, lambda v: v("cpu.cores")),
     Resource(
         "{sys}:PCIe down",
-        ("{sys}:NIC TX:DMA packet", "{sys}:NIC TX:DMA descriptors", "{sys}:NIC RX:DMA descriptors"),
+        (
+            "{sys}:NIC TX:DMA packet",
+            "{sys}:NIC TX:DMA descriptors",
+            "{sys}:NIC RX:DMA descriptors",
+            "{sys}:TX Desc Fetch:DMA descriptors",
+        ),
         lambda v: 1,
         _pcie,
     ),

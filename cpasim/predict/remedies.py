@@ -53,6 +53,9 @@ STATE_KINDS: tuple[tuple[str, str], ...] = (
     ("*:NIC TX:DMA *", "bus"),
     ("*:NIC RX:DMA *", "bus"),
     ("*:NIC TX:writeback", "bus"),
+    ("*:TX Desc Fetch:DMA *", "bus"),
+    # Linux 2.6.13's send call: its time is IP Send's work on the caller's core.
+    ("*:*:ip_push_pending_frames", "cpu"),
     ("*:Driver TX:xmit", "cpu"),
     ("*:NAPI:poll", "cpu"),
     *((f"*:*:{s}", "cpu") for s in CPU_STATES),

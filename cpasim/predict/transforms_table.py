@@ -173,6 +173,10 @@ CPU_STATES = (
     "nf_hook",
     "ip_fragment",
     "ip_defrag",
+    # Linux 2.6.13's UDP send path (ip.send_path, cpasim.model.ip_send).
+    "alloc_skb",
+    "do_csum_partial_copy_from_user",
+    "memcpy",
     "interrupt",
     "refill",
     "clean tx",
@@ -398,6 +402,7 @@ def _locked_only(request: str, fixed: str) -> Callable[[Lookup, Lookup], str | N
 #: before its data streams back; a DMA write is posted (no fixed part).
 _DMA_STATES = (
     Target("{sys}:NIC TX:DMA descriptors", _bridge_round_trip),
+    Target("{sys}:TX Desc Fetch:DMA descriptors", _bridge_round_trip),
     Target("{sys}:NIC TX:DMA packet", _bridge_round_trip),
     Target("{sys}:NIC TX:writeback", _no_fixed),
     Target("{sys}:NIC RX:DMA descriptors", _bridge_round_trip),
@@ -414,6 +419,12 @@ _CPU_TARGETS = (
 
 #: Every state that burns a host's CPU cycles (``{sys}`` = the host).
 CPU_PATTERNS: tuple[str, ...] = tuple(t.pattern for t in _CPU_TARGETS)
+
+#: States of a caller inside a synchronous call whose work another SM does on the
+#: caller's core (Linux 2.6.13's ``ip_push_pending_frames`` while ``IP Send`` runs):
+#: their time is cycles, but the callee's states already count them as the core's
+#: work, so they scale with the clock and stay out of :data:`CPU_PATTERNS`.
+_CALL_TARGETS = (Target("{sys}:*:ip_push_pending_frames"),)
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -465,7 +476,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         ("cpu.freq",),
         SCALE,
-        _CPU_TARGETS,
+        (*_CPU_TARGETS, *_CALL_TARGETS),
         _ratio("cpu.freq"),
         "cycle costs take cycles / frequency",
     ),
