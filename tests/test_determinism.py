@@ -28,6 +28,15 @@ def _json(cfg, **kw):
         ["workload.kind=tcp_stream", "link.delay=500us"],
         ["workload.kind=tcp_stream", "tcp.wmem=64KiB", "tcp.rmem=64KiB"],
         ["workload.kind=udp_stream", "link.loss=0.01"],
+        # The TX descriptor cache's fetch engine and Linux 2.6.13's send path.
+        [
+            "workload.kind=udp_stream",
+            "link.loss=0.01",
+            "nic.tx_desc_cache=64",
+            "nic.tx_fetch_threshold=56",
+            "ip.send_path=2.6.13",
+            "ip.netfilter=true",
+        ],
         ["workload.kind=pingpong"],
         [
             "workload.kind=webserver",

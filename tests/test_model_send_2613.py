@@ -1,0 +1,172 @@
+"""The NIC's TX descriptor fetch engine (``nic.tx_desc_cache``) and Linux 2.6.13's UDP
+send path (``ip.send_path``): their state machines, their costs, and that off means
+absent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cpasim.analysis import analyze
+from cpasim.config import load_scenario
+from cpasim.simulate import simulate
+from cpasim.trace import Tracer
+from cpasim.trace.records import OPS
+
+ROOT = Path(__file__).resolve().parent.parent
+UDP = ["workload.kind=udp_stream", "sim.duration=3ms", "sim.warmup=0", "nic.itr=off"]
+CACHE = ["nic.tx_desc_cache=64", "nic.tx_fetch_threshold=56"]
+OLD = ["hosts.tx.ip.send_path=2.6.13", "hosts.tx.ip.netfilter=true"]
+
+
+def _traced(*sets):
+    cfg = load_scenario(None, sets=[*UDP, *sets])
+    tracer = Tracer.in_memory
+    holder = {}
+
+    def make(env):
+        holder["t"] = tracer(env)
+        return holder["t"]
+
+    res = simulate(cfg, tracer=make)
+    return cfg, res, holder["t"]
+
+
+def _records(tracer):
+    """(t, op, (sys, sm), state-or-queue name, n) per record."""
+    source = tracer.source()
+    key = source.key
+    for chunk in source.chunks():
+        for t, op, _flags, sm, a, n in chunk.tolist():
+            op = OPS[op]
+            if op == "begin":
+                what = key.states[a]
+            elif op in ("link", "identify"):
+                what = a
+            else:
+                what = key.queues[a][1]
+            yield t, op, key.sms[sm][:2], what, n
+
+
+def _sms(tracer):
+    return {sm for _t, _op, sm, _w, _n in _records(tracer)}
+
+
+def test_both_off_by_default_leave_no_trace_of_themselves():
+    _, res, tracer = _traced()
+    sms = _sms(tracer)
+    assert ("tx", "TX Desc Fetch") not in sms and ("tx", "IP Send") not in sms
+    # The explicit defaults are the same run, event for event.
+    _, same, _ = _traced("nic.tx_desc_cache=0", "ip.send_path=modern")
+    a, b = res.to_json(), same.to_json()
+    for d in (a, b):
+        d.pop("wall_s")
+        d.pop("config_digest")
+    assert a == b
+
+
+def test_the_transmit_engine_takes_descriptors_from_the_fetch_engines_cache():
+    cfg, _, tracer = _traced(*CACHE)
+    recs = list(_records(tracer))
+    nic_tx, fetch = ("tx", "NIC TX"), ("tx", "TX Desc Fetch")
+    # The transmit engine reads no descriptor itself; the fetch engine does.
+    assert not any(sm == nic_tx and w == "DMA descriptors" for _t, op, sm, w, _n in recs)
+    fetches = [t for t, op, sm, w, _n in recs if sm == fetch and w == "DMA descriptors"]
+    assert fetches
+    # Every descriptor the driver posted goes through the cache, which never holds
+    # more than its size, in batches of at most desc_fetch_batch.
+    level = top = 0
+    into = []
+    for _t, op, _sm, w, n in recs:
+        if w == "TX desc cache" and op == "enq":
+            level += n
+            into.append(n)
+        elif w == "TX desc cache" and op == "deq":
+            level -= n
+        top = max(top, level)
+    assert top <= cfg.tx.nic.tx_desc_cache
+    assert max(into) <= cfg.tx.nic.desc_fetch_batch
+    posted = sum(n for _t, op, sm, w, n in recs if sm[0] == "tx" and w == "TX ring" and op == "enq")
+    taken = sum(n for _t, op, sm, w, n in recs if w == "TX desc cache" and op == "deq")
+    packets = sum(1 for _t, op, sm, w, _n in recs if sm == nic_tx and w == "DMA packet")
+    assert taken == packets and taken <= sum(into) <= posted
+
+
+def test_the_fetch_threshold_decides_how_often_the_transmit_engine_runs_dry():
+    def dry_waits(threshold):
+        _, _, tracer = _traced("nic.tx_desc_cache=64", f"nic.tx_fetch_threshold={threshold}")
+        return sum(
+            1
+            for _t, op, sm, w, _n in _records(tracer)
+            if op == "wait_empty" and sm == ("tx", "NIC TX") and w == "TX desc cache"
+        )
+
+    # Fetching only when the cache is empty, the engine waits for every fetch; topped
+    # up early, the fetch overlaps the packets' DMA.
+    assert dry_waits(0) > 2 * dry_waits(56)
+
+
+def test_the_2613_send_call_runs_through_ip_send_and_fragments_twice_with_netfilter():
+    _, _, tracer = _traced(*OLD)
+    recs = list(_records(tracer))
+    app = [w for _t, op, sm, w, _n in recs if op == "begin" and sm == ("tx", "App")]
+    assert {"alloc_skb", "do_csum_partial_copy_from_user", "ip_push_pending_frames"} <= set(app)
+    assert "UdpSendMsg: copy" not in app
+    ip_send = [w for _t, op, sm, w, _n in recs if op == "begin" and sm == ("tx", "IP Send")]
+    # One datagram: fragment, gather again for netfilter, walk the tables, fragment again.
+    first = ip_send[ip_send.index("ip_fragment") :][:6]
+    assert first == [
+        "ip_fragment",
+        "ip_defrag",
+        "memcpy",
+        "nf_hook",
+        "ip_fragment",
+        "dev_queue_xmit",
+    ]
+    _, _, plain = _traced("hosts.tx.ip.send_path=2.6.13")
+    states = {w for _t, op, sm, w, _n in _records(plain) if sm == ("tx", "IP Send")}
+    assert "ip_defrag" not in states and "memcpy" not in states and "ip_fragment" in states
+
+
+@pytest.mark.parametrize("netfilter", [False, True])
+def test_the_2613_send_path_costs_what_its_states_say(netfilter):
+    """CPU time per datagram on the sender: the copy and checksum (a fragmented datagram
+    cannot leave its checksum to the NIC), one buffer per fragment, and IP Send's
+    fragmentation (twice, with netfilter's reassembly and copy in between)."""
+    sets = ["workload.bytes=163840", "hosts.tx.ip.send_path=2.6.13"]
+    sets += [f"hosts.tx.ip.netfilter={str(netfilter).lower()}", "sim.duration=1s"]
+    cfg = load_scenario(None, sets=[*UDP, *sets])
+    res = simulate(cfg)
+    c = cfg.tx.cpu.cost
+    n, size, frags = 10, 16384, 12
+    copy = n * (c.copy + (c.copy_per_byte + c.csum_per_byte) * size)
+    if netfilter:
+        copy += n * c.memcpy_per_byte * (size + 28)
+    buffer = n * frags * c.skb_alloc
+    ns = 1e9 / cfg.tx.cpu.freq
+    u = res.cpu_utilization["tx"]
+    elapsed = res.sim_time_ns
+    assert u["copy"] * elapsed == pytest.approx(copy * ns, rel=1e-9)
+    # The buffer category also holds NAPI's clean-up of the sent buffers.
+    assert u["buffer"] * elapsed >= buffer * ns
+
+
+def test_a_2613_run_keeps_the_identity_invariant_and_the_call_on_the_path():
+    """The shipped scenario (the seed's sender) on PCIe x4, briefly."""
+    cfg = load_scenario(
+        ROOT / "scenarios" / "udp-stream.toml",
+        sets=["sim.duration=5ms", "sim.warmup=1ms", "hosts.tx.pcie.lanes=4"],
+    )
+    holder = {}
+
+    def make(env):
+        holder["t"] = Tracer.in_memory(env)
+        return holder["t"]
+
+    res = simulate(cfg, tracer=make)
+    a = analyze(holder["t"].source(), res.analysis_start, res.analysis_end)
+    assert a.path.critical_path_ns == pytest.approx(a.path.elapsed_ns, rel=1e-9)
+    names = [m["name"] for m in a.path.most_critical]
+    assert "tx:App:ip_push_pending_frames" in names
+    assert not any(name.startswith("tx:NIC") for name in names)
