@@ -4,12 +4,14 @@
 and gets received packets, in order, from ``dev.rx_out``.  Inside::
 
     qdisc ─▶ Driver TX ─▶ TX ring (doorbell) ─▶ NIC TX (DMA over the bus) ─▶ TX FIFO ─▶ MAC ─▶ link
+                         (with nic.tx_desc_cache: ─▶ TX Desc Fetch ─▶ TX desc cache ─▶ NIC TX)
              ▲ TX free desc ◀── NAPI clean-up ◀── TX done (write-back) ◀─┘
     link ─▶ RX FIFO ─▶ NIC RX (DMA over the bus) ─▶ RX ring ─▶ NAPI poll ─▶ RX backlog (rx_out)
              ▲ RX free desc (refill) ◀── NAPI ◀── ISR ◀── IRQ (moderation) ◀─┘
 
 The state machines are described in :mod:`cpasim.model.driver`,
-:mod:`cpasim.model.nic`, :mod:`cpasim.model.bus` and :mod:`cpasim.model.link`
+:mod:`cpasim.model.nic`, :mod:`cpasim.model.desc_fetch`, :mod:`cpasim.model.bus`
+and :mod:`cpasim.model.link`
 (the MAC sits on the host's ``port`` of the :class:`~cpasim.model.link.Link`;
 a bottleneck between the hosts is :mod:`cpasim.model.bottleneck`).
 """

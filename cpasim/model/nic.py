@@ -8,6 +8,11 @@ Host-memory structures it shares with the driver are in
     ``Wait`` — for descriptors the driver posted (``TX ring``, after a doorbell);
     ``DMA descriptors`` — when its descriptor cache is empty, reads up to
     ``nic.desc_fetch_batch`` of them (``nic.desc_size`` bytes each) in one read;
+    with ``nic.tx_desc_cache`` > 0 it reads none itself: a fetch engine of its
+    own (``TX Desc Fetch``, :mod:`cpasim.model.desc_fetch`) keeps a cache of
+    that many entries filled, asked whenever the cache holds
+    ``nic.tx_fetch_threshold`` unused descriptors or fewer, and ``Wait`` is
+    then for that cache (``TX desc cache``) when it ran dry;
     ``DMA packet`` — reads the frame (MAC header + IP packet; a TSO
     super-segment once, its headers replicated on the NIC);
     ``queue packet`` — cuts TSO super-segments into MSS frames
