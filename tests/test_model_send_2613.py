@@ -170,3 +170,13 @@ def test_a_2613_run_keeps_the_identity_invariant_and_the_call_on_the_path():
     names = [m["name"] for m in a.path.most_critical]
     assert "tx:App:ip_push_pending_frames" in names
     assert not any(name.startswith("tx:NIC") for name in names)
+
+
+def test_a_2613_datagram_that_fits_a_frame_leaves_its_checksum_to_the_nic():
+    sets = ["workload.bytes=10000", "workload.message_size=1000B", "sim.duration=1s"]
+    cfg = load_scenario(None, sets=[*UDP, *sets, "hosts.tx.ip.send_path=2.6.13"])
+    res = simulate(cfg)
+    c = cfg.tx.cpu.cost
+    copy = 10 * (c.copy + c.copy_per_byte * 1000)
+    busy = res.cpu_utilization["tx"]["copy"] * res.sim_time_ns
+    assert busy == pytest.approx(copy * 1e9 / cfg.tx.cpu.freq, rel=1e-9)

@@ -11,7 +11,8 @@ application's state machine (the seed's ``Sys Send``):
     copies the payload in and checksums it on the way (``cpu.cost.copy`` and
     ``cpu.cost.csum_per_byte``, category ``copy``): a datagram larger than the
     MTU cannot leave its checksum to the NIC, whatever ``nic.csum_offload``
-    says, because the checksum covers every fragment;
+    says, because the checksum covers every fragment (one that fits a frame
+    can, with ``nic.csum_offload``);
 ``ip_push_pending_frames``
     hands the datagram to ``IP Send`` (queue ``IP Send call``) and
     returns when it is out (``IP Send return``).  The caller is inside the call,
@@ -40,6 +41,7 @@ application's state machine (the seed's ``Sys Send``):
 
 from __future__ import annotations
 
+from cpasim.model.tcp_rules import IP_HEADER
 from cpasim.trace import TracedStore
 
 
@@ -58,14 +60,17 @@ class IpSend:
 
     def sendmsg(self, sm, pkt, *, user: float):
         """Generator run by ``sendto()`` in the caller's SM ``sm``, which holds a core."""
-        cpu = self.cpu
-        nfrags = len(self.ip.fragment(pkt)) if pkt.length > self.ip.mtu else 1
+        cpu, ip = self.cpu, self.ip
+        fragmented = pkt.length > ip.mtu
+        nfrags = -(-(pkt.length - IP_HEADER) // ip.frag_payload) if fragmented else 1
+        # Only a datagram that fits one frame can leave its checksum to the NIC.
+        csum = cpu.cycles("csum", pkt.payload) if fragmented or not ip.dev.csum_offload else 0.0
         yield cpu.spend(sm, "alloc_skb", buffer=cpu.cycles("skb_alloc") * nfrags)
         yield cpu.spend(
             sm,
             "do_csum_partial_copy_from_user",
             stack=cpu.cycles("syscall") + user,
-            copy=cpu.cycles("copy", pkt.payload) + cpu.cycles("csum", pkt.payload),
+            copy=cpu.cycles("copy", pkt.payload) + csum,
         )
         sm.begin("ip_push_pending_frames")
         done = self.env.event()
