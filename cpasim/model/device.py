@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cpasim.model.bus import Bus, BusStats, bus_timing
+from cpasim.model.bus import Bus, BusStats, MemoryBus, bus_timing
 from cpasim.model.driver import Driver, Rings
 from cpasim.model.nic import InterruptUnit, Nic
 from cpasim.model.qdisc import make_qdisc
@@ -54,15 +54,19 @@ class NetDevice:
     """The device path of host ``sys`` (``hc`` = its config, ``port`` = its link end).
 
     ``rng`` is accepted for symmetry with the other components; the device path
-    itself draws no random numbers (frame loss is the link's).
+    itself draws no random numbers (frame loss is the link's).  ``memory`` is the
+    host's :class:`~cpasim.model.memory.Memory`, if modelled.
     """
 
-    def __init__(self, env, sys: str, hc, tracer, rng, cpu, port):
+    def __init__(self, env, sys: str, hc, tracer, rng, cpu, port, memory=None):
         self.sys = sys
         self.csum_offload = hc.nic.csum_offload
         self.tso = hc.nic.tso
         self.stats = DeviceStats()
-        self.bus = Bus(env, sys, bus_timing(hc), tracer)
+        if memory is None:
+            self.bus = Bus(env, sys, bus_timing(hc), tracer)
+        else:  # DMA also takes its share of the host's memory (memory.bandwidth)
+            self.bus = MemoryBus(env, sys, bus_timing(hc), tracer, memory)
         self.stats.bus = self.bus.stats
         self.qdisc = make_qdisc(env, sys, hc.qdisc, tracer)
         self.rx_out = TracedStore(env, tracer, sys, "RX backlog", "0")

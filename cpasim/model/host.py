@@ -2,15 +2,19 @@
 
 The host is plumbing only: it builds :class:`~cpasim.model.cpu.Cpu`, the
 :class:`~cpasim.model.device.NetDevice` on its end of the link and
-:class:`~cpasim.model.ip.IpLayer`, and opens TCP connections / UDP endpoints on
-request, registering each with IP for its incoming packets.
+:class:`~cpasim.model.ip.IpLayer` (and, when configured, the
+:class:`~cpasim.model.memory.Memory` they share and the
+:class:`~cpasim.model.copy_engine.CopyEngine`), and opens TCP connections / UDP
+endpoints on request, registering each with IP for its incoming packets.
 """
 
 from __future__ import annotations
 
+from cpasim.model.copy_engine import CopyEngine
 from cpasim.model.cpu import Cpu
 from cpasim.model.device import NetDevice
 from cpasim.model.ip import IpLayer
+from cpasim.model.memory import Memory
 from cpasim.model.socket import TcpSocket, UdpSocket
 from cpasim.model.tcp import TcpConnection
 from cpasim.model.udp import UdpEndpoint
@@ -24,7 +28,13 @@ class Host:
         self.mtu = cfg.link.mtu
         self.tracer = tracer
         self.cpu = Cpu(env, sys, self.hc.cpu, tracer)
-        self.dev = NetDevice(env, sys, self.hc, tracer, rng, self.cpu, port)
+        # No memory object unless asked for: an unmodelled memory costs nothing.
+        self.memory = Memory(env, self.hc.memory) if self.hc.memory.bandwidth else None
+        self.cpu.memory = self.memory
+        self.dev = NetDevice(env, sys, self.hc, tracer, rng, self.cpu, port, self.memory)
+        self.engine = None
+        if self.hc.copy_engine.enabled:
+            self.engine = CopyEngine(env, sys, self.hc, tracer, self.cpu, self.dev.bus, self.memory)
         self.ip = IpLayer(
             env, sys, self.hc, mtu=self.mtu, tracer=tracer, cpu=self.cpu, dev=self.dev
         )
@@ -48,7 +58,7 @@ class Host:
         )
         self.tcp.append(conn)
         self.ip.register("tcp", conn.conn, conn)
-        return TcpSocket(conn, self.cpu)
+        return TcpSocket(conn, self.cpu, self.engine)
 
     def open_udp(self, idx: int) -> UdpSocket:
         ep = UdpEndpoint(

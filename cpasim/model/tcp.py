@@ -174,10 +174,31 @@ class TcpConnection:
         env.process(self._rto_loop())
 
     # -- the application side ------------------------------------------------------
+    # Bytes a write() or read() is copying belong to neither queue meanwhile; only
+    # these methods move them, so that at every instant
+    #   free send buffer + snd_in_copy + queued or unacked = sndbuf_size, and
+    #   bytes read = rcv_nxt - Receive buffer - rcv_in_copy.
+    def copy_in(self, nbytes: int) -> None:
+        """A write() took ``nbytes`` of free send buffer and starts copying them in."""
+        self.snd_in_copy += nbytes
+
     def queue_data(self, sm, nbytes: int) -> None:
-        """``nbytes`` copied into the send buffer: hand them to TcpSend now."""
+        """``nbytes`` of a write()'s copy are in the send buffer: hand them to TcpSend now."""
+        self.snd_in_copy -= nbytes
         self.bytes_queued += nbytes
         self.sendq.put_now(nbytes, sm)
+
+    def copy_out(self, sm, nbytes: int, taken: int = 0) -> int:
+        """A read() takes up to ``nbytes`` from the receive buffer (``taken`` of them
+        taken already, by a blocking get) to copy them out; returns the bytes taken."""
+        got = taken + self.rcvbuf.grab(nbytes - taken, sm)
+        self.rcv_in_copy += got
+        return got
+
+    def copied_out(self, nbytes: int) -> None:
+        """A read()'s copy of ``nbytes`` is done: Linux's receive-buffer autotuning step."""
+        self.rcv_in_copy -= nbytes
+        self.after_read()
 
     def receive_window(self) -> int:
         """The window the buffer rules offer, never shrinking the right edge already
@@ -343,6 +364,8 @@ class TcpConnection:
         sends = len(rtx) + bool(ack_now)
         if pkt.payload:
             csum = cpu.cycles("csum", pkt.length) if self.sw_csum else 0.0
+            if csum and cpu.memory is not None:  # the sum reads the segment from memory
+                csum = cpu.stall(csum, pkt.length)
             stack = cpu.cycles("rx_packet") + cpu.cycles("tx_packet") * sends
             yield cpu.spend(sm, "tcp_v4_rcv", stack=stack, copy=csum)
         else:
