@@ -28,11 +28,16 @@ State machine ``Copy Engine`` (instance ``0``):
     ``idle`` — for a posted descriptor (``Copy ring``);
     ``DMA descriptor`` (``io_bus``) — reads the descriptor over the bus;
     ``set-up`` (``io_bus``) — the start-up ``copy_engine.latency``;
-    ``read`` / ``write`` (``io_bus``) — the source bytes over the bus, then the
-    destination bytes;
+    ``read`` (``io_bus``) — the source bytes down the bus, then hands them to the
+    writer stage (``Copy staged``, ``STAGED`` copies; ``buffer full`` while it
+    holds them all);
     ``copy`` (``on_die``) — start-up latency and the copy;
     then the completion: one unit into ``Copy done`` (for the reader) and the
     descriptor back to ``Copy desc free``.
+
+``Copy Engine`` (instance ``write``, ``io_bus`` only): ``idle`` — for a read copy
+(``Copy staged``); ``write`` — its bytes up the bus to the destination, then the
+completion.  Reads go down the bus and writes up it, so the two stages overlap.
 
 Queues: ``Copy desc free`` (free descriptors: a credit queue, declared unbounded
 with an initial resize to the ring size, so ``--capacity`` on it means more
@@ -46,7 +51,10 @@ from __future__ import annotations
 
 from collections import deque
 
-from cpasim.trace import TracedContainer
+from cpasim.trace import TracedContainer, TracedStore
+
+#: Copies an engine on the I/O bus holds between its read and its write.
+STAGED = 2
 
 
 class CopyEngine:
@@ -76,6 +84,12 @@ class CopyEngine:
         self.copies = 0  # descriptors done
         self.bytes = 0
         env.process(self._run())
+        if self.bus is not None:
+            # Reads and writes cross the bus in opposite directions: the engine streams
+            # them side by side, through an on-engine buffer of STAGED copies.
+            self.write_sm = tracer.sm(sys, "Copy Engine", "write")
+            self.staged = TracedStore(*q, "Copy staged", "0", capacity=STAGED, owner=self.write_sm)
+            env.process(self._write())
 
     # --- the reader's side (tcp_recvmsg with NET_DMA) ------------------------------------
 
@@ -157,12 +171,36 @@ class CopyEngine:
                 start = env._now
                 sm.begin("read")
                 yield from bus.dma_read(sm, n)
-                sm.begin("write")
-                yield from bus.dma_write(sm, n)
                 # The engine's own data path, when slower than the bus.
                 if env._now - start < own:
                     yield env.timeout(own - (env._now - start))
-            self.copies += 1
-            self.bytes += n
-            self.done.give(1, sm)
-            self.free.give(1, sm)
+                # The writer stage writes while the next descriptor is read.
+                if len(self.staged.items) < self.staged.capacity:
+                    self.staged.put_now(n, sm)
+                else:
+                    sm.begin("buffer full")
+                    yield self.staged.put(n, sm)
+                sm.begin("idle")
+                continue
+            self._complete(sm, n)
+
+    def _complete(self, sm, n: int) -> None:
+        self.copies += 1
+        self.bytes += n
+        self.done.give(1, sm)
+        self.free.give(1, sm)
+
+    def _write(self):
+        """The writer stage of an engine on the I/O bus: each read copy's bytes up the bus
+        to their destination, then the completion."""
+        sm, staged, bus = self.write_sm, self.staged, self.bus
+        sm.begin("idle")
+        while True:
+            if staged.items:
+                (n,) = staged.take_now(1, sm)
+            else:
+                sm.begin("idle")
+                n = yield staged.get(sm)
+            sm.begin("write")
+            yield from bus.dma_write(sm, n)
+            self._complete(sm, n)

@@ -56,6 +56,8 @@ class Host:
             ip=self.ip,
             seed=(self.seed << 20) + 2 * idx + (self.sys == "rx"),
         )
+        if self.engine is not None:  # read() then waits for copies with the socket locked
+            conn.add_socket_lock(self.env, self.tracer, self.sys)
         self.tcp.append(conn)
         self.ip.register("tcp", conn.conn, conn)
         return TcpSocket(conn, self.cpu, self.engine)

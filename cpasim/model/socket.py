@@ -110,11 +110,17 @@ class TcpSocket:
         got = c.copy_out(sm, nbytes, taken)
         segs = -(-got // c.mss)
         if self.engine is not None:
+            c.lock()  # segments arriving while the copies run wait in the backlog
             switch = yield from self.engine.copy(sm, got, c.mss, extra)
             # The buffers wait for their copies to be done before they are freed.
             yield cpu.spend(
                 sm, "TcpRecvMsg: free", stack=switch, buffer=cpu.cycles("skb_free") * segs
             )
+            c.copied_out(got)
+            if c.window_update_due():
+                yield from c.send_window_update(sm)
+            yield from c.release(sm)
+            return got
         else:
             copy = cpu.cycles("copy_recv", got)
             if cpu.memory is not None:

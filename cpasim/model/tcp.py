@@ -224,6 +224,41 @@ class TcpConnection:
         new = self.receive_window()
         return new >= 2 * left and new > left
 
+    # -- the socket lock -------------------------------------------------------------
+    # Linux holds the socket lock through tcp_recvmsg (except while it sleeps for
+    # data); a segment arriving meanwhile goes to the socket's backlog and is
+    # processed by the reader when it releases the lock.  The model needs this only
+    # where a read() waits without copying (for a copy engine's completions): a
+    # copying reader holds the core anyway.  So it is added on request, and a
+    # connection without it pays nothing.
+    def add_socket_lock(self, env, tracer, sys: str) -> None:
+        """Give this connection Linux's socket lock and backlog (``Socket backlog``)."""
+        self.owned = False
+        self.backlog = TracedStore(env, tracer, sys, "Socket backlog", self.conn[1:])
+        process = self.receive
+
+        def receive(sm, pkt):
+            if self.owned:  # sk_add_backlog: the lock owner will process it
+                self.backlog.put_now(pkt, sm)
+                return ()
+            return process(sm, pkt)
+
+        self._process = process
+        self.receive = receive
+
+    def lock(self) -> None:
+        """lock_sock: segments arriving from now on wait in the backlog."""
+        self.owned = True
+
+    def release(self, sm):
+        """Generator run by the lock owner holding a core (release_sock): process the
+        backlog in order, then give the lock up."""
+        backlog = self.backlog
+        while backlog.items:
+            (pkt,) = backlog.take_now(1, sm)
+            yield from self._process(sm, pkt)
+        self.owned = False
+
     def send_window_update(self, sm):
         """Generator run by ``read()`` (holding a core): ACK with the new window."""
         yield from self._send_ack(sm)
