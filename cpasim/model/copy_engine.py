@@ -31,7 +31,7 @@ State machine ``Copy Engine`` (instance ``0``):
     ``read`` (``io_bus``) — the source bytes down the bus, then hands them to the
     writer stage (``Copy staged``, ``STAGED`` copies; ``buffer full`` while it
     holds them all);
-    ``copy`` (``on_die``) — start-up latency and the copy;
+    ``set-up``, ``copy`` (``on_die``) — start-up latency, then the copy;
     then the completion: one unit into ``Copy done`` (for the reader) and the
     descriptor back to ``Copy desc free``.
 
@@ -68,7 +68,7 @@ class CopyEngine:
         self.memory = memory
         self.latency = p.latency
         self.ns_per_byte = 8e9 / p.rate
-        self.batch = p.batch
+        self.batch = min(p.batch, p.ring)  # a batch never waits for more than the ring
         self.copy_size = p.copy_size
         self.desc_size = p.desc_size
         self.spin = p.wait == "spin"
@@ -82,6 +82,7 @@ class CopyEngine:
         self.done = TracedContainer(*q, "Copy done", "0", owner=self.sm)
         self.sizes: deque[int] = deque()  # bytes of each posted descriptor, in order
         self.copies = 0  # descriptors done
+        self.desc_waits = 0  # times the reader found too few free descriptors
         self.bytes = 0
         env.process(self._run())
         if self.bus is not None:
@@ -107,6 +108,7 @@ class CopyEngine:
             if free.level < k:
                 # The resource loop: descriptors come back only as copies complete.
                 sm.begin("dma wait desc")
+                self.desc_waits += 1
                 stack += yield from self._wait(sm, free.get(k, sm))
             else:
                 free.grab(k, sm)
@@ -159,10 +161,12 @@ class CopyEngine:
             n = self.sizes.popleft()
             own = n * self.ns_per_byte
             if bus is None:
+                sm.begin("set-up")
+                yield env.timeout(self.latency)
                 sm.begin("copy")
                 if memory is not None:
                     own = memory.access(2 * n, own) + memory.latency
-                yield env.timeout(self.latency + own)
+                yield env.timeout(own)
             else:
                 sm.begin("DMA descriptor")
                 yield from bus.dma_read(sm, self.desc_size)
