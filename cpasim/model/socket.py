@@ -54,8 +54,7 @@ class TcpSocket:
             left = nbytes - done
             free = int(c.sndbuf.level)
             if free > 0:
-                n = min(left, free)
-                c.sndbuf.grab(n, sm)
+                n = c.copy_in(sm, min(left, free))
             elif not block:
                 c.nospace = True
                 break
@@ -65,7 +64,7 @@ class TcpSocket:
                 sm.begin("sk_stream_wait_memory")
                 yield from cpu.block(sm, c.sndbuf.get(n, sm))
                 extra += cpu.cycles("context_switch")
-            c.copy_in(n)
+                c.copy_in(sm, n, taken=n)
             while n > 0:
                 # Linux copies into one segment-sized buffer at a time and hands each
                 # to TCP output; interrupts and softirqs preempt the copy between

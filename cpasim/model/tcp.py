@@ -178,9 +178,13 @@ class TcpConnection:
     # these methods move them, so that at every instant
     #   free send buffer + snd_in_copy + queued or unacked = sndbuf_size, and
     #   bytes read = rcv_nxt - Receive buffer - rcv_in_copy.
-    def copy_in(self, nbytes: int) -> None:
-        """A write() took ``nbytes`` of free send buffer and starts copying them in."""
+    def copy_in(self, sm, nbytes: int, taken: int = 0) -> int:
+        """A write() takes ``nbytes`` of free send buffer (``taken`` of them taken
+        already, by a blocking get) to copy into; returns the bytes taken."""
+        if nbytes > taken:
+            self.sndbuf.grab(nbytes - taken, sm)
         self.snd_in_copy += nbytes
+        return nbytes
 
     def queue_data(self, sm, nbytes: int) -> None:
         """``nbytes`` of a write()'s copy are in the send buffer: hand them to TcpSend now."""
