@@ -210,3 +210,10 @@ def test_bytes_are_conserved_with_the_engine(sets):
     assert r.rcv_nxt - int(rx.rcvbuf.level) - rx.rcv_in_copy == system.stats.read
     unacked = tx.bytes_queued - s.snd_una
     assert int(tx.sndbuf.level) + unacked + tx.snd_in_copy == tx.sndbuf_size
+
+
+def test_memory_utilization_is_reported_only_where_modelled():
+    assert "memory_utilization" not in _run().to_json()
+    r = _run("hosts.rx.memory.bandwidth=8Gbps")
+    assert set(r.memory_utilization) == {"rx"}
+    assert 0.0 < r.memory_utilization["rx"] <= 1.0
