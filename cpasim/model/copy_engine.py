@@ -43,8 +43,10 @@ Queues: ``Copy desc free`` (free descriptors: a credit queue, declared unbounded
 with an initial resize to the ring size, so ``--capacity`` on it means more
 descriptors), ``Copy ring`` (descriptors the engine was told about), ``Copy done``
 (completions).  In the reader's SM (see :meth:`CopyEngine.copy`): ``dma wait
-desc`` (no free descriptor), ``TcpRecvMsg: dma issue`` (descriptors and the
-append), ``TcpRecvMsg: dma wait`` (spinning or asleep until the last completion).
+desc`` (no free descriptor), ``TcpRecvMsg: dma issue`` (``cpu.cost.descriptor``
+per descriptor and the append's register write), ``TcpRecvMsg: dma wait``
+(spinning or asleep until the last completion).  ``Copy staged`` (``io_bus``)
+holds the copies read and not yet written.
 """
 
 from __future__ import annotations
