@@ -431,8 +431,8 @@ class MemoryParams:
     latency: float = param(
         "0ns",
         TIME,
-        "added to each device or copy-engine access (DRAM access after the bridge); "
-        "CPU copies have theirs in cpu.cost",
+        "added to each device read and copy-engine copy (DRAM access after the bridge), "
+        "with memory.bandwidth set; CPU copies have theirs in cpu.cost",
         lo=0,
         hi="1ms",
     )
@@ -453,7 +453,11 @@ class CopyEngineParams:
         choices=("io_bus", "on_die"),
     )
     latency: float = param(
-        "200ns", TIME, "start-up latency per descriptor (fetch, set-up)", lo=0, hi="1ms"
+        "200ns",
+        TIME,
+        "start-up latency per descriptor (with copy_engine.enabled, as every key here)",
+        lo=0,
+        hi="1ms",
     )
     rate: float = param("40Gbps", RATE, "copy bandwidth of the engine", lo="1Mbps", hi="10Tbps")
     # Linux 2.6.18's ioatdma allocates 128 descriptors per channel
@@ -469,7 +473,13 @@ class CopyEngineParams:
         lo="64B",
         hi="1GiB",
     )
-    desc_size: int = param("64B", SIZE, "copy descriptor size (IOAT: 64 B)", lo="8B", hi="4KiB")
+    desc_size: int = param(
+        "64B",
+        SIZE,
+        "copy descriptor size (IOAT: 64 B); read over the bus by an io_bus engine",
+        lo="8B",
+        hi="4KiB",
+    )
     mmio_latency: float = param(
         "20ns",
         TIME,
