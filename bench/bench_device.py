@@ -67,7 +67,16 @@ def device_run(sets: list[str]) -> tuple[int, int]:
     for h in ("tx", "rx"):
         hc = cfg.host(h)
         dev[h] = NetDevice(
-            env, h, hc, NULL_TRACER, None, Cpu(env, h, hc.cpu, NULL_TRACER), link.port(h)
+            env,
+            h,
+            NULL_TRACER,
+            nic=hc.nic,
+            driver=hc.driver,
+            qdisc=hc.qdisc,
+            pcie=hc.pcie,
+            bus=hc.bus,
+            cpu=Cpu(env, h, hc.cpu, NULL_TRACER),
+            port=link.port(h),
         )
     got = [0]
 

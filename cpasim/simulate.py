@@ -58,6 +58,8 @@ class Result:
     analysis_end: tuple[str, str] = ("rx", "App")
     #: Busy share of each bottleneck (``tx_to_rx``, ``rx_to_tx``); None without one.
     bottleneck_utilization: dict[str, float] | None = None
+    #: Busy share of each host's memory (``memory.bandwidth``); None when none is modelled.
+    memory_utilization: dict[str, float] | None = None
     #: Set by :func:`cpasim.run`: the configuration simulated, and the trace recorded
     #: (its file, or the in-memory :class:`~cpasim.trace.records.TraceSource`).
     config: object = field(default=None, repr=False, compare=False)
@@ -92,6 +94,8 @@ class Result:
         }
         if self.bottleneck_utilization is not None:  # absent without a bottleneck
             out["bottleneck_utilization"] = self.bottleneck_utilization
+        if self.memory_utilization is not None:  # absent without a modelled memory
+            out["memory_utilization"] = self.memory_utilization
         return out
 
 
@@ -218,6 +222,7 @@ class _Runner:
             "link": s.link.stats.snapshot(),
             "bus": {h: s.hosts[h].dev.stats.bus.snapshot() for h in HOSTS},
             "bottleneck": {b.name: b.stats.busy_ns for b in s.bottlenecks},
+            "memory": {h: m.busy_ns for h, m in self._memories().items()},
         }
 
     def run(self) -> None:
@@ -252,6 +257,10 @@ class _Runner:
             if bar is not None:
                 bar.close()
         self.end_ns = stats.end_ns if stats.end_ns is not None else env.now
+
+    def _memories(self) -> dict:
+        """Host → its modelled memory (``memory.bandwidth``), for the hosts that have one."""
+        return {h: host.memory for h, host in self.system.hosts.items() if host.memory is not None}
 
     def result(self, wall_s: float) -> Result:
         s, cfg, env = self.system, self.cfg, self.env
@@ -308,6 +317,11 @@ class _Runner:
                 if elapsed > 0
                 else 0.0
                 for b in s.bottlenecks
+            }
+            or None,
+            memory_utilization={
+                h: m.utilization(elapsed, self.warm["memory"][h])
+                for h, m in self._memories().items()
             }
             or None,
         )

@@ -298,7 +298,7 @@ def _other_value(spec, value):
         return next(c for c in spec.choices if c != value)
     if spec.type == "bool":
         return not value
-    step = 1 if spec.type in ("int", "size") else value + 1.0
+    step = 1 if spec.type in ("int", "size") else abs(value) + 1.0
     for new in (value + step, value - step, (value + spec.lo) / 2 if spec.lo is not None else None):
         inside = (spec.lo is None or new >= spec.lo) and (spec.hi is None or new <= spec.hi)
         if new is not None and new != value and inside:

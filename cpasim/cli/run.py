@@ -144,6 +144,10 @@ def summary(r: Result, cfg, scenario: Path, trace: Path | None) -> str:
         )
     for host, bus in r.io_bus_utilization.items():
         lines.append(f"I/O bus {host:4} up {_pct(bus['up'])}  down {_pct(bus['down'])}")
+    if r.memory_utilization is not None:
+        lines.append(
+            "memory       " + "  ".join(f"{h} {_pct(v)}" for h, v in r.memory_utilization.items())
+        )
     for host, cpu in r.cpu_utilization.items():
         parts = "  ".join(f"{c} {_pct(cpu[c])}" for c in (*CATEGORIES, "idle"))
         lines.append(f"CPU {host:8} {parts}")

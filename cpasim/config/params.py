@@ -399,6 +399,23 @@ class CpuCostParams:
     syscall: float = param(1000.0, FLOAT, "entering and leaving a system call", lo=0, unit="cycles")
     copy: float = param(300.0, FLOAT, "fixed cost of one user/kernel copy", lo=0, unit="cycles")
     copy_per_byte: float = param(0.5, FLOAT, "per byte copied user/kernel", lo=0, unit="cycles/B")
+    # One copy cost per byte served both directions before the directions could be
+    # told apart; it stays the default of both, so a scenario that sets only it
+    # keeps its meaning.  Negative = not set (a cost is never negative).
+    copy_send_per_byte: float = param(
+        -1.0,
+        FLOAT,
+        "per byte copied user->kernel (write, sendto); -1 = cpu.cost.copy_per_byte",
+        lo=-1.0,
+        unit="cycles/B",
+    )
+    copy_recv_per_byte: float = param(
+        -1.0,
+        FLOAT,
+        "per byte copied kernel->user (read, recvfrom); -1 = cpu.cost.copy_per_byte",
+        lo=-1.0,
+        unit="cycles/B",
+    )
     csum_per_byte: float = param(
         0.5, FLOAT, "per byte checksummed in software", lo=0, unit="cycles/B"
     )
@@ -433,11 +450,83 @@ class CpuParams:
 
 
 @dataclass(frozen=True)
+class MemoryParams:
+    """Main memory as a bandwidth shared by DMA, CPU copies and the copy engine
+    (:mod:`cpasim.model.memory`); off unless ``bandwidth`` is set."""
+
+    bandwidth: float = param(
+        0,
+        RATE,
+        "memory bandwidth shared by device DMA, CPU copies/checksums and the copy engine; "
+        "0 = not modelled (no contention)",
+        lo=0,
+        hi="100Tbps",
+    )
+    latency: float = param(
+        "0ns",
+        TIME,
+        "added to each device read and copy-engine copy (DRAM access after the bridge), "
+        "with memory.bandwidth set; CPU copies have theirs in cpu.cost",
+        lo=0,
+        hi="1ms",
+    )
+
+
+@dataclass(frozen=True)
 class CopyEngineParams:
-    enabled: bool = param(False, BOOL, "copies done by a DMA copy engine instead of the CPU")
-    location: str = param("on_die", ENUM, "where the engine sits", choices=("io_bus", "on_die"))
-    latency: float = param("200ns", TIME, "start-up latency per copy", lo=0, hi="1ms")
-    rate: float = param("40Gbps", RATE, "copy bandwidth", lo="1Mbps", hi="10Tbps")
+    """An IOAT-style DMA copy engine doing TCP's kernel->user copies
+    (:mod:`cpasim.model.copy_engine`)."""
+
+    enabled: bool = param(
+        False, BOOL, "TCP receive copies (kernel->user) done by a DMA copy engine, not the CPU"
+    )
+    location: str = param(
+        "on_die",
+        ENUM,
+        "where the engine sits: on the I/O bus (its reads and writes cross it) or on die",
+        choices=("io_bus", "on_die"),
+    )
+    latency: float = param(
+        "200ns",
+        TIME,
+        "start-up latency per descriptor (with copy_engine.enabled, as every key here)",
+        lo=0,
+        hi="1ms",
+    )
+    rate: float = param("40Gbps", RATE, "copy bandwidth of the engine", lo="1Mbps", hi="10Tbps")
+    # Linux 2.6.18's ioatdma allocates 128 descriptors per channel
+    # (INITIAL_IOAT_DESC_COUNT) and appends to the engine every 20 pending ones.
+    ring: int = param(128, INT, "copy descriptors the driver may have outstanding", lo=1, hi=65536)
+    batch: int = param(
+        20, INT, "descriptors queued before the driver rings the engine (append)", lo=1, hi=65536
+    )
+    copy_size: int = param(
+        "4KiB",
+        SIZE,
+        "most bytes one descriptor copies; a received segment is one copy at least",
+        lo="64B",
+        hi="1GiB",
+    )
+    desc_size: int = param(
+        "64B",
+        SIZE,
+        "copy descriptor size (IOAT: 64 B); read over the bus by an io_bus engine",
+        lo="8B",
+        hi="4KiB",
+    )
+    mmio_latency: float = param(
+        "20ns",
+        TIME,
+        "CPU stall per uncached engine register access on die (on the I/O bus: pcie.mmio_latency)",
+        lo=0,
+        hi="1ms",
+    )
+    wait: str = param(
+        "spin",
+        ENUM,
+        "how read() waits for its copies: spin on the core (Linux 2.6.18) or sleep",
+        choices=("spin", "sleep"),
+    )
 
 
 @dataclass(frozen=True)
@@ -452,6 +541,7 @@ class HostParams:
     pcie: PcieParams = section(PcieParams)
     bus: BusParams = section(BusParams)
     cpu: CpuParams = section(CpuParams)
+    memory: MemoryParams = section(MemoryParams)
     copy_engine: CopyEngineParams = section(CopyEngineParams)
 
 

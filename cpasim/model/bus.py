@@ -154,3 +154,47 @@ class Bus:
         s.down_bytes += occ.down_bytes
         s.up_ns += occ.up_ns
         s.down_ns += occ.down_ns
+
+
+class MemoryBus(Bus):
+    """The I/O bus of a host whose memory is modelled (:mod:`cpasim.model.memory`):
+    each DMA also takes its bytes' share of the memory, and holds its channel until
+    both are done.  A host without ``memory.bandwidth`` gets a plain :class:`Bus`, so
+    the memory costs nothing there."""
+
+    def __init__(self, env, sys: str, timing: BusTiming, tracer, memory):
+        super().__init__(env, sys, timing, tracer)
+        self.memory = memory
+
+    def dma_read(self, sm, nbytes: int):
+        occ = self._reads.get(nbytes)
+        if occ is None:
+            occ = self._reads[nbytes] = self.timing.dma_read(nbytes)
+        pool = self.down
+        if not pool.acquire_now(sm):
+            yield pool.acquire(sm)
+        mem = self.memory
+        yield self.env.timeout(mem.access(nbytes, occ.wait_ns + occ.down_ns) + mem.latency)
+        pool.release(sm)
+        self._count(occ)
+
+    def dma_write(self, sm, nbytes: int, then: int = 0):
+        occ = self._writes.get(nbytes)
+        if occ is None:
+            occ = self._writes[nbytes] = self.timing.dma_write(nbytes)
+        busy = occ.up_ns
+        more = None
+        if then:
+            more = self._writes.get(then)
+            if more is None:
+                more = self._writes[then] = self.timing.dma_write(then)
+            busy += more.up_ns
+        pool = self.up
+        if not pool.acquire_now(sm):
+            yield pool.acquire(sm)
+        # Posted: the memory's latency delays nobody, its bandwidth does.
+        yield self.env.timeout(self.memory.access(nbytes + then, busy))
+        pool.release(sm)
+        self._count(occ)
+        if more is not None:
+            self._count(more)

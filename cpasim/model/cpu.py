@@ -35,6 +35,16 @@ class Cpu:
         self.busy_ns = dict.fromkeys(CATEGORIES, 0.0)
         self.measure_from = 0.0
         self._costs: dict[str, tuple[float, float]] = {}  # name -> (fixed, per byte)
+        # The copies of each direction: copy_per_byte unless the direction has its own.
+        cost = params.cost
+        for name, per_byte in (
+            ("copy_send", cost.copy_send_per_byte),
+            ("copy_recv", cost.copy_recv_per_byte),
+        ):
+            self._costs[name] = (cost.copy, cost.copy_per_byte if per_byte < 0 else per_byte)
+        # The host's Memory when memory.bandwidth is set: copies and checksums then
+        # take their bytes' share of it (stall).
+        self.memory = None
         self.acquire = self.cores.acquire
         self.release = self.cores.release
 
@@ -53,6 +63,26 @@ class Cpu:
                 raise KeyError(f"no CPU cost cpu.cost.{name} or cpu.cost.{name}_per_byte")
             cost = self._costs[name] = (fixed or 0.0, per_byte or 0.0)
         return cost[0] + cost[1] * nbytes
+
+    def stall(self, cycles: float, nbytes: int) -> float:
+        """``cycles`` of work that moves ``nbytes`` through memory, stretched while the
+        memory serves others first (only with a modelled memory: callers test
+        ``cpu.memory``); the core stalls, so the extra counts as busy."""
+        return self.memory.access(nbytes, cycles * self.ns_per_cycle) / self.ns_per_cycle
+
+    def busy_total(self) -> float:
+        """Busy time of all cores so far (see :meth:`spun`)."""
+        return sum(self.busy_ns.values())
+
+    def spun(self, category: str, start: float, busy_before: float) -> None:
+        """A process spun from ``start`` until now, letting interrupts and softirqs run
+        on its core in between (``busy_before`` = :meth:`busy_total` at ``start``): the
+        time nobody else worked is busy time of ``category``.  With several cores the
+        others' work is counted against the spin too, so a spin is never overcounted."""
+        since = max(start, self.measure_from)
+        spin = self.env._now - since - (self.busy_total() - busy_before)
+        if spin > 0:
+            self.busy_ns[category] += spin
 
     def work(self, category: str, cycles: float):
         """Timeout event: ``cycles`` of busy time on the held core, accounted to ``category``."""

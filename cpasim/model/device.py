@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cpasim.model.bus import Bus, BusStats, bus_timing
+from cpasim.model.bus import Bus, BusStats, MemoryBus, bus_timing
 from cpasim.model.driver import Driver, Rings
 from cpasim.model.nic import InterruptUnit, Nic
 from cpasim.model.qdisc import make_qdisc
@@ -54,14 +54,20 @@ class DeviceStats:
 
 class NetDevice:
     """The device path of host ``sys``: its ``nic``, ``driver``, ``qdisc``, ``pcie`` and
-    ``bus`` config sections, the host's ``cpu`` and ``port``, its end of the link."""
+    ``bus`` config sections, the host's ``cpu`` and ``port``, its end of the link, and
+    ``memory``, the host's :class:`~cpasim.model.memory.Memory` if modelled."""
 
-    def __init__(self, env, sys: str, tracer, *, nic, driver, qdisc, pcie, bus, cpu, port):
+    def __init__(
+        self, env, sys: str, tracer, *, nic, driver, qdisc, pcie, bus, cpu, port, memory=None
+    ):
         self.sys = sys
         self.csum_offload = nic.csum_offload
         self.tso = nic.tso
         self.stats = DeviceStats()
-        self.bus = Bus(env, sys, bus_timing(bus, pcie), tracer)
+        if memory is None:
+            self.bus = Bus(env, sys, bus_timing(bus, pcie), tracer)
+        else:  # DMA also takes its share of the host's memory (memory.bandwidth)
+            self.bus = MemoryBus(env, sys, bus_timing(bus, pcie), tracer, memory)
         self.stats.bus = self.bus.stats
         self.qdisc = make_qdisc(env, sys, qdisc, tracer)
         self.rx_out = TracedStore(env, tracer, sys, "RX backlog", "0")

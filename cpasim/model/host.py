@@ -2,15 +2,19 @@
 
 The host is plumbing only: it builds :class:`~cpasim.model.cpu.Cpu`, the
 :class:`~cpasim.model.device.NetDevice` on its end of the link and
-:class:`~cpasim.model.ip.IpLayer`, and opens TCP connections / UDP endpoints on
-request, registering each with IP for its incoming packets.
+:class:`~cpasim.model.ip.IpLayer` (and, when configured, the
+:class:`~cpasim.model.memory.Memory` they share and the
+:class:`~cpasim.model.copy_engine.CopyEngine`), and opens TCP connections / UDP
+endpoints on request, registering each with IP for its incoming packets.
 """
 
 from __future__ import annotations
 
+from cpasim.model.copy_engine import CopyEngine
 from cpasim.model.cpu import Cpu
 from cpasim.model.device import NetDevice
 from cpasim.model.ip import IpLayer
+from cpasim.model.memory import Memory
 from cpasim.model.socket import TcpSocket, UdpSocket
 from cpasim.model.tcp import TcpConnection
 from cpasim.model.udp import UdpEndpoint
@@ -25,6 +29,9 @@ class Host:
         self.tracer = tracer
         self.cpu = Cpu(env, sys, self.hc.cpu, tracer)
         hc = self.hc
+        # No memory object unless asked for: an unmodelled memory costs nothing.
+        self.memory = Memory(env, hc.memory) if hc.memory.bandwidth else None
+        self.cpu.memory = self.memory
         self.dev = NetDevice(
             env,
             sys,
@@ -36,7 +43,11 @@ class Host:
             bus=hc.bus,
             cpu=self.cpu,
             port=port,
+            memory=self.memory,
         )
+        self.engine = None
+        if hc.copy_engine.enabled:
+            self.engine = CopyEngine(env, sys, hc, tracer, self.cpu, self.dev.bus, self.memory)
         self.ip = IpLayer(env, sys, tracer, params=hc.ip, mtu=self.mtu, cpu=self.cpu, dev=self.dev)
         self.tcp: list[TcpConnection] = []
         self.seed = cfg.sim.seed  # seeds the connections' own generators (BBR's phase)
@@ -56,9 +67,11 @@ class Host:
             ip=self.ip,
             seed=(self.seed << 20) + 2 * idx + (self.sys == "rx"),
         )
+        if self.engine is not None:  # read() then waits for copies with the socket locked
+            conn.add_socket_lock(self.env, self.tracer, self.sys)
         self.tcp.append(conn)
         self.ip.register("tcp", conn.conn, conn)
-        return TcpSocket(conn, self.cpu)
+        return TcpSocket(conn, self.cpu, self.engine)
 
     def open_udp(self, idx: int) -> UdpSocket:
         ep = UdpEndpoint(

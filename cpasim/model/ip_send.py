@@ -70,7 +70,7 @@ class IpSend:
             sm,
             "do_csum_partial_copy_from_user",
             stack=cpu.cycles("syscall") + user,
-            copy=cpu.cycles("copy", pkt.payload) + csum,
+            copy=cpu.cycles("copy_send", pkt.payload) + csum,
         )
         sm.begin("ip_push_pending_frames")
         done = self.env.event()

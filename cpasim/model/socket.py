@@ -14,12 +14,20 @@ entered in the caller's SM:
   between two of them;
 * TCP ``read()``: ``sk_wait_data`` (blocked on the ``Receive buffer``),
   ``TcpRecvMsg: copy`` (kernel→user copy, freeing the buffers); it may send a
-  window update (``tcp_send_ack``);
+  window update (``tcp_send_ack``).  With ``copy_engine.enabled`` the copy is the
+  engine's (:mod:`cpasim.model.copy_engine`): ``TcpRecvMsg: dma issue``,
+  ``TcpRecvMsg: dma wait`` (and ``dma wait desc``), then ``TcpRecvMsg: free``;
 * UDP ``sendto()``: ``UdpSendMsg: copy``, then IP output in the caller
   (``ip_fragment``, ``nf_hook``, ``ip_push_pending_frames`` into the ``qdisc``);
   with ``ip.send_path = "2.6.13"``, ``alloc_skb``, ``do_csum_partial_copy_from_user``
   and ``ip_push_pending_frames`` as :mod:`cpasim.model.ip_send` describes;
 * UDP ``recvfrom()``: ``sk_wait_data``, ``UdpRecvMsg: copy``.
+
+Copies cost ``cpu.cost.copy`` plus ``copy_send_per_byte`` (user→kernel) or
+``copy_recv_per_byte`` (kernel→user) per byte.  With ``memory.bandwidth`` set, a
+copy reads and writes its bytes and a software checksum reads them through the
+host's memory (:mod:`cpasim.model.memory`), which stretches them while the
+memory is busy with others.
 """
 
 from __future__ import annotations
@@ -31,9 +39,10 @@ COPY_SEGMENTS = 4
 class TcpSocket:
     """The application's handle on one :class:`~cpasim.model.tcp.TcpConnection`."""
 
-    def __init__(self, conn, cpu) -> None:
+    def __init__(self, conn, cpu, engine=None) -> None:
         self.conn = conn
         self.cpu = cpu
+        self.engine = engine  # the host's CopyEngine, which then does read()'s copies
 
     def write(self, sm, nbytes: int, *, block: bool = True, user: float = 0.0):
         """Copy ``nbytes`` into the send buffer; returns the bytes taken.
@@ -47,8 +56,7 @@ class TcpSocket:
             left = nbytes - done
             free = int(c.sndbuf.level)
             if free > 0:
-                n = min(left, free)
-                c.sndbuf.grab(n, sm)
+                n = c.copy_in(sm, min(left, free))
             elif not block:
                 c.nospace = True
                 break
@@ -58,7 +66,7 @@ class TcpSocket:
                 sm.begin("sk_stream_wait_memory")
                 yield from cpu.block(sm, c.sndbuf.get(n, sm))
                 extra += cpu.cycles("context_switch")
-            c.snd_in_copy += n
+                c.copy_in(sm, n, taken=n)
             while n > 0:
                 # Linux copies into one segment-sized buffer at a time and hands each
                 # to TCP output; interrupts and softirqs preempt the copy between
@@ -66,16 +74,19 @@ class TcpSocket:
                 # waiting kernel work (ACK processing, NAPI, TCP output) runs in between.
                 k = min(n, c.mss * COPY_SEGMENTS)
                 segs = -(-k // c.mss)
-                csum = cpu.cycles("csum", k) if c.sw_csum else 0.0
+                copy = cpu.cycles("copy_send", k)
+                if c.sw_csum:
+                    copy += cpu.cycles("csum", k)
+                if cpu.memory is not None:  # read and write each byte (the sum: in cache)
+                    copy = cpu.stall(copy, 2 * k)
                 yield cpu.spend(
                     sm,
                     "TcpSendMsg: copy",
                     stack=extra,
-                    copy=cpu.cycles("copy", k) + csum,
+                    copy=copy,
                     buffer=cpu.cycles("skb_alloc") * segs,
                 )
                 extra = 0.0
-                c.snd_in_copy -= k
                 c.queue_data(sm, k)
                 done += k
                 n -= k
@@ -91,24 +102,38 @@ class TcpSocket:
         """Wait for data, then copy up to ``nbytes`` of it out; returns the bytes read."""
         c, cpu = self.conn, self.cpu
         extra = cpu.cycles("syscall") + user
-        got = 0
+        taken = 0
         if c.rcvbuf.level < 1:
             sm.begin("sk_wait_data")
             yield from cpu.block(sm, c.rcvbuf.get(1, sm))
             extra += cpu.cycles("context_switch")
-            got = 1
-        got += c.rcvbuf.grab(nbytes - got, sm)
-        c.rcv_in_copy += got
+            taken = 1
+        got = c.copy_out(sm, nbytes, taken)
         segs = -(-got // c.mss)
-        yield cpu.spend(
-            sm,
-            "TcpRecvMsg: copy",
-            stack=extra,
-            copy=cpu.cycles("copy", got),
-            buffer=cpu.cycles("skb_free") * segs,  # the copied buffers are freed
-        )
-        c.rcv_in_copy -= got
-        c.after_read()
+        if self.engine is not None:
+            c.lock()  # segments arriving while the copies run wait in the backlog
+            switch = yield from self.engine.copy(sm, got, c.mss, extra)
+            # The buffers wait for their copies to be done before they are freed.
+            yield cpu.spend(
+                sm, "TcpRecvMsg: free", stack=switch, buffer=cpu.cycles("skb_free") * segs
+            )
+            c.copied_out(got)
+            if c.window_update_due():
+                yield from c.send_window_update(sm)
+            yield from c.release(sm)
+            return got
+        else:
+            copy = cpu.cycles("copy_recv", got)
+            if cpu.memory is not None:
+                copy = cpu.stall(copy, 2 * got)
+            yield cpu.spend(
+                sm,
+                "TcpRecvMsg: copy",
+                stack=extra,
+                copy=copy,
+                buffer=cpu.cycles("skb_free") * segs,  # the copied buffers are freed
+            )
+        c.copied_out(got)
         if c.window_update_due():
             yield from c.send_window_update(sm)
         return got
@@ -127,12 +152,16 @@ class UdpSocket:
         if ep.ip.ip_send is not None:  # Linux 2.6.13's path (cpasim.model.ip_send)
             yield from ep.ip.ip_send.sendmsg(sm, ep.datagram(nbytes), user=user)
             return
-        csum = cpu.cycles("csum", nbytes) if ep.sw_csum else 0.0
+        copy = cpu.cycles("copy_send", nbytes)
+        if ep.sw_csum:
+            copy += cpu.cycles("csum", nbytes)
+        if cpu.memory is not None:
+            copy = cpu.stall(copy, 2 * nbytes)
         yield cpu.spend(
             sm,
             "UdpSendMsg: copy",
             stack=cpu.cycles("syscall") + user,
-            copy=cpu.cycles("copy", nbytes) + csum,
+            copy=copy,
             buffer=cpu.cycles("skb_alloc"),
         )
         yield from ep.send(sm, nbytes)
@@ -148,11 +177,14 @@ class UdpSocket:
         else:
             (nbytes,) = ep.rcvq.take_now(1, sm)
         ep.rcv_bytes -= ep.charge(nbytes)
+        copy = cpu.cycles("copy_recv", nbytes)
+        if cpu.memory is not None:
+            copy = cpu.stall(copy, 2 * nbytes)
         yield cpu.spend(
             sm,
             "UdpRecvMsg: copy",
             stack=extra,
-            copy=cpu.cycles("copy", nbytes),
+            copy=copy,
             buffer=cpu.cycles("skb_free"),
         )
         return nbytes

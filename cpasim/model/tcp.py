@@ -174,10 +174,35 @@ class TcpConnection:
         env.process(self._rto_loop())
 
     # -- the application side ------------------------------------------------------
+    # Bytes a write() or read() is copying belong to neither queue meanwhile; only
+    # these methods move them, so that at every instant
+    #   free send buffer + snd_in_copy + queued or unacked = sndbuf_size, and
+    #   bytes read = rcv_nxt - Receive buffer - rcv_in_copy.
+    def copy_in(self, sm, nbytes: int, taken: int = 0) -> int:
+        """A write() takes ``nbytes`` of free send buffer (``taken`` of them taken
+        already, by a blocking get) to copy into; returns the bytes taken."""
+        if nbytes > taken:
+            self.sndbuf.grab(nbytes - taken, sm)
+        self.snd_in_copy += nbytes
+        return nbytes
+
     def queue_data(self, sm, nbytes: int) -> None:
-        """``nbytes`` copied into the send buffer: hand them to TcpSend now."""
+        """``nbytes`` of a write()'s copy are in the send buffer: hand them to TcpSend now."""
+        self.snd_in_copy -= nbytes
         self.bytes_queued += nbytes
         self.sendq.put_now(nbytes, sm)
+
+    def copy_out(self, sm, nbytes: int, taken: int = 0) -> int:
+        """A read() takes up to ``nbytes`` from the receive buffer (``taken`` of them
+        taken already, by a blocking get) to copy them out; returns the bytes taken."""
+        got = taken + self.rcvbuf.grab(nbytes - taken, sm)
+        self.rcv_in_copy += got
+        return got
+
+    def copied_out(self, nbytes: int) -> None:
+        """A read()'s copy of ``nbytes`` is done: Linux's receive-buffer autotuning step."""
+        self.rcv_in_copy -= nbytes
+        self.after_read()
 
     def receive_window(self) -> int:
         """The window the buffer rules offer, never shrinking the right edge already
@@ -202,6 +227,41 @@ class TcpConnection:
             return False
         new = self.receive_window()
         return new >= 2 * left and new > left
+
+    # -- the socket lock -------------------------------------------------------------
+    # Linux holds the socket lock through tcp_recvmsg (except while it sleeps for
+    # data); a segment arriving meanwhile goes to the socket's backlog and is
+    # processed by the reader when it releases the lock.  The model needs this only
+    # where a read() waits without copying (for a copy engine's completions): a
+    # copying reader holds the core anyway.  So it is added on request, and a
+    # connection without it pays nothing.
+    def add_socket_lock(self, env, tracer, sys: str) -> None:
+        """Give this connection Linux's socket lock and backlog (``Socket backlog``)."""
+        self.owned = False
+        self.backlog = TracedStore(env, tracer, sys, "Socket backlog", self.conn[1:])
+        process = self.receive
+
+        def receive(sm, pkt):
+            if self.owned:  # sk_add_backlog: the lock owner will process it
+                self.backlog.put_now(pkt, sm)
+                return ()
+            return process(sm, pkt)
+
+        self._process = process
+        self.receive = receive
+
+    def lock(self) -> None:
+        """lock_sock: segments arriving from now on wait in the backlog."""
+        self.owned = True
+
+    def release(self, sm):
+        """Generator run by the lock owner holding a core (release_sock): process the
+        backlog in order, then give the lock up."""
+        backlog = self.backlog
+        while backlog.items:
+            (pkt,) = backlog.take_now(1, sm)
+            yield from self._process(sm, pkt)
+        self.owned = False
 
     def send_window_update(self, sm):
         """Generator run by ``read()`` (holding a core): ACK with the new window."""
@@ -343,6 +403,8 @@ class TcpConnection:
         sends = len(rtx) + bool(ack_now)
         if pkt.payload:
             csum = cpu.cycles("csum", pkt.length) if self.sw_csum else 0.0
+            if csum and cpu.memory is not None:  # the sum reads the segment from memory
+                csum = cpu.stall(csum, pkt.length)
             stack = cpu.cycles("rx_packet") + cpu.cycles("tx_packet") * sends
             yield cpu.spend(sm, "tcp_v4_rcv", stack=stack, copy=csum)
         else:

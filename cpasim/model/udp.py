@@ -75,6 +75,8 @@ class UdpEndpoint:
     def receive(self, sm, pkt: Packet):
         cpu = self.cpu
         csum = cpu.cycles("csum", pkt.length) if self.sw_csum else 0.0
+        if csum and cpu.memory is not None:  # the sum reads the datagram from memory
+            csum = cpu.stall(csum, pkt.length)
         yield cpu.spend(sm, "udp_rcv", stack=cpu.cycles("rx_packet"), copy=csum)
         charge = self.charge(pkt.payload)
         if (self.rcv_bytes + charge if self.fixed else self.rcv_bytes) > self.rmem:

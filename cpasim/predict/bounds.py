@@ -17,8 +17,10 @@ resource                     states that hold it                                
 ``{sys}:CPU cores``          every CPU state (:data:`CPU_PATTERNS`)                  cores
 ``{sys}:PCIe down``          NIC TX ``DMA packet``/``DMA descriptors``, NIC RX        1
                              ``DMA descriptors``, TX Desc Fetch ``DMA
-                             descriptors`` (DMA reads: data comes down)
-``{sys}:PCIe up``            NIC RX ``DMA packet``, NIC TX ``writeback``              1
+                             descriptors`` (DMA reads: data comes down); an I/O-bus
+                             copy engine's ``DMA descriptor``, ``read``
+``{sys}:PCIe up``            NIC RX ``DMA packet``, NIC TX ``writeback``; an I/O-bus   1
+                             copy engine's ``write``
 ============================ ====================================================== =====
 """
 
@@ -54,12 +56,17 @@ RESOURCES: tuple[Resource, ...] = (
             "{sys}:NIC TX:DMA descriptors",
             "{sys}:NIC RX:DMA descriptors",
             "{sys}:TX Desc Fetch:DMA descriptors",
+            "{sys}:Copy Engine:DMA descriptor",
+            "{sys}:Copy Engine:read",
         ),
         lambda v: 1,
         _pcie,
     ),
     Resource(
-        "{sys}:PCIe up", ("{sys}:NIC RX:DMA packet", "{sys}:NIC TX:writeback"), lambda v: 1, _pcie
+        "{sys}:PCIe up",
+        ("{sys}:NIC RX:DMA packet", "{sys}:NIC TX:writeback", "{sys}:Copy Engine:write"),
+        lambda v: 1,
+        _pcie,
     ),
 )
 

@@ -19,7 +19,8 @@ keys                             transform amount (old → new)
                                            new) / (MTU + old), and ``pace``: exact for the
                                            full-size packets of a TCP stream, refused for
                                            other workloads or with a reverse bottleneck
-``pcie.gen pcie.lanes``          scale     the DMA states of the host's NIC: the transfer
+``pcie.gen pcie.lanes``          scale     the DMA states of the host's NIC (and of a copy
+                                           engine on the I/O bus): the transfer
 ``pcie.latency``                           part × old/new bandwidth, the bridge latency part
                                            replaced (see "fixed parts" below)
 ``cpu.freq``                     scale     every state that burns cycles on the host × old/new
@@ -40,6 +41,8 @@ keys                             transform amount (old → new)
 ``nic.tx_ring``                  capacity  ``{sys}:TX free desc`` + (new − old) descriptors
 ``nic.rx_ring``                  capacity  ``{sys}:RX free desc`` + (new − old) descriptors
 ``nic.tx_fifo``                  capacity  ``{sys}:TX FIFO`` + growth in full-size frames
+``copy_engine.ring``             capacity  ``{sys}:Copy desc free`` + (new − old) descriptors
+``copy_engine.rate``             scale     an on-die engine's ``{sys}:Copy Engine:copy`` × old/new
 ``qdisc.len``                    capacity  ``{sys}:qdisc`` + (new − old) packets
 ================================ ========= ==================================================
 
@@ -162,6 +165,8 @@ CPU_STATES = (
     "epoll_wait",
     "TcpSendMsg: copy",
     "TcpRecvMsg: copy",
+    "TcpRecvMsg: dma issue",
+    "TcpRecvMsg: free",
     "UdpSendMsg: copy",
     "UdpRecvMsg: copy",
     "tcp_write_xmit",
@@ -192,7 +197,7 @@ CPU_STATES = (
 #: ``bottleneck.rate``, ``bottleneck.overhead``: see "Pacing");
 #: ``Bottleneck:serialize`` with its direction's rate and the overhead.  The
 #: bottleneck's ``Wait`` (an empty queue) is waiting, with no active time.
-FIXED_TIME_STATES = ("think", "countdown", "armed")
+FIXED_TIME_STATES = ("think", "countdown", "armed", "set-up")
 
 #: Keys no transform models, each with the reason ``predict`` gives (see the
 #: module docstring, "Refused keys").
@@ -407,6 +412,10 @@ _DMA_STATES = (
     Target("{sys}:NIC TX:writeback", _no_fixed),
     Target("{sys}:NIC RX:DMA descriptors", _bridge_round_trip),
     Target("{sys}:NIC RX:DMA packet", _no_fixed),
+    # A copy engine on the I/O bus: descriptor and source reads, destination writes.
+    Target("{sys}:Copy Engine:DMA descriptor", _bridge_round_trip),
+    Target("{sys}:Copy Engine:read", _bridge_round_trip),
+    Target("{sys}:Copy Engine:write", _no_fixed),
 )
 
 _CPU_TARGETS = (
@@ -532,6 +541,20 @@ RULES: tuple[Rule, ...] = (
         (Target("{sys}:RX free desc"),),
         _growth("nic.rx_ring"),
         "more posted RX buffers",
+    ),
+    Rule(
+        ("copy_engine.rate",),
+        SCALE,
+        (Target("{sys}:Copy Engine:copy"),),
+        lambda old, new: old("copy_engine.rate") / new("copy_engine.rate"),
+        "an on-die copy engine moves the bytes at its rate (without memory contention)",
+    ),
+    Rule(
+        ("copy_engine.ring",),
+        CAPACITY,
+        (Target("{sys}:Copy desc free"),),
+        _growth("copy_engine.ring"),
+        "more copy descriptors the driver may have outstanding",
     ),
     Rule(
         ("nic.tx_fifo",),

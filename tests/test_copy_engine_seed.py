@@ -1,0 +1,151 @@
+"""scenarios/rx-copy-engine.toml against Saidi 2009, section 6.4.2 (calibration/SEEDS.md).
+
+The seed's figures come from calibration/seeds/saidi_ch6.csv.  Fitted: the
+receiver's copy and per-packet costs, on the configuration without an engine
+(calibration/fit_copy_engine.py); held out: both engine configurations.
+Tolerances are what the model achieved (30 ms runs here; 60 ms in SEEDS.md).
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from cpasim.config import load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIO = ROOT / "scenarios" / "rx-copy-engine.toml"
+SAIDI = ROOT / "calibration" / "seeds" / "saidi_ch6.csv"
+SHORT = ["sim.duration=30ms", "sim.warmup=10ms"]
+_spec = importlib.util.spec_from_file_location(
+    "fit_copy_engine", ROOT / "calibration" / "fit_copy_engine.py"
+)
+fit = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fit)
+CONFIGS = dict(fit.CONFIGS)
+
+
+def seed_gbps(system: str) -> float:
+    with SAIDI.open() as f:
+        for row in csv.DictReader(line for line in f if not line.startswith("#")):
+            if row["quantity"] == "received_bandwidth" and row["system"] == system:
+                return float(row["value"])
+    raise KeyError(system)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    from cpasim.predict.runs import traced_run
+
+    d = tmp_path_factory.mktemp("copy_engine")
+    out = {}
+    for i, (name, change) in enumerate(fit.CONFIGS):
+        cfg = load_scenario(SCENARIO, sets=[*SHORT, *change])
+        out[name] = traced_run(cfg, d / f"c{i}.cpt")
+    return out
+
+
+def _gbps(run) -> float:
+    return run.result["goodput_bps"] / 1e9
+
+
+# (model - seed) / seed achieved: -0.3% (fitted), -4.2%, +4.6% (held out).
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("system", "rel"),
+    [("copy engine: none", 0.01), ("copy engine on I/O bus", 0.05), ("copy engine on-die", 0.05)],
+)
+def test_received_bandwidth_matches_the_seed(runs, system, rel):
+    assert _gbps(runs[system]) == pytest.approx(seed_gbps(system), rel=rel)
+
+
+@pytest.mark.slow
+def test_the_engine_on_the_io_bus_is_slower_and_on_die_faster(runs):
+    none, io, die = (_gbps(runs[name]) for name, _ in fit.CONFIGS)
+    assert io < none < die
+
+
+@pytest.mark.slow
+def test_without_an_engine_the_receiver_is_cpu_bound_in_its_copy(runs):
+    run = runs["copy engine: none"]
+    # Fitted: the copy's share of the core, the seed's 68% of the path less the
+    # interrupts it counts inside the copy.
+    assert run.result["cpu_utilization"]["rx"]["copy"] == pytest.approx(fit.COPY_SHARE, abs=0.01)
+    assert run.path.bottleneck == "rx:CPU cores"
+
+
+def _unbroken(run):
+    from cpasim.analysis import analyze
+    from cpasim.trace import open_trace
+
+    return analyze(open_trace(run.trace), run.start, run.end)
+
+
+@pytest.mark.slow
+def test_on_the_io_bus_the_engine_and_the_nic_contend_for_the_bus(runs):
+    a = _unbroken(runs["copy engine on I/O bus"])
+    loops = [loop["edge"] for loop in a.loops[:2]]
+    # The seed: "dominated by the copy engine reading and writing data", the data
+    # crossing the bus three times.  Here the two commonest loops of the path are
+    # the engine's reads and writes waiting for the NIC's DMA on the bus.
+    assert "rx:Copy Engine->rx:NIC RX[rx:PCIe up]" in loops
+    assert "rx:NIC TX->rx:Copy Engine[rx:PCIe down]" in loops
+    engine = sum(m["share"] for m in a.most_critical if m["name"].startswith("rx:Copy Engine:"))
+    assert engine > 0.1
+
+
+@pytest.mark.slow
+def test_on_die_the_path_loops_through_the_engines_completions(runs):
+    run = runs["copy engine on-die"]
+    # The seed: the reader "queueing up several requests to send to the copy engine,
+    # and then waiting for copy engine to complete the copies and report back".
+    assert run.path.loops[0]["edge"] == "rx:Copy Engine->rx:App[rx:Copy done]"
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="the seed names the engine's reads and writes; the model's path is a "
+    "receive-window loop (the reader keeps 0.5 MB queued) and runs half through the "
+    "link's propagation, so the named state is tx:Link:propagate (engine states 27%)",
+)
+def test_on_the_io_bus_the_named_bottleneck_is_the_engine(runs):
+    assert runs["copy engine on I/O bus"].path.bottleneck.startswith("rx:Copy Engine:")
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="the seed names the communication with the engine; the model's top loop is "
+    "the engine's completions, but the most critical state is rx:NIC RX:DMA packet (the "
+    "reader's backlog waits for the frames behind it) in a receive-window loop",
+)
+def test_on_die_the_named_bottleneck_is_the_engine_communication(runs):
+    assert runs["copy engine on-die"].path.bottleneck.startswith(
+        ("rx:App:TcpRecvMsg: dma", "rx:Copy")
+    )
+
+
+@pytest.mark.slow
+def test_more_copy_descriptors_predicted_and_validated(tmp_path):
+    """--capacity on the engine's descriptor queue: a ring that binds (4 descriptors per
+    batch) grown to 16, predicted from the trace and re-simulated: 2.1% apart."""
+    from cpasim.predict.predict import predict
+    from cpasim.predict.runs import traced_run
+    from cpasim.predict.validate import relative_error
+    from cpasim.simulate import simulate
+
+    base = load_scenario(
+        SCENARIO,
+        sets=[*SHORT, *CONFIGS["copy engine on-die"], "hosts.rx.copy_engine.ring=4"],
+    )
+    grown = base.with_overrides({"hosts.rx.copy_engine.ring": "16"})
+    run = traced_run(base, tmp_path / "ring4.cpt")
+    p = predict(run, grown)
+    assert any("rx:Copy desc free" in e for e in p.effects)
+    actual = simulate(grown).goodput_bps
+    assert actual > p.baseline  # the ring did bind
+    assert relative_error(p.predicted, actual) < 0.03
