@@ -10,15 +10,9 @@ import simpy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cpasim.model.link import (
-    SPARE_CARRIERS,
-    Link,
-    frame_bytes,
-    link_goodput,
-    serialization_ns,
-    wire_bytes,
-)
+from cpasim.model.link import SPARE_CARRIERS, Link, link_goodput, serialization_ns
 from cpasim.model.packet import Packet
+from cpasim.protocol import frame_bytes, wire_bytes
 from cpasim.trace import NULL_TRACER, TracedStore, Tracer
 from cpasim.trace.records import OPS
 

@@ -19,7 +19,8 @@ from cpasim.config import load_scenario
 from cpasim.model.cpu import CATEGORIES, Cpu
 from cpasim.model.ip import IpLayer
 from cpasim.model.packet import Packet
-from cpasim.model.tcp_rules import Receiver, RenoSender, mss_for, tcp_header
+from cpasim.model.tcp_rules import Receiver, RenoSender
+from cpasim.protocol import mss_for, tcp_header
 from cpasim.simulate import simulate
 from cpasim.trace import NULL_TRACER, TracedStore
 

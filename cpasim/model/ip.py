@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from cpasim.model.packet import Packet
-from cpasim.model.tcp_rules import IP_HEADER, UDP_HEADER
+from cpasim.protocol import IP_HEADER, UDP_HEADER
 
 
 class IpLayer:

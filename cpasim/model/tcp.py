@@ -57,11 +57,10 @@ from cpasim.model import cc
 from cpasim.model.packet import ACK, Packet
 from cpasim.model.sockbuf import SocketBuffers
 from cpasim.model.tcp_linux import TIMEOUT_MIN_NS, LinuxSender
-from cpasim.model.tcp_rules import (
+from cpasim.model.tcp_rules import Receiver, RenoSender
+from cpasim.protocol import (
     TCP_SACK_BASE,
     TCP_SACK_PERBLOCK,
-    Receiver,
-    RenoSender,
     mss_for,
     sack_blocks_max,
     tcp_header,

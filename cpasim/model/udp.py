@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from cpasim.model.packet import Packet
 from cpasim.model.sockbuf import SOCK_MIN_RCVBUF, setsockopt_buf
-from cpasim.model.tcp_rules import IP_HEADER, UDP_HEADER
+from cpasim.protocol import IP_HEADER, UDP_HEADER
 from cpasim.trace import TracedStore
 
 

@@ -19,6 +19,9 @@ resource                     states that hold it                                
                              ``DMA descriptors`` (DMA reads: data comes down)
 ``{sys}:PCIe up``            NIC RX ``DMA packet``, NIC TX ``writeback``              1
 ============================ ====================================================== =====
+
+The NIC states and their direction are the model's
+(:data:`cpasim.model.bus_rules.BUS_STATES`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 from cpasim.analysis import Transforms
 from cpasim.analysis.transforms import NameSet
 from cpasim.config import HOSTS, Config
+from cpasim.model.bus_rules import BUS_STATES, READ, WRITE
 from cpasim.predict.transforms_table import CPU_PATTERNS, Lookup
 
 
@@ -44,17 +48,16 @@ def _pcie(v: Lookup) -> bool:
     return v("bus.kind") == "pcie"
 
 
+def _bus_states(access: str) -> tuple[str, ...]:
+    """The NIC states holding the channel of one kind of access (reads' data comes
+    down, writes go up), as :data:`~cpasim.model.bus_rules.BUS_STATES` declares them."""
+    return tuple(f"{{sys}}:{sm}:{state}" for sm, state, a in BUS_STATES if a == access)
+
+
 RESOURCES: tuple[Resource, ...] = (
     Resource("{sys}:CPU cores", CPU_PATTERNS, lambda v: v("cpu.cores")),
-    Resource(
-        "{sys}:PCIe down",
-        ("{sys}:NIC TX:DMA packet", "{sys}:NIC TX:DMA descriptors", "{sys}:NIC RX:DMA descriptors"),
-        lambda v: 1,
-        _pcie,
-    ),
-    Resource(
-        "{sys}:PCIe up", ("{sys}:NIC RX:DMA packet", "{sys}:NIC TX:writeback"), lambda v: 1, _pcie
-    ),
+    Resource("{sys}:PCIe down", _bus_states(READ), lambda v: 1, _pcie),
+    Resource("{sys}:PCIe up", _bus_states(WRITE), lambda v: 1, _pcie),
 )
 
 
