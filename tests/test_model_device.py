@@ -67,7 +67,7 @@ class Bench:
         while True:
             p = q.take_now(1, sm)[0] if q.items else (yield q.get(sm))
             if self.rx_cycles:
-                yield cpu.acquire(sm)
+                yield from cpu.take(sm)
                 yield cpu.work("user", self.rx_cycles)
                 cpu.release(sm)
             self.got.append((self.env.now, p.seq))

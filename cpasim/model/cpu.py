@@ -21,9 +21,8 @@ CATEGORIES = ("copy", "stack", "driver", "interrupt", "buffer", "user")
 class Cpu:
     """Cores, costs and busy time of one host.
 
-    ``acquire(sm)`` (the event of getting a core) and ``release(sm)`` (give it
-    back now) are the ``CPU cores`` pool's own methods, bound once: releasing is
-    one of the model's commonest calls."""
+    ``release(sm)`` (give the core back now) is the ``CPU cores`` pool's own
+    method, bound once: releasing is one of the model's commonest calls."""
 
     def __init__(self, env, sys: str, params, tracer) -> None:
         self.env = env
@@ -35,7 +34,6 @@ class Cpu:
         self.busy_ns = dict.fromkeys(CATEGORIES, 0.0)
         self.measure_from = 0.0
         self._costs: dict[str, tuple[float, float]] = {}  # name -> (fixed, per byte)
-        self.acquire = self.cores.acquire
         self.release = self.cores.release
 
     def take(self, sm):
@@ -62,11 +60,6 @@ class Cpu:
         if start + ns > self.measure_from:
             self.busy_ns[category] += ns - max(0.0, self.measure_from - start)
         return env.timeout(ns)
-
-    def run(self, sm, state: str, category: str, cycles: float):
-        """Enter ``state`` and work ``cycles`` in it (the common case of :meth:`work`)."""
-        sm.begin(state)
-        return self.work(category, cycles)
 
     def spend(self, sm, state: str, **cycles: float):
         """Enter ``state`` and work there; cycles given per category, one timeout."""
