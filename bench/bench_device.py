@@ -62,12 +62,18 @@ class Counting(simpy.Environment):
 def device_run(sets: list[str]) -> tuple[int, int]:
     cfg = load_scenario(None, sets=sets)
     env = Counting()
-    link = Link(env, cfg.link, NULL_TRACER, np.random.default_rng(1))
+    link = Link(env, params=cfg.link, tracer=NULL_TRACER, rng=np.random.default_rng(1))
     dev = {}
     for h in ("tx", "rx"):
         hc = cfg.host(h)
         dev[h] = NetDevice(
-            env, h, hc, NULL_TRACER, None, Cpu(env, h, hc.cpu, NULL_TRACER), link.port(h)
+            env,
+            h,
+            hc,
+            NULL_TRACER,
+            None,
+            Cpu(env, h, params=hc.cpu, tracer=NULL_TRACER),
+            link.port(h),
         )
     got = [0]
 

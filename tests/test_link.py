@@ -64,7 +64,7 @@ def build(rate=1e9, delay=10_000.0, loss=0.0, seed=1, tracer=None):
     env = simpy.Environment()
     tracer = tracer(env) if tracer else NULL_TRACER
     cfg = SimpleNamespace(rate=rate, delay=delay, mtu=1500, loss=loss)
-    link = Link(env, cfg, tracer, np.random.default_rng(seed))
+    link = Link(env, params=cfg, tracer=tracer, rng=np.random.default_rng(seed))
     fifos, nics = {}, {}
     for h in ("tx", "rx"):
         fifos[h] = TracedStore(env, tracer, h, "TX FIFO", "0", capacity=32)

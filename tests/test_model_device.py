@@ -35,11 +35,13 @@ class Bench:
         self.cfg = load_scenario(None, sets=["nic.itr=off", *sets])
         env = self.env = simpy.Environment()
         self.tracer = Tracer.in_memory(env) if traced else NULL_TRACER
-        self.link = Link(env, self.cfg.link, self.tracer, np.random.default_rng(seed))
+        self.link = Link(
+            env, params=self.cfg.link, tracer=self.tracer, rng=np.random.default_rng(seed)
+        )
         self.cpu, self.dev = {}, {}
         for h in ("tx", "rx"):
             hc = self.cfg.host(h)
-            self.cpu[h] = Cpu(env, h, hc.cpu, self.tracer)
+            self.cpu[h] = Cpu(env, h, params=hc.cpu, tracer=self.tracer)
             self.dev[h] = NetDevice(env, h, hc, self.tracer, None, self.cpu[h], self.link.port(h))
         self.got: list[tuple[float, int]] = []
         self.length, self.count, self.rx_cycles, self.segs = length, count, rx_cycles, tso_segs

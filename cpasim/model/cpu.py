@@ -19,12 +19,12 @@ CATEGORIES = ("copy", "stack", "driver", "interrupt", "buffer", "user")
 
 
 class Cpu:
-    """Cores, costs and busy time of one host.
+    """Cores, costs and busy time of one host; ``params`` is its ``cpu`` section.
 
     ``release(sm)`` (give the core back now) is the ``CPU cores`` pool's own
     method, bound once: releasing is one of the model's commonest calls."""
 
-    def __init__(self, env, sys: str, params, tracer) -> None:
+    def __init__(self, env, sys: str, *, params, tracer) -> None:
         self.env = env
         self.sys = sys
         self.ns_per_cycle = 1e9 / params.freq

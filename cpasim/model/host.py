@@ -23,10 +23,10 @@ class Host:
         self.hc = cfg.host(sys)
         self.mtu = cfg.link.mtu
         self.tracer = tracer
-        self.cpu = Cpu(env, sys, self.hc.cpu, tracer)
+        self.cpu = Cpu(env, sys, params=self.hc.cpu, tracer=tracer)
         self.dev = NetDevice(env, sys, self.hc, tracer, rng, self.cpu, port)
         self.ip = IpLayer(
-            env, sys, self.hc, mtu=self.mtu, tracer=tracer, cpu=self.cpu, dev=self.dev
+            env, sys, params=self.hc.ip, mtu=self.mtu, tracer=tracer, cpu=self.cpu, dev=self.dev
         )
         self.tcp: list[TcpConnection] = []
         self.seed = cfg.sim.seed  # seeds the connections' own generators (BBR's phase)
@@ -37,7 +37,9 @@ class Host:
             self.env,
             self.sys,
             idx,
-            self.hc,
+            params=self.hc.tcp,
+            tso=self.hc.nic.tso,
+            csum_offload=self.hc.nic.csum_offload,
             mtu=self.mtu,
             peer_window=peer_window,
             peer_sack=peer_sack,
@@ -55,7 +57,8 @@ class Host:
             self.env,
             self.sys,
             idx,
-            self.hc,
+            params=self.hc.tcp,
+            csum_offload=self.hc.nic.csum_offload,
             mtu=self.mtu,
             tracer=self.tracer,
             cpu=self.cpu,

@@ -24,12 +24,14 @@ from cpasim.protocol import IP_HEADER, UDP_HEADER
 
 
 class IpLayer:
-    def __init__(self, env, sys, hc, *, mtu, tracer, cpu, dev) -> None:
+    """Host ``sys``'s IP layer; ``params`` is the host's ``ip`` section."""
+
+    def __init__(self, env, sys, *, params, mtu, tracer, cpu, dev) -> None:
         self.env = env
         self.cpu = cpu
         self.dev = dev
         self.mtu = mtu
-        self.netfilter = hc.ip.netfilter
+        self.netfilter = params.netfilter
         # Fragment payloads are multiples of 8 bytes (the offset field's unit).
         self.frag_payload = (mtu - IP_HEADER) // 8 * 8
         self.sm = tracer.sm(sys, "IP Recv", "0")

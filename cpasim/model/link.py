@@ -248,16 +248,17 @@ class _TappedReceiver:
 
 
 class Link:
-    """Full-duplex Ethernet between hosts ``tx`` and ``rx``; ``cfg`` is ``cfg.link``."""
+    """Full-duplex Ethernet between hosts ``tx`` and ``rx``; ``params`` is the ``link``
+    section."""
 
-    def __init__(self, env, cfg, tracer, rng):
+    def __init__(self, env, *, params, tracer, rng):
         self.env = env
         self.tracer = tracer
         self.rng = rng
-        self.rate = cfg.rate
-        self.delay = cfg.delay
-        self.mtu = cfg.mtu
-        self.loss = cfg.loss
+        self.rate = params.rate
+        self.delay = params.delay
+        self.mtu = params.mtu
+        self.loss = params.loss
         self.stats = LinkStats()
         self.ports = {"tx": Port(self, "tx", "rx"), "rx": Port(self, "rx", "tx")}
         for port in self.ports.values():

@@ -36,7 +36,7 @@ class System:
         self.env = env
         self.tracer = tracer
         self.rng = np.random.default_rng(cfg.sim.seed)
-        self.link = Link(env, cfg.link, tracer, self.rng)
+        self.link = Link(env, params=cfg.link, tracer=tracer, rng=self.rng)
         # Before the hosts attach to the link: they are wired through it.
         self.bottlenecks = bottleneck.build(env, cfg.bottleneck, self.link, tracer)
         self.hosts = {h: Host(env, h, cfg, tracer, self.rng, self.link.port(h)) for h in HOSTS}

@@ -21,14 +21,17 @@ from cpasim.trace import TracedStore
 
 
 class UdpEndpoint:
-    def __init__(self, env, sys, idx, hc, *, mtu, tracer, cpu, ip) -> None:
+    """One end of flow ``c<idx>``; ``params`` is the host's ``tcp`` section (its
+    socket-buffer keys size UDP's buffer too), ``csum_offload`` the NIC's."""
+
+    def __init__(self, env, sys, idx, *, params, csum_offload, mtu, tracer, cpu, ip) -> None:
         self.env = env
         self.conn = f"c{idx}"
         self.cpu = cpu
         self.ip = ip
         self.mtu = mtu
-        self.sw_csum = not hc.nic.csum_offload
-        tp = hc.tcp
+        self.sw_csum = not csum_offload
+        tp = params
         self.fixed = tp.rmem > 0
         if self.fixed:
             self.rmem = tp.rmem
