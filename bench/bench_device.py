@@ -62,7 +62,7 @@ class Counting(simpy.Environment):
 def device_run(sets: list[str]) -> tuple[int, int]:
     cfg = load_scenario(None, sets=sets)
     env = Counting()
-    link = Link(env, cfg.link, NULL_TRACER, np.random.default_rng(1))
+    link = Link(env, params=cfg.link, tracer=NULL_TRACER, rng=np.random.default_rng(1))
     dev = {}
     for h in ("tx", "rx"):
         hc = cfg.host(h)
@@ -75,7 +75,7 @@ def device_run(sets: list[str]) -> tuple[int, int]:
             qdisc=hc.qdisc,
             pcie=hc.pcie,
             bus=hc.bus,
-            cpu=Cpu(env, h, hc.cpu, NULL_TRACER),
+            cpu=Cpu(env, h, params=hc.cpu, tracer=NULL_TRACER),
             port=link.port(h),
         )
     got = [0]

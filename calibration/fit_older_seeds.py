@@ -21,9 +21,10 @@ Each paper's figures are measured in cpasim the way the paper measured them:
 * Makineni Hz/bit: a 16-connection TCP stream per buffer size; busy CPU Hz
   of the system under test divided by the goodput in bit/s.
 
-A few physically meaningful cycle costs are fitted with scipy's least_squares
-(log space, relative residuals, a 10 % finite-difference step because the
-simulator is piecewise constant) on a subset of the figures; every other
+A few physically meaningful cycle costs are fitted with cpasim's log-space
+least squares (:func:`cpasim.calibrate.fit.log_least_squares`: relative
+residuals, a 10 % finite-difference step because the simulator is piecewise
+constant) on a subset of the figures; every other
 figure is held out.  The fitted values are written into ``scenarios/*.toml``
 and every residual into ``calibration/OLDER_SEEDS.md``.
 """
@@ -36,10 +37,11 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import least_squares
 
+from cpasim.calibrate.fit import log_least_squares
 from cpasim.calibrate.reference import ReferenceFigure, read_reference
 from cpasim.config import load_scenario
+from cpasim.config.config import toml_tables
 from cpasim.config.params import CpuCostParams
 from cpasim.simulate import simulate
 
@@ -49,7 +51,6 @@ SEEDS = HERE / "seeds"
 SCENARIOS = ROOT / "scenarios"
 REPORT = HERE / "OLDER_SEEDS.md"
 
-STEP = math.log(1.10)
 # Largest UDP payload in one 1500 B IP packet: the closest cpasim gets to a full DP frame.
 FULL_DATAGRAM = 1472
 # Every CPU cost of the model (cpasim params cpu.cost).
@@ -731,18 +732,8 @@ def fit_system(system: System) -> Fit:
             cache[key] = np.array([residual(figs[t.key], t.value) for t in fitted])
         return cache[key]
 
-    def jac(x) -> np.ndarray:
-        base = res(x)
-        cols = []
-        for i in range(len(x)):
-            step = np.array(x, dtype=float)
-            step[i] += STEP
-            cols.append((res(step) - base) / STEP)
-        return np.array(cols).T
-
-    n = len(system.params)
-    sol = least_squares(res, np.zeros(n), jac=jac, bounds=(-6.0, 6.0), xtol=1e-4, ftol=1e-8)
-    values = values_at(sol.x)
+    x = log_least_squares(res, len(system.params), (-6.0, 6.0), xtol=1e-4, ftol=1e-8)
+    values = values_at(x)
     model = system.figures(system.config(values))
     return Fit(system, values, model, len(cache) + 1)
 
@@ -773,18 +764,18 @@ def scenario_text(system: System, values: dict[str, float], model: dict) -> str:
             f"#   {t.label:28s} paper {_show(t.key, t.value):>10s}  model {_show(t.key, m):>10s}"
             f"  {residual(m, t.value):+6.1%}  {'fitted' if t.fitted else 'held out'}"
         )
-    sections: dict[str, list[str]] = {}
-    for key, v in flat.items():
-        section, _, name = key.rpartition(".")
-        sections.setdefault(section, []).append(f"{name} = {_toml_value(v)}")
-    first = {}
-    for section in sections:
-        first.setdefault(section.split(".")[0], len(first))
-    # A table before its sub-tables ([cpu] before [cpu.cost]), else in order of appearance.
-    order = sorted(sections, key=lambda sec: (first[sec.split(".")[0]], sec.count(".")))
-    for section in order:
-        body = sections[section]
-        lines += ["", f"[{section}]", *body]
+    first: dict[str, int] = {}
+    for key in flat:
+        first.setdefault(key.split(".")[0], len(first))
+
+    def order(key: str) -> tuple[int, int]:
+        # A table before its sub-tables ([cpu] before [cpu.cost]), else in order of appearance.
+        table = key.rpartition(".")[0]
+        return first[table.split(".")[0]], table.count(".")
+
+    lines += toml_tables(
+        (k, _toml_value(v)) for k, v in sorted(flat.items(), key=lambda kv: order(kv[0]))
+    )
     return "\n".join(lines) + "\n"
 
 

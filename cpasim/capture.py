@@ -50,14 +50,14 @@ from cpasim.errors import CpasimError
 from cpasim.files import umask_mode
 from cpasim.model.packet import ACK
 from cpasim.model.sockbuf import U16_MAX
-from cpasim.model.tcp_rules import IP_HEADER, TCP_HEADER, UDP_HEADER
+from cpasim.protocol import FCS, IP_HEADER, MAC_HEADER, MIN_FRAME, TCP_HEADER, UDP_HEADER, mss_for
 
 #: Classic pcap with nanosecond timestamps, version 2.4, link type Ethernet.
 PCAP_MAGIC_NS = 0xA1B23C4D
 LINKTYPE_ETHERNET = 1
 #: Bytes kept per frame: Ethernet, IPv4 and TCP headers with 40 bytes of options fit.
 DEFAULT_SNAPLEN = 96
-MIN_SNAPLEN, MAX_SNAPLEN = 14, 262144
+MIN_SNAPLEN, MAX_SNAPLEN = MAC_HEADER, 262144
 SIDES = ("tx", "rx")
 
 MAC = {"tx": b"\x02\x00\x00\x00\x00\x01", "rx": b"\x02\x00\x00\x00\x00\x02"}
@@ -65,8 +65,7 @@ ADDR = {"tx": bytes((10, 0, 0, 1)), "rx": bytes((10, 0, 0, 2))}
 PEER = {"tx": "rx", "rx": "tx"}
 SERVER_PORT = 5201
 CLIENT_PORT_BASE = 40000
-ETH_HEADER = 14
-ETH_MIN = 60  # frame without FCS
+ETH_MIN = MIN_FRAME - FCS  # a captured frame has no FCS
 ETHERTYPE_IPV4 = b"\x08\x00"
 TTL = 64
 PROTO = {"tcp": 6, "udp": 17}
@@ -237,7 +236,7 @@ class PcapTap:
     def _frame(self, src: str, proto: str, ip_id: int, frag: int, l4: bytes, length: int) -> None:
         ip = _ip_header(src, proto, ip_id, frag, length)
         head = MAC[PEER[src]] + MAC[src] + ETHERTYPE_IPV4 + ip + l4
-        orig = max(ETH_HEADER + length, ETH_MIN)
+        orig = max(MAC_HEADER + length, ETH_MIN)
         if len(head) < min(orig, self.spec.snaplen):
             head += bytes(min(orig, self.spec.snaplen) - len(head))  # zero payload, padding
         self._write(self.env._now, head, orig)
@@ -245,7 +244,7 @@ class PcapTap:
     # -- the synthetic handshake -----------------------------------------------------------
     def _handshakes(self, system) -> None:
         cfg = system.cfg
-        mss = cfg.link.mtu - IP_HEADER - TCP_HEADER
+        mss = mss_for(cfg.link.mtu, False)  # the MSS option counts no options
         tps = {h: cfg.host(h).tcp for h in SIDES}
         sack = all(tp.sack for tp in tps.values())
         ts = all(tp.timestamps for tp in tps.values())

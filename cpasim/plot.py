@@ -21,12 +21,9 @@ from pathlib import Path
 from cpasim.errors import CpasimError
 from cpasim.files import replace_atomically
 from cpasim.model.sockbuf import largest_window
+from cpasim.protocol import ETHERNET_FRAMING, mss_for, tcp_header
 from cpasim.sweeps import table
 
-#: Bytes on the wire around a TCP payload without options: TCP/IP headers (40)
-#: + Ethernet header, FCS, preamble and inter-frame gap (38).
-FRAME_OVERHEAD = 40 + 38
-TIMESTAMP_OPTION = 12
 WINDOW_KEYS = ("tcp.wmem", "tcp.rmem", "tcp.sndbuf", "tcp.rcvbuf")
 #: Units for configuration keys by their kind, and for known metric names.
 KIND_UNITS = {"rate": ("Gb/s", 1e9), "time": ("µs", 1e3), "freq": ("GHz", 1e9)}
@@ -34,18 +31,18 @@ KIND_UNITS = {"rate": ("Gb/s", 1e9), "time": ("µs", 1e3), "freq": ("GHz", 1e9)}
 
 def link_bound(rate: float, mtu: float, timestamps: bool = True) -> float:
     """Goodput (bit/s) of a link-limited TCP stream."""
-    option = TIMESTAMP_OPTION if timestamps else 0
-    mss = mtu - 40 - option
-    return rate * mss / (mss + FRAME_OVERHEAD + option)
+    mss = mss_for(mtu, timestamps)
+    return rate * mss / (mss + tcp_header(timestamps) + ETHERNET_FRAMING)
 
 
 def window_bound(
     window: float, rate: float, delay: float, mtu: float, timestamps: bool = True
 ) -> float:
     """Goodput (bit/s) of a window-limited TCP stream: one window per round trip."""
-    option = TIMESTAMP_OPTION if timestamps else 0
-    data_frame = mtu + 38
-    ack_frame = 40 + option + 38
+    data_frame = mtu + ETHERNET_FRAMING
+    # The ACK's framing as for a full frame: the bound leaves out the padding
+    # of frames below Ethernet's minimum (6 B on an ACK without timestamps).
+    ack_frame = tcp_header(timestamps) + ETHERNET_FRAMING
     rtt_s = 2 * delay * 1e-9 + (data_frame + ack_frame) * 8 / rate
     return window * 8 / rtt_s
 
@@ -285,7 +282,7 @@ def _window_size(row: Mapping, mtu: float, stamps: bool) -> float | None:
         request, core_max, truesize = (_number(row.get(f"cfg.hosts.rx.tcp.{k}")) for k in keys)
         if not (request and core_max and truesize):
             return None
-        mss = int(mtu) - 40 - (TIMESTAMP_OPTION if stamps else 0)
+        mss = mss_for(int(mtu), stamps)
         window = largest_window(int(request), int(core_max), int(truesize), mss)
     # A Linux send buffer (twice the request, or autotuned) holds more than a window.
     return min(window, wmem) if wmem else window

@@ -118,17 +118,6 @@ def simulate(
     (:mod:`cpasim.series`), then ``result.series`` is its
     :class:`~cpasim.series.Sampler`; None records none and changes nothing.
     """
-    sim = cfg.sim
-    if sim.warmup >= sim.duration and not cfg.workload.bytes:
-        raise CpasimError(
-            f"sim.warmup ({sim.warmup:g} ns) must be shorter than sim.duration "
-            f"({sim.duration:g} ns)"
-        )
-    if cfg.workload.kind == "webserver" and cfg.workload.processes > cfg.tx.cpu.cores:
-        raise CpasimError(
-            f"workload.processes ({cfg.workload.processes}) must not exceed "
-            f"hosts.tx.cpu.cores ({cfg.tx.cpu.cores})"
-        )
     wall0 = time.perf_counter()
     env = Kernel()
     own = False

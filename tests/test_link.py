@@ -10,15 +10,9 @@ import simpy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cpasim.model.link import (
-    SPARE_CARRIERS,
-    Link,
-    frame_bytes,
-    link_goodput,
-    serialization_ns,
-    wire_bytes,
-)
+from cpasim.model.link import SPARE_CARRIERS, Link, link_goodput, serialization_ns
 from cpasim.model.packet import Packet
+from cpasim.protocol import frame_bytes, wire_bytes
 from cpasim.trace import NULL_TRACER, TracedStore, Tracer
 from cpasim.trace.records import OPS
 
@@ -70,7 +64,7 @@ def build(rate=1e9, delay=10_000.0, loss=0.0, seed=1, tracer=None):
     env = simpy.Environment()
     tracer = tracer(env) if tracer else NULL_TRACER
     cfg = SimpleNamespace(rate=rate, delay=delay, mtu=1500, loss=loss)
-    link = Link(env, cfg, tracer, np.random.default_rng(seed))
+    link = Link(env, params=cfg, tracer=tracer, rng=np.random.default_rng(seed))
     fifos, nics = {}, {}
     for h in ("tx", "rx"):
         fifos[h] = TracedStore(env, tracer, h, "TX FIFO", "0", capacity=32)

@@ -35,11 +35,13 @@ class Bench:
         self.cfg = load_scenario(None, sets=["nic.itr=off", *sets])
         env = self.env = simpy.Environment()
         self.tracer = Tracer.in_memory(env) if traced else NULL_TRACER
-        self.link = Link(env, self.cfg.link, self.tracer, np.random.default_rng(seed))
+        self.link = Link(
+            env, params=self.cfg.link, tracer=self.tracer, rng=np.random.default_rng(seed)
+        )
         self.cpu, self.dev = {}, {}
         for h in ("tx", "rx"):
             hc = self.cfg.host(h)
-            self.cpu[h] = Cpu(env, h, hc.cpu, self.tracer)
+            self.cpu[h] = Cpu(env, h, params=hc.cpu, tracer=self.tracer)
             self.dev[h] = NetDevice(
                 env,
                 h,
@@ -78,7 +80,7 @@ class Bench:
         while True:
             p = q.take_now(1, sm)[0] if q.items else (yield q.get(sm))
             if self.rx_cycles:
-                yield cpu.acquire(sm)
+                yield from cpu.take(sm)
                 yield cpu.work("user", self.rx_cycles)
                 cpu.release(sm)
             self.got.append((self.env.now, p.seq))

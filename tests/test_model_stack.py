@@ -19,7 +19,8 @@ from cpasim.config import load_scenario
 from cpasim.model.cpu import CATEGORIES, Cpu
 from cpasim.model.ip import IpLayer
 from cpasim.model.packet import Packet
-from cpasim.model.tcp_rules import Receiver, RenoSender, mss_for, tcp_header
+from cpasim.model.tcp_rules import Receiver, RenoSender
+from cpasim.protocol import mss_for, tcp_header
 from cpasim.simulate import simulate
 from cpasim.trace import NULL_TRACER, TracedStore
 
@@ -160,9 +161,9 @@ def _host_cfg(*sets):
 def test_ip_fragments_a_large_datagram_into_mtu_sized_pieces():
     env = simpy.Environment()
     hc = _host_cfg()
-    cpu = Cpu(env, "tx", hc.cpu, NULL_TRACER)
+    cpu = Cpu(env, "tx", params=hc.cpu, tracer=NULL_TRACER)
     dev = _FakeDevice(env)
-    ip = IpLayer(env, "tx", NULL_TRACER, params=hc.ip, mtu=1500, cpu=cpu, dev=dev)
+    ip = IpLayer(env, "tx", params=hc.ip, mtu=1500, tracer=NULL_TRACER, cpu=cpu, dev=dev)
     dgram = Packet(
         "c0", "udp", length=20 + 8 + 16384, payload=16384, hdr=28, mss=1472, dgram_len=16384
     )
@@ -181,7 +182,7 @@ def test_ip_fragments_a_large_datagram_into_mtu_sized_pieces():
 def test_cpu_costs_scale_with_frequency_and_are_accounted():
     env = simpy.Environment()
     hc = _host_cfg("cpu.freq=2GHz", "cpu.cost.copy=100", "cpu.cost.copy_per_byte=0.5")
-    cpu = Cpu(env, "tx", hc.cpu, NULL_TRACER)
+    cpu = Cpu(env, "tx", params=hc.cpu, tracer=NULL_TRACER)
     assert cpu.cycles("copy", 1000) == 600
     assert cpu.cycles("csum", 1000) == 1000 * hc.cpu.cost.csum_per_byte
 

@@ -19,7 +19,7 @@ from cpasim.capture import PCAP_MAGIC_NS, PcapSpec
 from cpasim.cli import main
 from cpasim.config import load_scenario
 from cpasim.model.link import serialization_ns
-from cpasim.model.tcp_rules import mss_for
+from cpasim.protocol import mss_for
 from cpasim.simulate import simulate
 
 ROOT = Path(__file__).resolve().parent.parent

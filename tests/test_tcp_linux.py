@@ -11,7 +11,8 @@ import pytest
 from cpasim.model.cc.base import CA_DISORDER, CA_LOSS, CA_OPEN, CA_RECOVERY, RateSample
 from cpasim.model.cc.reno import Reno
 from cpasim.model.tcp_linux import LinuxSender
-from cpasim.model.tcp_rules import Receiver, sack_blocks_max
+from cpasim.model.tcp_rules import Receiver
+from cpasim.protocol import sack_blocks_max
 
 MSS = 1000
 RWND = 1 << 30

@@ -26,11 +26,11 @@ from cpasim.config import Config
 from cpasim.config.params import TcpParams
 from cpasim.errors import CpasimError
 from cpasim.model.sockbuf import largest_window
-from cpasim.model.tcp_rules import tcp_header
+from cpasim.protocol import IPV6_HEADER, TCP_HEADER, tcp_header
 
 #: IPv4 + TCP headers without options: the MSS option is the MTU minus these.
 IPV4_TCP_HEADERS = tcp_header(False)
-IPV6_TCP_HEADERS = IPV4_TCP_HEADERS + 20  # the IPv6 header is 20 bytes longer
+IPV6_TCP_HEADERS = IPV6_HEADER + TCP_HEADER
 #: Fewer ACKs than this many segments each on average mean the receiver ACKs every segment.
 DELAYED_ACK_SEGMENTS = 1.5
 #: A transfer that resent more than this fraction of its bytes lost packets beyond the

@@ -31,7 +31,37 @@ from cpasim.config.resolve import targets as resolve_key
 from cpasim.errors import CpasimError
 from cpasim.units import RATE, TIME, human
 
-_STEP = math.log(1.10)  # finite-difference step in log space
+#: Finite-difference step in log space: 10 %, wide enough to see past the
+#: simulator's flat steps.
+LOG_STEP = math.log(1.10)
+
+
+def log_jacobian(residuals: Callable[[np.ndarray], np.ndarray]):
+    """The Jacobian of ``residuals`` over log-space offsets by forward steps of
+    :data:`LOG_STEP` (one more evaluation per parameter)."""
+
+    def jacobian(x) -> np.ndarray:
+        base = residuals(x)
+        cols = []
+        for i in range(len(x)):
+            step = np.array(x, dtype=float)
+            step[i] += LOG_STEP
+            cols.append((residuals(step) - base) / LOG_STEP)
+        return np.array(cols).T
+
+    return jacobian
+
+
+def log_least_squares(
+    residuals: Callable[[np.ndarray], np.ndarray], n: int, bounds, **options
+) -> np.ndarray:
+    """Log-space offsets x (a value is its start × e^x) minimising the relative
+    ``residuals``, from x = 0 within ``bounds``, Jacobian by :func:`log_jacobian`;
+    ``options`` go to ``scipy.optimize.least_squares`` (tolerances, scales)."""
+    sol = least_squares(
+        residuals, np.zeros(n), jac=log_jacobian(residuals), bounds=bounds, **options
+    )
+    return sol.x
 
 
 @dataclass(frozen=True)
@@ -196,21 +226,13 @@ def fit(
             cache[key] = np.array(res)
         return cache[key]
 
-    def jacobian(free: list[str], x) -> np.ndarray:
-        base = residuals(free, x)
-        cols = []
-        for i in range(len(free)):
-            step = np.array(x, dtype=float)
-            step[i] += _STEP
-            cols.append((residuals(free, step) - base) / _STEP)
-        return np.array(cols).T
-
     free = list(keys)
     x0 = np.zeros(len(free))
     r0 = residuals(free, x0)
     start_res = _residual_list(targets, r0)
     unidentifiable = {}
-    for key, col in zip(free, jacobian(free, x0).T, strict=True):
+    sensitivity = log_jacobian(lambda x: residuals(free, x))(x0)
+    for key, col in zip(free, sensitivity.T, strict=True):
         if not np.any(col):
             unidentifiable[key] = "zero sensitivity: a 10 % change moves no fitted figure"
     free = [k for k in free if k not in unidentifiable]
@@ -228,16 +250,14 @@ def fit(
             lo.append(math.log(spec.lo / start[k]) if spec.lo else -np.inf)
             hi.append(math.log(spec.hi / start[k]) if spec.hi else np.inf)
         try:
-            sol = least_squares(
+            x = log_least_squares(
                 lambda x: residuals(free, x),
-                np.zeros(len(free)),
-                jac=lambda x: jacobian(free, x),
-                bounds=(lo, hi),
+                len(free),
+                (lo, hi),
                 x_scale=1.0,
                 xtol=1e-3,
                 ftol=1e-6,
             )
-            x = sol.x
         except _Budget:
             notes.append(
                 f"stopped at the budget of {max_simulations} simulations "

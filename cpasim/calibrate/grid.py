@@ -41,7 +41,7 @@ from cpasim.calibrate.pcap import read_capture
 from cpasim.config import Config, load_scenario
 from cpasim.errors import CpasimError
 from cpasim.model.sockbuf import largest_window
-from cpasim.model.tcp_rules import mss_for, tcp_header
+from cpasim.protocol import mss_for, tcp_header
 
 COLUMNS = (
     "name",

@@ -37,11 +37,11 @@ from cpasim.calibrate.pcap import Capture, read_capture
 from cpasim.config import Config
 from cpasim.errors import CpasimError
 from cpasim.model.sockbuf import largest_window
-from cpasim.model.tcp_rules import mss_for
+from cpasim.protocol import ETHERNET_FRAMING, MAC_HEADER, mss_for
 
 #: Bytes per frame beyond the IP packet: what tbf counts, what cpasim's link carries.
-TBF_L2_BYTES = 14
-LINK_L2_BYTES = 38
+TBF_L2_BYTES = MAC_HEADER
+LINK_L2_BYTES = ETHERNET_FRAMING
 #: Measured goodput leaves out the start of a transfer (slow start, BBR start-up).
 SKIP_FRACTION = 0.25
 

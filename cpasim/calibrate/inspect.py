@@ -20,10 +20,12 @@ import numpy as np
 
 from cpasim.calibrate.pcap import ACK, PROTO_TCP, SYN, Capture, PacketRecord
 from cpasim.errors import CpasimError
+from cpasim.protocol import MAC_HEADER, TCP_TIMESTAMPS, tcp_header
 
 # Bytes a Linux qdisc (tbf, htb) charges per frame beyond the IP packet: the
-# Ethernet header.  Pass 38 for a real Ethernet wire (+ FCS, preamble, gap).
-DEFAULT_L2_OVERHEAD = 14
+# Ethernet header.  Pass ETHERNET_FRAMING (38) for a real Ethernet wire (+ FCS,
+# preamble, gap).
+DEFAULT_L2_OVERHEAD = MAC_HEADER
 # Dispersion samples that fall in the densest ±5 % band of rates are taken as
 # back-to-back packets spaced by the bottleneck.
 _MODE_HALF_WIDTH = math.log(1.05)
@@ -277,8 +279,10 @@ class _TcpAnalysis:
         offered = [s.mss_option for s in (syn_a, syn_b) if s is not None and s.mss_option]
         self.mss, self.mss_source = None, ""
         if offered:
-            self.mss = min(offered) - (12 if timestamps else 0)
-            self.mss_source = "SYN option" + (" minus 12 B of timestamps" if timestamps else "")
+            self.mss = min(offered) - (TCP_TIMESTAMPS if timestamps else 0)
+            self.mss_source = "SYN option" + (
+                f" minus {TCP_TIMESTAMPS} B of timestamps" if timestamps else ""
+            )
         else:
             sizes = [p.payload for p in self.fwd if p.payload > 0]
             if sizes:
@@ -440,7 +444,7 @@ class _TcpAnalysis:
 
     def _header_bytes(self) -> int:
         sizes = [p.header_bytes for p in self.fwd if p.payload > 0]
-        return sizes[0] if sizes else 52
+        return sizes[0] if sizes else tcp_header(True)
 
     def _side(self, outgoing, d2a, a2d) -> tuple[str, str]:
         if outgoing:

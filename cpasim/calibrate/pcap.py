@@ -21,6 +21,7 @@ from pathlib import Path
 import dpkt
 
 from cpasim.errors import CpasimError
+from cpasim.protocol import IPV6_HEADER
 
 # Link types (https://www.tcpdump.org/linktypes.html).  Raw IP has two numbers
 # for historical reasons (DLT_RAW differs between BSDs and Linux).
@@ -302,8 +303,8 @@ def _decode(linktype: int, t_ns: int, buf: bytes) -> PacketRecord | None:
     elif isinstance(ip, dpkt.ip6.IP6):
         src, dst = _ntoa(ip.src), _ntoa(ip.dst)
         # dpkt has already walked the extension headers; what remains is transport.
-        ip_hdr = 40 + sum(len(h) for h in getattr(ip, "extension_hdrs", {}).values() if h)
-        ip_bytes = 40 + ip.plen
+        ip_hdr = IPV6_HEADER + sum(len(h) for h in getattr(ip, "extension_hdrs", {}).values() if h)
+        ip_bytes = IPV6_HEADER + ip.plen
         proto = ip.nxt
     else:
         return None

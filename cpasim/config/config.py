@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,23 +144,22 @@ class Config:
         Per-host values both hosts share are written once without prefix; the rest
         under ``[hosts.tx.*]`` / ``[hosts.rx.*]``.
         """
-        tables: dict[str, list[str]] = {}
-        host_tables: dict[str, list[str]] = {}
+        shared: list[tuple[str, str]] = []
+        per_host: list[tuple[str, str]] = []
         for key, spec in SPECS.items():
             if not spec.per_host:
-                _add(tables, key, _toml_value(spec, self._flat[key]))
+                shared.append((key, _toml_value(spec, self._flat[key])))
                 continue
             values = [self._flat[f"hosts.{h}.{key}"] for h in HOSTS]
             if all(v == values[0] for v in values):
-                _add(tables, key, _toml_value(spec, values[0]))
+                shared.append((key, _toml_value(spec, values[0])))
             else:
                 for h, v in zip(HOSTS, values, strict=True):
-                    _add(host_tables, f"hosts.{h}.{key}", _toml_value(spec, v))
+                    per_host.append((f"hosts.{h}.{key}", _toml_value(spec, v)))
         lines = [f"# cpasim scenario, fully resolved; digest {self.digest}"]
         if self.source:
             lines.append(f"# resolved from {self.source}")
-        for name, body in [*tables.items(), *host_tables.items()]:
-            lines += ["", f"[{name}]", *body]
+        lines += toml_tables([*shared, *per_host])
         return "\n".join(lines) + "\n"
 
 
@@ -178,9 +177,17 @@ def _flatten(section: Any, prefix: str) -> dict[str, Any]:
     return flat
 
 
-def _add(tables: dict[str, list[str]], key: str, text: str) -> None:
-    table, name = key.rsplit(".", 1)
-    tables.setdefault(table, []).append(f"{name} = {text}")
+def toml_tables(entries: Iterable[tuple[str, str]]) -> list[str]:
+    """Scenario-file lines for ``(full key, value as TOML)`` pairs: a ``[table]`` per
+    key prefix, after a blank line, in the order the tables first appear."""
+    tables: dict[str, list[str]] = {}
+    for key, text in entries:
+        table, name = key.rsplit(".", 1)
+        tables.setdefault(table, []).append(f"{name} = {text}")
+    lines: list[str] = []
+    for name, body in tables.items():
+        lines += ["", f"[{name}]", *body]
+    return lines
 
 
 def _toml_value(spec: Any, value: Any) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cpasim import units
+from cpasim.protocol import ETHERNET_FRAMING, MAC_HEADER, TCP_TIMESTAMPS
 
 HOSTS = ("tx", "rx")
 
@@ -164,10 +165,10 @@ class BottleneckParams:
         hi="1GiB",
     )
     overhead: int = param(
-        "38B",
+        f"{ETHERNET_FRAMING}B",
         SIZE,
-        "bytes counted per packet beyond the IP packet: 38 Ethernet on the wire, "
-        "14 a Linux qdisc (tbf on veth), 0 IP bytes",
+        f"bytes counted per packet beyond the IP packet: {ETHERNET_FRAMING} Ethernet on the "
+        f"wire, {MAC_HEADER} a Linux qdisc (tbf on veth), 0 IP bytes",
         lo=0,
         hi="1KiB",
     )
@@ -273,7 +274,7 @@ class TcpParams:
         "the fq qdisc; on = every algorithm at its pacing rate",
         choices=("auto", "on"),
     )
-    timestamps: bool = param(True, BOOL, "TCP timestamp option (12 B per segment)")
+    timestamps: bool = param(True, BOOL, f"TCP timestamp option ({TCP_TIMESTAMPS} B per segment)")
     rto_min: float = param("200ms", TIME, "lower bound of the retransmission timeout", lo="1ms")
     dupack_threshold: int = param(
         3, INT, "duplicate ACKs that trigger fast retransmit (Linux: tcp_reordering)", lo=1

@@ -19,6 +19,7 @@ from typing import Any
 from cpasim import units
 from cpasim.config.params import BOOL, ENUM, FLOAT, HOSTS, INT, QUANTITIES, SPECS, ParamSpec
 from cpasim.errors import CpasimError
+from cpasim.protocol import MAX_UDP_PAYLOAD, frame_bytes, mss_for
 from cpasim.units import show
 
 #: (key as written, raw value) pairs of one layer.
@@ -216,6 +217,14 @@ def check(flat: dict[str, Any], where: str) -> None:
             f"{where}: workload.file_size_min ({_fmt('workload.file_size_min', lo)}) is larger "
             f"than workload.file_size_max ({_fmt('workload.file_size_max', hi)})"
         )
+    if (
+        flat["workload.kind"] == "webserver"
+        and flat["workload.processes"] > flat["hosts.tx.cpu.cores"]
+    ):
+        raise CpasimError(
+            f"{where}: workload.processes ({flat['workload.processes']}) must not exceed "
+            f"hosts.tx.cpu.cores ({flat['hosts.tx.cpu.cores']})"
+        )
     if flat["workload.kind"] == "udp_stream" and flat["workload.message_size"] > MAX_UDP_PAYLOAD:
         raise CpasimError(
             f"{where}: workload.message_size ({flat['workload.message_size']} B) exceeds the "
@@ -237,7 +246,7 @@ def check(flat: dict[str, Any], where: str) -> None:
             )
     for host in HOSTS:
         h = f"hosts.{host}."
-        mss = tcp_mss(mtu, flat[h + "tcp.timestamps"])
+        mss = mss_for(mtu, flat[h + "tcp.timestamps"])
         fixed = [k for k in ("tcp.wmem", "tcp.rmem") if flat[h + k]]
         for new, old in (("tcp.sndbuf", "tcp.wmem"), ("tcp.rcvbuf", "tcp.rmem")):
             if flat[h + old] and flat[h + new]:
@@ -251,27 +260,19 @@ def check(flat: dict[str, Any], where: str) -> None:
                     f"{where}: {h}{buf} ({flat[h + buf]} B) is smaller than one MSS "
                     f"({mss} B from link.mtu = {mtu} B and {h}tcp.timestamps)"
                 )
-        frame = mtu + ETHERNET_HEADER_FCS
+        frame = frame_bytes(mtu)
         for fifo in ("nic.tx_fifo", "nic.rx_fifo"):
             if flat[h + fifo] < frame:
                 raise CpasimError(
                     f"{where}: {h}{fifo} ({_fmt(fifo, flat[h + fifo])}) cannot hold one frame "
                     f"({frame} B from link.mtu = {mtu} B)"
                 )
-
-
-#: IPv4 + TCP headers without options, and the timestamp option, in bytes.
-TCP_IP_HEADERS = 40
-TCP_TIMESTAMP_OPTION = 12
-#: Ethernet header (14 B) and FCS (4 B): what a FIFO stores with each IP packet.
-ETHERNET_HEADER_FCS = 18
-#: 65535 - 20 (IPv4 header) - 8 (UDP header).
-MAX_UDP_PAYLOAD = 65507
-
-
-def tcp_mss(mtu: int, timestamps: bool) -> int:
-    """Payload bytes per TCP segment for an MTU."""
-    return mtu - TCP_IP_HEADERS - (TCP_TIMESTAMP_OPTION if timestamps else 0)
+        itr = flat[h + "nic.itr"]
+        if flat[h + "nic.throttle_usecs"] and itr != "fixed":
+            raise CpasimError(
+                f"{where}: {h}nic.throttle_usecs applies only with nic.itr=fixed "
+                f"(nic.itr is {itr!r})"
+            )
 
 
 def _fmt(key: str, value: Any) -> str:

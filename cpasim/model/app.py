@@ -111,7 +111,7 @@ def udp_sink(sm, cpu, sock, wl, stats, conn):
 
 
 # -- pingpong --------------------------------------------------------------------------------
-def _read_exactly(sm, cpu, sock, nbytes):
+def _read_exactly(sm, sock, nbytes):
     got = 0
     while got < nbytes:
         got += yield from sock.read(sm, nbytes - got)
@@ -127,7 +127,7 @@ def ping_client(sm, cpu, sock, wl, stats, conn):
         yield from cpu.take(sm)
         yield from sock.write(sm, m, user=cpu.cycles("user"))
         stats.written += m
-        yield from _read_exactly(sm, cpu, sock, m)
+        yield from _read_exactly(sm, sock, m)
         cpu.release(sm)
         stats.latency(started)
 
@@ -137,7 +137,7 @@ def ping_server(sm, cpu, sock, wl, stats, conn):
     m = wl.message_size
     while True:
         yield from cpu.take(sm)
-        yield from _read_exactly(sm, cpu, sock, m)
+        yield from _read_exactly(sm, sock, m)
         stats.delivered(m, conn)
         yield from sock.write(sm, m, user=cpu.cycles("user"))
         cpu.release(sm)

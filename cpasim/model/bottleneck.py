@@ -81,27 +81,27 @@ class BottleneckStats:
 class Bottleneck:
     """Queue and shaper for frames sent by host ``sys`` (see the module docstring).
 
-    ``cfg`` is ``cfg.bottleneck``; ``rate`` the rate of this direction.  It
+    ``params`` is the ``bottleneck`` section; ``rate`` the rate of this direction.  It
     inserts itself into ``link`` (:meth:`~cpasim.model.link.Link.insert`).
     """
 
-    def __init__(self, env, cfg, rate: float, link, sys: str, tracer):
+    def __init__(self, env, *, params, rate: float, link, sys: str, tracer):
         port = link.port(sys)
         self.env = env
         self.rate = rate
-        self.overhead = cfg.overhead
-        self.limit = cfg.queue
-        self.burst = cfg.burst  # 0: strict rate server
-        self.tokens = float(cfg.burst)  # bytes in the bucket at time self.tokens_ns
+        self.overhead = params.overhead
+        self.limit = params.queue
+        self.burst = params.burst  # 0: strict rate server
+        self.tokens = float(params.burst)  # bytes in the bucket at time self.tokens_ns
         self.tokens_ns = 0.0
         self.out = link.port(port.peer)  # delivers to its receiver
         self.name = f"{sys}_to_{port.peer}"
         self.qsys = SYS
         self.sm = tracer.sm(SYS, "Bottleneck", self.name)
         self.stats = BottleneckStats()
-        packet = link.mtu + cfg.overhead
+        packet = link.mtu + params.overhead
         self.fq = None
-        if cfg.aqm == "fq_codel":
+        if params.aqm == "fq_codel":
             # Packets wait in per-flow queues; the FIFO's methods are not used.
             self.fq = FqCoDel(self, tracer, packet)
             self.arrive = self._arrive_fq
@@ -109,7 +109,7 @@ class Bottleneck:
         else:
             self.queue = TracedStore(env, tracer, SYS, "Bottleneck queue", self.name, owner=self.sm)
         self.backlog = 0  # bytes queued in the FIFO, as the shaper counts them
-        self.codel = CoDel(packet) if cfg.aqm == "codel" else None
+        self.codel = CoDel(packet) if params.aqm == "codel" else None
         # The receiving port waits on these, as on the link's carriers (Port.next_arrival).
         self.in_flight: deque[Bottleneck] = deque()
         self._sent = None
@@ -205,12 +205,11 @@ class Bottleneck:
         self._next()
 
 
-def build(env, cfg, link, tracer) -> list[Bottleneck]:
-    """The bottlenecks ``cfg`` (``cfg.bottleneck``) asks for, inserted into ``link``;
-    none (and so no object, no event) when both rates are 0."""
-    boxes = []
-    if cfg.rate:
-        boxes.append(Bottleneck(env, cfg, cfg.rate, link, "tx", tracer))
-    if cfg.reverse_rate:
-        boxes.append(Bottleneck(env, cfg, cfg.reverse_rate, link, "rx", tracer))
-    return boxes
+def build(env, *, params, link, tracer) -> list[Bottleneck]:
+    """The bottlenecks the ``bottleneck`` section ``params`` asks for, inserted into
+    ``link``; none (and so no object, no event) when both rates are 0."""
+    return [
+        Bottleneck(env, params=params, rate=rate, link=link, sys=sys, tracer=tracer)
+        for sys, rate in (("tx", params.rate), ("rx", params.reverse_rate))
+        if rate
+    ]

@@ -19,13 +19,12 @@ CATEGORIES = ("copy", "stack", "driver", "interrupt", "buffer", "user")
 
 
 class Cpu:
-    """Cores, costs and busy time of one host.
+    """Cores, costs and busy time of one host; ``params`` is its ``cpu`` section.
 
-    ``acquire(sm)`` (the event of getting a core) and ``release(sm)`` (give it
-    back now) are the ``CPU cores`` pool's own methods, bound once: releasing is
-    one of the model's commonest calls."""
+    ``release(sm)`` (give the core back now) is the ``CPU cores`` pool's own
+    method, bound once: releasing is one of the model's commonest calls."""
 
-    def __init__(self, env, sys: str, params, tracer) -> None:
+    def __init__(self, env, sys: str, *, params, tracer) -> None:
         self.env = env
         self.sys = sys
         self.ns_per_cycle = 1e9 / params.freq
@@ -45,7 +44,6 @@ class Cpu:
         # The host's Memory when memory.bandwidth is set: copies and checksums then
         # take their bytes' share of it (stall).
         self.memory = None
-        self.acquire = self.cores.acquire
         self.release = self.cores.release
 
     def take(self, sm):
@@ -92,11 +90,6 @@ class Cpu:
         if start + ns > self.measure_from:
             self.busy_ns[category] += ns - max(0.0, self.measure_from - start)
         return env.timeout(ns)
-
-    def run(self, sm, state: str, category: str, cycles: float):
-        """Enter ``state`` and work ``cycles`` in it (the common case of :meth:`work`)."""
-        sm.begin(state)
-        return self.work(category, cycles)
 
     def spend(self, sm, state: str, **cycles: float):
         """Enter ``state`` and work there; cycles given per category, one timeout."""

@@ -27,7 +27,7 @@ class Host:
         self.hc = cfg.host(sys)
         self.mtu = cfg.link.mtu
         self.tracer = tracer
-        self.cpu = Cpu(env, sys, self.hc.cpu, tracer)
+        self.cpu = Cpu(env, sys, params=self.hc.cpu, tracer=tracer)
         hc = self.hc
         # No memory object unless asked for: an unmodelled memory costs nothing.
         self.memory = Memory(env, hc.memory) if hc.memory.bandwidth else None
@@ -48,7 +48,9 @@ class Host:
         self.engine = None
         if hc.copy_engine.enabled:
             self.engine = CopyEngine(env, sys, hc, tracer, self.cpu, self.dev.bus, self.memory)
-        self.ip = IpLayer(env, sys, tracer, params=hc.ip, mtu=self.mtu, cpu=self.cpu, dev=self.dev)
+        self.ip = IpLayer(
+            env, sys, params=hc.ip, mtu=self.mtu, tracer=tracer, cpu=self.cpu, dev=self.dev
+        )
         self.tcp: list[TcpConnection] = []
         self.seed = cfg.sim.seed  # seeds the connections' own generators (BBR's phase)
         self.udp: list[UdpEndpoint] = []
@@ -58,7 +60,9 @@ class Host:
             self.env,
             self.sys,
             idx,
-            self.hc,
+            params=self.hc.tcp,
+            tso=self.hc.nic.tso,
+            csum_offload=self.hc.nic.csum_offload,
             mtu=self.mtu,
             peer_window=peer_window,
             peer_sack=peer_sack,
@@ -78,7 +82,8 @@ class Host:
             self.env,
             self.sys,
             idx,
-            self.hc,
+            params=self.hc.tcp,
+            csum_offload=self.hc.nic.csum_offload,
             mtu=self.mtu,
             tracer=self.tracer,
             cpu=self.cpu,

@@ -22,13 +22,13 @@ from dataclasses import replace
 
 from cpasim.model.ip_send import IpSend
 from cpasim.model.packet import Packet
-from cpasim.model.tcp_rules import IP_HEADER, UDP_HEADER
+from cpasim.protocol import IP_HEADER, UDP_HEADER
 
 
 class IpLayer:
-    """IP of host ``sys``; ``params`` is its ``ip`` config section."""
+    """Host ``sys``'s IP layer; ``params`` is the host's ``ip`` section."""
 
-    def __init__(self, env, sys, tracer, *, params, mtu, cpu, dev) -> None:
+    def __init__(self, env, sys, *, params, mtu, tracer, cpu, dev) -> None:
         self.env = env
         self.cpu = cpu
         self.dev = dev

@@ -41,7 +41,7 @@ application's state machine (the seed's ``Sys Send``):
 
 from __future__ import annotations
 
-from cpasim.model.tcp_rules import IP_HEADER
+from cpasim.protocol import IP_HEADER
 from cpasim.trace import TracedStore
 
 

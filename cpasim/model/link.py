@@ -1,8 +1,7 @@
 """The Ethernet link: full duplex, serialization at the MAC, propagation on the wire.
 
-Framing (per frame on the wire): preamble + SFD 8 B, MAC header 14 B, FCS 4 B,
-inter-frame gap 12 B; a frame (header to FCS) is at least 64 B.  An IP packet
-of ``length`` bytes therefore occupies :func:`wire_bytes` ``(length)`` byte times.
+Framing is Ethernet's (:mod:`cpasim.protocol`): an IP packet of ``length``
+bytes occupies :func:`~cpasim.protocol.wire_bytes` ``(length)`` byte times.
 
 Each host owns one :class:`Port` (``link.port("tx")``); its NetDevice attaches
 its TX FIFO and its receiver.  Per port:
@@ -36,28 +35,12 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-#: Ethernet overheads, bytes.
-PREAMBLE_SFD = 8
-MAC_HEADER = 14
-FCS = 4
-IFG = 12
-MIN_FRAME = 64  # header to FCS
-
+from cpasim.protocol import wire_bytes
 
 #: Carriers kept per frame in flight.  A carrier is reused only after the
 #: whole pool has been used once, so the chain that links one carrier's frames
 #: in the trace never limits a what-if that speeds the sender up by less than this.
 SPARE_CARRIERS = 16
-
-
-def frame_bytes(length: int) -> int:
-    """Ethernet frame (header to FCS) carrying an IP packet of ``length`` bytes."""
-    return max(length + MAC_HEADER + FCS, MIN_FRAME)
-
-
-def wire_bytes(length: int) -> int:
-    """Byte times an IP packet of ``length`` bytes occupies on the wire."""
-    return frame_bytes(length) + PREAMBLE_SFD + IFG
 
 
 def serialization_ns(length: int, rate: float) -> float:
@@ -265,16 +248,17 @@ class _TappedReceiver:
 
 
 class Link:
-    """Full-duplex Ethernet between hosts ``tx`` and ``rx``; ``cfg`` is ``cfg.link``."""
+    """Full-duplex Ethernet between hosts ``tx`` and ``rx``; ``params`` is the ``link``
+    section."""
 
-    def __init__(self, env, cfg, tracer, rng):
+    def __init__(self, env, *, params, tracer, rng):
         self.env = env
         self.tracer = tracer
         self.rng = rng
-        self.rate = cfg.rate
-        self.delay = cfg.delay
-        self.mtu = cfg.mtu
-        self.loss = cfg.loss
+        self.rate = params.rate
+        self.delay = params.delay
+        self.mtu = params.mtu
+        self.loss = params.loss
         self.stats = LinkStats()
         self.ports = {"tx": Port(self, "tx", "rx"), "rx": Port(self, "rx", "tx")}
         for port in self.ports.values():

@@ -57,10 +57,9 @@ from __future__ import annotations
 
 from collections import deque
 
-from cpasim.errors import CpasimError
 from cpasim.model.desc_fetch import TxDescFetch
-from cpasim.model.link import MAC_HEADER, frame_bytes
 from cpasim.model.moderation import ARM, FIRE, AdaptiveItr, Moderation
+from cpasim.protocol import MAC_HEADER, frame_bytes
 from cpasim.trace import TracedStore
 
 #: Countdown instances kept per running countdown, reused round the pool, so
@@ -77,11 +76,6 @@ class InterruptUnit:
         self.sys = sys
         self.tracer = tracer
         self.stats = stats
-        if nic.throttle_usecs and nic.itr != "fixed":
-            raise CpasimError(
-                f"hosts.{sys}.nic.throttle_usecs applies only with nic.itr=fixed "
-                f"(nic.itr is {nic.itr!r})"
-            )
         # Adaptive throttling re-tunes the rule's gap at the end of every NAPI session.
         self.itr = AdaptiveItr() if nic.itr == "adaptive" else None
         gap = self.itr.gap if self.itr is not None else nic.throttle_usecs

@@ -5,7 +5,7 @@ device back to the stack): ``length`` counts the IP header, the L4 header with
 its options and the payload.  A TSO super-segment (``segs > 1``) stands for
 ``segs`` wire segments that the NIC cuts with :meth:`Packet.split_tso`; each
 carries ``hdr`` header bytes and at most ``mss`` payload bytes.  Ethernet
-framing is the link's business (``cpasim.model.link.wire_bytes``).
+framing is the link's business (``cpasim.protocol.wire_bytes``).
 
 Fields are written by the layer that owns them (TCP: ``seq/ack/wnd/flags``,
 IP: the fragment fields) and only read below it.

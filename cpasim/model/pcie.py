@@ -1,7 +1,8 @@
 """I/O bus arithmetic: how long a DMA or an MMIO access occupies the bus.
 
 Env-free closed forms shared by the bus model (:mod:`cpasim.model.bus`), its
-tests and anything that wants a back-of-the-envelope bound.  Nothing here
+tests and anything that wants a back-of-the-envelope bound; the TLP counts are
+:mod:`cpasim.protocol`'s.  Nothing here
 schedules events: a whole packet's DMA is one duration computed here, never a
 sequence of per-TLP steps.
 
@@ -14,7 +15,8 @@ PCI Express (full duplex, per direction):
 - a DMA write (device → host memory, "up") is ``ceil(n / max_payload)``
   posted TLPs;
 - a DMA read sends ``ceil(n / max_read_request)`` header-only requests up,
-  waits one round trip through the I/O bridge (``2 * latency``) and receives
+  waits one round trip through the I/O bridge (``2 * latency``,
+  :func:`~cpasim.model.bus_rules.read_round_trip_ns`) and receives
   completions down, each request answered by ``ceil(chunk / max_payload)``
   TLPs; requests are pipelined, so only the first one's latency is exposed;
 - an MMIO write (a doorbell, host → device, "down") is one posted TLP carrying
@@ -32,12 +34,15 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 from cpasim.errors import CpasimError
-
-#: Lane signalling rate per PCIe generation, transfers per second.
-LANE_RATE: dict[int, float] = {1: 2.5e9, 2: 5.0e9, 3: 8.0e9, 4: 16.0e9, 5: 32.0e9}
-
-#: Bytes of a doorbell / register write.
-MMIO_BYTES = 4
+from cpasim.model.bus_rules import read_round_trip_ns
+from cpasim.protocol import (
+    LANE_RATE,
+    MMIO_BYTES,
+    ceil_div,
+    completion_tlps,
+    read_requests,
+    write_tlps,
+)
 
 
 def encoding(gen: int) -> float:
@@ -53,30 +58,6 @@ def pcie_bytes_per_ns(gen: int, lanes: int) -> float:
         raise CpasimError(f"pcie.lanes: expected a positive lane count, got {lanes!r}")
     enc = encoding(gen)  # validates gen
     return lanes * LANE_RATE[gen] * enc / 8 / 1e9
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def write_tlps(nbytes: int, max_payload: int) -> int:
-    """Posted write TLPs for a DMA write of ``nbytes``."""
-    return ceil_div(nbytes, max_payload)
-
-
-def read_requests(nbytes: int, max_read_request: int) -> int:
-    """Read request TLPs for a DMA read of ``nbytes``."""
-    return ceil_div(nbytes, max_read_request)
-
-
-def completion_tlps(nbytes: int, max_read_request: int, max_payload: int) -> int:
-    """Completion TLPs answering a DMA read of ``nbytes``.
-
-    Each request is answered separately, so a request shorter than a multiple
-    of ``max_payload`` leaves a short completion of its own.
-    """
-    full, rest = divmod(nbytes, max_read_request)
-    return full * ceil_div(max_read_request, max_payload) + ceil_div(rest, max_payload)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +133,7 @@ class PcieTiming(BusTiming):
         rate = self.bytes_per_ns
         # Only the first request's serialization and round trip are exposed:
         # later requests go out while earlier completions stream back.
-        wait = self.tlp_overhead / rate + 2 * self.latency
+        wait = self.tlp_overhead / rate + read_round_trip_ns(self.latency)
         return Occupancy(reqs / rate, data / rate, reqs, data, wait)
 
     def mmio_write(self) -> Occupancy:

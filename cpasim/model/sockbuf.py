@@ -23,7 +23,7 @@ reader can hold the two side by side.  Sizes are bytes; ``ratio`` is Linux 6.7's
 
 from __future__ import annotations
 
-from cpasim.model.tcp_rules import mss_for
+from cpasim.protocol import mss_for
 
 #: ``TCP_RMEM_TO_WIN_SCALE``: ``scaling_ratio`` is a fraction in 1/256.
 RMEM_TO_WIN_SCALE = 8

@@ -36,9 +36,11 @@ class System:
         self.env = env
         self.tracer = tracer
         self.rng = np.random.default_rng(cfg.sim.seed)
-        self.link = Link(env, cfg.link, tracer, self.rng)
+        self.link = Link(env, params=cfg.link, tracer=tracer, rng=self.rng)
         # Before the hosts attach to the link: they are wired through it.
-        self.bottlenecks = bottleneck.build(env, cfg.bottleneck, self.link, tracer)
+        self.bottlenecks = bottleneck.build(
+            env, params=cfg.bottleneck, link=self.link, tracer=tracer
+        )
         self.hosts = {h: Host(env, h, cfg, tracer, self.link.port(h)) for h in HOSTS}
         for host in self.hosts.values():
             host.cpu.measure_from = cfg.sim.warmup

@@ -57,11 +57,10 @@ from cpasim.model import cc
 from cpasim.model.packet import ACK, Packet
 from cpasim.model.sockbuf import SocketBuffers
 from cpasim.model.tcp_linux import TIMEOUT_MIN_NS, LinuxSender
-from cpasim.model.tcp_rules import (
+from cpasim.model.tcp_rules import Receiver, RenoSender
+from cpasim.protocol import (
     TCP_SACK_BASE,
     TCP_SACK_PERBLOCK,
-    Receiver,
-    RenoSender,
     mss_for,
     sack_blocks_max,
     tcp_header,
@@ -73,21 +72,36 @@ TSO_MAX_BYTES = 65535
 
 
 class TcpConnection:
-    """One host's end of connection ``c<idx>``; ``ip`` is the host's IP layer."""
+    """One host's end of connection ``c<idx>``; ``params`` is the host's ``tcp``
+    section, ``tso`` and ``csum_offload`` what its NIC offloads, ``ip`` its IP layer."""
 
     def __init__(
-        self, env, sys, idx, hc, *, mtu, peer_window, tracer, cpu, ip, peer_sack=True, seed=0
+        self,
+        env,
+        sys,
+        idx,
+        *,
+        params,
+        tso,
+        csum_offload,
+        mtu,
+        peer_window,
+        tracer,
+        cpu,
+        ip,
+        peer_sack=True,
+        seed=0,
     ) -> None:
         self.env = env
         self.conn = f"c{idx}"
         self.cpu = cpu
         self.ip = ip
-        tp = hc.tcp
+        tp = params
         self.hdr = tcp_header(tp.timestamps)
         self.mss = mss = mss_for(mtu, tp.timestamps)
         # Most bytes one tcp_write_xmit pass sends; one packet carries maxseg of them.
         self.burst = max(mss, (TSO_MAX_BYTES - self.hdr) // mss * mss)
-        self.maxseg = self.burst if hc.nic.tso else mss
+        self.maxseg = self.burst if tso else mss
         self.nagle = tp.nagle
         # The MSS option the peer announces carries no timestamp allowance.
         self.bufs = bufs = SocketBuffers(tp, mss, mss_for(mtu, False))
@@ -95,7 +109,7 @@ class TcpConnection:
         self.grow_sndbuf = not bufs.snd_locked  # send-buffer autotuning
         self.sndbuf_size = bufs.sndbuf  # free + unacked + in copy
         self.delack_timeout = tp.delack_timeout
-        self.sw_csum = not hc.nic.csum_offload
+        self.sw_csum = not csum_offload
         # SACK is used only when both ends permit it (negotiated on the SYNs).
         sack = tp.sack and peer_sack
         # The classic RFC sender when asked for (reno|newreno without SACK or pacing),

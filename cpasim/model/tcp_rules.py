@@ -1,6 +1,5 @@
 """TCP's protocol rules as plain objects: no SimPy, no tracing, unit-testable.
 
-* :func:`mss_for` — the MSS a given MTU allows.
 * :class:`RenoSender` — sequence space, the peer's window, the congestion
   window (slow start, congestion avoidance, Reno / NewReno fast recovery) and
   the RTO estimator (RFC 6298, Karn's rule).
@@ -17,16 +16,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-IP_HEADER = 20
-TCP_HEADER = 20
-TCP_TIMESTAMPS = 12  # option bytes per segment with RFC 1323 timestamps
-#: SACK option bytes: two NOPs, kind and length (TCPOLEN_SACK_BASE_ALIGNED), then 8 per block.
-TCP_SACK_BASE = 4
-TCP_SACK_PERBLOCK = 8
-#: Blocks a receiver remembers (TCP_NUM_SACKS); 40 option bytes hold 3 of them
-#: next to the timestamp option, 4 without it.
-TCP_NUM_SACKS = 4
-UDP_HEADER = 8
+from cpasim.protocol import TCP_NUM_SACKS
 
 #: RFC 6298's initial RTO, before any RTT sample (no handshake sample either).
 INITIAL_RTO_NS = 1e9
@@ -40,22 +30,6 @@ def smooth_rtt(srtt: float | None, rttvar: float, r: float) -> tuple[float, floa
     if srtt is None:
         return r, r / 2
     return 0.875 * srtt + 0.125 * r, 0.75 * rttvar + 0.25 * abs(srtt - r)
-
-
-def tcp_header(timestamps: bool) -> int:
-    """IP + TCP header bytes per segment."""
-    return IP_HEADER + TCP_HEADER + (TCP_TIMESTAMPS if timestamps else 0)
-
-
-def sack_blocks_max(timestamps: bool) -> int:
-    """SACK blocks that fit the 40 option bytes (``tcp_established_options``)."""
-    room = 40 - (TCP_TIMESTAMPS if timestamps else 0) - TCP_SACK_BASE
-    return min(TCP_NUM_SACKS, room // TCP_SACK_PERBLOCK)
-
-
-def mss_for(mtu: int, timestamps: bool) -> int:
-    """Payload bytes per segment: MTU minus the IP and TCP headers and options."""
-    return mtu - tcp_header(timestamps)
 
 
 @dataclass(slots=True)

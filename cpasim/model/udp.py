@@ -16,19 +16,22 @@ from __future__ import annotations
 
 from cpasim.model.packet import Packet
 from cpasim.model.sockbuf import SOCK_MIN_RCVBUF, setsockopt_buf
-from cpasim.model.tcp_rules import IP_HEADER, UDP_HEADER
+from cpasim.protocol import IP_HEADER, UDP_HEADER
 from cpasim.trace import TracedStore
 
 
 class UdpEndpoint:
-    def __init__(self, env, sys, idx, hc, *, mtu, tracer, cpu, ip) -> None:
+    """One end of flow ``c<idx>``; ``params`` is the host's ``tcp`` section (its
+    socket-buffer keys size UDP's buffer too), ``csum_offload`` the NIC's."""
+
+    def __init__(self, env, sys, idx, *, params, csum_offload, mtu, tracer, cpu, ip) -> None:
         self.env = env
         self.conn = f"c{idx}"
         self.cpu = cpu
         self.ip = ip
         self.mtu = mtu
-        self.sw_csum = not hc.nic.csum_offload
-        tp = hc.tcp
+        self.sw_csum = not csum_offload
+        tp = params
         self.fixed = tp.rmem > 0
         if self.fixed:
             self.rmem = tp.rmem

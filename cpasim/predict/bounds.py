@@ -22,6 +22,9 @@ resource                     states that hold it                                
 ``{sys}:PCIe up``            NIC RX ``DMA packet``, NIC TX ``writeback``; an I/O-bus   1
                              copy engine's ``write``
 ============================ ====================================================== =====
+
+The NIC states and their direction are the model's
+(:data:`cpasim.model.bus_rules.BUS_STATES`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from dataclasses import dataclass
 from cpasim.analysis import Transforms
 from cpasim.analysis.transforms import NameSet
 from cpasim.config import HOSTS, Config
+from cpasim.model.bus_rules import BUS_STATES, READ, WRITE
 from cpasim.predict.transforms_table import CPU_PATTERNS, Lookup
 
 
@@ -47,27 +51,16 @@ def _pcie(v: Lookup) -> bool:
     return v("bus.kind") == "pcie"
 
 
+def _bus_states(access: str) -> tuple[str, ...]:
+    """The NIC states holding the channel of one kind of access (reads' data comes
+    down, writes go up), as :data:`~cpasim.model.bus_rules.BUS_STATES` declares them."""
+    return tuple(f"{{sys}}:{sm}:{state}" for sm, state, a in BUS_STATES if a == access)
+
+
 RESOURCES: tuple[Resource, ...] = (
     Resource("{sys}:CPU cores", CPU_PATTERNS, lambda v: v("cpu.cores")),
-    Resource(
-        "{sys}:PCIe down",
-        (
-            "{sys}:NIC TX:DMA packet",
-            "{sys}:NIC TX:DMA descriptors",
-            "{sys}:NIC RX:DMA descriptors",
-            "{sys}:TX Desc Fetch:DMA descriptors",
-            "{sys}:Copy Engine:DMA descriptor",
-            "{sys}:Copy Engine:read",
-        ),
-        lambda v: 1,
-        _pcie,
-    ),
-    Resource(
-        "{sys}:PCIe up",
-        ("{sys}:NIC RX:DMA packet", "{sys}:NIC TX:writeback", "{sys}:Copy Engine:write"),
-        lambda v: 1,
-        _pcie,
-    ),
+    Resource("{sys}:PCIe down", _bus_states(READ), lambda v: 1, _pcie),
+    Resource("{sys}:PCIe up", _bus_states(WRITE), lambda v: 1, _pcie),
 )
 
 

@@ -85,11 +85,11 @@ a faster bottleneck once its ACKs come closer together than ``link.delay``
 ``tcp-stream`` with ``bottleneck.rate`` 50 Mb/s predicts 100 Mb/s within
 0.2%, but 500 Mb/s at 314 Mb/s against 470 re-simulated.  No
 transform can cut an intra-SM edge; the model (a fresh instance per use, or
-an analyzer notion of pooled SMs) has to.  A credit queue that declares a
-capacity (``TX free desc``, ``RX free desc`` start full with capacity = size)
-is grown by the analyzer as a bounded buffer — only its ``enq`` side, which
-never blocks — so the rings predict no change until those queues are declared
-unbounded, as ``TracedPool`` and ``Send buffer`` are.  A larger send buffer
+an analyzer notion of pooled SMs) has to.  The credit queues the capacity rows
+grow (``TX free desc``, ``RX free desc``, ``Send buffer``) are declared
+unbounded and start with an initial resize to their size (``driver.py``,
+``tcp.py``), so growing one by k gives its takers k more credits from the
+start, as a larger ring or buffer would.  A larger send buffer
 (``tcp.wmem``, ``tcp.sndbuf``) is predicted too fast (``tcp.sndbuf`` 8 → 16 KiB
 9.7% over, ``tcp.wmem`` 32 → 64 KiB on ``tcp-stream`` 20.9%), more than the
 window's growth alone gives.  The cause is not established; a candidate: each
@@ -142,10 +142,10 @@ from typing import Any
 from cpasim.analysis import Transforms
 from cpasim.config import HOSTS, Config, spec_of
 from cpasim.errors import CpasimError
-from cpasim.model.link import frame_bytes, wire_bytes
+from cpasim.model.bus_rules import BUS_STATES, READ, read_round_trip_ns
 from cpasim.model.pcie import pcie_bytes_per_ns
 from cpasim.model.sockbuf import SOCK_MIN_SNDBUF, largest_window, setsockopt_buf
-from cpasim.model.tcp_rules import mss_for
+from cpasim.protocol import frame_bytes, mss_for, wire_bytes
 
 SCALE, CAPACITY, BOUND = "scale", "capacity", "bound"
 
@@ -237,7 +237,7 @@ def _mmio(v: Lookup) -> float:
 
 
 def _bridge_round_trip(v: Lookup) -> float:
-    return 2 * v("pcie.latency") if v("bus.kind") == "pcie" else 0.0
+    return read_round_trip_ns(v("pcie.latency")) if v("bus.kind") == "pcie" else 0.0
 
 
 def _no_fixed(v: Lookup) -> float:
@@ -403,19 +403,12 @@ def _locked_only(request: str, fixed: str) -> Callable[[Lookup, Lookup], str | N
     return refuse
 
 
-#: The NIC states that hold the bus: a DMA read waits one bridge round trip
-#: before its data streams back; a DMA write is posted (no fixed part).
-_DMA_STATES = (
-    Target("{sys}:NIC TX:DMA descriptors", _bridge_round_trip),
-    Target("{sys}:TX Desc Fetch:DMA descriptors", _bridge_round_trip),
-    Target("{sys}:NIC TX:DMA packet", _bridge_round_trip),
-    Target("{sys}:NIC TX:writeback", _no_fixed),
-    Target("{sys}:NIC RX:DMA descriptors", _bridge_round_trip),
-    Target("{sys}:NIC RX:DMA packet", _no_fixed),
-    # A copy engine on the I/O bus: descriptor and source reads, destination writes.
-    Target("{sys}:Copy Engine:DMA descriptor", _bridge_round_trip),
-    Target("{sys}:Copy Engine:read", _bridge_round_trip),
-    Target("{sys}:Copy Engine:write", _no_fixed),
+#: The NIC states that hold the bus (:data:`~cpasim.model.bus_rules.BUS_STATES`):
+#: a DMA read waits one bridge round trip before its data streams back; a DMA
+#: write is posted (no fixed part).
+_DMA_STATES = tuple(
+    Target(f"{{sys}}:{sm}:{state}", _bridge_round_trip if access == READ else _no_fixed)
+    for sm, state, access in BUS_STATES
 )
 
 _CPU_TARGETS = (

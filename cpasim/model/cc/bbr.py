@@ -36,6 +36,7 @@ from cpasim.model.cc.base import (
     TcpState,
 )
 from cpasim.model.cc.kclock import HZ, U32, USEC_PER_MSEC, USEC_PER_SEC, after, jiffies, s32, usecs
+from cpasim.model.sockbuf import MAX_TCP_HEADER  # sk_pacing and skb sizes: one x86-64 layout
 
 TCP_INIT_CWND = 10
 
@@ -83,7 +84,6 @@ bbr_extra_acked_max_us = 100 * 1000
 # Constants of the sending host that bbr_tso_segs_goal() reads.
 SK_PACING_SHIFT = 10  # sk->sk_pacing_shift default: ~1 ms of data per TSO burst
 GSO_LEGACY_MAX_SIZE = 65536  # bbr_tso_segs_goal ignores the device's (BIG TCP) gso_max_size
-MAX_TCP_HEADER = 320  # L1_CACHE_ALIGN(128 + MAX_HEADER) on x86-64
 
 
 class Minmax:

@@ -1,0 +1,37 @@
+"""Which device states hold the I/O bus, and how long a DMA read waits for its data.
+
+Declared by the model, next to the bus it describes, and read by the
+predictions (:mod:`cpasim.predict.transforms_table` scales these states with
+the bus, :mod:`cpasim.predict.bounds` sums them into each channel's work), so
+that a NIC state added or renamed here is one the predictions follow.
+
+A DMA read (the device fetches from host memory) sends its requests up and
+waits one round trip through the I/O bridge before the completions stream
+down: it holds the host-to-device channel.  A DMA write is posted: it holds the
+device-to-host channel and waits for nothing.
+"""
+
+from __future__ import annotations
+
+READ, WRITE = "read", "write"
+
+#: (SM, state, access) of every device state that holds the bus, in the engines'
+#: order (:mod:`cpasim.model.nic`, :mod:`cpasim.model.desc_fetch` with a TX
+#: descriptor cache, :mod:`cpasim.model.copy_engine` on the I/O bus).
+BUS_STATES: tuple[tuple[str, str, str], ...] = (
+    ("NIC TX", "DMA descriptors", READ),
+    ("TX Desc Fetch", "DMA descriptors", READ),
+    ("NIC TX", "DMA packet", READ),
+    ("NIC TX", "writeback", WRITE),
+    ("NIC RX", "DMA descriptors", READ),
+    ("NIC RX", "DMA packet", WRITE),
+    ("Copy Engine", "DMA descriptor", READ),
+    ("Copy Engine", "read", READ),
+    ("Copy Engine", "write", WRITE),
+)
+
+
+def read_round_trip_ns(latency: float) -> float:
+    """What a DMA read waits for its first completion beyond the transfers: a
+    request to the bridge and its answer back, each ``latency`` (``pcie.latency``)."""
+    return 2 * latency
