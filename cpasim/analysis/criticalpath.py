@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cpasim.analysis.pathlog import CP, DEPTH, INTER, Summary, commit
+from cpasim.analysis.pathlog import CP, DEPTH, INTER, Summary, check_widths, commit
 from cpasim.analysis.queues import QueueState
 from cpasim.analysis.transforms import Transforms, sm_display
 from cpasim.errors import CpasimError
@@ -141,9 +141,11 @@ class CriticalPathPass:
         self.s_pendconn: list[int] = []
         self.s_cur: list[int] = []
         self.s_layers: list = []
-        self.s_fac: list[list[float]] = []
-        self.s_act: list[list[float]] = []
-        self.s_wait: list[list[float]] = []
+        # per SM, state index -> scale factor / time active / time waiting: only the
+        # states an SM was in (an SM x state table would grow with their product)
+        self.s_fac: list[dict[int, float]] = []
+        self.s_act: list[dict[int, float]] = []
+        self.s_wait: list[dict[int, float]] = []
         self.s_from: list[int] = []
         self.s_enter: list = []
         self.s_is_start: list[bool] = []
@@ -152,7 +154,6 @@ class CriticalPathPass:
         self.s_base: list[int] = []  # SM id -> id of its (sys, sm), instances merged
         self._base_ids: dict[tuple[str, str], int] = {}
         self.n_states = 0
-        self._fac = None  # s_fac as an array, for _prepare
         self._chunk = None  # the chunk being fed
         # per queue
         self.queues: list[QueueState] = []
@@ -173,10 +174,7 @@ class CriticalPathPass:
     def _grow(self, key: TraceKey) -> None:
         n_sm, n_states, n_q, _ = key.sizes()
         tf = self.tf
-        if n_states > self.n_states:
-            for sm in range(len(self.s_last)):
-                self._grow_states(sm, key, self.n_states, n_states)
-            self.n_states = n_states
+        self.n_states = n_states
         for sm in range(len(self.s_last), n_sm):
             sys, name, inst = key.sms[sm]
             self.s_last.append(None)
@@ -191,30 +189,27 @@ class CriticalPathPass:
             self.s_pendconn.append(-1)
             self.s_cur.append(-1)
             self.s_layers.append(None)
-            self.s_fac.append([tf.state_factor(sys, name, inst, "(initial)")])
-            self.s_act.append([0.0])
-            self.s_wait.append([0.0])
+            self.s_fac.append({})
+            self.s_act.append({})
+            self.s_wait.append({})
             self.s_from.append(0)
             self.s_enter.append(None)
             self.s_is_start.append(_matches(self.start, sys, name, inst))
             self.s_is_end.append(_matches(self.end, sys, name, inst))
             self.s_conns.append(set())
             self.s_base.append(self._base_ids.setdefault((sys, name), len(self._base_ids)))
-            self._grow_states(sm, key, 0, self.n_states)
         for q in range(len(self.queues), n_q):
             broken, comm, extra = tf.queue_rules(*key.queues[q])
             self.queues.append(QueueState(q, broken, comm, extra))
 
-    def _grow_states(self, sm: int, key: TraceKey, lo: int, hi: int) -> None:
-        sys, name, inst = key.sms[sm]
-        if self.tf.scale:
-            self.s_fac[sm].extend(
-                self.tf.state_factor(sys, name, inst, key.states[s]) for s in range(lo, hi)
-            )
-        else:
-            self.s_fac[sm].extend([1.0] * (hi - lo))
-        self.s_act[sm].extend([0.0] * (hi - lo))
-        self.s_wait[sm].extend([0.0] * (hi - lo))
+    def _factor(self, sm: int, si: int) -> float:
+        """The scale factor of SM ``sm``'s state index ``si`` (matched once, on first use)."""
+        fac = self.s_fac[sm]
+        f = fac.get(si)
+        if f is None:
+            state = "(initial)" if si == 0 else self.key.states[si - 1]
+            f = fac[si] = self.tf.state_factor(*self.key.sms[sm], state)
+        return f
 
     # -- warnings and errors ---------------------------------------------------
 
@@ -304,8 +299,8 @@ class CriticalPathPass:
         dt[order] = ts - prev_t
         si = np.empty(n, dtype=np.int64)
         si[order] = si_s
-        # dt x 1.0 is dt: no table needed for the identity.
-        w = dt * self._fac_table()[sm, si] if self.tf.scale else dt
+        # dt x 1.0 is dt: no factors needed for the identity.
+        w = dt * self._factors(sm, si) if self.tf.scale else dt
         icode = (sm << 21) | si
         if is_begin.any():
             c_from = np.array([s_from[x] for x in gsm], dtype=np.int64)[group]
@@ -332,13 +327,14 @@ class CriticalPathPass:
         dts = dt.tolist()
         return dts, (w.tolist() if w is not dt else dts), si.tolist(), icode.tolist()
 
-    def _fac_table(self):
-        """``[sm, state index] -> scale factor`` (rebuilt when the key grows)."""
-        if self._fac is None or self._fac.shape != (len(self.s_fac), self.n_states + 1):
-            self._fac = np.array(self.s_fac, dtype=np.float64).reshape(
-                len(self.s_fac), self.n_states + 1
-            )
-        return self._fac
+    def _factors(self, sm, si):
+        """Per record, the scale factor of the state it leaves (``sm``, ``si``: columns)."""
+        # Distinct (SM, state) pairs are few: match each once.
+        cells, inv = np.unique(sm * (self.n_states + 1) + si, return_inverse=True)
+        sms, sis = np.divmod(cells, self.n_states + 1)
+        factor = self._factor
+        table = [factor(x, y) for x, y in zip(sms.tolist(), sis.tolist(), strict=True)]
+        return np.array(table, dtype=np.float64)[inv.reshape(-1)]
 
     def _count_transitions(self, sm, frm, si, to, spent) -> None:
         """Add the chunk's begins (in record order) to ``transitions``."""
@@ -401,6 +397,7 @@ class CriticalPathPass:
 
     def feed(self, chunk, key: TraceKey) -> None:
         """Process one chunk of records (``key`` must cover the chunk's ids)."""
+        check_widths(key, self.source_name)
         self.key = key
         self._grow(key)
         # In blocks: the per-record columns of a block are what the pass holds
@@ -479,18 +476,22 @@ class CriticalPathPass:
                 node = s_node[sm]
                 if node is not None:
                     if s_wk[sm]:
-                        s_wait[sm][si] += dt
+                        cell = s_wait[sm]
+                        cell[si] = cell.get(si, 0.0) + dt
                         node = [node, node[DEPTH] + 1, ic, 0.0, dt, node[CP], -1, 0.0]
                     else:
-                        s_act[sm][si] += dt
+                        cell = s_act[sm]
+                        cell[si] = cell.get(si, 0.0) + dt
                         node = [node, node[DEPTH] + 1, ic, w, 0.0, node[CP] + w, -1, 0.0]
                     s_node[sm] = node
                 else:
                     if dt == dt:  # not the SM's first record
                         if s_wk[sm]:
-                            s_wait[sm][si] += dt
+                            cell = s_wait[sm]
+                            cell[si] = cell.get(si, 0.0) + dt
                         else:
-                            s_act[sm][si] += dt
+                            cell = s_act[sm]
+                            cell[si] = cell.get(si, 0.0) + dt
                     if s_is_start[sm] and s_cur[sm] not in started:
                         s_node[sm] = node = self._start(t, sm)
                 if s_is_end[sm]:
@@ -579,11 +580,13 @@ class CriticalPathPass:
                 if wk:
                     w_in = 0.0
                     wd = dt
-                    s_wait[sm][si] += dt
+                    cell = s_wait[sm]
+                    cell[si] = cell.get(si, 0.0) + dt
                 else:
                     w_in = w
                     wd = 0.0
-                    s_act[sm][si] += dt
+                    cell = s_act[sm]
+                    cell[si] = cell.get(si, 0.0) + dt
                 if node is not None:
                     icp = node[CP] + w_in
                     if dep is not None:
@@ -741,10 +744,12 @@ class CriticalPathPass:
             if wk:
                 w_in = 0.0
                 wd = dt
-                self.s_wait[sm][si] += dt
+                cell = self.s_wait[sm]
+                cell[si] = cell.get(si, 0.0) + dt
             else:
                 wd = 0.0
-                self.s_act[sm][si] += dt
+                cell = self.s_act[sm]
+                cell[si] = cell.get(si, 0.0) + dt
             if node is not None:
                 icp = node[CP] + w_in
                 if dep is not None:

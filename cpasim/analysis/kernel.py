@@ -29,6 +29,8 @@ are grown by the caller between chunks.
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 from numba import carray, njit, types
 from numba.extending import intrinsic
@@ -48,6 +50,15 @@ from cpasim.trace.records import (
     RESIZE,
     WAIT_EMPTY,
     WAIT_FULL,
+)
+
+#: The arrays sized by the trace key, grown by the caller between chunks
+#: (:class:`cpasim.analysis.compiled.CompiledPass`): per SM ints and floats
+#: (``S_*``, ``SF_*``), per connection + 1 whether its path started and its end
+#: (node, SM, order of first end; time), per queue ints and floats (``Q_*``,
+#: ``QF_*``) and warning counts (per kind).
+Keyed = namedtuple(
+    "Keyed", ["sm_i", "sm_f", "started", "ends_i", "ends_t", "q_i", "q_f", "warn_cnt"]
 )
 
 # node fields
@@ -77,11 +88,16 @@ K_START, K_INTRA, K_INTER = 0, 1, 2
     S_LASTREC,
     S_STARTID,
     S_HASENTER,
-) = range(17)
-NSI = 17
+    S_CELL,
+) = range(18)
+NSI = 18
 # per-SM floats
 SF_LAST, SF_ENTER, SF_WT = 0, 1, 2
 NSF = 3
+# per (SM, state) cell, for the states each SM was in (not an SM x state table,
+# which would grow with their product): int = intra edge code id (-1 = not yet),
+# floats = scale factor, time active, time waiting
+X_FAC, X_ACT, X_WAIT = 0, 1, 2
 
 # per-queue ints; ring r's offset in the segment store, capacity, head and
 # length are at Q_ROFF + r, Q_RCAP + r, Q_RH + r, Q_RN + r
@@ -148,8 +164,9 @@ CF_TIME, CF_WAIT, CF_SLACK = 0, 1, 2
     M_NEED_FREED,
     M_NEED_PEND,
     M_STORE_USED,
-) = range(29)
-NMETA = 29
+    M_NCELLS,
+) = range(30)
+NMETA = 30
 
 # status
 OK, ERR_SHORT, ERR_RESIZE = 0, 1, 2
@@ -161,7 +178,8 @@ CACHE = 1 << 12
 
 # where the growable arrays sit in the typed lists of new_hot()
 I2_NI, I2_CODES, I2_TR, I2_QE, I2_WARN, I2_STORE, I2_TRC, I2_QEC, I2_IC, I2_SEEN = range(10)
-F2_NF = 0
+I2_CELL = 10
+F2_NF, F2_CELL = 0, 1
 I1_FREE, I1_PEND = 0, 1
 F1_TR, F1_STORE = 0, 1
 
@@ -182,7 +200,8 @@ def new_hot():
     i2 = List.empty_list(_I2)
     i2.append(np.zeros((4096, 5), np.int64))  # I2_NI: node ints
     i2.append(np.zeros((256, 4), np.int64))  # I2_CODES: code table (kind, x, y, z)
-    i2.append(np.zeros((256, 5), np.int64))  # I2_TR: transitions (sm, from, state, to, visits)
+    # I2_TR: transitions (sm, from, state, to, visits, cell of (sm, to))
+    i2.append(np.zeros((256, 6), np.int64))
     i2.append(np.zeros((256, 2), np.int64))  # I2_QE: queue ops (key, count)
     i2.append(np.zeros((16, 8), np.int64))  # I2_WARN: first warning of each kind
     i2.append(np.zeros((1024, 5), np.int64))  # I2_STORE: segment store
@@ -192,8 +211,10 @@ def new_hot():
     i2.append(np.full((CACHE, 2), -1, np.int64))  # I2_QEC: (queue-op key, index)
     i2.append(np.full((CACHE, 2), -1, np.int64))  # I2_IC: (inter code key, code id)
     i2.append(np.zeros((4096, 3), np.int64))  # I2_SEEN: commit marks (stamp, group, meet)
+    i2.append(np.zeros((256, 1), np.int64))  # I2_CELL: (SM, state) cells: intra code id
     f2 = List.empty_list(_F2)
     f2.append(np.zeros((4096, 4), np.float64))  # F2_NF: node floats
+    f2.append(np.zeros((256, 3), np.float64))  # F2_CELL: cells' factor, active, waiting
     i1 = List.empty_list(_I1)
     i1.append(np.arange(4095, -1, -1).astype(np.int64))  # I1_FREE: free node stack
     i1.append(np.zeros(1024, np.int64))  # I1_PEND: references released at a record's end
@@ -240,6 +261,11 @@ def new_cold():
         Dict.empty(types.int64, types.int64),  # inter code key -> code id
         Dict.empty(types.int64, types.int64),  # queue-op key -> index
         Dict.empty(types.int64, types.int64),  # link (sm << 21 | target) -> count
+        Dict.empty(types.int64, types.int64),  # (sm << 21 | state index) -> cell
+        Dict.empty(types.int64, types.float64),  # (sm << 21 | state index) -> scale factor
+        # (sm << 21 | conn) -> the SM's path node in a connection it is not working for
+        Dict.empty(types.int64, types.int64),
+        Dict.empty(types.int64, types.int64),  # (sm << 21 | conn) -> 1: connections worked for
     )
     return ints, ints2, floats, sums, dicts
 
@@ -259,13 +285,21 @@ def nbytes(lst):
 
 
 @njit(cache=True)
-def link_counts(links):
-    keys = np.zeros(len(links), np.int64)
-    counts = np.zeros(len(links), np.int64)
-    for j, (key, count) in enumerate(links.items()):
+def dict_items(d):
+    """The keys and values of a typed dict of ints, as two arrays."""
+    keys = np.zeros(len(d), np.int64)
+    values = np.zeros(len(d), np.int64)
+    for j, (key, value) in enumerate(d.items()):
         keys[j] = key
-        counts[j] = count
-    return keys, counts
+        values[j] = value
+    return keys, values
+
+
+@njit(cache=True)
+def set_factors(facs, keys, factors):
+    """``facs[keys[j]] = factors[j]`` (see :func:`_cell`)."""
+    for j in range(len(keys)):
+        facs[keys[j]] = factors[j]
 
 
 @intrinsic
@@ -851,17 +885,18 @@ def _slots(nf, rs_i, rs_t, q_i, q, n, since):
 
 
 @njit(cache=True, inline="always")
-def _switch(sm_i, layer, sconn, started, meta, pend, sm, conn):
+def _switch(sm_i, layers, sconns, started, meta, pend, sm, conn):
+    """SM ``sm`` now works for connection ``conn``: its path in the connection it
+    leaves is put aside (``layers``), the one it had in ``conn`` taken up."""
     cur = sm_i[sm, S_CUR]
     if cur == conn:
         return
-    sconn[sm, conn] = 1
+    sconns[(sm << 21) | conn] = 1
     node = sm_i[sm, S_NODE]
     if cur >= 0:
-        _drop(meta, pend, layer[sm, cur])
-        layer[sm, cur] = node
-        node = layer[sm, conn]
-        layer[sm, conn] = NONE
+        if node != NONE:
+            layers[(sm << 21) | cur] = node
+        node = layers.pop((sm << 21) | conn, NONE)
         sm_i[sm, S_NODE] = node
     if node != NONE:
         started[conn + 1] = 1
@@ -886,7 +921,25 @@ def _warn(meta, warn_ev, warn_cnt, kind, q, rec, held, n, cap, sm, op):
 
 
 @njit(cache=True)
-def _transition_index(tr_i, tr_f, cache, meta, tr_dict, sm, frm, si, to, slot):
+def _cell(cell_i, cell_f, meta, cells, facs, sm, si):
+    """The cell of SM ``sm``'s state index ``si`` (made on first use; its factor
+    from ``facs``, which the caller filled for every state a chunk enters)."""
+    key = (sm << 21) | si
+    if key in cells:
+        return cells[key]
+    c = meta[M_NCELLS]
+    meta[M_NCELLS] = c + 1
+    cell_i[c, 0] = -1
+    cell_f[c, X_FAC] = facs.get(key, 1.0)
+    cell_f[c, X_ACT] = 0.0
+    cell_f[c, X_WAIT] = 0.0
+    cells[key] = c
+    return c
+
+
+@njit(cache=True)
+def _transition_index(tr_i, tr_f, cache, meta, dicts, cell_i, cell_f, sm, frm, si, to, slot):
+    tr_dict = dicts[0]
     tkey = (sm, frm, si, to)
     if tkey in tr_dict:
         k = tr_dict[tkey]
@@ -898,6 +951,7 @@ def _transition_index(tr_i, tr_f, cache, meta, tr_dict, sm, frm, si, to, slot):
         tr_i[k, 2] = si
         tr_i[k, 3] = to
         tr_i[k, 4] = 0
+        tr_i[k, 5] = _cell(cell_i, cell_f, meta, dicts[4], dicts[5], sm, to)
         tr_f[k] = 0.0
         tr_dict[tkey] = k
     cache[slot, 0] = (sm << 32) | frm
@@ -1005,6 +1059,12 @@ def _grow(hot, meta, q_i):
         i2[I2_QE] = _grow2i(i2[I2_QE], meta[M_NQE] + 1)
     if meta[M_NWARN] + 1 > i2[I2_WARN].shape[0]:
         i2[I2_WARN] = _grow2i(i2[I2_WARN], meta[M_NWARN] + 1)
+    if meta[M_NCELLS] + 2 > i2[I2_CELL].shape[0]:
+        n = 2 * i2[I2_CELL].shape[0]
+        cell_f = np.zeros((n, 3), np.float64)
+        cell_f[: meta[M_NCELLS]] = f2[F2_CELL][: meta[M_NCELLS]]
+        f2[F2_CELL] = cell_f
+        i2[I2_CELL] = _grow2i(i2[I2_CELL], n)
     q = meta[M_GROW_Q]
     if q >= 0:
         for r in range(3):
@@ -1036,6 +1096,8 @@ def _views(hot):
         _view(i2[I2_TRC]),
         _view(i2[I2_QEC]),
         _view(i2[I2_IC]),
+        _view(i2[I2_CELL]),
+        _view(f2[F2_CELL]),
     )
 
 
@@ -1044,11 +1106,12 @@ def _views(hot):
 
 
 @njit(cache=True, inline="always")
-def _room(pend, codes, tr_i, qe, warn_ev, meta, q_i, op, a):
+def _room(pend, codes, tr_i, qe, warn_ev, cell_i, meta, q_i, op, a):
     """Whether every array has room for what this record may add (else note what is
     missing for :func:`_grow`)."""
     ok = (
         meta[M_NFREE] >= 2
+        and meta[M_NCELLS] + 2 <= cell_i.shape[0]
         and meta[M_NCODES] + 2 <= codes.shape[0]
         and meta[M_NTR] + 1 <= tr_i.shape[0]
         and meta[M_NQE] + 1 <= qe.shape[0]
@@ -1085,10 +1148,9 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
     Returns ``(status, i)``: ``OK``, or an error at record ``i`` with details
     in ``meta``.
     """
-    sm_i, sm_f, act, wait_t = _view(keyed[0]), _view(keyed[1]), _view(keyed[2]), _view(keyed[3])
-    fac, intra_id, layer, sconn = _view(keyed[4]), _view(keyed[5]), _view(keyed[6]), _view(keyed[7])
-    started, ends_i, ends_t = _view(keyed[8]), _view(keyed[9]), _view(keyed[10])
-    q_i, q_f, warn_cnt = _view(keyed[11]), _view(keyed[12]), _view(keyed[13])
+    sm_i, sm_f, started = _view(keyed.sm_i), _view(keyed.sm_f), _view(keyed.started)
+    ends_i, ends_t = _view(keyed.ends_i), _view(keyed.ends_t)
+    q_i, q_f, warn_cnt = _view(keyed.q_i), _view(keyed.q_f), _view(keyed.warn_cnt)
     (
         ni,
         nf,
@@ -1104,10 +1166,12 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
         tr_cache,
         qe_cache,
         inter_cache,
+        cell_i,
+        cell_f,
     ) = _views(hot)
     meta = _view(meta)
     ints, ints2, floats, sums, dicts = cold
-    tr_dict, inter, qe_dict, links = dicts
+    inter, qe_dict, links, cells, facs, layers, sconns = dicts[1:]
     nrec = len(t_col)
     nan = np.nan
     for i in range(nrec):
@@ -1123,17 +1187,38 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
         sm = np.int64(sm_col[i])
         a = np.int64(a_col[i])
         n = n_col[i]
-        if not _room(pend, codes, tr_i, qe, warn_ev, meta, q_i, op, a):
+        if not _room(pend, codes, tr_i, qe, warn_ev, cell_i, meta, q_i, op, a):
             _grow(hot, meta, q_i)
-            ni, nf, free, pend, codes, tr_i, tr_f, qe, warn_ev, rs_i, rs_t = _views(hot)[:11]
+            (
+                ni,
+                nf,
+                free,
+                pend,
+                codes,
+                tr_i,
+                tr_f,
+                qe,
+                warn_ev,
+                rs_i,
+                rs_t,
+                tr_cache,
+                qe_cache,
+                inter_cache,
+                cell_i,
+                cell_f,
+            ) = _views(hot)
         # ---- what follows from the records alone (CriticalPathPass._prepare) ----
         dt = t - sm_f[sm, SF_LAST] if sm_i[sm, S_HASLAST] else nan
         si = sm_i[sm, S_STATE]
-        w = dt * fac[sm, si]
-        ic = intra_id[sm, si]
+        cell = sm_i[sm, S_CELL]
+        if cell < 0:
+            cell = _cell(cell_i, cell_f, meta, cells, facs, sm, si)
+            sm_i[sm, S_CELL] = cell
+        w = dt * cell_f[cell, X_FAC]
+        ic = cell_i[cell, 0]
         if ic < 0:
             ic = _add_code(codes, meta, K_INTRA, sm, si, 0)
-            intra_id[sm, si] = ic
+            cell_i[cell, 0] = ic
         sm_f[sm, SF_LAST] = t
         sm_i[sm, S_HASLAST] = 1
         sm_i[sm, S_LASTREC] = rec
@@ -1145,10 +1230,13 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
             if tr_cache[slot, 0] == (sm << 32) | frm and tr_cache[slot, 1] == (si << 32) | to:
                 k = tr_cache[slot, 2]
             else:
-                k = _transition_index(tr_i, tr_f, tr_cache, meta, tr_dict, sm, frm, si, to, slot)
+                k = _transition_index(
+                    tr_i, tr_f, tr_cache, meta, dicts, cell_i, cell_f, sm, frm, si, to, slot
+                )
             tr_i[k, 4] += 1
             tr_f[k] += spent
             sm_i[sm, S_STATE] = a + 1
+            sm_i[sm, S_CELL] = tr_i[k, 5]
             sm_i[sm, S_FROM] = si
             sm_f[sm, SF_ENTER] = t
             sm_i[sm, S_HASENTER] = 1
@@ -1177,7 +1265,7 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
             sm_i[sm, S_PEND] = NONE
             _drop(meta, pend, dep)  # held until the end of the record
             if pconn >= 0 and pconn != sm_i[sm, S_CUR]:
-                _switch(sm_i, layer, sconn, started, meta, pend, sm, pconn)
+                _switch(sm_i, layers, sconns, started, meta, pend, sm, pconn)
             if dep != NONE:
                 dcp = nf[dep, F_CP]
                 dcode = _inter_code(codes, inter_cache, meta, inter, dsm, sm, 0)
@@ -1204,7 +1292,7 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
                     ni, nf, meta, pend, rs_i, rs_t, q_i, q_f, a, n, op == DEQ, cur, t
                 )
                 if ncur != cur:
-                    _switch(sm_i, layer, sconn, started, meta, pend, sm, ncur)
+                    _switch(sm_i, layers, sconns, started, meta, pend, sm, ncur)
                     cur = ncur
                 extra = q_i[a, Q_EXTRA]
                 if extra and q_i[a, Q_CAP] < 0:
@@ -1244,7 +1332,7 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
             if wk == ON_FULL and sm_i[sm, S_WQ] == a:
                 q_f[a, QF_WFNS] += t - sm_f[sm, SF_WT]
         elif op == IDENTIFY:
-            _switch(sm_i, layer, sconn, started, meta, pend, sm, a)
+            _switch(sm_i, layers, sconns, started, meta, pend, sm, a)
         # ---- the intra-SM edge and the node ----
         node = sm_i[sm, S_NODE]
         new = NONE
@@ -1252,11 +1340,11 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
             if wk:
                 w_in = 0.0
                 wd = dt
-                wait_t[sm, si] += dt
+                cell_f[cell, X_WAIT] += dt
             else:
                 w_in = w
                 wd = 0.0
-                act[sm, si] += dt
+                cell_f[cell, X_ACT] += dt
             if node != NONE:
                 icp = nf[node, F_CP] + w_in
                 depth = ni[node, N_DEPTH] + 1
@@ -1390,15 +1478,15 @@ def commit(keyed, hot, meta, cold, rec):
     As :func:`cpasim.analysis.pathlog.commit`; "active" SMs are those with a
     record in the last half commit interval.
     """
-    sm_i, layer, ends_i, q_i = keyed[0], keyed[6], keyed[9], keyed[11]
+    sm_i, ends_i, q_i = keyed.sm_i, keyed.ends_i, keyed.q_i
     i2, f2, i1, f1 = hot
     ni, nf, free, seen = i2[I2_NI], f2[F2_NF], i1[I1_FREE], i2[I2_SEEN]
     codes, rs_i = i2[I2_CODES], i2[I2_STORE]
+    ints, ints2, floats, sums, dicts = cold
     if seen.shape[0] < ni.shape[0]:
         # Marks of earlier commits have older stamps: nothing to keep.
         seen = np.zeros((ni.shape[0], 3), np.int64)
         i2[I2_SEEN] = seen
-    ints, ints2, floats, sums, dicts = cold
     meta[M_COMMITS] += 1
     stamp = meta[M_STAMP] + 1
     meta[M_STAMP] = stamp
@@ -1417,11 +1505,9 @@ def commit(keyed, hot, meta, cold, rec):
         if h != NONE:
             _push(ints, 2, nother, h)
             nother += 1
-        for c in range(layer.shape[1]):
-            h = layer[s, c]
-            if h != NONE:
-                _push(ints, 2, nother, h)
-                nother += 1
+    for h in dicts[6].values():  # paths put aside in other connections
+        _push(ints, 2, nother, h)
+        nother += 1
     for q in range(q_i.shape[0]):
         for r in (LIVE, PAST, FREED):
             for j in range(q_i[q, Q_RN + r]):
@@ -1655,7 +1741,7 @@ def _split(ni, nf, free, seen, codes, meta, ints, ints2, floats, sums, sm_i, nac
 def finish(keyed, hot, meta, cold, node):
     """A new summary of the path ending at ``node``'s parent (free it with
     :func:`release_summary`)."""
-    sm_i = keyed[0]
+    sm_i = keyed.sm_i
     ni, nf, codes = hot[0][I2_NI], hot[1][F2_NF], hot[0][I2_CODES]
     ints, ints2, floats, sums, dicts = cold
     nchain = 0
@@ -1675,9 +1761,10 @@ def release_summary(meta, cold, s):
 
 
 @njit(cache=True)
-def refcount_errors(keyed, hot, meta):
-    """Nodes in use whose reference count is not the number of their holders."""
-    sm_i, layer, ends_i, q_i = keyed[0], keyed[6], keyed[9], keyed[11]
+def refcount_errors(keyed, hot, meta, layers):
+    """Nodes in use whose reference count is not the number of their holders
+    (``layers``: the paths put aside in other connections, see :func:`_switch`)."""
+    sm_i, ends_i, q_i = keyed.sm_i, keyed.ends_i, keyed.q_i
     ni, free, rs_i = hot[0][I2_NI], hot[2][I1_FREE], hot[0][I2_STORE]
     cap = ni.shape[0]
     used = np.ones(cap, np.bool_)
@@ -1691,9 +1778,8 @@ def refcount_errors(keyed, hot, meta):
         for h in (sm_i[s, S_NODE], sm_i[s, S_PEND]):
             if h >= 0:
                 rc[h] += 1
-        for c in range(layer.shape[1]):
-            if layer[s, c] >= 0:
-                rc[layer[s, c]] += 1
+    for h in layers.values():
+        rc[h] += 1
     for q in range(q_i.shape[0]):
         for r in (LIVE, PAST, FREED):
             for j in range(q_i[q, Q_RN + r]):
