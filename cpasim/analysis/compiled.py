@@ -23,7 +23,7 @@ from cpasim.analysis.criticalpath import (
 )
 from cpasim.analysis.pathlog import INTER, Summary, check_widths
 from cpasim.analysis.queues import QueueState
-from cpasim.analysis.transforms import NameSet, Transforms, sm_display
+from cpasim.analysis.transforms import NameSet, Transforms, queue_effect, sm_display
 from cpasim.errors import CpasimError
 from cpasim.trace.records import BEGIN, DEQ, RECORD_DTYPE, TraceKey
 
@@ -90,7 +90,9 @@ class CompiledPass:
         self.q_i = np.zeros((0, k.NQI), np.int64)
         self.q_f = np.zeros((0, k.NQF), np.float64)
         self.warn_cnt = np.zeros((0, 3), np.int64)
-        self.queue_rules: list[tuple[bool, float, int]] = []
+        # per queue: its rule, broken, comm factor, extra, edgewise
+        self.queue_rules: list[tuple] = []
+        self.factors = np.array(transforms.comm_factors + [1.0], np.float64)
         self.s_base: list[int] = []
         self._base_ids: dict[tuple[str, str], int] = {}
 
@@ -120,6 +122,10 @@ class CompiledPass:
             self.s_base += base
             rows[:, k.S_ISSTART] = [_matches(self.start, *name) for name in names]
             rows[:, k.S_ISEND] = [_matches(self.end, *name) for name in names]
+            rules = self.tf.sms_rules(NameSet.of_sms(names))
+            rows[:, k.S_PB], rows[:, k.S_CB], rows[:, k.S_PC], rows[:, k.S_CC] = zip(
+                *rules, strict=True
+            )
             self.sm_i = np.concatenate([self.sm_i, rows])
             self.sm_f = np.concatenate([self.sm_f, np.zeros((n_sm - old_sm, k.NSF))])
             if self.tf.scale:
@@ -136,8 +142,14 @@ class CompiledPass:
             qi[:, k.Q_CAP] = -1
             qi[:, k.Q_FLOW] = 1
             rules = self.tf.queues_rules(NameSet.of_queues(key.queues[old_q:n_q]))
-            self.queue_rules += rules
-            qi[:, k.Q_BROKEN], qf[:, k.QF_COMM], qi[:, k.Q_EXTRA] = zip(*rules, strict=True)
+            effects = [queue_effect(self.tf, rule) for rule in rules]
+            self.queue_rules += [
+                (rule, *effect) for rule, effect in zip(rules, effects, strict=True)
+            ]
+            qi[:, k.Q_BREAKS], qi[:, k.Q_COMMS], _ = zip(*rules, strict=True)
+            qi[:, k.Q_BROKEN], qf[:, k.QF_COMM], qi[:, k.Q_EXTRA], qi[:, k.Q_EDGEWISE] = zip(
+                *effects, strict=True
+            )
             self.q_i = np.concatenate([self.q_i, qi])
             self.q_f = np.concatenate([self.q_f, qf])
             self.warn_cnt = _pad(self.warn_cnt, (n_q, 3), 0)
@@ -236,6 +248,7 @@ class CompiledPass:
             q_i=self.q_i,
             q_f=self.q_f,
             warn_cnt=self.warn_cnt,
+            factors=self.factors,
         )
 
     # -- results -----------------------------------------------------------------
@@ -347,8 +360,7 @@ class CompiledPass:
         v.queues = []
         qi, qf = self.q_i, self.q_f
         for q in range(qi.shape[0] if details else 0):
-            broken, comm, extra = self.queue_rules[q]
-            Q = QueueState(q, broken, comm, extra)
+            Q = QueueState(q, *self.queue_rules[q][1:4])
             r, f = qi[q].tolist(), qf[q].tolist()
             Q.cap = r[k.Q_CAP]
             Q.flow = bool(r[k.Q_FLOW])

@@ -47,7 +47,14 @@ import numpy as np
 
 from cpasim.analysis.pathlog import CP, DEPTH, INTER, Summary, check_widths, commit
 from cpasim.analysis.queues import QueueState
-from cpasim.analysis.transforms import Transforms, sm_display
+from cpasim.analysis.transforms import (
+    NameSet,
+    SmRule,
+    Transforms,
+    edge_rule,
+    queue_effect,
+    sm_display,
+)
 from cpasim.errors import CpasimError
 from cpasim.trace.records import (
     BEGIN,
@@ -152,6 +159,7 @@ class CriticalPathPass:
         self.s_is_end: list[bool] = []
         self.s_conns: list[set] = []
         self.s_base: list[int] = []  # SM id -> id of its (sys, sm), instances merged
+        self.s_rule: list[SmRule] = []  # what the what-if does to edges from and to it
         self._base_ids: dict[tuple[str, str], int] = {}
         self.n_states = 0
         self._chunk = None  # the chunk being fed
@@ -175,6 +183,7 @@ class CriticalPathPass:
         n_sm, n_states, n_q, _ = key.sizes()
         tf = self.tf
         self.n_states = n_states
+        self.s_rule += tf.sms_rules(NameSet.of_sms(key.sms[len(self.s_last) : n_sm]))
         for sm in range(len(self.s_last), n_sm):
             sys, name, inst = key.sms[sm]
             self.s_last.append(None)
@@ -199,8 +208,9 @@ class CriticalPathPass:
             self.s_conns.append(set())
             self.s_base.append(self._base_ids.setdefault((sys, name), len(self._base_ids)))
         for q in range(len(self.queues), n_q):
-            broken, comm, extra = tf.queue_rules(*key.queues[q])
-            self.queues.append(QueueState(q, broken, comm, extra))
+            rule = tf.queue_rules(*key.queues[q])
+            broken, comm, extra, edgewise = queue_effect(tf, rule)
+            self.queues.append(QueueState(q, broken, comm, extra, rule, edgewise))
 
     def _factor(self, sm: int, si: int) -> float:
         """The scale factor of SM ``sm``'s state index ``si`` (matched once, on first use)."""
@@ -497,6 +507,9 @@ class CriticalPathPass:
                 if s_is_end[sm]:
                     ends[s_cur[sm]] = [t, node, sm]
                 continue
+            if (op == DEQ or op == ENQ) and queues[a].edgewise:  # noqa: SIM109
+                record(base, i, t, op, sm, a, n, dt, w, si, ic)
+                continue
             if op == DEQ:
                 wk = s_wk[sm]
                 Q = queues[a]
@@ -636,6 +649,24 @@ class CriticalPathPass:
             if s_is_end[sm]:
                 ends[s_cur[sm]] = [t, new, sm]
 
+    def _edge_pick(self, units: list, Q: QueueState, sm: int, cur: int, c: float):
+        """``(node, its SM, weight)`` of the dependency on the ``units`` taken from
+        ``Q`` (an ``edgewise`` queue) by ``sm`` working for ``cur``, whose
+        communication latency is ``c``: the longest path plus weight among the edges
+        not broken, each weighing ``c`` times its own factor."""
+        best, bsm, bw, bv = None, -1, 0.0, float("-inf")
+        rules, consumer, factors = self.s_rule, self.s_rule[sm], self.tf.comm_factors
+        for node, su, cu in units:
+            if cu >= 0 and cu != cur:
+                continue
+            broken, f = edge_rule(Q.rule, rules[su], consumer, factors)
+            if broken:
+                continue
+            w = c * f
+            if node[CP] + w > bv:
+                best, bsm, bw, bv = node, su, w, node[CP] + w
+        return best, bsm, bw
+
     def _waits(self, rec: int, op: int, sm: int, a: int, n: int, t: float) -> None:
         """Effects of ``wait_empty`` / ``wait_full``: the SM now waits on queue ``a``."""
         Q = self.queues[a]
@@ -695,13 +726,15 @@ class CriticalPathPass:
             if n:
                 p0 = Q.head
                 cur = s_cur[sm]
-                best, bsm, newest, ncur = Q.take(n, op == DEQ, cur, t)
+                units = [] if Q.edgewise else None
+                best, bsm, newest, ncur = Q.take(n, op == DEQ, cur, t, units)
                 if ncur != cur:
                     self._switch(sm, ncur)
                     cur = ncur
                 if Q.extra and Q.cap < 0:
                     # Credit what-if: the unit k positions earlier feeds this one.
-                    best, bsm = Q.shifted(p0 - Q.extra, p0 + n - Q.extra, cur)
+                    units = [] if Q.edgewise else None
+                    best, bsm = Q.shifted(p0 - Q.extra, p0 + n - Q.extra, cur, units)
                 c = 0.0
                 if wk == ON_EMPTY and s_wq[sm] == a and newest > s_wt[sm]:
                     c = t - newest
@@ -709,8 +742,10 @@ class CriticalPathPass:
                     Q.comm_n += 1
                     if c > Q.comm_max:
                         Q.comm_max = c
-                if best is not None and not Q.broken:
-                    w = c * Q.comm
+                w = c * Q.comm
+                if units is not None:
+                    best, bsm, w = self._edge_pick(units, Q, sm, cur, c)
+                if best is not None and (units is not None or not Q.broken):
                     bcp = best[CP]
                     if dep is None or bcp + w > dcp + dw:
                         dep = best
@@ -723,10 +758,13 @@ class CriticalPathPass:
             Q = queues[a]
             if Q.cap >= 0 and n > 0:
                 waiting = wk == ON_FULL and s_wq[sm] == a
-                best, bsm, freed_t = Q.slots(n, s_wt[sm] if waiting else float("inf"))
+                units = [] if Q.edgewise else None
+                best, bsm, freed_t = Q.slots(n, s_wt[sm] if waiting else float("inf"), units)
                 c = t - freed_t if freed_t is not None else 0.0
-                if best is not None and not Q.broken:
-                    w = c * Q.comm
+                w = c * Q.comm
+                if units is not None:
+                    best, bsm, w = self._edge_pick(units, Q, sm, -1, c)
+                if best is not None and (units is not None or not Q.broken):
                     bcp = best[CP]
                     if dep is None or bcp + w > dcp + dw:
                         dep = best

@@ -56,9 +56,10 @@ from cpasim.trace.records import (
 #: (:class:`cpasim.analysis.compiled.CompiledPass`): per SM ints and floats
 #: (``S_*``, ``SF_*``), per connection + 1 whether its path started and its end
 #: (node, SM, order of first end; time), per queue ints and floats (``Q_*``,
-#: ``QF_*``) and warning counts (per kind).
+#: ``QF_*``), warning counts (per kind) and scale_comm's factors (by entry).
 Keyed = namedtuple(
-    "Keyed", ["sm_i", "sm_f", "started", "ends_i", "ends_t", "q_i", "q_f", "warn_cnt"]
+    "Keyed",
+    ["sm_i", "sm_f", "started", "ends_i", "ends_t", "q_i", "q_f", "warn_cnt", "factors"],
 )
 
 # node fields
@@ -89,8 +90,14 @@ K_START, K_INTRA, K_INTER = 0, 1, 2
     S_STARTID,
     S_HASENTER,
     S_CELL,
-) = range(18)
-NSI = 18
+    # what the what-if does to edges from (P) and to (C) the SM: a bit per entry
+    # of breaks (B) and scale_comm (C) that holds for it (transforms.SmRule)
+    S_PB,
+    S_CB,
+    S_PC,
+    S_CC,
+) = range(22)
+NSI = 22
 # per-SM floats
 SF_LAST, SF_ENTER, SF_WT = 0, 1, 2
 NSF = 3
@@ -117,7 +124,10 @@ X_FAC, X_ACT, X_WAIT = 0, 1, 2
     Q_HASENQ,
 ) = range(13)
 Q_ROFF, Q_RCAP, Q_RH, Q_RN = 13, 16, 19, 22
-NQI = 25
+# a bit per entry of breaks and scale_comm whose queue glob matches
+# (transforms.QueueRule), and whether each edge's SMs decide (else Q_BROKEN, QF_COMM)
+Q_BREAKS, Q_COMMS, Q_EDGEWISE = 25, 26, 27
+NQI = 28
 # per-queue floats
 QF_COMM, QF_AREA, QF_OCCT, QF_OCCT0, QF_ENQT0, QF_ENQT1, QF_WENS, QF_WFNS, QF_CSUM, QF_CMAX = range(
     10
@@ -165,8 +175,10 @@ CF_TIME, CF_WAIT, CF_SLACK = 0, 1, 2
     M_NEED_PEND,
     M_STORE_USED,
     M_NCELLS,
-) = range(30)
-NMETA = 30
+    M_NCAND,
+    M_NEED_CAND,
+) = range(32)
+NMETA = 32
 
 # status
 OK, ERR_SHORT, ERR_RESIZE = 0, 1, 2
@@ -178,7 +190,7 @@ CACHE = 1 << 12
 
 # where the growable arrays sit in the typed lists of new_hot()
 I2_NI, I2_CODES, I2_TR, I2_QE, I2_WARN, I2_STORE, I2_TRC, I2_QEC, I2_IC, I2_SEEN = range(10)
-I2_CELL = 10
+I2_CELL, I2_CAND = 10, 11
 F2_NF, F2_CELL = 0, 1
 I1_FREE, I1_PEND = 0, 1
 F1_TR, F1_STORE = 0, 1
@@ -212,6 +224,7 @@ def new_hot():
     i2.append(np.full((CACHE, 2), -1, np.int64))  # I2_IC: (inter code key, code id)
     i2.append(np.zeros((4096, 3), np.int64))  # I2_SEEN: commit marks (stamp, group, meet)
     i2.append(np.zeros((256, 1), np.int64))  # I2_CELL: (SM, state) cells: intra code id
+    i2.append(np.zeros((16, 3), np.int64))  # I2_CAND: edges of an edgewise queue op
     f2 = List.empty_list(_F2)
     f2.append(np.zeros((4096, 4), np.float64))  # F2_NF: node floats
     f2.append(np.zeros((256, 3), np.float64))  # F2_CELL: cells' factor, active, waiting
@@ -739,7 +752,7 @@ def _resize(meta, pend, rs_i, rs_t, q_i, q_f, q, n, t, sm):
 
 
 @njit(cache=True, inline="always")
-def _shifted(nf, rs_i, q_i, q, lo, hi, cur):
+def _shifted(nf, rs_i, q_i, q, lo, hi, cur, collect, cand, meta):
     """QueueState.shifted: best producer among positions ``[lo, hi)`` of the history."""
     best = NONE
     best_cp = -np.inf
@@ -755,6 +768,8 @@ def _shifted(nf, rs_i, q_i, q, lo, hi, cur):
                 break
             node = rs_i[idx, R_NODE]
             cu = rs_i[idx, R_CONN]
+            if collect and node >= 0:
+                _candidate(cand, meta, node, rs_i[idx, R_SM], cu)
             if node >= 0 and (cu < 0 or cu == cur):
                 c = nf[node, F_CP]
                 if c > best_cp:
@@ -765,8 +780,19 @@ def _shifted(nf, rs_i, q_i, q, lo, hi, cur):
 
 
 @njit(cache=True, inline="always")
-def _take(ni, nf, meta, pend, rs_i, rs_t, q_i, q_f, q, m, remove, cur, t):
-    """QueueState.take: ``(best node, its SM, newest arrival, connection)``."""
+def _candidate(cand, meta, node, sm, conn):
+    """One more edge for :func:`_edge_pick`."""
+    k = meta[M_NCAND]
+    cand[k, 0] = node
+    cand[k, 1] = sm
+    cand[k, 2] = conn
+    meta[M_NCAND] = k + 1
+
+
+@njit(cache=True, inline="always")
+def _take(ni, nf, meta, pend, rs_i, rs_t, q_i, q_f, q, m, remove, cur, t, collect, cand):
+    """QueueState.take: ``(best node, its SM, newest arrival, connection)``; with
+    ``collect``, each run's producer goes to ``cand`` too."""
     if remove:
         _occupancy(q_i, q_f, q, t)
     best = NONE
@@ -792,6 +818,8 @@ def _take(ni, nf, meta, pend, rs_i, rs_t, q_i, q_f, q, m, remove, cur, t):
         if cu >= 0 and not switched:
             cur = cu  # the first unit's connection flows to the consumer
             switched = True
+        if collect and node >= 0:
+            _candidate(cand, meta, node, su, cu)
         if node >= 0 and (cu < 0 or cu == cur):
             c = nf[node, F_CP]
             if c > best_cp:
@@ -842,7 +870,7 @@ def _freed_at(rs_i, q_i, q, pos, f0, last):
 
 
 @njit(cache=True, inline="always")
-def _slots(nf, rs_i, rs_t, q_i, q, n, since):
+def _slots(nf, rs_i, rs_t, q_i, q, n, since, collect, cand, meta):
     """QueueState.slots: ``(best node, its SM, t_free, has t_free)``."""
     best = NONE
     best_sm = -1
@@ -865,6 +893,8 @@ def _slots(nf, rs_i, rs_t, q_i, q, n, since):
                 if rs_i[idx, R_FIRST] >= hi:
                     break
                 node = rs_i[idx, R_NODE]
+                if collect and node >= 0:
+                    _candidate(cand, meta, node, rs_i[idx, R_SM], -1)
                 if node >= 0 and nf[node, F_CP] > best_cp:
                     best_cp = nf[node, F_CP]
                     best = node
@@ -878,6 +908,38 @@ def _slots(nf, rs_i, rs_t, q_i, q, n, since):
             freed_t = rs_t[idx]
             has = freed_t > since
     return best, best_sm, freed_t, has
+
+
+@njit(cache=True)
+def _edge_pick(cand, meta, nf, sm_i, q_i, factors, q, sm, cur, c):
+    """CriticalPathPass._edge_pick: ``(node, its SM, weight)`` among the edges in
+    ``cand`` from queue ``q`` (edgewise) to SM ``sm`` working for ``cur``."""
+    best = NONE
+    bsm = -1
+    bw = 0.0
+    bv = -np.inf
+    for k in range(meta[M_NCAND]):
+        node = cand[k, 0]
+        su = cand[k, 1]
+        cu = cand[k, 2]
+        if cu >= 0 and cu != cur:
+            continue
+        if q_i[q, Q_BREAKS] & sm_i[su, S_PB] & sm_i[sm, S_CB]:
+            continue
+        comms = q_i[q, Q_COMMS] & sm_i[su, S_PC] & sm_i[sm, S_CC]
+        f = 1.0
+        if comms:
+            j = 0
+            while not (comms >> j) & 1:
+                j += 1
+            f = factors[j]
+        w = c * f
+        if nf[node, F_CP] + w > bv:
+            best = node
+            bsm = su
+            bw = w
+            bv = nf[node, F_CP] + w
+    return best, bsm, bw
 
 
 # ---------------------------------------------------------------------------
@@ -1059,6 +1121,8 @@ def _grow(hot, meta, q_i):
         i2[I2_QE] = _grow2i(i2[I2_QE], meta[M_NQE] + 1)
     if meta[M_NWARN] + 1 > i2[I2_WARN].shape[0]:
         i2[I2_WARN] = _grow2i(i2[I2_WARN], meta[M_NWARN] + 1)
+    if meta[M_NEED_CAND] > i2[I2_CAND].shape[0]:
+        i2[I2_CAND] = np.zeros((2 * meta[M_NEED_CAND], 3), np.int64)
     if meta[M_NCELLS] + 2 > i2[I2_CELL].shape[0]:
         n = 2 * i2[I2_CELL].shape[0]
         cell_f = np.zeros((n, 3), np.float64)
@@ -1098,6 +1162,7 @@ def _views(hot):
         _view(i2[I2_IC]),
         _view(i2[I2_CELL]),
         _view(f2[F2_CELL]),
+        _view(i2[I2_CAND]),
     )
 
 
@@ -1106,7 +1171,7 @@ def _views(hot):
 
 
 @njit(cache=True, inline="always")
-def _room(pend, codes, tr_i, qe, warn_ev, cell_i, meta, q_i, op, a):
+def _room(pend, codes, tr_i, qe, warn_ev, cell_i, cand, meta, q_i, op, a):
     """Whether every array has room for what this record may add (else note what is
     missing for :func:`_grow`)."""
     ok = (
@@ -1119,11 +1184,15 @@ def _room(pend, codes, tr_i, qe, warn_ev, cell_i, meta, q_i, op, a):
     )
     need_pend = 8
     meta[M_GROW_Q] = -1
+    meta[M_NEED_CAND] = 0
     if op != BEGIN and op != LINK and op != IDENTIFY:
         nl = q_i[a, Q_RN + LIVE]
         npast = q_i[a, Q_RN + PAST]
         nfr = q_i[a, Q_RN + FREED]
         need_pend += 2 * nl + npast + nfr
+        if q_i[a, Q_EDGEWISE] and nl + npast + nfr + 1 > cand.shape[0]:
+            ok = False
+            meta[M_NEED_CAND] = nl + npast + nfr + 1
         need_past = nl + npast + 1 if q_i[a, Q_EXTRA] else 0
         if (
             nl + 1 > q_i[a, Q_RCAP + LIVE]
@@ -1168,7 +1237,9 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
         inter_cache,
         cell_i,
         cell_f,
+        cand,
     ) = _views(hot)
+    factors = _view(keyed.factors)
     meta = _view(meta)
     ints, ints2, floats, sums, dicts = cold
     inter, qe_dict, links, cells, facs, layers, sconns = dicts[1:]
@@ -1187,7 +1258,7 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
         sm = np.int64(sm_col[i])
         a = np.int64(a_col[i])
         n = n_col[i]
-        if not _room(pend, codes, tr_i, qe, warn_ev, cell_i, meta, q_i, op, a):
+        if not _room(pend, codes, tr_i, qe, warn_ev, cell_i, cand, meta, q_i, op, a):
             _grow(hot, meta, q_i)
             (
                 ni,
@@ -1206,6 +1277,7 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
                 inter_cache,
                 cell_i,
                 cell_f,
+                cand,
             ) = _views(hot)
         # ---- what follows from the records alone (CriticalPathPass._prepare) ----
         dt = t - sm_f[sm, SF_LAST] if sm_i[sm, S_HASLAST] else nan
@@ -1288,8 +1360,24 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
             if n:
                 p0 = q_i[a, Q_HEAD]
                 cur = sm_i[sm, S_CUR]
+                edgewise = q_i[a, Q_EDGEWISE] != 0
+                meta[M_NCAND] = 0
                 best, bsm, newest, ncur = _take(
-                    ni, nf, meta, pend, rs_i, rs_t, q_i, q_f, a, n, op == DEQ, cur, t
+                    ni,
+                    nf,
+                    meta,
+                    pend,
+                    rs_i,
+                    rs_t,
+                    q_i,
+                    q_f,
+                    a,
+                    n,
+                    op == DEQ,
+                    cur,
+                    t,
+                    edgewise,
+                    cand,
                 )
                 if ncur != cur:
                     _switch(sm_i, layers, sconns, started, meta, pend, sm, ncur)
@@ -1297,7 +1385,9 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
                 extra = q_i[a, Q_EXTRA]
                 if extra and q_i[a, Q_CAP] < 0:
                     # Credit what-if: the unit k positions earlier feeds this one.
-                    best, bsm = _shifted(nf, rs_i, q_i, a, p0 - extra, p0 + n - extra, cur)
+                    meta[M_NCAND] = 0
+                    lo = p0 - extra
+                    best, bsm = _shifted(nf, rs_i, q_i, a, lo, lo + n, cur, edgewise, cand, meta)
                 c = 0.0
                 if wk == ON_EMPTY and sm_i[sm, S_WQ] == a and newest > sm_f[sm, SF_WT]:
                     c = t - newest
@@ -1305,8 +1395,10 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
                     q_i[a, Q_COMMN] += 1
                     if c > q_f[a, QF_CMAX]:
                         q_f[a, QF_CMAX] = c
-                if best != NONE and not q_i[a, Q_BROKEN]:
-                    w2 = c * q_f[a, QF_COMM]
+                w2 = c * q_f[a, QF_COMM]
+                if edgewise:
+                    best, bsm, w2 = _edge_pick(cand, meta, nf, sm_i, q_i, factors, a, sm, cur, c)
+                if best != NONE and (edgewise or not q_i[a, Q_BROKEN]):
                     bcp = nf[best, F_CP]
                     if dep == NONE or bcp + w2 > dcp + dw:
                         dep = best
@@ -1319,10 +1411,16 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
             if q_i[a, Q_CAP] >= 0 and n > 0:
                 waiting = wk == ON_FULL and sm_i[sm, S_WQ] == a
                 since = sm_f[sm, SF_WT] if waiting else np.inf
-                best, bsm, freed_t, has = _slots(nf, rs_i, rs_t, q_i, a, n, since)
+                edgewise = q_i[a, Q_EDGEWISE] != 0
+                meta[M_NCAND] = 0
+                best, bsm, freed_t, has = _slots(
+                    nf, rs_i, rs_t, q_i, a, n, since, edgewise, cand, meta
+                )
                 c = t - freed_t if has else 0.0
-                if best != NONE and not q_i[a, Q_BROKEN]:
-                    w2 = c * q_f[a, QF_COMM]
+                w2 = c * q_f[a, QF_COMM]
+                if edgewise:
+                    best, bsm, w2 = _edge_pick(cand, meta, nf, sm_i, q_i, factors, a, sm, -1, c)
+                if best != NONE and (edgewise or not q_i[a, Q_BROKEN]):
                     bcp = nf[best, F_CP]
                     if dep == NONE or bcp + w2 > dcp + dw:
                         dep = best
