@@ -23,6 +23,7 @@ from cpasim.analysis.criticalpath import (
 )
 from cpasim.analysis.pathlog import INTER, Summary, check_widths
 from cpasim.analysis.queues import QueueState
+from cpasim.analysis.snapshot import ON_EMPTY, ON_FULL, QueueUnits, SmState, Snapshot
 from cpasim.analysis.transforms import NameSet, Transforms, queue_effect, sm_display
 from cpasim.errors import CpasimError
 from cpasim.trace.records import BEGIN, DEQ, RECORD_DTYPE, TraceKey
@@ -252,6 +253,33 @@ class CompiledPass:
         )
 
     # -- results -----------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        """As :meth:`CriticalPathPass.snapshot`."""
+        k = self.k
+        rows = self.sm_i.tolist()
+        sms = tuple(
+            SmState(
+                recorded=bool(r[k.S_HASLAST]),
+                state=r[k.S_STATE],
+                conn=r[k.S_CUR],
+                waits=r[k.S_WK],
+                queue=r[k.S_WQ] if r[k.S_WK] in (ON_EMPTY, ON_FULL) else -1,
+                called_by=r[k.S_PENDSM] if r[k.S_LINKED] else -1,
+            )
+            for r in rows
+        )
+        store = k.item(self.hot[0], k.I2_STORE)
+        queues = []
+        for q, r in enumerate(self.q_i.tolist()):
+            head = r[k.Q_HEAD]
+            units = tuple(
+                (end - max(first, head), conn, sm)
+                for first, end, conn, sm in k.live_units(self.q_i, store, q).tolist()
+                if end > max(first, head)
+            )
+            queues.append(QueueUnits(r[k.Q_CAP], bool(r[k.Q_FLOW]), units))
+        return Snapshot(sms, tuple(queues))
 
     def _py_codes(self) -> list[int]:
         """The edge codes of :mod:`cpasim.analysis.pathlog`, by code id."""

@@ -47,6 +47,15 @@ import numpy as np
 
 from cpasim.analysis.pathlog import CP, DEPTH, INTER, Summary, check_widths, commit
 from cpasim.analysis.queues import QueueState
+from cpasim.analysis.snapshot import (
+    NOT_WAITING,
+    ON_EMPTY,
+    ON_FULL,
+    ON_LINK,
+    QueueUnits,
+    SmState,
+    Snapshot,
+)
 from cpasim.analysis.transforms import (
     NameSet,
     SmRule,
@@ -71,9 +80,6 @@ from cpasim.trace.records import (
     WAIT_FULL,
     TraceKey,
 )
-
-# What an SM is blocked on (``s_wk``).
-NOT_WAITING, ON_EMPTY, ON_FULL, ON_LINK = 0, 1, 2, 3
 
 
 # The pass's messages, shared with the compiled engine (cpasim.analysis.compiled),
@@ -884,6 +890,33 @@ class CriticalPathPass:
             yield from q.handles()
         for end in self.ends.values():
             yield end[1]
+
+    def snapshot(self) -> Snapshot:
+        """Where the traced system stands after the records fed so far."""
+        sms = tuple(
+            SmState(
+                recorded=self.s_last[sm] is not None,
+                state=self.s_state[sm],
+                conn=self.s_cur[sm],
+                waits=self.s_wk[sm],
+                queue=self.s_wq[sm] if self.s_wk[sm] in (ON_EMPTY, ON_FULL) else -1,
+                called_by=self.s_pendsm[sm] if self.s_linked[sm] else -1,
+            )
+            for sm in range(len(self.s_last))
+        )
+        queues = tuple(
+            QueueUnits(
+                Q.cap,
+                Q.flow,
+                tuple(
+                    (end - max(first, Q.head), conn, sm)
+                    for first, end, _node, _t, conn, sm in Q.live
+                    if end > max(first, Q.head)
+                ),
+            )
+            for Q in self.queues
+        )
+        return Snapshot(sms, queues)
 
     def handles(self):
         """Every path node the pass still refers to."""

@@ -36,8 +36,8 @@ from numba import carray, njit, types
 from numba.extending import intrinsic
 from numba.typed import Dict, List
 
-from cpasim.analysis.criticalpath import NOT_WAITING, ON_EMPTY, ON_FULL, ON_LINK
 from cpasim.analysis.pathlog import SPLIT_MIN
+from cpasim.analysis.snapshot import NOT_WAITING, ON_EMPTY, ON_FULL, ON_LINK
 from cpasim.trace.records import (
     BEGIN,
     DECLARE,
@@ -306,6 +306,21 @@ def dict_items(d):
         keys[j] = key
         values[j] = value
     return keys, values
+
+
+@njit(cache=True)
+def live_units(q_i, rs_i, q):
+    """The runs of units queue ``q`` holds, oldest first: ``(first, end, conn, sm)``
+    (the oldest run may be partly taken: ``first`` before the head)."""
+    n = q_i[q, Q_RN + LIVE]
+    out = np.zeros((n, 4), np.int64)
+    for j in range(n):
+        idx = _ring_at(q_i, q, LIVE, j)
+        out[j, 0] = rs_i[idx, R_FIRST]
+        out[j, 1] = rs_i[idx, R_END]
+        out[j, 2] = rs_i[idx, R_CONN]
+        out[j, 3] = rs_i[idx, R_SM]
+    return out
 
 
 @njit(cache=True)
