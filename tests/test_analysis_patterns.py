@@ -18,7 +18,7 @@ from test_analysis_engine import _outcome, _passes, _rechunk, soups
 from typer.testing import CliRunner
 
 from cpasim.analysis import Transforms, analyze
-from cpasim.cli import app
+from cpasim.cli import app, commands  # noqa: F401  (registers the commands)
 from cpasim.errors import CpasimError
 from cpasim.trace.jsonl import read_jsonl
 from cpasim.trace.memory import MemorySource
