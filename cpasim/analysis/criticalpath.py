@@ -638,15 +638,7 @@ class CriticalPathPass:
 
     def handles(self):
         """Every path node the pass still refers to."""
-        yield from self.s_node
-        yield from self.s_pend
-        for layers in self.s_layers:
-            if layers:
-                yield from layers.values()
-        for q in self.queues:
-            yield from q.handles()
-        for end in self.ends.values():
-            yield end[1]
+        return self._others(since=INF)
 
 
 class Step:
