@@ -109,3 +109,37 @@ def test_ids_beyond_the_edge_code_fields_are_refused(make):
     p = make(Transforms(), ("tx", "App"), ("tx", "App"), source_name="big.cpt")
     with pytest.raises(CpasimError, match=r"big.cpt: names 2097152 states; the analyzer handles"):
         p.feed(np.zeros(0, RECORD_DTYPE), key)
+
+
+def million_states() -> MemorySource:
+    """Two SMs in a trace that names 10^6 states (as a crafted ``.cpt`` can): the
+    source enters the last one and hands a unit to the sink."""
+    key = TraceKey()
+    src = key.intern_sm("tx", "App")
+    sink = key.intern_sm("rx", "Sink")
+    q = key.intern_queue("rx", "Done")
+    key.states.extend(f"S{i}" for i in range(1_000_000))
+    rows = [
+        (0.0, BEGIN, 0, src, 999_999, 0),
+        (2.0, ENQ, 0, src, q, 1),
+        (5.0, BEGIN, 0, sink, 0, 0),
+        (7.0, DEQ, 0, sink, q, 1),
+    ]
+    return MemorySource([np.array(rows, dtype=RECORD_DTYPE)], key, name="crafted.cpt")
+
+
+def test_a_million_named_states_cost_only_those_entered():
+    source = million_states()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        res = analyze(source, "tx:App", "rx:Sink", engine="python")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert res.critical_path_ns == 2.0
+    assert peak < 10e6, peak
+    p = CompiledPass(Transforms(scale=[("*:S9*", 0.5)]), ("tx", "App"), ("rx", "Sink"))
+    p.feed(next(iter(source.chunks())), source.key)
+    assert p.end_lengths() == {-1: (7.0, 1.0)}
+    assert p.pool_bytes() < 10e6, p.pool_bytes()
