@@ -137,7 +137,7 @@ def test_dot_graphs(tmp_path):
         (["--end", "h:Driver", "--scale", "h:*=-1"], "must be a finite number >= 0"),
         (["--end", "h:Driver", "--scale", "h:*=fast"], "is not a number"),
         (["--end", "h:Driver", "--scale", "h:*"], "expected PATTERN=VALUE"),
-        (["--end", "h:Driver", "--scale", "Stack=2"], "must name the system"),
+        (["--end", "h:Driver", "--scale", "Stack=2"], "--scale 'Stack' matches no state"),
         (["--end", "h:Driver", "--break", "h:[pkt"], "unclosed"),
         (["--end", "h:Driver", "--capacity", "h:pktq=4"], "must be written +K"),
         (["--end", "h:Driver", "--capacity", "h:pktq=+x"], "is not +K"),

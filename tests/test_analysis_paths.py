@@ -267,7 +267,10 @@ def test_scale_identity_leaves_everything_unchanged():
 
 def test_bad_transforms_are_refused():
     for kwargs, words in [
-        ({"scale": [("nocolon", 0.5)]}, "must name the system"),
+        ({"scale": [("h:a->h:b[q]", 0.5)]}, "names an edge; scale takes states"),
+        ({"capacity": [("*->*[q]", 1)]}, "names an edge; capacity takes queues"),
+        ({"breaks": ["h:a->h:b[q"]}, "unclosed"),
+        ({"scale_comm": [("->h:b[q]", 0.5)]}, "expected PRODUCER->CONSUMER"),
         ({"scale": [("h:[ab", 0.5)]}, "unclosed"),
         ({"scale": [("h:*", -1)]}, ">= 0"),
         ({"scale": [("h:*", "x")]}, "not a number"),

@@ -21,9 +21,10 @@ from cpasim.analysis.criticalpath import (
     wait_empty_warning,
     wait_full_warning,
 )
-from cpasim.analysis.pathlog import INTER, Summary
+from cpasim.analysis.pathlog import INTER, Summary, check_widths
 from cpasim.analysis.queues import QueueState
-from cpasim.analysis.transforms import NameSet, Transforms, sm_display
+from cpasim.analysis.snapshot import ON_EMPTY, ON_FULL, QueueUnits, SmState, Snapshot
+from cpasim.analysis.transforms import NameSet, Transforms, queue_effect, sm_display
 from cpasim.errors import CpasimError
 from cpasim.trace.records import BEGIN, DEQ, RECORD_DTYPE, TraceKey
 
@@ -83,35 +84,37 @@ class CompiledPass:
         self.cold = k.new_cold()
         self.sm_i = np.zeros((0, k.NSI), np.int64)
         self.sm_f = np.zeros((0, k.NSF), np.float64)
-        self.act = np.zeros((0, 1), np.float64)
-        self.wait = np.zeros((0, 1), np.float64)
-        self.fac = np.ones((0, 1), np.float64)
-        self.intra_id = np.full((0, 1), -1, np.int64)
-        self.layer = np.full((0, 0), -1, np.int64)
-        self.sconn = np.zeros((0, 0), np.int8)
+        self.factored: set[int] = set()  # (sm << 21 | state index) whose factor is known
         self.started = np.zeros(1, np.int8)
         self.ends_i = np.full((1, 3), -1, np.int64)
         self.ends_t = np.zeros(1, np.float64)
         self.q_i = np.zeros((0, k.NQI), np.int64)
         self.q_f = np.zeros((0, k.NQF), np.float64)
         self.warn_cnt = np.zeros((0, 3), np.int64)
-        self.queue_rules: list[tuple[bool, float, int]] = []
+        # per queue: its rule, broken, comm factor, extra, edgewise
+        self.queue_rules: list[tuple] = []
+        self.factors = np.array(transforms.comm_factors + [1.0], np.float64)
         self.s_base: list[int] = []
         self._base_ids: dict[tuple[str, str], int] = {}
-        self.n_states = 0
 
     # -- tables that follow the growing key ------------------------------------
 
     def _grow(self, key: TraceKey) -> None:
         k = self.k
-        n_sm, n_states, n_q, n_conn = key.sizes()
+        n_sm, _, n_q, n_conn = key.sizes()
         old_sm = self.sm_i.shape[0]
-        old_w = self.act.shape[1]
-        w = n_states + 1
-        tf = self.tf
         if n_sm > old_sm:
             rows = np.zeros((n_sm - old_sm, k.NSI), np.int64)
-            for f in (k.S_NODE, k.S_WQ, k.S_PEND, k.S_PENDSM, k.S_PENDCONN, k.S_CUR, k.S_STARTID):
+            for f in (
+                k.S_NODE,
+                k.S_WQ,
+                k.S_PEND,
+                k.S_PENDSM,
+                k.S_PENDCONN,
+                k.S_CUR,
+                k.S_STARTID,
+                k.S_CELL,
+            ):
                 rows[:, f] = -1
             names = key.sms[old_sm:n_sm]
             ids = self._base_ids
@@ -120,24 +123,15 @@ class CompiledPass:
             self.s_base += base
             rows[:, k.S_ISSTART] = [_matches(self.start, *name) for name in names]
             rows[:, k.S_ISEND] = [_matches(self.end, *name) for name in names]
+            rules = self.tf.sms_rules(NameSet.of_sms(names))
+            rows[:, k.S_PB], rows[:, k.S_CB], rows[:, k.S_PC], rows[:, k.S_CC] = zip(
+                *rules, strict=True
+            )
             self.sm_i = np.concatenate([self.sm_i, rows])
             self.sm_f = np.concatenate([self.sm_f, np.zeros((n_sm - old_sm, k.NSF))])
-        if n_sm > old_sm or w > old_w:
-            self.act = _pad(self.act, (n_sm, w), 0.0)
-            self.wait = _pad(self.wait, (n_sm, w), 0.0)
-            self.intra_id = _pad(self.intra_id, (n_sm, w), -1)
-            # Factors are matched lazily (NaN = not yet), for the states an SM
-            # enters (:meth:`_match_factors`): most instance SMs use a few states.
-            fac = _pad(self.fac, (n_sm, w), np.nan if tf.scale else 1.0)
-            if tf.scale:
-                fac[old_sm:n_sm, 0] = tf.state_factors(
-                    NameSet.of_states((*key.sms[sm], "(initial)") for sm in range(old_sm, n_sm))
-                )
-            self.fac = fac
-        self.n_states = n_states
-        if n_sm > old_sm or n_conn > self.layer.shape[1]:
-            self.layer = _pad(self.layer, (n_sm, n_conn), -1)
-            self.sconn = _pad(self.sconn, (n_sm, n_conn), 0)
+            if self.tf.scale:
+                sms = np.arange(old_sm, n_sm, dtype=np.int64)
+                self._set_factors(sms, np.zeros_like(sms), key)
         if n_conn + 1 > len(self.started):
             self.started = _pad(self.started, (n_conn + 1,), 0)
             self.ends_i = _pad(self.ends_i, (n_conn + 1, 3), -1)
@@ -148,9 +142,15 @@ class CompiledPass:
             qf = np.zeros((n_q - old_q, k.NQF), np.float64)
             qi[:, k.Q_CAP] = -1
             qi[:, k.Q_FLOW] = 1
-            rules = tf.queues_rules(NameSet.of_queues(key.queues[old_q:n_q]))
-            self.queue_rules += rules
-            qi[:, k.Q_BROKEN], qf[:, k.QF_COMM], qi[:, k.Q_EXTRA] = zip(*rules, strict=True)
+            rules = self.tf.queues_rules(NameSet.of_queues(key.queues[old_q:n_q]))
+            effects = [queue_effect(self.tf, rule) for rule in rules]
+            self.queue_rules += [
+                (rule, *effect) for rule, effect in zip(rules, effects, strict=True)
+            ]
+            qi[:, k.Q_BREAKS], qi[:, k.Q_COMMS], _ = zip(*rules, strict=True)
+            qi[:, k.Q_BROKEN], qf[:, k.QF_COMM], qi[:, k.Q_EXTRA], qi[:, k.Q_EDGEWISE] = zip(
+                *effects, strict=True
+            )
             self.q_i = np.concatenate([self.q_i, qi])
             self.q_f = np.concatenate([self.q_f, qf])
             self.warn_cnt = _pad(self.warn_cnt, (n_q, 3), 0)
@@ -159,6 +159,7 @@ class CompiledPass:
 
     def feed(self, chunk, key: TraceKey) -> None:
         """Process one chunk of records (``key`` must cover the chunk's ids)."""
+        check_widths(key, self.source_name)
         self.key = key
         self._grow(key)
         k = self.k
@@ -192,20 +193,24 @@ class CompiledPass:
     def _match_factors(self, op, sm, a, key: TraceKey) -> None:
         """Scale factors of the states the chunk's ``begin``s enter, where not yet known
         (``op``, ``sm``, ``a``: the chunk's columns)."""
-        fac = self.fac
-        width = fac.shape[1]
         begins = op == BEGIN
-        cells = sm[begins].astype(np.int64) * width + a[begins] + 1  # (sm, state index + 1)
-        todo = cells[np.isnan(fac.ravel()[cells])]
-        if not len(todo):
+        self._set_factors(sm[begins].astype(np.int64), a[begins].astype(np.int64) + 1, key)
+
+    def _set_factors(self, sm, si, key: TraceKey) -> None:
+        """Give the kernel the factors of SMs ``sm``'s state indices ``si`` (0 = the
+        state before the first ``begin``), matching each (SM, state) once."""
+        known = self.factored
+        todo = [c for c in np.unique((sm << 21) | si).tolist() if c not in known]
+        if not todo:
             return
-        x, y = np.divmod(np.unique(todo), width)
+        known.update(todo)
         sms, states = key.sms, key.states
-        fac[x, y] = self.tf.state_factors(
+        factors = self.tf.state_factors(
             NameSet.of_states(
-                (*sms[i], states[j - 1]) for i, j in zip(x.tolist(), y.tolist(), strict=True)
+                (*sms[c >> 21], states[(c & _M21) - 1] if c & _M21 else "(initial)") for c in todo
             )
         )
+        self.k.set_factors(self.cold[4][5], np.array(todo, np.int64), np.array(factors))
 
     def _qname(self, q: int) -> str:
         return sm_display(*self.key.queues[q])
@@ -225,7 +230,7 @@ class CompiledPass:
 
     def refcount_errors(self) -> int:
         """Nodes whose reference count disagrees with their holders (0 = consistent)."""
-        return int(self.k.refcount_errors(self._keyed_now(), self.hot, self.meta))
+        return int(self.k.refcount_errors(self._keyed_now(), self.hot, self.meta, self.cold[4][6]))
 
     def pool_bytes(self) -> int:
         """Bytes of every array the pass holds (nodes, summaries, queues, tables)."""
@@ -234,25 +239,47 @@ class CompiledPass:
         total = sum(self.k.nbytes(lst) for lst in lists)
         return total + sum(a.nbytes for a in self._keyed_now())
 
-    def _keyed_now(self) -> tuple:
-        return (
-            self.sm_i,
-            self.sm_f,
-            self.act,
-            self.wait,
-            self.fac,
-            self.intra_id,
-            self.layer,
-            self.sconn,
-            self.started,
-            self.ends_i,
-            self.ends_t,
-            self.q_i,
-            self.q_f,
-            self.warn_cnt,
+    def _keyed_now(self):
+        return self.k.Keyed(
+            sm_i=self.sm_i,
+            sm_f=self.sm_f,
+            started=self.started,
+            ends_i=self.ends_i,
+            ends_t=self.ends_t,
+            q_i=self.q_i,
+            q_f=self.q_f,
+            warn_cnt=self.warn_cnt,
+            factors=self.factors,
         )
 
     # -- results -----------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        """As :meth:`CriticalPathPass.snapshot`."""
+        k = self.k
+        rows = self.sm_i.tolist()
+        sms = tuple(
+            SmState(
+                recorded=bool(r[k.S_HASLAST]),
+                state=r[k.S_STATE],
+                conn=r[k.S_CUR],
+                waits=r[k.S_WK],
+                queue=r[k.S_WQ] if r[k.S_WK] in (ON_EMPTY, ON_FULL) else -1,
+                called_by=r[k.S_PENDSM] if r[k.S_LINKED] else -1,
+            )
+            for r in rows
+        )
+        store = k.item(self.hot[0], k.I2_STORE)
+        queues = []
+        for q, r in enumerate(self.q_i.tolist()):
+            head = r[k.Q_HEAD]
+            units = tuple(
+                (end - max(first, head), conn, sm)
+                for first, end, conn, sm in k.live_units(self.q_i, store, q).tolist()
+                if end > max(first, head)
+            )
+            queues.append(QueueUnits(r[k.Q_CAP], bool(r[k.Q_FLOW]), units))
+        return Snapshot(sms, tuple(queues))
 
     def _py_codes(self) -> list[int]:
         """The edge codes of :mod:`cpasim.analysis.pathlog`, by code id."""
@@ -345,9 +372,7 @@ class CompiledPass:
                 self.sm_f[:, k.SF_LAST].tolist(), self.sm_i[:, k.S_HASLAST].tolist(), strict=True
             )
         ]
-        v.s_act = self.act.tolist() if details else []
-        v.s_wait = self.wait.tolist() if details else []
-        v.s_conns = [set(np.flatnonzero(row).tolist()) for row in self.sconn] if details else []
+        v.s_act, v.s_wait, v.s_conns = self._per_sm_tables() if details else ([], [], [])
         v.s_base = self.s_base
         seq = self.ends_i[:, 2]
         v.ends = {}
@@ -363,8 +388,7 @@ class CompiledPass:
         v.queues = []
         qi, qf = self.q_i, self.q_f
         for q in range(qi.shape[0] if details else 0):
-            broken, comm, extra = self.queue_rules[q]
-            Q = QueueState(q, broken, comm, extra)
+            Q = QueueState(q, *self.queue_rules[q][1:4])
             r, f = qi[q].tolist(), qf[q].tolist()
             Q.cap = r[k.Q_CAP]
             Q.flow = bool(r[k.Q_FLOW])
@@ -407,7 +431,7 @@ class CompiledPass:
         v._transitions = [
             (sm, frm, si, to, visits, time)
             for (sm, frm, si, to, visits), time in zip(
-                k.item(self.hot[0], k.I2_TR)[:ntr].tolist(),
+                k.item(self.hot[0], k.I2_TR)[:ntr, :5].tolist(),
                 k.item(self.hot[3], k.F1_TR)[:ntr].tolist(),
                 strict=True,
             )
@@ -415,12 +439,32 @@ class CompiledPass:
         nqe = int(self.meta[k.M_NQE])
         qe = k.item(self.hot[0], k.I2_QE)[:nqe]
         v._qedges = list(zip(qe[:, 0].tolist(), qe[:, 1].tolist(), strict=True))
-        keys, counts = k.link_counts(self.cold[4][3])
+        keys, counts = k.dict_items(self.cold[4][3])
         v.links = {
             (key_ >> 21, key_ & _M21): count
             for key_, count in zip(keys.tolist(), counts.tolist(), strict=True)
         }
         return v
+
+    def _per_sm_tables(self):
+        """Per SM: state index -> time active, -> time waiting, and the set of
+        connections it worked for (as :class:`CriticalPathPass` keeps them)."""
+        k = self.k
+        n_sm = self.sm_i.shape[0]
+        act: list[dict[int, float]] = [{} for _ in range(n_sm)]
+        wait: list[dict[int, float]] = [{} for _ in range(n_sm)]
+        keys, cells = k.dict_items(self.cold[4][4])
+        times = k.item(self.hot[1], k.F2_CELL)[cells]
+        for key_, a, w in zip(
+            keys.tolist(), times[:, k.X_ACT].tolist(), times[:, k.X_WAIT].tolist(), strict=True
+        ):
+            sm, si = key_ >> 21, key_ & _M21
+            act[sm][si] = a
+            wait[sm][si] = w
+        conns: list[set[int]] = [set() for _ in range(n_sm)]
+        for key_ in k.dict_items(self.cold[4][7])[0].tolist():
+            conns[key_ >> 21].add(key_ & _M21)
+        return act, wait, conns
 
 
 class PassView:

@@ -27,27 +27,48 @@ one with cp = 0.  The result for a connection is the path at the last record
 of an end SM in it.
 
 Every ``COMMIT_EVERY`` records (more when paths take long to agree) the
-settled prefix of the active SMs' paths is folded into summaries
+settled prefix of the paths of the SMs active in the last half interval is
+folded into summaries
 (:func:`cpasim.analysis.pathlog.commit`), which keeps memory flat.
 
-**Speed.**  Whatever follows from the records alone -- each record's ``dt``
-since its SM's previous record, the state it leaves, the intra edge code and
-weight, the state-transition and queue-operation counts -- is computed per
-block of records with numpy (:meth:`CriticalPathPass._prepare`).  The
-per-record loop (:meth:`CriticalPathPass._run`) then only builds path nodes
-and moves queue units; ``begin``, ``enq``, ``deq`` and ``wait_*`` are inlined
-there, every other record takes the general :meth:`CriticalPathPass._record`.
-Float sums are accumulated in record order either way, so results are
-bit-identical to a record-at-a-time pass (``tests/test_analysis_regression.py``).
+**One record at a time.**  :meth:`CriticalPathPass._record` closes the
+record's intra edge and takes up a pending ``link``; then the op's own method
+(``_begin``, ``_enq``, ``_deq`` ..., each under the sentence of
+``docs/annotations.md`` it implements) adds its dependencies, makes the node
+(:meth:`CriticalPathPass._node`) and applies its effects.  This is the
+reference: speed is the compiled engine's (:mod:`cpasim.analysis.kernel`), and
+the two agree bit for bit (``tests/test_analysis_engine.py``).
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from cpasim.analysis.pathlog import CP, DEPTH, INTER, Summary, commit
+from cpasim.analysis.pathlog import (
+    CP,
+    DEPTH,
+    Summary,
+    check_widths,
+    commit,
+    inter_code,
+    intra_code,
+)
 from cpasim.analysis.queues import QueueState
-from cpasim.analysis.transforms import Transforms, sm_display
+from cpasim.analysis.snapshot import (
+    NOT_WAITING,
+    ON_EMPTY,
+    ON_FULL,
+    ON_LINK,
+    QueueUnits,
+    SmState,
+    Snapshot,
+)
+from cpasim.analysis.transforms import (
+    NameSet,
+    SmRule,
+    Transforms,
+    edge_rule,
+    queue_effect,
+    sm_display,
+)
 from cpasim.errors import CpasimError
 from cpasim.trace.records import (
     BEGIN,
@@ -64,9 +85,6 @@ from cpasim.trace.records import (
     WAIT_FULL,
     TraceKey,
 )
-
-# What an SM is blocked on (``s_wk``).
-NOT_WAITING, ON_EMPTY, ON_FULL, ON_LINK = 0, 1, 2, 3
 
 
 # The pass's messages, shared with the compiled engine (cpasim.analysis.compiled),
@@ -127,9 +145,9 @@ class CriticalPathPass:
         self.records = 0
         self.folded = 0
         self.next_commit = commit_every
-        self.t_active = float("-inf")  # SMs with a record since then count as active
         # per SM
-        self.s_last: list = []
+        self.s_last: list = []  # time of its latest record (None: none yet)
+        self.s_rec: list[int] = []  # number of its latest record (-1: none yet)
         self.s_state: list[int] = []
         self.s_node: list = []
         self.s_wq: list[int] = []
@@ -141,19 +159,19 @@ class CriticalPathPass:
         self.s_pendconn: list[int] = []
         self.s_cur: list[int] = []
         self.s_layers: list = []
-        self.s_fac: list[list[float]] = []
-        self.s_act: list[list[float]] = []
-        self.s_wait: list[list[float]] = []
+        # per SM, state index -> scale factor / time active / time waiting: only the
+        # states an SM was in (an SM x state table would grow with their product)
+        self.s_fac: list[dict[int, float]] = []
+        self.s_act: list[dict[int, float]] = []
+        self.s_wait: list[dict[int, float]] = []
         self.s_from: list[int] = []
         self.s_enter: list = []
         self.s_is_start: list[bool] = []
         self.s_is_end: list[bool] = []
         self.s_conns: list[set] = []
         self.s_base: list[int] = []  # SM id -> id of its (sys, sm), instances merged
+        self.s_rule: list[SmRule] = []  # what the what-if does to edges from and to it
         self._base_ids: dict[tuple[str, str], int] = {}
-        self.n_states = 0
-        self._fac = None  # s_fac as an array, for _prepare
-        self._chunk = None  # the chunk being fed
         # per queue
         self.queues: list[QueueState] = []
         # per connection (-1 = none)
@@ -161,8 +179,8 @@ class CriticalPathPass:
         self.ends: dict[int, list] = {}  # conn -> [t, node, sm]
         self.conns_seen: set[int] = set()
         # compact graphs
-        # (sm, from, state, to) packed 21 bits each -> [visits, time]
-        self.transitions: dict[int, list] = {}
+        # (sm, from state, state, to state) -> [visits, time in state]
+        self.transitions: dict[tuple, list] = {}
         # sm << 22 | queue << 1 | (1 = takes from, 0 = adds to) -> ops
         self.qedges: dict[int, int] = {}
         self.links: dict[tuple, int] = {}  # (sm, target) -> links
@@ -171,15 +189,13 @@ class CriticalPathPass:
     # -- tables that follow the growing key ------------------------------------
 
     def _grow(self, key: TraceKey) -> None:
-        n_sm, n_states, n_q, _ = key.sizes()
+        n_sm, _, n_q, _ = key.sizes()
         tf = self.tf
-        if n_states > self.n_states:
-            for sm in range(len(self.s_last)):
-                self._grow_states(sm, key, self.n_states, n_states)
-            self.n_states = n_states
+        self.s_rule += tf.sms_rules(NameSet.of_sms(key.sms[len(self.s_last) : n_sm]))
         for sm in range(len(self.s_last), n_sm):
             sys, name, inst = key.sms[sm]
             self.s_last.append(None)
+            self.s_rec.append(-1)
             self.s_state.append(0)
             self.s_node.append(None)
             self.s_wq.append(-1)
@@ -191,30 +207,28 @@ class CriticalPathPass:
             self.s_pendconn.append(-1)
             self.s_cur.append(-1)
             self.s_layers.append(None)
-            self.s_fac.append([tf.state_factor(sys, name, inst, "(initial)")])
-            self.s_act.append([0.0])
-            self.s_wait.append([0.0])
+            self.s_fac.append({})
+            self.s_act.append({})
+            self.s_wait.append({})
             self.s_from.append(0)
             self.s_enter.append(None)
             self.s_is_start.append(_matches(self.start, sys, name, inst))
             self.s_is_end.append(_matches(self.end, sys, name, inst))
             self.s_conns.append(set())
             self.s_base.append(self._base_ids.setdefault((sys, name), len(self._base_ids)))
-            self._grow_states(sm, key, 0, self.n_states)
         for q in range(len(self.queues), n_q):
-            broken, comm, extra = tf.queue_rules(*key.queues[q])
-            self.queues.append(QueueState(q, broken, comm, extra))
+            rule = tf.queue_rules(*key.queues[q])
+            broken, comm, extra, edgewise = queue_effect(tf, rule)
+            self.queues.append(QueueState(q, broken, comm, extra, rule, edgewise))
 
-    def _grow_states(self, sm: int, key: TraceKey, lo: int, hi: int) -> None:
-        sys, name, inst = key.sms[sm]
-        if self.tf.scale:
-            self.s_fac[sm].extend(
-                self.tf.state_factor(sys, name, inst, key.states[s]) for s in range(lo, hi)
-            )
-        else:
-            self.s_fac[sm].extend([1.0] * (hi - lo))
-        self.s_act[sm].extend([0.0] * (hi - lo))
-        self.s_wait[sm].extend([0.0] * (hi - lo))
+    def _factor(self, sm: int, si: int) -> float:
+        """The scale factor of SM ``sm``'s state index ``si`` (matched once, on first use)."""
+        fac = self.s_fac[sm]
+        f = fac.get(si)
+        if f is None:
+            state = "(initial)" if si == 0 else self.key.states[si - 1]
+            f = fac[si] = self.tf.state_factor(*self.key.sms[sm], state)
+        return f
 
     # -- warnings and errors ---------------------------------------------------
 
@@ -253,555 +267,316 @@ class CriticalPathPass:
             self.started.add(conn)
         self.s_cur[sm] = conn
 
-    # -- per-chunk preprocessing ---------------------------------------------------
+    # -- the pass, one record at a time ------------------------------------------
 
-    def _prepare(self, chunk) -> tuple[list, list, list, list]:
-        """What every record needs that follows from the records alone, with numpy.
+    def feed(self, chunk, key: TraceKey) -> None:
+        """Process one chunk of records (``key`` must cover the chunk's ids)."""
+        check_widths(key, self.source_name)
+        self.key = key
+        self._grow(key)
+        # In blocks: the records as Python values are what the pass holds besides
+        # its own state, so a bounded block keeps memory bounded.
+        for lo in range(0, len(chunk), BLOCK):
+            block = chunk[lo : lo + BLOCK]
+            for t, op, flags, sm, a, n in zip(
+                *(block[f].tolist() for f in ("t", "op", "flags", "sm", "a", "n")), strict=True
+            ):
+                self.records += 1
+                if self.records >= self.next_commit:
+                    self._commit()
+                self._record(Step(self.records, t, op, flags, sm, a, n))
 
-        Per record: ``dt`` (time since the SM's previous record, NaN for its
-        first), the intra-SM weight ``dt x scale`` of the state it leaves, that
-        state's index and the intra edge code.  The state transitions and the
-        queue operations of the chunk are counted here too (in record order,
-        so the float sums are the same as one record at a time), and the SMs'
-        last time, state and previous state are carried to the next chunk.
-        """
-        n = len(chunk)
-        t = chunk["t"]
-        op = chunk["op"]
-        sm = chunk["sm"].astype(np.int64)
-        a = chunk["a"].astype(np.int64)
-        # Group the records by SM, keeping their order within each SM.
-        # A radix sort when the ids fit in 16 bits (numpy's stable sort of int16).
-        narrow = sm.astype(np.uint16) if len(self.s_last) <= 1 << 16 else sm
-        order = np.argsort(narrow, kind="stable")
-        ss = sm[order]
-        head = np.empty(n, dtype=bool)
-        head[0] = True
-        np.not_equal(ss[1:], ss[:-1], out=head[1:])
-        heads = np.flatnonzero(head)
-        tails = np.append(heads[1:] - 1, n - 1)
-        group = np.cumsum(head) - 1
-        gsm = ss[heads].tolist()
-        s_last, s_state, s_from, s_enter = self.s_last, self.s_state, self.s_from, self.s_enter
-        nan = float("nan")
-        c_last = np.array([nan if s_last[x] is None else s_last[x] for x in gsm])
-        c_state = np.array([s_state[x] for x in gsm], dtype=np.int64)[group]
-        ts = t[order]
-        prev_t = np.empty(n)
-        prev_t[1:] = ts[:-1]
-        prev_t[heads] = c_last
-        # The state an SM is in at each record: set by its latest earlier begin.
-        as_ = a[order]
-        is_begin = op[order] == BEGIN
-        pos = np.arange(n)
-        last_begin = np.maximum.accumulate(np.where(is_begin, pos, -1))
-        prev_begin = np.empty(n, dtype=np.int64)
-        prev_begin[0] = -1
-        prev_begin[1:] = last_begin[:-1]
-        in_group = prev_begin >= heads[group]
-        si_s = np.where(in_group, as_[prev_begin] + 1, c_state)
-        dt = np.empty(n)
-        dt[order] = ts - prev_t
-        si = np.empty(n, dtype=np.int64)
-        si[order] = si_s
-        # dt x 1.0 is dt: no table needed for the identity.
-        w = dt * self._fac_table()[sm, si] if self.tf.scale else dt
-        icode = (sm << 21) | si
-        if is_begin.any():
-            c_from = np.array([s_from[x] for x in gsm], dtype=np.int64)[group]
-            c_enter = np.array([nan if s_enter[x] is None else s_enter[x] for x in gsm])[group]
-            fr_s = np.where(in_group, si_s[prev_begin], c_from)
-            spent_s = ts - np.where(in_group, ts[prev_begin], c_enter)
-            spent_s[~in_group & np.isnan(c_enter)] = 0.0
-            fr = np.empty(n, dtype=np.int64)
-            fr[order] = fr_s
-            spent = np.empty(n)
-            spent[order] = spent_s
-            b = np.flatnonzero(op == BEGIN)
-            self._count_transitions(sm[b], fr[b], si[b], a[b] + 1, spent[b])
-            # Carry each SM's state, previous state and time of entry.
-            lb = last_begin[tails]
-            for x, k, g in zip(gsm, lb.tolist(), heads.tolist(), strict=True):
-                if k >= g:
-                    s_state[x] = int(as_[k]) + 1
-                    s_from[x] = int(si_s[k])
-                    s_enter[x] = float(ts[k])
-        for x, v in zip(gsm, ts[tails].tolist(), strict=True):
-            s_last[x] = v
-        self._count_queue_ops(op, sm, a)
-        dts = dt.tolist()
-        return dts, (w.tolist() if w is not dt else dts), si.tolist(), icode.tolist()
+    def _commit(self) -> None:
+        """Fold the settled prefix of the paths (:func:`cpasim.analysis.pathlog.commit`).
 
-    def _fac_table(self):
-        """``[sm, state index] -> scale factor`` (rebuilt when the key grows)."""
-        if self._fac is None or self._fac.shape != (len(self.s_fac), self.n_states + 1):
-            self._fac = np.array(self.s_fac, dtype=np.float64).reshape(
-                len(self.s_fac), self.n_states + 1
-            )
-        return self._fac
+        "Active" SMs recorded within the last half interval.  A long unsettled
+        stretch (an idle SM pins its branch point) is walked again by every
+        commit: they are spaced out to match."""
+        since = self.records - self.commit_every // 2
+        active = [node for node, rec in zip(self.s_node, self.s_rec, strict=True) if rec >= since]
+        folded, walked = commit(active, self._others(since))
+        self.folded += folded
+        self.next_commit = self.records + max(self.commit_every, 4 * (walked - folded))
 
-    def _count_transitions(self, sm, frm, si, to, spent) -> None:
-        """Add the chunk's begins (in record order) to ``transitions``."""
-        cols = np.stack([sm, frm, si, to], axis=1)
-        width = self.n_states + 1
-        if len(self.s_last) * width**3 < 1 << 62:
-            compact = ((sm * width + frm) * width + si) * width + to
-            _, first, inv = np.unique(compact, return_index=True, return_inverse=True)
-        else:
-            _, first, inv = np.unique(cols, axis=0, return_index=True, return_inverse=True)
-        # Number the distinct transitions in order of first appearance.
-        seen_order = np.argsort(first, kind="stable")
-        rename = np.empty_like(seen_order)
-        rename[seen_order] = np.arange(len(seen_order))
-        inv = rename[inv.reshape(-1)]
-        uniq_keys = [
-            (((s << 21 | f) << 21) | i) << 21 | o for s, f, i, o in cols[first[seen_order]].tolist()
-        ]
-        transitions = self.transitions
-        counts = np.bincount(inv, minlength=len(uniq_keys)).tolist()
-        acc = np.array([transitions[k][1] if k in transitions else 0.0 for k in uniq_keys])
-        np.add.at(acc, inv, spent)  # in record order, as one record at a time
-        for k, c, s in zip(uniq_keys, counts, acc.tolist(), strict=True):
-            tr = transitions.get(k)
-            if tr is None:
-                transitions[k] = [c, s]
-            else:
-                tr[0] += c
-                tr[1] = s
+    def _record(self, r: Step) -> None:
+        """One record: the edge from its SM's previous node, the dependencies its op
+        adds, its node (:meth:`_node`) and what the op changes."""
+        sm = r.sm
+        last = self.s_last[sm]
+        r.dt = r.t - last if last is not None else NAN  # NaN: the SM's first record
+        r.si = self.s_state[sm]
+        r.w = r.dt * self._factor(sm, r.si) if self.tf.scale else r.dt
+        r.wk = self.s_wk[sm]
+        self.s_last[sm] = r.t
+        self.s_rec[sm] = r.rec
+        if r.op in QUEUE_EDGES:
+            key = (sm << 22) | (r.a << 1) | QUEUE_EDGES[r.op]
+            self.qedges[key] = self.qedges.get(key, 0) + 1
+        if self.s_linked[sm]:
+            self._answer(r)
+        OPS[r.op](self, r)
+        if r.linked and r.wk == ON_LINK:
+            self.s_wk[sm] = NOT_WAITING
+        if self.s_is_end[sm]:
+            self.ends[self.s_cur[sm]] = [r.t, r.node, sm]
 
-    def _count_queue_ops(self, op, sm, a) -> None:
-        """Who adds to (enq, reserve, resize) and takes from (deq, peek) each queue."""
-        takes = (op == DEQ) | (op == PEEK)
-        adds = (op == ENQ) | (op == RESERVE) | (op == RESIZE)
-        sel = np.flatnonzero(takes | adds)
-        if not len(sel):
-            return
-        keys = (sm[sel] << 22) | (a[sel] << 1) | takes[sel]
-        uniq, first, counts = np.unique(keys, return_index=True, return_counts=True)
-        qedges = self.qedges
-        for j in np.argsort(first, kind="stable").tolist():
-            k = int(uniq[j])
-            qedges[k] = qedges.get(k, 0) + int(counts[j])
+    def _depend(self, r: Step, node, cp: float, w: float, code: int) -> None:
+        """A dependency of the record's node: kept if its cp + w beats the one so far."""
+        if node is not None and (r.dep is None or cp + w > r.dcp + r.dw):
+            r.dep, r.dcp, r.dw, r.dcode = node, cp, w, code
 
-    def _sync_last(self, chunk, upto: int) -> None:
-        """``s_last`` as of record ``upto`` of ``chunk`` (for a commit within it)."""
-        rev_sm = chunk["sm"][:upto][::-1]
-        uniq, idx = np.unique(rev_sm, return_index=True)
-        times = chunk["t"][:upto][::-1][idx].tolist()
-        s_last = self.s_last
-        for x, v in zip(uniq.tolist(), times, strict=True):
-            s_last[x] = v
+    def _node(self, r: Step) -> None:
+        """The record's node: ``cp = max(cp(previous node) + w_intra, cp(dep) + w_dep)``.
 
-    # -- the pass --------------------------------------------------------------
+        ``w_intra`` is ``dt x scale`` of the state the SM leaves, or 0 while it
+        waits (the time is reported as waiting).  Ties keep the SM's own path.  A
+        start SM's first record in a connection without a path starts one at 0."""
+        sm, dep, dt = r.sm, r.dep, r.dt
+        node = self.s_node[sm]
+        new = None
+        if dt == dt:  # not the SM's first record
+            icode = intra_code(sm, r.si)
+            table = self.s_wait[sm] if r.wk else self.s_act[sm]
+            table[r.si] = table.get(r.si, 0.0) + dt
+            w, wait = (0.0, dt) if r.wk else (r.w, 0.0)
+            if node is not None:
+                icp = node[CP] + w
+                if dep is None:
+                    new = [node, node[DEPTH] + 1, icode, w, wait, icp, -1, 0.0]
+                else:
+                    bcp = r.dcp + r.dw
+                    if bcp > icp:
+                        new = [dep, dep[DEPTH] + 1, r.dcode, r.dw, 0.0, bcp, icode, bcp - icp]
+                    else:
+                        new = [node, node[DEPTH] + 1, icode, w, wait, icp, r.dcode, icp - bcp]
+        if new is None:
+            if dep is not None:
+                new = [dep, dep[DEPTH] + 1, r.dcode, r.dw, 0.0, r.dcp + r.dw, -1, 0.0]
+            elif node is None and self.s_is_start[sm] and self.s_cur[sm] not in self.started:
+                new = self._start(r.t, sm)
+        self.s_node[sm] = r.node = new
+
+    def _stop_waiting(self, r: Step, waits: int) -> None:
+        """The wait on the record's queue, if the SM was in one of kind ``waits``, ends."""
+        if r.wk == waits and self.s_wq[r.sm] == r.a:
+            self.s_wk[r.sm] = r.wk = NOT_WAITING
+
+    # -- one method per op, in the words of docs/annotations.md ----------------------
+
+    def _begin(self, r: Step) -> None:
+        """``begin``: the SM enters ``state``.  Time before this record is charged to
+        the previous state."""
+        sm, to = r.sm, r.a + 1
+        enter = self.s_enter[sm]
+        spent = r.t - enter if enter is not None else 0.0
+        tr = self.transitions.setdefault((sm, self.s_from[sm], r.si, to), [0, 0.0])
+        tr[0] += 1
+        tr[1] += spent
+        self._node(r)
+        self.s_state[sm], self.s_from[sm], self.s_enter[sm] = to, r.si, r.t
+
+    def _enq(self, r: Step) -> None:
+        """``enq(q,n)``: n units appended.  If q declares a capacity C, the node
+        depends on the ``deq`` nodes that freed the slots of the units added
+        (:meth:`_slots`).  A ``wait_full`` ends here."""
+        Q = self.queues[r.a]
+        self._slots(r, Q)
+        self._node(r)
+        if r.n > 0:
+            Q.put(r.n, r.node, r.t, self.s_cur[r.sm], r.sm)
+        self._stop_waiting(r, ON_FULL)
+
+    def _reserve(self, r: Step) -> None:
+        """``reserve(q,n)``: like ``enq`` for dependencies on freed space, but adds
+        no units."""
+        self._slots(r, self.queues[r.a])
+        self._node(r)
+        self._stop_waiting(r, ON_FULL)
+
+    def _slots(self, r: Step, Q: QueueState) -> None:
+        """The dependency on the ``deq`` that freed the slot of each unit added: for
+        the k-th unit ever enqueued, the one that dequeued unit k - C, with weight
+        ``c = t - (time the last of those slots became free)`` if the SM was blocked
+        by ``wait_full`` on q and the slot freed after the wait began, else 0."""
+        sm, a, n = r.sm, r.a, r.n
+        waiting = r.wk == ON_FULL and self.s_wq[sm] == a
+        if Q.cap >= 0 and n > 0:
+            units = [] if Q.edgewise else None
+            best, bsm, freed_t = Q.slots(n, self.s_wt[sm] if waiting else INF, units)
+            c = r.t - freed_t if freed_t is not None else 0.0
+            w = c * Q.comm
+            if units is not None:
+                best, bsm, w = self._edge_pick(units, Q, sm, -1, c)
+            elif Q.broken:
+                best = None
+            if best is not None:
+                self._depend(r, best, best[CP], w, inter_code(bsm, sm, a + 1))
+        if waiting:
+            Q.wait_full_ns += r.t - self.s_wt[sm]
+
+    def _deq(self, r: Step) -> None:
+        """``deq(q,n)``: the node depends on the nodes that enqueued each of the n
+        units taken (:meth:`_take`); ``deq`` removes the units."""
+        took = self._take(r, remove=True)
+        self._node(r)
+        Q = self.queues[r.a]
+        if Q.cap >= 0 and took:
+            Q.free(Q.head - took, Q.head, r.node, r.t, r.sm)
+        self._stop_waiting(r, ON_EMPTY)
+
+    def _peek(self, r: Step) -> None:
+        """``peek(q,n)``: as ``deq``, but the units stay."""
+        self._take(r, remove=False)
+        self._node(r)
+        self._stop_waiting(r, ON_EMPTY)
+
+    def _take(self, r: Step, remove: bool) -> int:
+        """The dependencies of taking n units (-1: all) from q, in FIFO order; returns
+        how many were taken.
+
+        Every edge carries ``c = t - (arrival of the latest unit)`` if the SM was
+        blocked by ``wait_empty`` on q and that unit arrived after the wait began,
+        else 0.  Taking more units than q holds is an error (``--lenient``: a counted
+        warning).  The consumer takes up the connection of the first unit that
+        carries one; units of other connections do not join its path."""
+        sm, a, n = r.sm, r.a, r.n
+        Q = self.queues[a]
+        held = Q.tail - Q.head
+        if n < 0:
+            n = held
+        elif n > held:
+            self._short(r.rec, sm, "deq" if remove else "peek", a, n, held)
+            n = held
+        waiting = r.wk == ON_EMPTY and self.s_wq[sm] == a
+        if n:
+            p0 = Q.head
+            cur = self.s_cur[sm]
+            units = [] if Q.edgewise else None
+            best, bsm, newest, ncur = Q.take(n, remove, cur, r.t, units)
+            if ncur != cur:
+                self._switch(sm, ncur)
+                cur = ncur
+            if Q.extra and Q.cap < 0:
+                # Credit what-if: the unit k positions earlier feeds this one.
+                units = [] if Q.edgewise else None
+                best, bsm = Q.shifted(p0 - Q.extra, p0 + n - Q.extra, cur, units)
+            c = 0.0
+            if waiting and newest > self.s_wt[sm]:
+                c = r.t - newest
+                Q.comm_sum += c
+                Q.comm_n += 1
+                if c > Q.comm_max:
+                    Q.comm_max = c
+            w = c * Q.comm
+            if units is not None:
+                best, bsm, w = self._edge_pick(units, Q, sm, cur, c)
+            elif Q.broken:
+                best = None
+            if best is not None:
+                self._depend(r, best, best[CP], w, inter_code(bsm, sm, a + 1))
+        if waiting:
+            Q.wait_empty_ns += r.t - self.s_wt[sm]
+        return n
+
+    def _resize(self, r: Step) -> None:
+        """``resize(q,n)``: the queue now holds exactly n units (anonymous units with
+        no producer are appended, or units are dropped from the back)."""
+        self._node(r)
+        self.queues[r.a].resize(r.n, r.t, r.sm)
+
+    def _wait_empty(self, r: Step) -> None:
+        """``wait_empty(q,n)``: the SM is blocked until a record takes units from q;
+        waiting on a queue that already holds n units is a warning."""
+        self._node(r)
+        Q = self.queues[r.a]
+        Q.waits_empty += 1
+        held = Q.tail - Q.head
+        if held >= r.n:
+            self._warn(("wait_empty", r.a), r.rec, wait_empty_warning(self._qname(r.a), held, r.n))
+        self._wait(r, ON_EMPTY)
+
+    def _wait_full(self, r: Step) -> None:
+        """``wait_full(q,n)``: the SM is blocked until a record adds to q; waiting on
+        a queue with room for n more units is a warning."""
+        self._node(r)
+        Q = self.queues[r.a]
+        Q.waits_full += 1
+        held = Q.tail - Q.head
+        if Q.cap < 0 or held + r.n <= Q.cap:
+            self._warn(("wait_full", r.a), r.rec, wait_full_warning(self._qname(r.a), held, Q.cap))
+        self._wait(r, ON_FULL)
+
+    def _wait(self, r: Step, waits: int) -> None:
+        """From this record until the one that satisfies it, the SM's intra edge has
+        weight 0 and its time is reported as waiting."""
+        self.s_wk[r.sm] = r.wk = waits
+        self.s_wq[r.sm] = r.a
+        self.s_wt[r.sm] = r.t
+
+    def _link(self, r: Step) -> None:
+        """``link(to)``: the target SM's next node depends on this node with weight 0
+        (:meth:`_answer`), and the emitter waits (weight 0) until some SM links back
+        to it."""
+        self._node(r)
+        sm, to = r.sm, r.a
+        self.s_linked[to] = True
+        self.s_pend[to] = r.node
+        self.s_pendsm[to] = sm
+        self.s_pendconn[to] = self.s_cur[sm]
+        self.links[(sm, to)] = self.links.get((sm, to), 0) + 1
+        self.s_wk[sm] = r.wk = ON_LINK
+        self.s_wq[sm] = -1
+        self.s_wt[sm] = r.t
+        r.linked = False  # it now waits, whether or not it was linked to
+
+    def _answer(self, r: Step) -> None:
+        """A ``link`` made to the SM: its node depends on the linking node (weight 0)
+        and it takes up the linking SM's connection."""
+        sm = r.sm
+        dep, dsm, conn = self.s_pend[sm], self.s_pendsm[sm], self.s_pendconn[sm]
+        self.s_linked[sm] = False
+        self.s_pend[sm] = None
+        r.linked = True
+        if conn >= 0 and conn != self.s_cur[sm]:
+            self._switch(sm, conn)
+        if dep is not None:
+            self._depend(r, dep, dep[CP], 0.0, inter_code(dsm, sm, 0))
+
+    def _identify(self, r: Step) -> None:
+        """``identify(conn)``: the SM now works for connection ``conn``."""
+        self._switch(r.sm, r.a)
+        self._node(r)
+
+    def _declare(self, r: Step) -> None:
+        """``declare``: queue metadata (capacity, whether units carry connection ids),
+        before first use."""
+        self._node(r)
+        Q = self.queues[r.a]
+        Q.cap = r.n
+        Q.flow = bool(r.flags & FLAG_CONN_FLOW)
 
     def _start(self, t: float, sm: int) -> list:
         """The first node of a path: cp = 0 at a start SM's first record in its connection."""
         self.started.add(self.s_cur[sm])
         return [Summary(t, self.limit, self.s_base), 0, -1 - sm, 0.0, 0.0, 0.0, -1, 0.0]
 
-    def feed(self, chunk, key: TraceKey) -> None:
-        """Process one chunk of records (``key`` must cover the chunk's ids)."""
-        self.key = key
-        self._grow(key)
-        # In blocks: the per-record columns of a block are what the pass holds
-        # besides its own state, so a bounded block keeps memory bounded.
-        times = chunk["t"]
-        for lo in range(0, len(chunk), BLOCK):
-            self._feed_block(chunk[lo : lo + BLOCK], times, lo)
-
-    def _feed_block(self, block, times, offset: int) -> None:
-        """Records ``offset : offset + len(block)`` of a chunk whose times are ``times``."""
-        n = len(block)
-        # _prepare carries s_last to the block's end: keep the view before it for commits.
-        last_before = self.s_last[:]
-        cols = (
-            block["t"].tolist(),
-            block["op"].tolist(),
-            block["sm"].tolist(),
-            block["a"].tolist(),
-            block["n"].tolist(),
-            *self._prepare(block),
-        )
-        self._chunk = block
-        base = self.records
-        lo = 0
-        while lo < n:
-            i = self.next_commit - base - 1  # first record at which to commit
-            if i <= lo:
-                # "Active" = recorded within the last half interval (or this chunk).
-                self.t_active = float(times[max(0, offset + lo - self.commit_every // 2)])
-                final_last = self.s_last
-                self.s_last = last_before[:]
-                self._sync_last(block, lo)
-                folded, walked = commit(self._active(), self._others())
-                self.s_last = final_last
-                self.folded += folded
-                # A long unsettled stretch (an idle SM pins its branch point) is
-                # walked again by every commit: space them out to match.
-                self.next_commit = base + lo + 1 + max(self.commit_every, 4 * (walked - folded))
+    def _edge_pick(self, units: list, Q: QueueState, sm: int, cur: int, c: float):
+        """``(node, its SM, weight)`` of the dependency on the ``units`` taken from
+        ``Q`` (an ``edgewise`` queue) by ``sm`` working for ``cur``, whose
+        communication latency is ``c``: the longest path plus weight among the edges
+        not broken, each weighing ``c`` times its own factor."""
+        best, bsm, bw, bv = None, -1, 0.0, float("-inf")
+        rules, consumer, factors = self.s_rule, self.s_rule[sm], self.tf.comm_factors
+        for node, su, cu in units:
+            if cu >= 0 and cu != cur:
                 continue
-            hi = min(n, i)
-            self._run(base, lo, hi, cols)
-            lo = hi
-        self.records = base + n
-        self._chunk = None
-
-    def _run(self, base: int, lo: int, hi: int, cols) -> None:
-        """Records ``lo:hi`` of the block: the path node of each.
-
-        ``begin``, ``deq``, ``enq`` and ``wait_*`` without a pending link are
-        inlined (they are nearly every record); every other record goes
-        through :meth:`_record`, which handles all cases.
-        """
-        s_node = self.s_node
-        s_wk = self.s_wk
-        s_wq = self.s_wq
-        s_wt = self.s_wt
-        s_linked = self.s_linked
-        s_cur = self.s_cur
-        s_act = self.s_act
-        s_wait = self.s_wait
-        s_is_start = self.s_is_start
-        s_is_end = self.s_is_end
-        queues = self.queues
-        ends = self.ends
-        started = self.started
-        record = self._record
-        inf = float("inf")
-        for i, t, op, sm, a, n, dt, w, si, ic in zip(
-            range(lo, hi), *(c[lo:hi] for c in cols), strict=True
-        ):
-            if s_linked[sm]:
-                record(base, i, t, op, sm, a, n, dt, w, si, ic)
+            broken, f = edge_rule(Q.rule, rules[su], consumer, factors)
+            if broken:
                 continue
-            if op == BEGIN:
-                # The most common record: only the SM's own edge, no dependencies.
-                node = s_node[sm]
-                if node is not None:
-                    if s_wk[sm]:
-                        s_wait[sm][si] += dt
-                        node = [node, node[DEPTH] + 1, ic, 0.0, dt, node[CP], -1, 0.0]
-                    else:
-                        s_act[sm][si] += dt
-                        node = [node, node[DEPTH] + 1, ic, w, 0.0, node[CP] + w, -1, 0.0]
-                    s_node[sm] = node
-                else:
-                    if dt == dt:  # not the SM's first record
-                        if s_wk[sm]:
-                            s_wait[sm][si] += dt
-                        else:
-                            s_act[sm][si] += dt
-                    if s_is_start[sm] and s_cur[sm] not in started:
-                        s_node[sm] = node = self._start(t, sm)
-                if s_is_end[sm]:
-                    ends[s_cur[sm]] = [t, node, sm]
-                continue
-            if op == DEQ:
-                wk = s_wk[sm]
-                Q = queues[a]
-                held = Q.tail - Q.head
-                if n < 0:
-                    n = held
-                elif n > held:
-                    self._short(base + i + 1, sm, "deq", a, n, held)
-                    n = held
-                waiting = wk == ON_EMPTY and s_wq[sm] == a
-                dep = None
-                if n:
-                    cur = s_cur[sm]
-                    live = Q.live
-                    seg = live[0]
-                    pos = Q.head
-                    if seg[1] - pos >= n and not Q.extra:
-                        # QueueState.take for units from one segment, inlined.
-                        occ_t = Q.occ_t
-                        if occ_t is None:
-                            Q.occ_t0 = t
-                        else:
-                            Q.occ_area += held * (t - occ_t)
-                        Q.occ_t = t
-                        _, end, best, newest, cu, bsm = seg
-                        if cu >= 0 and cu != cur:
-                            self._switch(sm, cu)
-                        pos += n
-                        if pos >= end:
-                            live.popleft()
-                        else:
-                            live[0] = (pos, end, best, newest, cu, bsm)
-                        Q.head = pos
-                    else:
-                        best, bsm, newest, ncur = Q.take(n, True, cur, t)
-                        if ncur != cur:
-                            self._switch(sm, ncur)
-                            cur = ncur
-                        if Q.extra and Q.cap < 0:
-                            # Credit what-if: the unit k positions earlier feeds this one.
-                            best, bsm = Q.shifted(pos - Q.extra, pos + n - Q.extra, cur)
-                    c = 0.0
-                    if waiting and newest > s_wt[sm]:
-                        c = t - newest
-                        Q.comm_sum += c
-                        Q.comm_n += 1
-                        if c > Q.comm_max:
-                            Q.comm_max = c
-                    if best is not None and not Q.broken:
-                        dep = best
-                        dw = c * Q.comm
-                        dcp = best[CP]
-                        dcode = INTER | (bsm << 42) | (sm << 21) | (a + 1)
-                if waiting:
-                    Q.wait_empty_ns += t - s_wt[sm]
-            elif op == ENQ:
-                wk = s_wk[sm]
-                Q = queues[a]
-                waiting = wk == ON_FULL and s_wq[sm] == a
-                dep = None
-                if Q.cap >= 0 and n > 0:
-                    best, bsm, freed_t = Q.slots(n, s_wt[sm] if waiting else inf)
-                    if best is not None and not Q.broken:
-                        dep = best
-                        dw = (t - freed_t if freed_t is not None else 0.0) * Q.comm
-                        dcp = best[CP]
-                        dcode = INTER | (bsm << 42) | (sm << 21) | (a + 1)
-                if waiting:
-                    Q.wait_full_ns += t - s_wt[sm]
-            elif op == WAIT_EMPTY or op == WAIT_FULL:  # noqa: SIM109 - no tuple per record
-                wk = s_wk[sm]
-                waiting = False
-                dep = None
-            else:
-                record(base, i, t, op, sm, a, n, dt, w, si, ic)
-                continue
-            # ---- deq / enq / wait: the intra-SM edge and the node ----
-            node = s_node[sm]
-            new = None
-            if dt == dt:
-                if wk:
-                    w_in = 0.0
-                    wd = dt
-                    s_wait[sm][si] += dt
-                else:
-                    w_in = w
-                    wd = 0.0
-                    s_act[sm][si] += dt
-                if node is not None:
-                    icp = node[CP] + w_in
-                    if dep is not None:
-                        bcp = dcp + dw
-                        if bcp > icp:
-                            new = [dep, dep[DEPTH] + 1, dcode, dw, 0.0, bcp, ic, bcp - icp]
-                        else:
-                            new = [node, node[DEPTH] + 1, ic, w_in, wd, icp, dcode, icp - bcp]
-                    else:
-                        new = [node, node[DEPTH] + 1, ic, w_in, wd, icp, -1, 0.0]
-            if new is None:
-                if dep is not None:
-                    new = [dep, dep[DEPTH] + 1, dcode, dw, 0.0, dcp + dw, -1, 0.0]
-                elif node is None and s_is_start[sm] and s_cur[sm] not in started:
-                    new = self._start(t, sm)
-            s_node[sm] = new
-            # ---- effects ----
-            if op == DEQ:
-                if Q.cap >= 0 and n:
-                    Q.freed.append((Q.head - n, Q.head, new, t, sm))
-            elif op == ENQ:
-                if n > 0:
-                    # QueueState.put, inlined.
-                    tail = Q.tail
-                    held = tail - Q.head
-                    occ_t = Q.occ_t
-                    if occ_t is None:
-                        Q.occ_t0 = t
-                    else:
-                        Q.occ_area += held * (t - occ_t)
-                    Q.occ_t = t
-                    Q.live.append((tail, tail + n, new, t, s_cur[sm] if Q.flow else -1, sm))
-                    Q.tail = tail = tail + n
-                    held += n
-                    if held > Q.occ_max:
-                        Q.occ_max = held
-                    Q.arrivals += n
-                    if Q.enq_t0 is None:
-                        Q.enq_t0 = t
-                    Q.enq_t1 = t
-                    if Q.cap >= 0:
-                        Q.trim_freed()
-            else:
-                self._waits(base + i + 1, op, sm, a, n, t)
-            if waiting:
-                s_wk[sm] = NOT_WAITING
-            if s_is_end[sm]:
-                ends[s_cur[sm]] = [t, new, sm]
-
-    def _waits(self, rec: int, op: int, sm: int, a: int, n: int, t: float) -> None:
-        """Effects of ``wait_empty`` / ``wait_full``: the SM now waits on queue ``a``."""
-        Q = self.queues[a]
-        held = Q.tail - Q.head
-        if op == WAIT_EMPTY:
-            Q.waits_empty += 1
-            if held >= n:
-                self._warn(("wait_empty", a), rec, wait_empty_warning(self._qname(a), held, n))
-            self.s_wk[sm] = ON_EMPTY
-        else:
-            Q.waits_full += 1
-            if Q.cap < 0 or held + n <= Q.cap:
-                self._warn(("wait_full", a), rec, wait_full_warning(self._qname(a), held, Q.cap))
-            self.s_wk[sm] = ON_FULL
-        self.s_wq[sm] = a
-        self.s_wt[sm] = t
-
-    def _record(self, base, i, t, op, sm, a, n, dt, w_in, si, icode) -> None:
-        """Any record, in full: dependencies, its node, its effects."""
-        rec = base + i + 1
-        s_node = self.s_node
-        s_wk = self.s_wk
-        s_wq = self.s_wq
-        s_wt = self.s_wt
-        s_linked = self.s_linked
-        s_cur = self.s_cur
-        s_pend = self.s_pend
-        queues = self.queues
-        wk = s_wk[sm]
-        # ---- dependencies (and connection switches) ----
-        dep = None
-        dcp = 0.0
-        dw = 0.0
-        dcode = -1
-        linked = s_linked[sm]
-        if linked:
-            dep, dsm, pconn = s_pend[sm], self.s_pendsm[sm], self.s_pendconn[sm]
-            s_linked[sm] = False
-            s_pend[sm] = None
-            if pconn >= 0 and pconn != s_cur[sm]:
-                self._switch(sm, pconn)
-            if dep is not None:
-                dcp = dep[CP]
-                dcode = INTER | (dsm << 42) | (sm << 21)
-        Q = None
-        if op == BEGIN:
-            pass
-        elif op == DEQ or op == PEEK:  # noqa: SIM109 - no tuple per record
-            Q = queues[a]
-            held = Q.tail - Q.head
-            if n < 0:
-                n = held
-            elif n > held:
-                self._short(rec, sm, "deq" if op == DEQ else "peek", a, n, held)
-                n = held
-            took = n
-            if n:
-                p0 = Q.head
-                cur = s_cur[sm]
-                best, bsm, newest, ncur = Q.take(n, op == DEQ, cur, t)
-                if ncur != cur:
-                    self._switch(sm, ncur)
-                    cur = ncur
-                if Q.extra and Q.cap < 0:
-                    # Credit what-if: the unit k positions earlier feeds this one.
-                    best, bsm = Q.shifted(p0 - Q.extra, p0 + n - Q.extra, cur)
-                c = 0.0
-                if wk == ON_EMPTY and s_wq[sm] == a and newest > s_wt[sm]:
-                    c = t - newest
-                    Q.comm_sum += c
-                    Q.comm_n += 1
-                    if c > Q.comm_max:
-                        Q.comm_max = c
-                if best is not None and not Q.broken:
-                    w = c * Q.comm
-                    bcp = best[CP]
-                    if dep is None or bcp + w > dcp + dw:
-                        dep = best
-                        dcp = bcp
-                        dw = w
-                        dcode = INTER | (bsm << 42) | (sm << 21) | (a + 1)
-            if wk == ON_EMPTY and s_wq[sm] == a:
-                Q.wait_empty_ns += t - s_wt[sm]
-        elif op == ENQ or op == RESERVE:  # noqa: SIM109
-            Q = queues[a]
-            if Q.cap >= 0 and n > 0:
-                waiting = wk == ON_FULL and s_wq[sm] == a
-                best, bsm, freed_t = Q.slots(n, s_wt[sm] if waiting else float("inf"))
-                c = t - freed_t if freed_t is not None else 0.0
-                if best is not None and not Q.broken:
-                    w = c * Q.comm
-                    bcp = best[CP]
-                    if dep is None or bcp + w > dcp + dw:
-                        dep = best
-                        dcp = bcp
-                        dw = w
-                        dcode = INTER | (bsm << 42) | (sm << 21) | (a + 1)
-            if wk == ON_FULL and s_wq[sm] == a:
-                Q.wait_full_ns += t - s_wt[sm]
-        elif op == IDENTIFY:
-            self._switch(sm, a)
-        # ---- the intra-SM edge and the node ----
-        node = s_node[sm]
-        new = None
-        if dt == dt:  # not the SM's first record
-            if wk:
-                w_in = 0.0
-                wd = dt
-                self.s_wait[sm][si] += dt
-            else:
-                wd = 0.0
-                self.s_act[sm][si] += dt
-            if node is not None:
-                icp = node[CP] + w_in
-                if dep is not None:
-                    bcp = dcp + dw
-                    if bcp > icp:
-                        new = [dep, dep[DEPTH] + 1, dcode, dw, 0.0, bcp, icode, bcp - icp]
-                    else:
-                        new = [node, node[DEPTH] + 1, icode, w_in, wd, icp, dcode, icp - bcp]
-                else:
-                    new = [node, node[DEPTH] + 1, icode, w_in, wd, icp, -1, 0.0]
-        if new is None:
-            if dep is not None:
-                new = [dep, dep[DEPTH] + 1, dcode, dw, 0.0, dcp + dw, -1, 0.0]
-            elif node is None and self.s_is_start[sm] and s_cur[sm] not in self.started:
-                new = self._start(t, sm)
-        s_node[sm] = new
-        # ---- effects of the record (state transitions were counted by _prepare) ----
-        if op == BEGIN:
-            pass
-        elif Q is not None:
-            if op == ENQ:
-                if n > 0:
-                    Q.put(n, new, t, s_cur[sm], sm)
-                if wk == ON_FULL and s_wq[sm] == a:
-                    s_wk[sm] = wk = NOT_WAITING
-            elif op == RESERVE:
-                if wk == ON_FULL and s_wq[sm] == a:
-                    s_wk[sm] = wk = NOT_WAITING
-            else:  # DEQ or PEEK
-                if op == DEQ and Q.cap >= 0 and took:
-                    Q.free(Q.head - took, Q.head, new, t, sm)
-                if wk == ON_EMPTY and s_wq[sm] == a:
-                    s_wk[sm] = wk = NOT_WAITING
-        elif op == WAIT_EMPTY or op == WAIT_FULL:  # noqa: SIM109
-            self._waits(rec, op, sm, a, n, t)
-            wk = s_wk[sm]
-        elif op == RESIZE:
-            queues[a].resize(n, t, sm)
-        elif op == LINK:
-            s_linked[a] = True
-            s_pend[a] = new
-            self.s_pendsm[a] = sm
-            self.s_pendconn[a] = s_cur[sm]
-            self.links[(sm, a)] = self.links.get((sm, a), 0) + 1
-            # The caller now waits until some SM links back to it.
-            s_wk[sm] = ON_LINK
-            s_wq[sm] = -1
-            s_wt[sm] = t
-            linked = False
-        elif op == DECLARE:
-            Q = queues[a]
-            Q.cap = n
-            Q.flow = bool(int(self._chunk["flags"][i]) & FLAG_CONN_FLOW)
-        if linked and wk == ON_LINK:
-            s_wk[sm] = NOT_WAITING
-        if self.s_is_end[sm]:
-            self.ends[s_cur[sm]] = [t, new, sm]
+            w = c * f
+            if node[CP] + w > bv:
+                best, bsm, bw, bv = node, su, w, node[CP] + w
+        return best, bsm, bw
 
     def end_lengths(self) -> dict[int, tuple[float, float | None]]:
         """Connection id → (time, path length) of its latest end-SM record so far
@@ -810,9 +585,8 @@ class CriticalPathPass:
 
     def transition_counts(self):
         """``(sm, from state, state, to state, visits, time in state)`` (state indices)."""
-        m = (1 << 21) - 1
-        for k, (visits, time) in self.transitions.items():
-            yield k >> 63, (k >> 42) & m, (k >> 21) & m, k & m, visits, time
+        for (sm, frm, si, to), (visits, time) in self.transitions.items():
+            yield sm, frm, si, to, visits, time
 
     def queue_ops(self):
         """``(sm, queue, "in" | "out", ops)``: who adds to and takes from each queue."""
@@ -820,18 +594,11 @@ class CriticalPathPass:
         for k, count in self.qedges.items():
             yield k >> 22, (k >> 1) & m, "out" if k & 1 else "in", count
 
-    def _active(self):
-        """Path nodes of SMs that recorded something lately."""
-        since = self.t_active
-        for last, node in zip(self.s_last, self.s_node, strict=True):
-            if last is not None and last >= since:
-                yield node
-
-    def _others(self):
-        """Every other path node the pass still refers to."""
-        since = self.t_active
-        for last, node in zip(self.s_last, self.s_node, strict=True):
-            if last is None or last < since:
+    def _others(self, since: int):
+        """Every path node the pass refers to but those of SMs active since record
+        ``since``."""
+        for rec, node in zip(self.s_rec, self.s_node, strict=True):
+            if rec < since:
                 yield node
         yield from self.s_pend
         for layers in self.s_layers:
@@ -841,18 +608,77 @@ class CriticalPathPass:
             yield from q.handles()
         for end in self.ends.values():
             yield end[1]
+
+    def snapshot(self) -> Snapshot:
+        """Where the traced system stands after the records fed so far."""
+        sms = tuple(
+            SmState(
+                recorded=self.s_last[sm] is not None,
+                state=self.s_state[sm],
+                conn=self.s_cur[sm],
+                waits=self.s_wk[sm],
+                queue=self.s_wq[sm] if self.s_wk[sm] in (ON_EMPTY, ON_FULL) else -1,
+                called_by=self.s_pendsm[sm] if self.s_linked[sm] else -1,
+            )
+            for sm in range(len(self.s_last))
+        )
+        queues = tuple(
+            QueueUnits(
+                Q.cap,
+                Q.flow,
+                tuple(
+                    (end - max(first, Q.head), conn, sm)
+                    for first, end, _node, _t, conn, sm in Q.live
+                    if end > max(first, Q.head)
+                ),
+            )
+            for Q in self.queues
+        )
+        return Snapshot(sms, queues)
 
     def handles(self):
         """Every path node the pass still refers to."""
-        yield from self.s_node
-        yield from self.s_pend
-        for layers in self.s_layers:
-            if layers:
-                yield from layers.values()
-        for q in self.queues:
-            yield from q.handles()
-        for end in self.ends.values():
-            yield end[1]
+        return self._others(since=INF)
+
+
+class Step:
+    """One record on its way through :meth:`CriticalPathPass._record`: its fields,
+    the intra edge it closes, the best dependency so far and the node it made."""
+
+    __slots__ = (
+        *("rec", "t", "op", "flags", "sm", "a", "n"),  # the record (``rec``: its number)
+        *("dt", "w", "si", "wk", "linked"),  # intra edge; what the SM waited on; linked to
+        *("dep", "dcp", "dw", "dcode", "node"),  # dependency: node, its cp, weight, code
+    )
+
+    def __init__(self, rec: int, t: float, op: int, flags: int, sm: int, a: int, n: int):
+        self.rec, self.t, self.op, self.flags, self.sm, self.a, self.n = rec, t, op, flags, sm, a, n
+        self.linked = False
+        self.dep = None
+        self.dcp = 0.0
+        self.dw = 0.0
+        self.dcode = -1
+        self.node = None
+
+
+#: The method of each op.
+OPS = {
+    BEGIN: CriticalPathPass._begin,
+    ENQ: CriticalPathPass._enq,
+    DEQ: CriticalPathPass._deq,
+    PEEK: CriticalPathPass._peek,
+    RESERVE: CriticalPathPass._reserve,
+    RESIZE: CriticalPathPass._resize,
+    WAIT_EMPTY: CriticalPathPass._wait_empty,
+    WAIT_FULL: CriticalPathPass._wait_full,
+    LINK: CriticalPathPass._link,
+    IDENTIFY: CriticalPathPass._identify,
+    DECLARE: CriticalPathPass._declare,
+}
+#: Queue ops that add to (0) or take from (1) a queue, for the queue-op counts.
+QUEUE_EDGES = {ENQ: 0, RESERVE: 0, RESIZE: 0, DEQ: 1, PEEK: 1}
+NAN = float("nan")
+INF = float("inf")
 
 
 def _matches(spec: tuple[str, ...], sys: str, sm: str, inst: str) -> bool:

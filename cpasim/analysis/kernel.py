@@ -19,23 +19,28 @@ Every float is summed in the same order as the reference pass, so results are
 bit-identical.
 
 The arrays that grow with the pass live in typed lists (so the kernel can
-replace them), but :func:`run` works on plain views of them: a typed-list
-lookup, or the atomic reference count numba keeps on every array it passes
-to a helper, costs more than a whole record.  Before each record :func:`run`
-checks that every array has room for what the record may add, else grows
-them (:func:`_grow`) and takes fresh views.  Arrays sized by the trace key
-are grown by the caller between chunks.
+replace them), but :func:`run` works on plain views of them (:class:`Views`):
+a typed-list lookup, or the atomic reference count numba keeps on every array
+it passes to a helper, costs more than a whole record.  Before each record
+:func:`run` checks that every array has room for what the record may add,
+else grows them with :func:`_grow`, which returns the fresh views (the old
+ones point at freed memory).  Arrays sized by the trace key
+(:class:`Keyed`) are grown by the caller between chunks.  The per-record
+steps are small functions inlined into :func:`run`, one per step of
+:meth:`cpasim.analysis.criticalpath.CriticalPathPass._record`.
 """
 
 from __future__ import annotations
+
+from collections import namedtuple
 
 import numpy as np
 from numba import carray, njit, types
 from numba.extending import intrinsic
 from numba.typed import Dict, List
 
-from cpasim.analysis.criticalpath import NOT_WAITING, ON_EMPTY, ON_FULL, ON_LINK
 from cpasim.analysis.pathlog import SPLIT_MIN
+from cpasim.analysis.snapshot import NOT_WAITING, ON_EMPTY, ON_FULL, ON_LINK
 from cpasim.trace.records import (
     BEGIN,
     DECLARE,
@@ -48,6 +53,16 @@ from cpasim.trace.records import (
     RESIZE,
     WAIT_EMPTY,
     WAIT_FULL,
+)
+
+#: The arrays sized by the trace key, grown by the caller between chunks
+#: (:class:`cpasim.analysis.compiled.CompiledPass`): per SM ints and floats
+#: (``S_*``, ``SF_*``), per connection + 1 whether its path started and its end
+#: (node, SM, order of first end; time), per queue ints and floats (``Q_*``,
+#: ``QF_*``), warning counts (per kind) and scale_comm's factors (by entry).
+Keyed = namedtuple(
+    "Keyed",
+    ["sm_i", "sm_f", "started", "ends_i", "ends_t", "q_i", "q_f", "warn_cnt", "factors"],
 )
 
 # node fields
@@ -77,11 +92,22 @@ K_START, K_INTRA, K_INTER = 0, 1, 2
     S_LASTREC,
     S_STARTID,
     S_HASENTER,
-) = range(17)
-NSI = 17
+    S_CELL,
+    # what the what-if does to edges from (P) and to (C) the SM: a bit per entry
+    # of breaks (B) and scale_comm (C) that holds for it (transforms.SmRule)
+    S_PB,
+    S_CB,
+    S_PC,
+    S_CC,
+) = range(22)
+NSI = 22
 # per-SM floats
 SF_LAST, SF_ENTER, SF_WT = 0, 1, 2
 NSF = 3
+# per (SM, state) cell, for the states each SM was in (not an SM x state table,
+# which would grow with their product): int = intra edge code id (-1 = not yet),
+# floats = scale factor, time active, time waiting
+X_FAC, X_ACT, X_WAIT = 0, 1, 2
 
 # per-queue ints; ring r's offset in the segment store, capacity, head and
 # length are at Q_ROFF + r, Q_RCAP + r, Q_RH + r, Q_RN + r
@@ -101,7 +127,10 @@ NSF = 3
     Q_HASENQ,
 ) = range(13)
 Q_ROFF, Q_RCAP, Q_RH, Q_RN = 13, 16, 19, 22
-NQI = 25
+# a bit per entry of breaks and scale_comm whose queue glob matches
+# (transforms.QueueRule), and whether each edge's SMs decide (else Q_BROKEN, QF_COMM)
+Q_BREAKS, Q_COMMS, Q_EDGEWISE = 25, 26, 27
+NQI = 28
 # per-queue floats
 QF_COMM, QF_AREA, QF_OCCT, QF_OCCT0, QF_ENQT0, QF_ENQT1, QF_WENS, QF_WFNS, QF_CSUM, QF_CMAX = range(
     10
@@ -148,8 +177,11 @@ CF_TIME, CF_WAIT, CF_SLACK = 0, 1, 2
     M_NEED_FREED,
     M_NEED_PEND,
     M_STORE_USED,
-) = range(29)
-NMETA = 29
+    M_NCELLS,
+    M_NCAND,
+    M_NEED_CAND,
+) = range(32)
+NMETA = 32
 
 # status
 OK, ERR_SHORT, ERR_RESIZE = 0, 1, 2
@@ -159,9 +191,20 @@ W_EMPTY, W_FULL, W_SHORT = 0, 1, 2
 
 CACHE = 1 << 12
 
+#: Views of the growable arrays (:func:`_view`), as :func:`run` uses them: taken
+#: by :func:`_views` and returned anew by :func:`_grow`, which frees the old arrays.
+Views = namedtuple(
+    "Views",
+    [
+        *("ni", "nf", "free", "pend", "codes", "tr_i", "tr_f", "qe", "warn_ev"),
+        *("rs_i", "rs_t", "tr_cache", "qe_cache", "inter_cache", "cell_i", "cell_f", "cand"),
+    ],
+)
+
 # where the growable arrays sit in the typed lists of new_hot()
 I2_NI, I2_CODES, I2_TR, I2_QE, I2_WARN, I2_STORE, I2_TRC, I2_QEC, I2_IC, I2_SEEN = range(10)
-F2_NF = 0
+I2_CELL, I2_CAND = 10, 11
+F2_NF, F2_CELL = 0, 1
 I1_FREE, I1_PEND = 0, 1
 F1_TR, F1_STORE = 0, 1
 
@@ -182,7 +225,8 @@ def new_hot():
     i2 = List.empty_list(_I2)
     i2.append(np.zeros((4096, 5), np.int64))  # I2_NI: node ints
     i2.append(np.zeros((256, 4), np.int64))  # I2_CODES: code table (kind, x, y, z)
-    i2.append(np.zeros((256, 5), np.int64))  # I2_TR: transitions (sm, from, state, to, visits)
+    # I2_TR: transitions (sm, from, state, to, visits, cell of (sm, to))
+    i2.append(np.zeros((256, 6), np.int64))
     i2.append(np.zeros((256, 2), np.int64))  # I2_QE: queue ops (key, count)
     i2.append(np.zeros((16, 8), np.int64))  # I2_WARN: first warning of each kind
     i2.append(np.zeros((1024, 5), np.int64))  # I2_STORE: segment store
@@ -192,8 +236,11 @@ def new_hot():
     i2.append(np.full((CACHE, 2), -1, np.int64))  # I2_QEC: (queue-op key, index)
     i2.append(np.full((CACHE, 2), -1, np.int64))  # I2_IC: (inter code key, code id)
     i2.append(np.zeros((4096, 3), np.int64))  # I2_SEEN: commit marks (stamp, group, meet)
+    i2.append(np.zeros((256, 1), np.int64))  # I2_CELL: (SM, state) cells: intra code id
+    i2.append(np.zeros((16, 3), np.int64))  # I2_CAND: edges of an edgewise queue op
     f2 = List.empty_list(_F2)
     f2.append(np.zeros((4096, 4), np.float64))  # F2_NF: node floats
+    f2.append(np.zeros((256, 3), np.float64))  # F2_CELL: cells' factor, active, waiting
     i1 = List.empty_list(_I1)
     i1.append(np.arange(4095, -1, -1).astype(np.int64))  # I1_FREE: free node stack
     i1.append(np.zeros(1024, np.int64))  # I1_PEND: references released at a record's end
@@ -240,6 +287,11 @@ def new_cold():
         Dict.empty(types.int64, types.int64),  # inter code key -> code id
         Dict.empty(types.int64, types.int64),  # queue-op key -> index
         Dict.empty(types.int64, types.int64),  # link (sm << 21 | target) -> count
+        Dict.empty(types.int64, types.int64),  # (sm << 21 | state index) -> cell
+        Dict.empty(types.int64, types.float64),  # (sm << 21 | state index) -> scale factor
+        # (sm << 21 | conn) -> the SM's path node in a connection it is not working for
+        Dict.empty(types.int64, types.int64),
+        Dict.empty(types.int64, types.int64),  # (sm << 21 | conn) -> 1: connections worked for
     )
     return ints, ints2, floats, sums, dicts
 
@@ -259,13 +311,36 @@ def nbytes(lst):
 
 
 @njit(cache=True)
-def link_counts(links):
-    keys = np.zeros(len(links), np.int64)
-    counts = np.zeros(len(links), np.int64)
-    for j, (key, count) in enumerate(links.items()):
+def dict_items(d):
+    """The keys and values of a typed dict of ints, as two arrays."""
+    keys = np.zeros(len(d), np.int64)
+    values = np.zeros(len(d), np.int64)
+    for j, (key, value) in enumerate(d.items()):
         keys[j] = key
-        counts[j] = count
-    return keys, counts
+        values[j] = value
+    return keys, values
+
+
+@njit(cache=True)
+def live_units(q_i, rs_i, q):
+    """The runs of units queue ``q`` holds, oldest first: ``(first, end, conn, sm)``
+    (the oldest run may be partly taken: ``first`` before the head)."""
+    n = q_i[q, Q_RN + LIVE]
+    out = np.zeros((n, 4), np.int64)
+    for j in range(n):
+        idx = _ring_at(q_i, q, LIVE, j)
+        out[j, 0] = rs_i[idx, R_FIRST]
+        out[j, 1] = rs_i[idx, R_END]
+        out[j, 2] = rs_i[idx, R_CONN]
+        out[j, 3] = rs_i[idx, R_SM]
+    return out
+
+
+@njit(cache=True)
+def set_factors(facs, keys, factors):
+    """``facs[keys[j]] = factors[j]`` (see :func:`_cell`)."""
+    for j in range(len(keys)):
+        facs[keys[j]] = factors[j]
 
 
 @intrinsic
@@ -705,7 +780,7 @@ def _resize(meta, pend, rs_i, rs_t, q_i, q_f, q, n, t, sm):
 
 
 @njit(cache=True, inline="always")
-def _shifted(nf, rs_i, q_i, q, lo, hi, cur):
+def _shifted(nf, rs_i, q_i, q, lo, hi, cur, collect, cand, meta):
     """QueueState.shifted: best producer among positions ``[lo, hi)`` of the history."""
     best = NONE
     best_cp = -np.inf
@@ -721,6 +796,8 @@ def _shifted(nf, rs_i, q_i, q, lo, hi, cur):
                 break
             node = rs_i[idx, R_NODE]
             cu = rs_i[idx, R_CONN]
+            if collect and node >= 0:
+                _candidate(cand, meta, node, rs_i[idx, R_SM], cu)
             if node >= 0 and (cu < 0 or cu == cur):
                 c = nf[node, F_CP]
                 if c > best_cp:
@@ -731,8 +808,19 @@ def _shifted(nf, rs_i, q_i, q, lo, hi, cur):
 
 
 @njit(cache=True, inline="always")
-def _take(ni, nf, meta, pend, rs_i, rs_t, q_i, q_f, q, m, remove, cur, t):
-    """QueueState.take: ``(best node, its SM, newest arrival, connection)``."""
+def _candidate(cand, meta, node, sm, conn):
+    """One more edge for :func:`_edge_pick`."""
+    k = meta[M_NCAND]
+    cand[k, 0] = node
+    cand[k, 1] = sm
+    cand[k, 2] = conn
+    meta[M_NCAND] = k + 1
+
+
+@njit(cache=True, inline="always")
+def _take(ni, nf, meta, pend, rs_i, rs_t, q_i, q_f, q, m, remove, cur, t, collect, cand):
+    """QueueState.take: ``(best node, its SM, newest arrival, connection)``; with
+    ``collect``, each run's producer goes to ``cand`` too."""
     if remove:
         _occupancy(q_i, q_f, q, t)
     best = NONE
@@ -758,6 +846,8 @@ def _take(ni, nf, meta, pend, rs_i, rs_t, q_i, q_f, q, m, remove, cur, t):
         if cu >= 0 and not switched:
             cur = cu  # the first unit's connection flows to the consumer
             switched = True
+        if collect and node >= 0:
+            _candidate(cand, meta, node, su, cu)
         if node >= 0 and (cu < 0 or cu == cur):
             c = nf[node, F_CP]
             if c > best_cp:
@@ -808,7 +898,7 @@ def _freed_at(rs_i, q_i, q, pos, f0, last):
 
 
 @njit(cache=True, inline="always")
-def _slots(nf, rs_i, rs_t, q_i, q, n, since):
+def _slots(nf, rs_i, rs_t, q_i, q, n, since, collect, cand, meta):
     """QueueState.slots: ``(best node, its SM, t_free, has t_free)``."""
     best = NONE
     best_sm = -1
@@ -831,6 +921,8 @@ def _slots(nf, rs_i, rs_t, q_i, q, n, since):
                 if rs_i[idx, R_FIRST] >= hi:
                     break
                 node = rs_i[idx, R_NODE]
+                if collect and node >= 0:
+                    _candidate(cand, meta, node, rs_i[idx, R_SM], -1)
                 if node >= 0 and nf[node, F_CP] > best_cp:
                     best_cp = nf[node, F_CP]
                     best = node
@@ -846,22 +938,55 @@ def _slots(nf, rs_i, rs_t, q_i, q, n, since):
     return best, best_sm, freed_t, has
 
 
+@njit(cache=True)
+def _edge_pick(cand, meta, nf, sm_i, q_i, factors, q, sm, cur, c):
+    """CriticalPathPass._edge_pick: ``(node, its SM, weight)`` among the edges in
+    ``cand`` from queue ``q`` (edgewise) to SM ``sm`` working for ``cur``."""
+    best = NONE
+    bsm = -1
+    bw = 0.0
+    bv = -np.inf
+    for k in range(meta[M_NCAND]):
+        node = cand[k, 0]
+        su = cand[k, 1]
+        cu = cand[k, 2]
+        if cu >= 0 and cu != cur:
+            continue
+        if q_i[q, Q_BREAKS] & sm_i[su, S_PB] & sm_i[sm, S_CB]:
+            continue
+        comms = q_i[q, Q_COMMS] & sm_i[su, S_PC] & sm_i[sm, S_CC]
+        f = 1.0
+        if comms:
+            j = 0
+            while not (comms >> j) & 1:
+                j += 1
+            f = factors[j]
+        w = c * f
+        if nf[node, F_CP] + w > bv:
+            best = node
+            bsm = su
+            bw = w
+            bv = nf[node, F_CP] + w
+    return best, bsm, bw
+
+
 # ---------------------------------------------------------------------------
 # connections, warnings, counts
 
 
 @njit(cache=True, inline="always")
-def _switch(sm_i, layer, sconn, started, meta, pend, sm, conn):
+def _switch(sm_i, layers, sconns, started, meta, pend, sm, conn):
+    """SM ``sm`` now works for connection ``conn``: its path in the connection it
+    leaves is put aside (``layers``), the one it had in ``conn`` taken up."""
     cur = sm_i[sm, S_CUR]
     if cur == conn:
         return
-    sconn[sm, conn] = 1
+    sconns[(sm << 21) | conn] = 1
     node = sm_i[sm, S_NODE]
     if cur >= 0:
-        _drop(meta, pend, layer[sm, cur])
-        layer[sm, cur] = node
-        node = layer[sm, conn]
-        layer[sm, conn] = NONE
+        if node != NONE:
+            layers[(sm << 21) | cur] = node
+        node = layers.pop((sm << 21) | conn, NONE)
         sm_i[sm, S_NODE] = node
     if node != NONE:
         started[conn + 1] = 1
@@ -886,7 +1011,25 @@ def _warn(meta, warn_ev, warn_cnt, kind, q, rec, held, n, cap, sm, op):
 
 
 @njit(cache=True)
-def _transition_index(tr_i, tr_f, cache, meta, tr_dict, sm, frm, si, to, slot):
+def _cell(cell_i, cell_f, meta, cells, facs, sm, si):
+    """The cell of SM ``sm``'s state index ``si`` (made on first use; its factor
+    from ``facs``, which the caller filled for every state a chunk enters)."""
+    key = (sm << 21) | si
+    if key in cells:
+        return cells[key]
+    c = meta[M_NCELLS]
+    meta[M_NCELLS] = c + 1
+    cell_i[c, 0] = -1
+    cell_f[c, X_FAC] = facs.get(key, 1.0)
+    cell_f[c, X_ACT] = 0.0
+    cell_f[c, X_WAIT] = 0.0
+    cells[key] = c
+    return c
+
+
+@njit(cache=True)
+def _transition_index(tr_i, tr_f, cache, meta, dicts, cell_i, cell_f, sm, frm, si, to, slot):
+    tr_dict = dicts[0]
     tkey = (sm, frm, si, to)
     if tkey in tr_dict:
         k = tr_dict[tkey]
@@ -898,6 +1041,7 @@ def _transition_index(tr_i, tr_f, cache, meta, tr_dict, sm, frm, si, to, slot):
         tr_i[k, 2] = si
         tr_i[k, 3] = to
         tr_i[k, 4] = 0
+        tr_i[k, 5] = _cell(cell_i, cell_f, meta, dicts[4], dicts[5], sm, to)
         tr_f[k] = 0.0
         tr_dict[tkey] = k
     cache[slot, 0] = (sm << 32) | frm
@@ -974,7 +1118,8 @@ def _move_ring(i2, f1, meta, q_i, q, r, newcap):
 
 @njit(cache=True)
 def _grow(hot, meta, q_i):
-    """Grow whatever :func:`_room` found too small for the next record."""
+    """Grow whatever :func:`_room` found too small for the next record; returns the
+    new :class:`Views` (the old ones point at freed arrays)."""
     i2, f2, i1, f1 = hot
     nfree = meta[M_NFREE]
     if nfree < 2:
@@ -1005,6 +1150,14 @@ def _grow(hot, meta, q_i):
         i2[I2_QE] = _grow2i(i2[I2_QE], meta[M_NQE] + 1)
     if meta[M_NWARN] + 1 > i2[I2_WARN].shape[0]:
         i2[I2_WARN] = _grow2i(i2[I2_WARN], meta[M_NWARN] + 1)
+    if meta[M_NEED_CAND] > i2[I2_CAND].shape[0]:
+        i2[I2_CAND] = np.zeros((2 * meta[M_NEED_CAND], 3), np.int64)
+    if meta[M_NCELLS] + 2 > i2[I2_CELL].shape[0]:
+        n = 2 * i2[I2_CELL].shape[0]
+        cell_f = np.zeros((n, 3), np.float64)
+        cell_f[: meta[M_NCELLS]] = f2[F2_CELL][: meta[M_NCELLS]]
+        f2[F2_CELL] = cell_f
+        i2[I2_CELL] = _grow2i(i2[I2_CELL], n)
     q = meta[M_GROW_Q]
     if q >= 0:
         for r in range(3):
@@ -1015,13 +1168,14 @@ def _grow(hot, meta, q_i):
                 while new < need:
                     new *= 4
                 _move_ring(i2, f1, meta, q_i, q, r, new)
+    return _views(hot)
 
 
 @njit(cache=True, inline="always")
 def _views(hot):
-    """Views of the growable arrays for :func:`run` (see :func:`_view`)."""
+    """:class:`Views` of the growable arrays, for :func:`run`."""
     i2, f2, i1, f1 = hot
-    return (
+    return Views(
         _view(i2[I2_NI]),
         _view(f2[F2_NF]),
         _view(i1[I1_FREE]),
@@ -1036,6 +1190,9 @@ def _views(hot):
         _view(i2[I2_TRC]),
         _view(i2[I2_QEC]),
         _view(i2[I2_IC]),
+        _view(i2[I2_CELL]),
+        _view(f2[F2_CELL]),
+        _view(i2[I2_CAND]),
     )
 
 
@@ -1044,23 +1201,28 @@ def _views(hot):
 
 
 @njit(cache=True, inline="always")
-def _room(pend, codes, tr_i, qe, warn_ev, meta, q_i, op, a):
+def _room(v, meta, q_i, op, a):
     """Whether every array has room for what this record may add (else note what is
     missing for :func:`_grow`)."""
     ok = (
         meta[M_NFREE] >= 2
-        and meta[M_NCODES] + 2 <= codes.shape[0]
-        and meta[M_NTR] + 1 <= tr_i.shape[0]
-        and meta[M_NQE] + 1 <= qe.shape[0]
-        and meta[M_NWARN] + 1 <= warn_ev.shape[0]
+        and meta[M_NCELLS] + 2 <= v.cell_i.shape[0]
+        and meta[M_NCODES] + 2 <= v.codes.shape[0]
+        and meta[M_NTR] + 1 <= v.tr_i.shape[0]
+        and meta[M_NQE] + 1 <= v.qe.shape[0]
+        and meta[M_NWARN] + 1 <= v.warn_ev.shape[0]
     )
     need_pend = 8
     meta[M_GROW_Q] = -1
+    meta[M_NEED_CAND] = 0
     if op != BEGIN and op != LINK and op != IDENTIFY:
         nl = q_i[a, Q_RN + LIVE]
         npast = q_i[a, Q_RN + PAST]
         nfr = q_i[a, Q_RN + FREED]
         need_pend += 2 * nl + npast + nfr
+        if q_i[a, Q_EDGEWISE] and nl + npast + nfr + 1 > v.cand.shape[0]:
+            ok = False
+            meta[M_NEED_CAND] = nl + npast + nfr + 1
         need_past = nl + npast + 1 if q_i[a, Q_EXTRA] else 0
         if (
             nl + 1 > q_i[a, Q_RCAP + LIVE]
@@ -1072,7 +1234,7 @@ def _room(pend, codes, tr_i, qe, warn_ev, meta, q_i, op, a):
             meta[M_NEED_LIVE] = nl + 1
             meta[M_NEED_PAST] = need_past
             meta[M_NEED_FREED] = nfr + 1
-    if need_pend > len(pend):
+    if need_pend > len(v.pend):
         ok = False
     meta[M_NEED_PEND] = need_pend
     return ok
@@ -1083,33 +1245,28 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
     """The records of one chunk whose first record is number ``base + 1``.
 
     Returns ``(status, i)``: ``OK``, or an error at record ``i`` with details
-    in ``meta``.
+    in ``meta``.  Per record, the steps of :meth:`CriticalPathPass._record`:
+    the intra edge it closes (:func:`_intra`), the counts of the compact
+    graphs (:func:`_enter`, :func:`_count_queue_op`), its dependencies
+    (:func:`_answer`, :func:`_take_deps`, :func:`_slot_deps`), its node
+    (:func:`_node`), the op's effects (:func:`_effects`), the end of a path
+    (:func:`_end`) and the references it gave up (:func:`_release`).
     """
-    sm_i, sm_f, act, wait_t = _view(keyed[0]), _view(keyed[1]), _view(keyed[2]), _view(keyed[3])
-    fac, intra_id, layer, sconn = _view(keyed[4]), _view(keyed[5]), _view(keyed[6]), _view(keyed[7])
-    started, ends_i, ends_t = _view(keyed[8]), _view(keyed[9]), _view(keyed[10])
-    q_i, q_f, warn_cnt = _view(keyed[11]), _view(keyed[12]), _view(keyed[13])
-    (
-        ni,
-        nf,
-        free,
-        pend,
-        codes,
-        tr_i,
-        tr_f,
-        qe,
-        warn_ev,
-        rs_i,
-        rs_t,
-        tr_cache,
-        qe_cache,
-        inter_cache,
-    ) = _views(hot)
+    k = Keyed(
+        _view(keyed.sm_i),
+        _view(keyed.sm_f),
+        _view(keyed.started),
+        _view(keyed.ends_i),
+        _view(keyed.ends_t),
+        _view(keyed.q_i),
+        _view(keyed.q_f),
+        _view(keyed.warn_cnt),
+        _view(keyed.factors),
+    )
+    v = _views(hot)
     meta = _view(meta)
-    ints, ints2, floats, sums, dicts = cold
-    tr_dict, inter, qe_dict, links = dicts
+    dicts = cold[4]
     nrec = len(t_col)
-    nan = np.nan
     for i in range(nrec):
         rec = base + i + 1
         if rec >= meta[M_NEXTCOMMIT]:
@@ -1123,260 +1280,382 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
         sm = np.int64(sm_col[i])
         a = np.int64(a_col[i])
         n = n_col[i]
-        if not _room(pend, codes, tr_i, qe, warn_ev, meta, q_i, op, a):
-            _grow(hot, meta, q_i)
-            ni, nf, free, pend, codes, tr_i, tr_f, qe, warn_ev, rs_i, rs_t = _views(hot)[:11]
-        # ---- what follows from the records alone (CriticalPathPass._prepare) ----
-        dt = t - sm_f[sm, SF_LAST] if sm_i[sm, S_HASLAST] else nan
-        si = sm_i[sm, S_STATE]
-        w = dt * fac[sm, si]
-        ic = intra_id[sm, si]
-        if ic < 0:
-            ic = _add_code(codes, meta, K_INTRA, sm, si, 0)
-            intra_id[sm, si] = ic
-        sm_f[sm, SF_LAST] = t
-        sm_i[sm, S_HASLAST] = 1
-        sm_i[sm, S_LASTREC] = rec
+        if not _room(v, meta, k.q_i, op, a):
+            v = _grow(hot, meta, k.q_i)  # the old views point at freed arrays
+        dt, si, cell, w, ic = _intra(v, meta, k, dicts, sm, t, rec)
         if op == BEGIN:
-            frm = sm_i[sm, S_FROM]
-            spent = t - sm_f[sm, SF_ENTER] if sm_i[sm, S_HASENTER] else 0.0
-            to = a + 1
-            slot = (((sm * 1000003 + frm) * 1000003 + si) * 1000003 + to) & (CACHE - 1)
-            if tr_cache[slot, 0] == (sm << 32) | frm and tr_cache[slot, 1] == (si << 32) | to:
-                k = tr_cache[slot, 2]
-            else:
-                k = _transition_index(tr_i, tr_f, tr_cache, meta, tr_dict, sm, frm, si, to, slot)
-            tr_i[k, 4] += 1
-            tr_f[k] += spent
-            sm_i[sm, S_STATE] = a + 1
-            sm_i[sm, S_FROM] = si
-            sm_f[sm, SF_ENTER] = t
-            sm_i[sm, S_HASENTER] = 1
+            _enter(v, meta, k, dicts, sm, si, a, t)
         elif op < WAIT_EMPTY:
-            # Who adds to (enq, reserve, resize) and takes from (deq, peek) each queue.
-            key = (sm << 22) | (a << 1) | (1 if op in (DEQ, PEEK) else 0)
-            # (Not from ``key``: its low bits, which the slot keeps, leave out the SM.)
-            slot = ((sm * 1000003 + a) * 1000003 + op) & (CACHE - 1)
-            if qe_cache[slot, 0] == key:
-                k = qe_cache[slot, 1]
-            else:
-                k = _qedge_index(qe, qe_cache, meta, qe_dict, key, slot)
-            qe[k, 1] += 1
-        # ---- dependencies (and connection switches) ----
-        wk = sm_i[sm, S_WK]
-        dep = NONE
-        dcp = 0.0
-        dw = 0.0
-        dcode = -1
-        linked = sm_i[sm, S_LINKED] != 0
-        if linked:
-            dep = sm_i[sm, S_PEND]
-            dsm = sm_i[sm, S_PENDSM]
-            pconn = sm_i[sm, S_PENDCONN]
-            sm_i[sm, S_LINKED] = 0
-            sm_i[sm, S_PEND] = NONE
-            _drop(meta, pend, dep)  # held until the end of the record
-            if pconn >= 0 and pconn != sm_i[sm, S_CUR]:
-                _switch(sm_i, layer, sconn, started, meta, pend, sm, pconn)
-            if dep != NONE:
-                dcp = nf[dep, F_CP]
-                dcode = _inter_code(codes, inter_cache, meta, inter, dsm, sm, 0)
+            _count_queue_op(v, meta, dicts, sm, op, a)
+        wk = k.sm_i[sm, S_WK]
+        linked, dep, dcp, dw, dcode = _answer(v, meta, k, dicts, sm)
         took = 0
         if op in (DEQ, PEEK):
-            held = q_i[a, Q_TAIL] - q_i[a, Q_HEAD]
-            if n < 0:
-                n = held
-            elif n > held:
-                if not meta[M_LENIENT]:
-                    meta[M_ERR_SM] = sm
-                    meta[M_ERR_OP] = op
-                    meta[M_ERR_Q] = a
-                    meta[M_ERR_N] = n
-                    meta[M_ERR_HELD] = held
-                    return ERR_SHORT, i
-                _warn(meta, warn_ev, warn_cnt, W_SHORT, a, rec, held, n, 0, sm, op)
-                n = held
-            took = n
-            if n:
-                p0 = q_i[a, Q_HEAD]
-                cur = sm_i[sm, S_CUR]
-                best, bsm, newest, ncur = _take(
-                    ni, nf, meta, pend, rs_i, rs_t, q_i, q_f, a, n, op == DEQ, cur, t
-                )
-                if ncur != cur:
-                    _switch(sm_i, layer, sconn, started, meta, pend, sm, ncur)
-                    cur = ncur
-                extra = q_i[a, Q_EXTRA]
-                if extra and q_i[a, Q_CAP] < 0:
-                    # Credit what-if: the unit k positions earlier feeds this one.
-                    best, bsm = _shifted(nf, rs_i, q_i, a, p0 - extra, p0 + n - extra, cur)
-                c = 0.0
-                if wk == ON_EMPTY and sm_i[sm, S_WQ] == a and newest > sm_f[sm, SF_WT]:
-                    c = t - newest
-                    q_f[a, QF_CSUM] += c
-                    q_i[a, Q_COMMN] += 1
-                    if c > q_f[a, QF_CMAX]:
-                        q_f[a, QF_CMAX] = c
-                if best != NONE and not q_i[a, Q_BROKEN]:
-                    w2 = c * q_f[a, QF_COMM]
-                    bcp = nf[best, F_CP]
-                    if dep == NONE or bcp + w2 > dcp + dw:
-                        dep = best
-                        dcp = bcp
-                        dw = w2
-                        dcode = _inter_code(codes, inter_cache, meta, inter, bsm, sm, a + 1)
-            if wk == ON_EMPTY and sm_i[sm, S_WQ] == a:
-                q_f[a, QF_WENS] += t - sm_f[sm, SF_WT]
+            ok, took, dep, dcp, dw, dcode = _take_deps(
+                v, meta, k, dicts, rec, sm, op, a, n, t, wk, dep, dcp, dw, dcode
+            )
+            if not ok:
+                return ERR_SHORT, i
         elif op in (ENQ, RESERVE):
-            if q_i[a, Q_CAP] >= 0 and n > 0:
-                waiting = wk == ON_FULL and sm_i[sm, S_WQ] == a
-                since = sm_f[sm, SF_WT] if waiting else np.inf
-                best, bsm, freed_t, has = _slots(nf, rs_i, rs_t, q_i, a, n, since)
-                c = t - freed_t if has else 0.0
-                if best != NONE and not q_i[a, Q_BROKEN]:
-                    w2 = c * q_f[a, QF_COMM]
-                    bcp = nf[best, F_CP]
-                    if dep == NONE or bcp + w2 > dcp + dw:
-                        dep = best
-                        dcp = bcp
-                        dw = w2
-                        dcode = _inter_code(codes, inter_cache, meta, inter, bsm, sm, a + 1)
-            if wk == ON_FULL and sm_i[sm, S_WQ] == a:
-                q_f[a, QF_WFNS] += t - sm_f[sm, SF_WT]
+            dep, dcp, dw, dcode = _slot_deps(
+                v, meta, k, dicts, sm, a, n, t, wk, dep, dcp, dw, dcode
+            )
         elif op == IDENTIFY:
-            _switch(sm_i, layer, sconn, started, meta, pend, sm, a)
-        # ---- the intra-SM edge and the node ----
-        node = sm_i[sm, S_NODE]
-        new = NONE
-        if dt == dt:  # not the SM's first record
-            if wk:
-                w_in = 0.0
-                wd = dt
-                wait_t[sm, si] += dt
-            else:
-                w_in = w
-                wd = 0.0
-                act[sm, si] += dt
-            if node != NONE:
-                icp = nf[node, F_CP] + w_in
-                depth = ni[node, N_DEPTH] + 1
-                if dep != NONE:
-                    bcp = dcp + dw
-                    if bcp > icp:
-                        depth = ni[dep, N_DEPTH] + 1
-                        margin = bcp - icp
-                        new = _new_node(
-                            ni, nf, free, meta, dep, depth, dcode, dw, 0.0, bcp, ic, margin
-                        )
-                    else:
-                        margin = icp - bcp
-                        new = _new_node(
-                            ni, nf, free, meta, node, depth, ic, w_in, wd, icp, dcode, margin
-                        )
-                else:
-                    new = _new_node(ni, nf, free, meta, node, depth, ic, w_in, wd, icp, -1, 0.0)
-        if new == NONE:
-            if dep != NONE:
-                depth = ni[dep, N_DEPTH] + 1
-                new = _new_node(ni, nf, free, meta, dep, depth, dcode, dw, 0.0, dcp + dw, -1, 0.0)
-            elif node == NONE and sm_i[sm, S_ISSTART] and not started[sm_i[sm, S_CUR] + 1]:
-                # The first node of a path: cp = 0 at a start SM's first record.
-                started[sm_i[sm, S_CUR] + 1] = 1
-                s = _new_summary(meta, ints, ints2, floats, sums, t)
-                code = sm_i[sm, S_STARTID]
-                if code < 0:
-                    code = _add_code(codes, meta, K_START, sm, 0, 0)
-                    sm_i[sm, S_STARTID] = code
-                new = _new_node(ni, nf, free, meta, -2 - s, 0, code, 0.0, 0.0, 0.0, -1, 0.0)
-                ints2[0][s, SM_RC] += 1
-        if new != NONE:
-            ni[new, N_RC] += 1
-        _drop(meta, pend, node)
-        sm_i[sm, S_NODE] = new
-        # ---- effects of the record (state transitions were counted above) ----
-        if op == ENQ:
-            if n > 0:
-                _put(ni, rs_i, rs_t, q_i, q_f, a, n, new, t, sm_i[sm, S_CUR], sm)
-                if q_i[a, Q_CAP] >= 0:
-                    _trim_freed(meta, pend, rs_i, q_i, a)
-            if wk == ON_FULL and sm_i[sm, S_WQ] == a:
-                sm_i[sm, S_WK] = NOT_WAITING
-                wk = NOT_WAITING
-        elif op == RESERVE:
-            if wk == ON_FULL and sm_i[sm, S_WQ] == a:
-                sm_i[sm, S_WK] = NOT_WAITING
-                wk = NOT_WAITING
-        elif op in (DEQ, PEEK):
-            if op == DEQ and q_i[a, Q_CAP] >= 0 and took:
-                head = q_i[a, Q_HEAD]
-                if new != NONE:
-                    ni[new, N_RC] += 1
-                _ring_push(rs_i, rs_t, q_i, a, FREED, head - took, head, new, -1, sm, t)
-            if wk == ON_EMPTY and sm_i[sm, S_WQ] == a:
-                sm_i[sm, S_WK] = NOT_WAITING
-                wk = NOT_WAITING
-        elif op in (WAIT_EMPTY, WAIT_FULL):
-            held = q_i[a, Q_TAIL] - q_i[a, Q_HEAD]
-            if op == WAIT_EMPTY:
-                q_i[a, Q_WE] += 1
-                if held >= n:
-                    _warn(meta, warn_ev, warn_cnt, W_EMPTY, a, rec, held, n, 0, sm, op)
-                wk = ON_EMPTY
-            else:
-                q_i[a, Q_WF] += 1
-                cap = q_i[a, Q_CAP]
-                if cap < 0 or held + n <= cap:
-                    _warn(meta, warn_ev, warn_cnt, W_FULL, a, rec, held, n, cap, sm, op)
-                wk = ON_FULL
-            sm_i[sm, S_WK] = wk
-            sm_i[sm, S_WQ] = a
-            sm_f[sm, SF_WT] = t
-        elif op == RESIZE:
-            if not _resize(meta, pend, rs_i, rs_t, q_i, q_f, a, n, t, sm):
-                meta[M_ERR_Q] = a
-                meta[M_ERR_N] = n
-                return ERR_RESIZE, i
-        elif op == LINK:
-            sm_i[a, S_LINKED] = 1
-            _drop(meta, pend, sm_i[a, S_PEND])
-            if new != NONE:
-                ni[new, N_RC] += 1
-            sm_i[a, S_PEND] = new
-            sm_i[a, S_PENDSM] = sm
-            sm_i[a, S_PENDCONN] = sm_i[sm, S_CUR]
-            key = (sm << 21) | a
-            if key in links:
-                links[key] += 1
-            else:
-                links[key] = 1
-            # The caller now waits until some SM links back to it.
-            sm_i[sm, S_WK] = ON_LINK
-            sm_i[sm, S_WQ] = -1
-            sm_f[sm, SF_WT] = t
-            linked = False
-        elif op == DECLARE:
-            q_i[a, Q_CAP] = n
-            q_i[a, Q_FLOW] = 1 if flags_col[i] & 1 else 0
+            _switch(k.sm_i, dicts[6], dicts[7], k.started, meta, v.pend, sm, a)
+        new = _node(v, meta, k, cold, sm, t, dt, w, wk, si, cell, ic, dep, dcp, dw, dcode)
+        ok, wk, linked = _effects(
+            v, meta, k, dicts, flags_col[i], rec, sm, op, a, n, t, took, new, wk, linked
+        )
+        if not ok:
+            return ERR_RESIZE, i
         if linked and wk == ON_LINK:
-            sm_i[sm, S_WK] = NOT_WAITING
-        if sm_i[sm, S_ISEND]:
-            c1 = sm_i[sm, S_CUR] + 1
-            if ends_i[c1, 2] < 0:
-                ends_i[c1, 2] = meta[M_ENDSEQ]
-                meta[M_ENDSEQ] += 1
-            _drop(meta, pend, ends_i[c1, 0])
-            if new != NONE:
-                ni[new, N_RC] += 1
-            ends_i[c1, 0] = new
-            ends_i[c1, 1] = sm
-            ends_t[c1] = t
-        # ---- references this record gave up ----
-        for k in range(meta[M_NPEND]):
-            x = _decref(ni, free, meta, pend[k])
-            if x <= -2:
-                _summary_decref(meta, ints, ints2, sums, -2 - x)
-        meta[M_NPEND] = 0
+            k.sm_i[sm, S_WK] = NOT_WAITING
+        if k.sm_i[sm, S_ISEND]:
+            _end(v, meta, k, sm, t, new)
+        _release(v, meta, cold)
     return OK, nrec
+
+
+@njit(cache=True, inline="always")
+def _intra(v, meta, k, dicts, sm, t, rec):
+    """The intra-SM edge the record closes: ``(dt, state index, its cell, weight,
+    edge code id)``; ``dt`` is NaN at the SM's first record."""
+    sm_i, sm_f = k.sm_i, k.sm_f
+    dt = t - sm_f[sm, SF_LAST] if sm_i[sm, S_HASLAST] else np.nan
+    si = sm_i[sm, S_STATE]
+    cell = sm_i[sm, S_CELL]
+    if cell < 0:
+        cell = _cell(v.cell_i, v.cell_f, meta, dicts[4], dicts[5], sm, si)
+        sm_i[sm, S_CELL] = cell
+    w = dt * v.cell_f[cell, X_FAC]
+    ic = v.cell_i[cell, 0]
+    if ic < 0:
+        ic = _add_code(v.codes, meta, K_INTRA, sm, si, 0)
+        v.cell_i[cell, 0] = ic
+    sm_f[sm, SF_LAST] = t
+    sm_i[sm, S_HASLAST] = 1
+    sm_i[sm, S_LASTREC] = rec
+    return dt, si, cell, w, ic
+
+
+@njit(cache=True, inline="always")
+def _enter(v, meta, k, dicts, sm, si, a, t):
+    """``begin``: count the transition (from, state left, state entered) and enter."""
+    sm_i, sm_f = k.sm_i, k.sm_f
+    frm = sm_i[sm, S_FROM]
+    spent = t - sm_f[sm, SF_ENTER] if sm_i[sm, S_HASENTER] else 0.0
+    to = a + 1
+    slot = (((sm * 1000003 + frm) * 1000003 + si) * 1000003 + to) & (CACHE - 1)
+    cache = v.tr_cache
+    if cache[slot, 0] == (sm << 32) | frm and cache[slot, 1] == (si << 32) | to:
+        x = cache[slot, 2]
+    else:
+        x = _transition_index(
+            v.tr_i, v.tr_f, cache, meta, dicts, v.cell_i, v.cell_f, sm, frm, si, to, slot
+        )
+    v.tr_i[x, 4] += 1
+    v.tr_f[x] += spent
+    sm_i[sm, S_STATE] = to
+    sm_i[sm, S_CELL] = v.tr_i[x, 5]
+    sm_i[sm, S_FROM] = si
+    sm_f[sm, SF_ENTER] = t
+    sm_i[sm, S_HASENTER] = 1
+
+
+@njit(cache=True, inline="always")
+def _count_queue_op(v, meta, dicts, sm, op, a):
+    """Who adds to (enq, reserve, resize) and takes from (deq, peek) each queue."""
+    key = (sm << 22) | (a << 1) | (1 if op in (DEQ, PEEK) else 0)
+    # (Not from ``key``: its low bits, which the slot keeps, leave out the SM.)
+    slot = ((sm * 1000003 + a) * 1000003 + op) & (CACHE - 1)
+    if v.qe_cache[slot, 0] == key:
+        x = v.qe_cache[slot, 1]
+    else:
+        x = _qedge_index(v.qe, v.qe_cache, meta, dicts[2], key, slot)
+    v.qe[x, 1] += 1
+
+
+@njit(cache=True, inline="always")
+def _answer(v, meta, k, dicts, sm):
+    """A pending ``link`` to the SM: ``(linked, dep, its cp, weight 0, edge code)``;
+    the SM takes up the linking SM's connection."""
+    sm_i = k.sm_i
+    if sm_i[sm, S_LINKED] == 0:
+        return False, NONE, 0.0, 0.0, -1
+    dep = sm_i[sm, S_PEND]
+    dsm = sm_i[sm, S_PENDSM]
+    pconn = sm_i[sm, S_PENDCONN]
+    sm_i[sm, S_LINKED] = 0
+    sm_i[sm, S_PEND] = NONE
+    _drop(meta, v.pend, dep)  # held until the end of the record
+    if pconn >= 0 and pconn != sm_i[sm, S_CUR]:
+        _switch(sm_i, dicts[6], dicts[7], k.started, meta, v.pend, sm, pconn)
+    if dep == NONE:
+        return True, NONE, 0.0, 0.0, -1
+    dcode = _inter_code(v.codes, v.inter_cache, meta, dicts[1], dsm, sm, 0)
+    return True, dep, v.nf[dep, F_CP], 0.0, dcode
+
+
+@njit(cache=True, inline="always")
+def _depend(v, meta, dicts, best, bsm, w, sm, qi, dep, dcp, dw, dcode):
+    """The dependency on ``best`` (of SM ``bsm``, weight ``w``, through queue index
+    ``qi``) if it beats ``dep``: the new ``(dep, dcp, dw, dcode)``."""
+    bcp = v.nf[best, F_CP]
+    if dep == NONE or bcp + w > dcp + dw:
+        return best, bcp, w, _inter_code(v.codes, v.inter_cache, meta, dicts[1], bsm, sm, qi)
+    return dep, dcp, dw, dcode
+
+
+@njit(cache=True, inline="always")
+def _take_deps(v, meta, k, dicts, rec, sm, op, a, n, t, wk, dep, dcp, dw, dcode):
+    """``deq``/``peek``: the dependencies on the producers of the units taken
+    (CriticalPathPass._take).  Returns ``(ok, taken, dep, dcp, dw, dcode)``; not
+    ``ok`` for an over-draw without ``lenient`` (details in ``meta``)."""
+    sm_i, sm_f, q_i, q_f = k.sm_i, k.sm_f, k.q_i, k.q_f
+    held = q_i[a, Q_TAIL] - q_i[a, Q_HEAD]
+    if n < 0:
+        n = held
+    elif n > held:
+        if not meta[M_LENIENT]:
+            meta[M_ERR_SM] = sm
+            meta[M_ERR_OP] = op
+            meta[M_ERR_Q] = a
+            meta[M_ERR_N] = n
+            meta[M_ERR_HELD] = held
+            return False, 0, dep, dcp, dw, dcode
+        _warn(meta, v.warn_ev, k.warn_cnt, W_SHORT, a, rec, held, n, 0, sm, op)
+        n = held
+    waiting = wk == ON_EMPTY and sm_i[sm, S_WQ] == a
+    if n:
+        p0 = q_i[a, Q_HEAD]
+        cur = sm_i[sm, S_CUR]
+        edgewise = q_i[a, Q_EDGEWISE] != 0
+        meta[M_NCAND] = 0
+        remove = op == DEQ
+        best, bsm, newest, ncur = _take(
+            v.ni,
+            v.nf,
+            meta,
+            v.pend,
+            v.rs_i,
+            v.rs_t,
+            q_i,
+            q_f,
+            a,
+            n,
+            remove,
+            cur,
+            t,
+            edgewise,
+            v.cand,
+        )
+        if ncur != cur:
+            _switch(sm_i, dicts[6], dicts[7], k.started, meta, v.pend, sm, ncur)
+            cur = ncur
+        extra = q_i[a, Q_EXTRA]
+        if extra and q_i[a, Q_CAP] < 0:
+            # Credit what-if: the unit k positions earlier feeds this one.
+            meta[M_NCAND] = 0
+            lo = p0 - extra
+            best, bsm = _shifted(v.nf, v.rs_i, q_i, a, lo, lo + n, cur, edgewise, v.cand, meta)
+        c = 0.0
+        if waiting and newest > sm_f[sm, SF_WT]:
+            c = t - newest
+            q_f[a, QF_CSUM] += c
+            q_i[a, Q_COMMN] += 1
+            if c > q_f[a, QF_CMAX]:
+                q_f[a, QF_CMAX] = c
+        w = c * q_f[a, QF_COMM]
+        if edgewise:
+            best, bsm, w = _edge_pick(v.cand, meta, v.nf, sm_i, q_i, k.factors, a, sm, cur, c)
+        if best != NONE and (edgewise or not q_i[a, Q_BROKEN]):
+            dep, dcp, dw, dcode = _depend(
+                v, meta, dicts, best, bsm, w, sm, a + 1, dep, dcp, dw, dcode
+            )
+    if waiting:
+        q_f[a, QF_WENS] += t - sm_f[sm, SF_WT]
+    return True, n, dep, dcp, dw, dcode
+
+
+@njit(cache=True, inline="always")
+def _slot_deps(v, meta, k, dicts, sm, a, n, t, wk, dep, dcp, dw, dcode):
+    """``enq``/``reserve``: the dependency on the ``deq``s that freed the slots
+    filled (CriticalPathPass._slots); the new ``(dep, dcp, dw, dcode)``."""
+    sm_i, sm_f, q_i, q_f = k.sm_i, k.sm_f, k.q_i, k.q_f
+    waiting = wk == ON_FULL and sm_i[sm, S_WQ] == a
+    if q_i[a, Q_CAP] >= 0 and n > 0:
+        since = sm_f[sm, SF_WT] if waiting else np.inf
+        edgewise = q_i[a, Q_EDGEWISE] != 0
+        meta[M_NCAND] = 0
+        best, bsm, freed_t, has = _slots(
+            v.nf, v.rs_i, v.rs_t, q_i, a, n, since, edgewise, v.cand, meta
+        )
+        c = t - freed_t if has else 0.0
+        w = c * q_f[a, QF_COMM]
+        if edgewise:
+            best, bsm, w = _edge_pick(v.cand, meta, v.nf, sm_i, q_i, k.factors, a, sm, -1, c)
+        if best != NONE and (edgewise or not q_i[a, Q_BROKEN]):
+            dep, dcp, dw, dcode = _depend(
+                v, meta, dicts, best, bsm, w, sm, a + 1, dep, dcp, dw, dcode
+            )
+    if waiting:
+        q_f[a, QF_WFNS] += t - sm_f[sm, SF_WT]
+    return dep, dcp, dw, dcode
+
+
+@njit(cache=True, inline="always")
+def _node(v, meta, k, cold, sm, t, dt, w, wk, si, cell, ic, dep, dcp, dw, dcode):
+    """The record's node (CriticalPathPass._node): the SM's own path plus the intra
+    edge (weight 0 while it waits), or the dependency's if longer; a start SM's
+    first record in a connection without a path starts one at 0."""
+    sm_i, ni, nf, free = k.sm_i, v.ni, v.nf, v.free
+    node = sm_i[sm, S_NODE]
+    new = NONE
+    if dt == dt:  # not the SM's first record
+        if wk:
+            w_in = 0.0
+            wd = dt
+            v.cell_f[cell, X_WAIT] += dt
+        else:
+            w_in = w
+            wd = 0.0
+            v.cell_f[cell, X_ACT] += dt
+        if node != NONE:
+            icp = nf[node, F_CP] + w_in
+            depth = ni[node, N_DEPTH] + 1
+            if dep != NONE:
+                bcp = dcp + dw
+                if bcp > icp:
+                    depth = ni[dep, N_DEPTH] + 1
+                    margin = bcp - icp
+                    new = _new_node(ni, nf, free, meta, dep, depth, dcode, dw, 0.0, bcp, ic, margin)
+                else:
+                    margin = icp - bcp
+                    new = _new_node(
+                        ni, nf, free, meta, node, depth, ic, w_in, wd, icp, dcode, margin
+                    )
+            else:
+                new = _new_node(ni, nf, free, meta, node, depth, ic, w_in, wd, icp, -1, 0.0)
+    if new == NONE:
+        if dep != NONE:
+            depth = ni[dep, N_DEPTH] + 1
+            new = _new_node(ni, nf, free, meta, dep, depth, dcode, dw, 0.0, dcp + dw, -1, 0.0)
+        elif node == NONE and sm_i[sm, S_ISSTART] and not k.started[sm_i[sm, S_CUR] + 1]:
+            # The first node of a path: cp = 0 at a start SM's first record.
+            k.started[sm_i[sm, S_CUR] + 1] = 1
+            ints, ints2, floats, sums, _ = cold
+            s = _new_summary(meta, ints, ints2, floats, sums, t)
+            code = sm_i[sm, S_STARTID]
+            if code < 0:
+                code = _add_code(v.codes, meta, K_START, sm, 0, 0)
+                sm_i[sm, S_STARTID] = code
+            new = _new_node(ni, nf, free, meta, -2 - s, 0, code, 0.0, 0.0, 0.0, -1, 0.0)
+            ints2[0][s, SM_RC] += 1
+    if new != NONE:
+        ni[new, N_RC] += 1
+    _drop(meta, v.pend, node)
+    sm_i[sm, S_NODE] = new
+    return new
+
+
+@njit(cache=True, inline="always")
+def _effects(v, meta, k, dicts, flags, rec, sm, op, a, n, t, took, new, wk, linked):
+    """What the op changes once its node exists (the ops' methods of
+    CriticalPathPass after their ``_node``).  Returns ``(ok, wk, linked)``: the
+    SM's wait and whether a link to it is still to be answered; not ``ok`` for a
+    negative ``resize`` (details in ``meta``)."""
+    sm_i, sm_f, q_i, q_f = k.sm_i, k.sm_f, k.q_i, k.q_f
+    if op == ENQ:
+        if n > 0:
+            _put(v.ni, v.rs_i, v.rs_t, q_i, q_f, a, n, new, t, sm_i[sm, S_CUR], sm)
+            if q_i[a, Q_CAP] >= 0:
+                _trim_freed(meta, v.pend, v.rs_i, q_i, a)
+        if wk == ON_FULL and sm_i[sm, S_WQ] == a:
+            sm_i[sm, S_WK] = NOT_WAITING
+            wk = NOT_WAITING
+    elif op == RESERVE:
+        if wk == ON_FULL and sm_i[sm, S_WQ] == a:
+            sm_i[sm, S_WK] = NOT_WAITING
+            wk = NOT_WAITING
+    elif op in (DEQ, PEEK):
+        if op == DEQ and q_i[a, Q_CAP] >= 0 and took:
+            head = q_i[a, Q_HEAD]
+            if new != NONE:
+                v.ni[new, N_RC] += 1
+            _ring_push(v.rs_i, v.rs_t, q_i, a, FREED, head - took, head, new, -1, sm, t)
+        if wk == ON_EMPTY and sm_i[sm, S_WQ] == a:
+            sm_i[sm, S_WK] = NOT_WAITING
+            wk = NOT_WAITING
+    elif op in (WAIT_EMPTY, WAIT_FULL):
+        held = q_i[a, Q_TAIL] - q_i[a, Q_HEAD]
+        if op == WAIT_EMPTY:
+            q_i[a, Q_WE] += 1
+            if held >= n:
+                _warn(meta, v.warn_ev, k.warn_cnt, W_EMPTY, a, rec, held, n, 0, sm, op)
+            wk = ON_EMPTY
+        else:
+            q_i[a, Q_WF] += 1
+            cap = q_i[a, Q_CAP]
+            if cap < 0 or held + n <= cap:
+                _warn(meta, v.warn_ev, k.warn_cnt, W_FULL, a, rec, held, n, cap, sm, op)
+            wk = ON_FULL
+        sm_i[sm, S_WK] = wk
+        sm_i[sm, S_WQ] = a
+        sm_f[sm, SF_WT] = t
+    elif op == RESIZE:
+        if not _resize(meta, v.pend, v.rs_i, v.rs_t, q_i, q_f, a, n, t, sm):
+            meta[M_ERR_Q] = a
+            meta[M_ERR_N] = n
+            return False, wk, linked
+    elif op == LINK:
+        sm_i[a, S_LINKED] = 1
+        _drop(meta, v.pend, sm_i[a, S_PEND])
+        if new != NONE:
+            v.ni[new, N_RC] += 1
+        sm_i[a, S_PEND] = new
+        sm_i[a, S_PENDSM] = sm
+        sm_i[a, S_PENDCONN] = sm_i[sm, S_CUR]
+        links = dicts[3]
+        key = (sm << 21) | a
+        if key in links:
+            links[key] += 1
+        else:
+            links[key] = 1
+        # The caller now waits until some SM links back to it.
+        sm_i[sm, S_WK] = ON_LINK
+        sm_i[sm, S_WQ] = -1
+        sm_f[sm, SF_WT] = t
+        linked = False
+    elif op == DECLARE:
+        q_i[a, Q_CAP] = n
+        q_i[a, Q_FLOW] = 1 if flags & 1 else 0
+    return True, wk, linked
+
+
+@njit(cache=True, inline="always")
+def _end(v, meta, k, sm, t, new):
+    """The record of an end SM: the latest end of its connection's path."""
+    ends_i = k.ends_i
+    c1 = k.sm_i[sm, S_CUR] + 1
+    if ends_i[c1, 2] < 0:
+        ends_i[c1, 2] = meta[M_ENDSEQ]
+        meta[M_ENDSEQ] += 1
+    _drop(meta, v.pend, ends_i[c1, 0])
+    if new != NONE:
+        v.ni[new, N_RC] += 1
+    ends_i[c1, 0] = new
+    ends_i[c1, 1] = sm
+    k.ends_t[c1] = t
+
+
+@njit(cache=True, inline="always")
+def _release(v, meta, cold):
+    """The references the record gave up (see :func:`_drop`)."""
+    for x in range(meta[M_NPEND]):
+        s = _decref(v.ni, v.free, meta, v.pend[x])
+        if s <= -2:
+            _summary_decref(meta, cold[0], cold[1], cold[3], -2 - s)
+    meta[M_NPEND] = 0
 
 
 # ---------------------------------------------------------------------------
@@ -1390,15 +1669,15 @@ def commit(keyed, hot, meta, cold, rec):
     As :func:`cpasim.analysis.pathlog.commit`; "active" SMs are those with a
     record in the last half commit interval.
     """
-    sm_i, layer, ends_i, q_i = keyed[0], keyed[6], keyed[9], keyed[11]
+    sm_i, ends_i, q_i = keyed.sm_i, keyed.ends_i, keyed.q_i
     i2, f2, i1, f1 = hot
     ni, nf, free, seen = i2[I2_NI], f2[F2_NF], i1[I1_FREE], i2[I2_SEEN]
     codes, rs_i = i2[I2_CODES], i2[I2_STORE]
+    ints, ints2, floats, sums, dicts = cold
     if seen.shape[0] < ni.shape[0]:
         # Marks of earlier commits have older stamps: nothing to keep.
         seen = np.zeros((ni.shape[0], 3), np.int64)
         i2[I2_SEEN] = seen
-    ints, ints2, floats, sums, dicts = cold
     meta[M_COMMITS] += 1
     stamp = meta[M_STAMP] + 1
     meta[M_STAMP] = stamp
@@ -1417,11 +1696,9 @@ def commit(keyed, hot, meta, cold, rec):
         if h != NONE:
             _push(ints, 2, nother, h)
             nother += 1
-        for c in range(layer.shape[1]):
-            h = layer[s, c]
-            if h != NONE:
-                _push(ints, 2, nother, h)
-                nother += 1
+    for h in dicts[6].values():  # paths put aside in other connections
+        _push(ints, 2, nother, h)
+        nother += 1
     for q in range(q_i.shape[0]):
         for r in (LIVE, PAST, FREED):
             for j in range(q_i[q, Q_RN + r]):
@@ -1655,7 +1932,7 @@ def _split(ni, nf, free, seen, codes, meta, ints, ints2, floats, sums, sm_i, nac
 def finish(keyed, hot, meta, cold, node):
     """A new summary of the path ending at ``node``'s parent (free it with
     :func:`release_summary`)."""
-    sm_i = keyed[0]
+    sm_i = keyed.sm_i
     ni, nf, codes = hot[0][I2_NI], hot[1][F2_NF], hot[0][I2_CODES]
     ints, ints2, floats, sums, dicts = cold
     nchain = 0
@@ -1675,9 +1952,10 @@ def release_summary(meta, cold, s):
 
 
 @njit(cache=True)
-def refcount_errors(keyed, hot, meta):
-    """Nodes in use whose reference count is not the number of their holders."""
-    sm_i, layer, ends_i, q_i = keyed[0], keyed[6], keyed[9], keyed[11]
+def refcount_errors(keyed, hot, meta, layers):
+    """Nodes in use whose reference count is not the number of their holders
+    (``layers``: the paths put aside in other connections, see :func:`_switch`)."""
+    sm_i, ends_i, q_i = keyed.sm_i, keyed.ends_i, keyed.q_i
     ni, free, rs_i = hot[0][I2_NI], hot[2][I1_FREE], hot[0][I2_STORE]
     cap = ni.shape[0]
     used = np.ones(cap, np.bool_)
@@ -1691,9 +1969,8 @@ def refcount_errors(keyed, hot, meta):
         for h in (sm_i[s, S_NODE], sm_i[s, S_PEND]):
             if h >= 0:
                 rc[h] += 1
-        for c in range(layer.shape[1]):
-            if layer[s, c] >= 0:
-                rc[layer[s, c]] += 1
+    for h in layers.values():
+        rc[h] += 1
     for q in range(q_i.shape[0]):
         for r in (LIVE, PAST, FREED):
             for j in range(q_i[q, Q_RN + r]):

@@ -16,7 +16,7 @@ from fnmatch import fnmatchcase
 
 import numpy as np
 
-from cpasim.analysis.transforms import name_variants
+from cpasim.analysis.transforms import name_variants, split_edge
 from cpasim.errors import CpasimError
 from cpasim.trace.records import BEGIN, TraceSource
 
@@ -77,22 +77,42 @@ def check_patterns(
     names: TraceNames, state_patterns: Sequence[tuple[str, str]], queue_patterns
 ) -> None:
     """Raise for the first ``(option, pattern)`` that matches no state (``--scale``) or
-    no queue (``--scale-comm``, ``--break``, ``--capacity``) of the trace."""
+    no queue (``--scale-comm``, ``--break``, ``--capacity``) of the trace; an edge
+    pattern (``PRODUCER->CONSUMER[QUEUE]``) must match an SM on each side and a queue."""
+    edge_parts = []
+    queue_only = []
+    for option, pat in queue_patterns:
+        edge = split_edge(pat, option)
+        if edge is None:
+            queue_only.append((option, pat))
+            continue
+        producer, consumer, queue = edge
+        edge_parts += [(f"{option} {pat!r}: producer", producer, "sms")]
+        edge_parts += [(f"{option} {pat!r}: consumer", consumer, "sms")]
+        edge_parts += [(f"{option} {pat!r}: queue", queue, "queues")]
     for patterns, rows, kind, what in (
         (state_patterns, names.states, "states", "state (sys:sm:state)"),
-        (queue_patterns, names.queues, "queues", "queue (sys:queue)"),
+        (queue_only, names.queues, "queues", "queue (sys:queue)"),
     ):
-        variants = _variants(rows)
-        for option, pat in patterns:
-            if any(fnmatchcase(v, pat) for vs in variants for v in vs):
-                continue
-            folded = list(names.folded(kind))
-            # Compare with the pattern's glob characters dropped: "tx:NIC*" is near "tx:NIC".
-            bare = pat.replace("*", "").replace("?", "")
-            close = difflib.get_close_matches(bare, folded, n=CLOSEST, cutoff=0.4)
-            hint = (
-                "closest: " + ", ".join(close)
-                if close
-                else f"the trace has {len(folded)} (list them with 'cpasim trace names')"
-            )
-            raise CpasimError(f"{option} {pat!r} matches no {what} in the trace; {hint}")
+        _check(names, patterns, rows, kind, what)
+    for label, pat, kind in edge_parts:
+        rows = names.sms if kind == "sms" else names.queues
+        what = "state machine (sys:sm)" if kind == "sms" else "queue (sys:queue)"
+        _check(names, [(label, pat)], rows, kind, what)
+
+
+def _check(names: TraceNames, patterns, rows, kind: str, what: str) -> None:
+    variants = _variants(rows)
+    for option, pat in patterns:
+        if any(fnmatchcase(v, pat) for vs in variants for v in vs):
+            continue
+        folded = list(names.folded(kind))
+        # Compare with the pattern's glob characters dropped: "tx:NIC*" is near "tx:NIC".
+        bare = pat.replace("*", "").replace("?", "")
+        close = difflib.get_close_matches(bare, folded, n=CLOSEST, cutoff=0.4)
+        hint = (
+            "closest: " + ", ".join(close)
+            if close
+            else f"the trace has {len(folded)} (list them with 'cpasim trace names')"
+        )
+        raise CpasimError(f"{option} {pat!r} matches no {what} in the trace; {hint}")

@@ -32,12 +32,33 @@ state (index 0 = the state before the SM's first ``begin``), ``INTER | psm <<
 
 from __future__ import annotations
 
+from cpasim.errors import CpasimError
+
 PARENT, DEPTH, CODE, INC, WAIT, CP, LOSER, MARGIN = range(8)
 
 INTER = 1 << 63
 #: Nodes a branch needs, beyond one per distinct edge, to be split off (:func:`_split`).
 SPLIT_MIN = 1024
 _M21 = (1 << 21) - 1
+#: The most state machines, states, queues (+ 1 for links) or connections a trace
+#: may name: their ids are 21-bit fields of the edge codes.
+MAX_IDS = _M21
+
+
+def check_widths(key, source_name: str) -> None:
+    """Refuse a trace key (:class:`cpasim.trace.records.TraceKey`) whose ids do not
+    fit the 21-bit fields of the edge codes."""
+    n_sm, n_states, n_q, n_conn = key.sizes()
+    for what, n, most in (
+        ("state machines", n_sm, MAX_IDS),
+        ("states", n_states, MAX_IDS),
+        ("queues", n_q, MAX_IDS - 1),
+        ("connections", n_conn, MAX_IDS),
+    ):
+        if n > most:
+            raise CpasimError(
+                f"{source_name}: names {n} {what}; the analyzer handles at most {most}"
+            )
 
 
 def intra_code(sm: int, state_index: int) -> int:

@@ -38,6 +38,8 @@ class QueueState:
         "broken",
         "comm",
         "extra",
+        "rule",
+        "edgewise",
         # statistics
         "occ_area",
         "occ_t",
@@ -55,8 +57,13 @@ class QueueState:
         "comm_max",
     )
 
-    def __init__(self, qid: int, broken: bool, comm: float, extra: int):
+    def __init__(self, qid: int, broken: bool, comm: float, extra: int, rule=None, edgewise=False):
         self.qid = qid
+        # What the what-if does to edges through the queue: ``broken`` and
+        # ``comm`` for all of them, unless ``edgewise``: then its
+        # :class:`~cpasim.analysis.transforms.QueueRule` with each edge's SMs decides.
+        self.rule = rule
+        self.edgewise = edgewise
         self.cap = -1
         self.flow = True
         self.live: deque = deque()
@@ -143,13 +150,15 @@ class QueueState:
 
     # -- taking ----------------------------------------------------------------
 
-    def take(self, m: int, remove: bool, cur: int, t: float):
+    def take(self, m: int, remove: bool, cur: int, t: float, units: list | None = None):
         """Take (or peek at) the ``m`` oldest units.
 
         Returns ``(best node, its SM, arrival time of the newest unit, new
         connection)``: the producer with the longest path among the units
         whose connection joins ``cur`` (after the consumer switched to the
         first unit's connection), and that connection (``cur`` if none flows).
+        ``units``, if given, gets ``(node, sm, conn)`` of each run taken that
+        has a producer node.
         """
         if remove:
             if self.occ_t is None:
@@ -175,6 +184,8 @@ class QueueState:
             if cu >= 0 and not switched:
                 cur = cu  # the first unit's connection flows to the consumer
                 switched = True
+            if units is not None and node is not None:
+                units.append((node, su, cu))
             if node is not None and (cu < 0 or cu == cur):
                 c = node[CP]
                 if c > best_cp:
@@ -205,8 +216,9 @@ class QueueState:
             self.head = pos
         return best, best_sm, newest, cur
 
-    def shifted(self, lo: int, hi: int, cur: int):
-        """Best producer among positions ``[lo, hi)`` of the history (credit what-if)."""
+    def shifted(self, lo: int, hi: int, cur: int, units: list | None = None):
+        """Best producer among positions ``[lo, hi)`` of the history (credit what-if);
+        ``units`` as for :meth:`take`."""
         best = None
         best_cp = _NEG
         best_sm = -1
@@ -218,6 +230,8 @@ class QueueState:
                     continue
                 if first >= hi:
                     break
+                if units is not None and node is not None:
+                    units.append((node, su, cu))
                 if node is not None and (cu < 0 or cu == cur):
                     c = node[CP]
                     if c > best_cp:
@@ -231,8 +245,9 @@ class QueueState:
     def free(self, first: int, end: int, node, t: float, sm: int) -> None:
         self.freed.append((first, end, node, t, sm))
 
-    def slots(self, n: int, since: float):
-        """Dependencies of enqueueing ``n`` units at ``tail``.
+    def slots(self, n: int, since: float, units: list | None = None):
+        """Dependencies of enqueueing ``n`` units at ``tail`` (``units`` as for
+        :meth:`take`, of the slots' freeing nodes).
 
         Returns ``(best node, its SM, t_free)``: the deq node with the longest
         path among those that freed the slots at the (possibly grown)
@@ -263,6 +278,8 @@ class QueueState:
                     first, _end, node, _tu, su = freed[k]
                     if first >= hi:
                         break
+                    if units is not None and node is not None:
+                        units.append((node, su, -1))
                     if node is not None and node[CP] > best_cp:
                         best_cp = node[CP]
                         best = node

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from cpasim.analysis.criticalpath import CriticalPathPass
 from cpasim.analysis.pathlog import CP, Summary, decode, finish
 from cpasim.trace.records import TraceKey
@@ -326,10 +324,9 @@ def profile(p: CriticalPathPass, names: Names) -> list[dict]:
     used: dict[int, set[int]] = {}
     for sm, si in entered:
         used.setdefault(sm, set()).add(si)
-    if p.s_act:
-        timed = (np.array(p.s_act) != 0) | (np.array(p.s_wait) != 0)
-        for sm, si in zip(*(x.tolist() for x in np.nonzero(timed)), strict=True):
-            used.setdefault(sm, set()).add(si)
+    for table in (p.s_act, p.s_wait):
+        for sm, times in enumerate(table):
+            used.setdefault(sm, set()).update(si for si, x in times.items() if x != 0)
     out = []
     for sm in range(len(p.s_last)):
         if p.s_last[sm] is None:
@@ -337,7 +334,7 @@ def profile(p: CriticalPathPass, names: Names) -> list[dict]:
         states = []
         acts, waits = p.s_act[sm], p.s_wait[sm]
         for si in sorted(used.get(sm, set()) | {0}):
-            act, wait = acts[si], waits[si]
+            act, wait = acts.get(si, 0.0), waits.get(si, 0.0)
             entries = entered.get((sm, si), 1 if si == 0 else 0)
             if act or wait or entries:
                 states.append(

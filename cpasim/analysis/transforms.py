@@ -1,14 +1,20 @@
 """What-if transforms applied while the critical path is computed.
 
-Patterns are shell globs (:mod:`fnmatch`, case-sensitive) over display names:
+Patterns are shell globs (:mod:`fnmatch`, case-sensitive) over the names
+annotations.md defines, with balanced ``[ ]``:
 
 - states: ``sys:sm:state``; an SM instance other than ``"0"`` is also tried as
   ``sys:sm#inst:state``, so a pattern without ``#`` covers every instance;
-- queues: ``qsys:q`` and, likewise, ``qsys:q#qinst``.
+- queues: ``qsys:q`` and, likewise, ``qsys:q#qinst``;
+- communication edges: ``PRODUCER->CONSUMER[QUEUE]``, a glob over SM names
+  (``sys:sm``, ``sys:sm#inst``) on each side of ``->`` and a queue glob in the
+  closing brackets (omitted: any queue), as the path listing names the edges.
 
-A pattern must name its system (contain ``:``) and have balanced ``[ ]``.
-``scale_comm`` patterns match the queue a communication latency went through.
-Each name is matched once, when its id first appears in the trace key.
+``scale_comm`` and ``break`` take queue or edge patterns (a queue pattern
+matches every edge through its queues), ``capacity`` queue patterns.  Each
+name is matched once, when its id first appears in the trace key: a queue and
+an SM get one bit per entry of a list (:class:`EdgeRules`), and an edge takes
+the first entry whose bit its queue, its producer and its consumer all have.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from fnmatch import translate
 from functools import lru_cache
 from itertools import accumulate, chain, count
 from operator import add
+from typing import NamedTuple
 
 from cpasim.errors import CpasimError
 
@@ -30,14 +37,50 @@ def sm_display(sys: str, sm: str, inst: str) -> str:
     return f"{sys}:{sm}" if inst == "0" else f"{sys}:{sm}#{inst}"
 
 
-def check_pattern(pattern: str, what: str) -> str:
-    """Validate a glob; raise :class:`CpasimError` naming ``what``."""
+def check_pattern(pattern: str, what: str, takes: str = "queue") -> str:
+    """Validate a glob over the names ``what`` ``takes`` (``"state"``, ``"queue"``,
+    or ``"edge"``: a queue or an edge pattern); raise :class:`CpasimError` naming ``what``."""
     if not isinstance(pattern, str) or not pattern.strip():
         raise CpasimError(f"{what}: empty pattern")
-    if ":" not in pattern:
-        raise CpasimError(f"{what}: pattern {pattern!r} must name the system, e.g. 'tx:NIC*'")
+    if "->" in pattern:
+        if takes != "edge":
+            names = "states (sys:sm:state)" if takes == "state" else "queues (sys:queue)"
+            raise CpasimError(f"{what}: pattern {pattern!r} names an edge; {what} takes {names}")
+        for part in split_edge(pattern, what):
+            _check_brackets(part or "*", pattern, what)
+        return pattern
+    return _check_brackets(pattern, pattern, what)
+
+
+def split_edge(pattern: str, what: str) -> tuple[str, str, str] | None:
+    """``PRODUCER->CONSUMER[QUEUE]`` as its three globs (queue ``*`` if the
+    brackets are left out), or None for a pattern without ``->``."""
+    producer, arrow, rest = pattern.partition("->")
+    if not arrow:
+        return None
+    queue = "*"
+    if rest.endswith("]"):
+        # The bracket group that ends the pattern names the queue (a queue glob
+        # may hold [ ] sets of its own).
+        depth = 0
+        for i in range(len(rest) - 1, -1, -1):
+            depth += {"]": 1, "[": -1}.get(rest[i], 0)
+            if depth == 0:
+                break
+        if depth:
+            raise CpasimError(f"{what}: pattern {pattern!r} has an unclosed ']'")
+        rest, queue = rest[:i], rest[i + 1 : -1]
+    if not producer or not rest or not queue:
+        raise CpasimError(
+            f"{what}: edge pattern {pattern!r}: expected PRODUCER->CONSUMER[QUEUE], "
+            "e.g. 'tx:*->rx:*[*]'"
+        )
+    return producer, rest, queue
+
+
+def _check_brackets(part: str, pattern: str, what: str) -> str:
     depth = 0
-    for ch in pattern:
+    for ch in part:
         if ch == "[":
             if depth:
                 raise CpasimError(f"{what}: pattern {pattern!r} has nested '['")
@@ -46,7 +89,7 @@ def check_pattern(pattern: str, what: str) -> str:
             depth = 0
     if depth:
         raise CpasimError(f"{what}: pattern {pattern!r} has an unclosed '['")
-    return pattern
+    return part
 
 
 def check_factor(value, what: str) -> float:
@@ -79,13 +122,16 @@ class Transforms:
 
     def __post_init__(self):
         for pat, f in self.scale:
-            check_pattern(pat, "scale")
+            check_pattern(pat, "scale", "state")
             check_factor(f, f"scale {pat}")
         for pat, f in self.scale_comm:
-            check_pattern(pat, "scale_comm")
+            check_pattern(pat, "scale_comm", "edge")
             check_factor(f, f"scale_comm {pat}")
         for pat in self.breaks:
-            check_pattern(pat, "break")
+            check_pattern(pat, "break", "edge")
+        for what, entries in (("scale_comm", self.scale_comm), ("break", self.breaks)):
+            if len(entries) > MAX_ENTRIES:
+                raise CpasimError(f"{what}: {len(entries)} patterns; at most {MAX_ENTRIES}")
         for pat, k in self.capacity:
             check_pattern(pat, "capacity")
             if isinstance(k, bool) or not isinstance(k, int):
@@ -120,25 +166,115 @@ class Transforms:
         found = names.first([pat for pat, _ in scale])
         return [1.0 if i is None else float(scale[i][1]) for i in found]
 
-    def queue_rules(self, qsys: str, q: str, qinst: str) -> tuple[bool, float, int]:
-        """``(broken, comm factor, extra capacity)`` for one queue instance."""
+    def queue_rules(self, qsys: str, q: str, qinst: str) -> QueueRule:
         return self.queues_rules(NameSet.of_queues([(qsys, q, qinst)]))[0]
 
-    def queues_rules(self, names: NameSet) -> list[tuple[bool, float, int]]:
-        """:meth:`queue_rules` of each queue of ``names`` (:meth:`NameSet.of_queues`)."""
+    def queues_rules(self, names: NameSet) -> list[QueueRule]:
+        """The :class:`QueueRule` of each queue of ``names`` (:meth:`NameSet.of_queues`)."""
         if not (self.breaks or self.scale_comm or self.capacity):
-            return [(False, 1.0, 0)] * len(names)
-        broken = names.first(self.breaks)
-        comm = names.first([pat for pat, _ in self.scale_comm])
+            return [QueueRule(0, 0, 0)] * len(names)
+        breaks = _bits(names, [_queue_part(p) for p in self.breaks])
+        comms = _bits(names, [_queue_part(p) for p, _ in self.scale_comm])
         extra = names.first([pat for pat, _ in self.capacity])
         return [
-            (
-                b is not None,
-                1.0 if i is None else float(self.scale_comm[i][1]),
-                0 if k is None else int(self.capacity[k][1]),
-            )
-            for b, i, k in zip(broken, comm, extra, strict=True)
+            QueueRule(b, c, 0 if k is None else int(self.capacity[k][1]))
+            for b, c, k in zip(breaks, comms, extra, strict=True)
         ]
+
+    def sms_rules(self, names: NameSet) -> list[SmRule]:
+        """The :class:`SmRule` of each SM of ``names`` (:meth:`NameSet.of_sms`)."""
+        out = []
+        for entries in (self.breaks, [p for p, _ in self.scale_comm]):
+            for side in (0, 1):
+                # A queue pattern holds for every producer and consumer.
+                parts = [(split_edge(p, "") or ("*", "*"))[side] for p in entries]
+                out.append(_bits(names, parts))
+        return [SmRule(*row) for row in zip(*out, strict=True)]
+
+    @property
+    def comm_factors(self) -> list[float]:
+        """``scale_comm``'s factors, by entry (the bit numbers of :class:`EdgeRules`)."""
+        return [float(f) for _, f in self.scale_comm]
+
+    def edge_masks(self) -> tuple[int, int]:
+        """Bits of the edge patterns among ``breaks`` and ``scale_comm``: a queue
+        with any of them must look at each edge's producer and consumer."""
+        return (
+            _mask(i for i, p in enumerate(self.breaks) if "->" in p),
+            _mask(i for i, (p, _) in enumerate(self.scale_comm) if "->" in p),
+        )
+
+
+#: Entries of ``breaks`` or ``scale_comm``: one bit each in an int64.
+MAX_ENTRIES = 63
+
+
+class QueueRule(NamedTuple):
+    """A queue's part of the what-if: per entry of ``breaks`` and ``scale_comm``
+    a bit, set where the entry's queue glob matches it, and its growth."""
+
+    breaks: int
+    comms: int
+    extra: int
+
+
+class SmRule(NamedTuple):
+    """An SM's part: per entry a bit, set where the entry holds for edges from
+    (``p``) or to (``c``) the SM."""
+
+    p_breaks: int
+    c_breaks: int
+    p_comms: int
+    c_comms: int
+
+
+def edge_rule(q: QueueRule, p: SmRule, c: SmRule, factors: list[float]) -> tuple[bool, float]:
+    """Whether the edge from SM ``p`` to SM ``c`` through queue ``q`` is broken, and
+    its communication factor: the first entry all three hold for."""
+    comms = q.comms & p.p_comms & c.c_comms
+    return (
+        q.breaks & p.p_breaks & c.c_breaks != 0,
+        factors[(comms & -comms).bit_length() - 1] if comms else 1.0,
+    )
+
+
+def queue_effect(t: Transforms, rule: QueueRule) -> tuple[bool, float, int, bool]:
+    """``(broken, comm factor, extra, edgewise)`` of a queue: the first two hold for
+    every edge through it unless ``edgewise`` (an edge pattern matches its queue,
+    so each edge's producer and consumer decide, :func:`edge_rule`)."""
+    break_edges, comm_edges = t.edge_masks()
+    comms = rule.comms
+    return (
+        rule.breaks != 0,
+        t.comm_factors[(comms & -comms).bit_length() - 1] if comms else 1.0,
+        rule.extra,
+        (rule.breaks & break_edges) | (comms & comm_edges) != 0,
+    )
+
+
+def _queue_part(pattern: str) -> str:
+    edge = split_edge(pattern, "")
+    return pattern if edge is None else edge[2]
+
+
+def _bits(names: NameSet, patterns: list[str]) -> list[int]:
+    """Per entry of ``names``, bit i set where it matches ``patterns[i]``."""
+    out = [0] * len(names)
+    for i, pattern in enumerate(patterns):
+        if pattern == "*":
+            out = [x | 1 << i for x in out]
+            continue
+        for j, hit in enumerate(names.first([pattern])):
+            if hit is not None:
+                out[j] |= 1 << i
+    return out
+
+
+def _mask(bits) -> int:
+    out = 0
+    for i in bits:
+        out |= 1 << i
+    return out
 
 
 class NameSet:
@@ -165,6 +301,11 @@ class NameSet:
     def of_states(cls, states: Iterable[tuple[str, str, str, str]]) -> NameSet:
         """``(sys, sm, inst, state)`` each."""
         return cls([name_variants(*state) for state in states])
+
+    @classmethod
+    def of_sms(cls, sms: Iterable[tuple[str, str, str]]) -> NameSet:
+        """``(sys, sm, inst)`` each."""
+        return cls([name_variants(sys, sm, inst, None) for sys, sm, inst in sms])
 
     @classmethod
     def of_queues(cls, queues: Iterable[tuple[str, str, str]]) -> NameSet:
@@ -247,12 +388,13 @@ def name_variants(sys: str, name: str, inst: str, state: str | None) -> tuple[st
     return (plain, f"{sys}:{name}#{inst}{tail}")
 
 
-def parse_assignment(text: str, what: str) -> tuple[str, str]:
-    """Split ``PATTERN=VALUE`` (the last ``=`` separates)."""
+def parse_assignment(text: str, what: str, takes: str = "queue") -> tuple[str, str]:
+    """Split ``PATTERN=VALUE`` (the last ``=`` separates); ``takes``: see
+    :func:`check_pattern`."""
     pat, sep, value = text.rpartition("=")
     if not sep or not pat:
         raise CpasimError(f"{what}: expected PATTERN=VALUE, got {text!r}")
-    return check_pattern(pat, what), value.strip()
+    return check_pattern(pat, what, takes), value.strip()
 
 
 def parse_capacity(text: str) -> tuple[str, int]:

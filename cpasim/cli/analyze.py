@@ -33,10 +33,10 @@ def _open(path: Path):
 TIMELINE_LISTING = 5_000_000
 
 
-def _scales(values: list[str], what: str) -> list[tuple[str, float]]:
+def _scales(values: list[str], what: str, takes: str) -> list[tuple[str, float]]:
     out = []
     for text in values:
-        pat, value = parse_assignment(text, what)
+        pat, value = parse_assignment(text, what, takes)
         out.append((pat, check_factor(value, f"{what} {text!r}")))
     return out
 
@@ -53,11 +53,19 @@ def analyze_cmd(
     ] = None,
     scale_comm: Annotated[
         list[str] | None,
-        typer.Option("--scale-comm", help="QPATTERN=F: scale communication latency via queues."),
+        typer.Option(
+            "--scale-comm",
+            help="PATTERN=F: scale communication latency through matching queues (sys:queue)"
+            " or edges (sys:sm->sys:sm[queue]).",
+        ),
     ] = None,
     breaks: Annotated[
         list[str] | None,
-        typer.Option("--break", help="QPATTERN: ignore dependencies through matching queues."),
+        typer.Option(
+            "--break",
+            help="PATTERN: ignore dependencies through matching queues (sys:queue)"
+            " or edges (sys:sm->sys:sm[queue]).",
+        ),
     ] = None,
     capacity: Annotated[
         list[str] | None,
@@ -103,7 +111,7 @@ def analyze_cmd(
     if not (graph in ("high", "global") or graph.startswith("sm:")):
         raise CpasimError(f"--graph {graph!r}: expected high, global or sm:SYS:SM")
     for pat in breaks or []:
-        check_pattern(pat, "--break")
+        check_pattern(pat, "--break", "edge")
     span = None
     if timeline is not None:
         from cpasim.analysis.timeline import parse_window
@@ -121,8 +129,8 @@ def analyze_cmd(
     elif window is not None:
         raise CpasimError("--window: only with --timeline")
     tf = Transforms(
-        scale=_scales(scale or [], "--scale"),
-        scale_comm=_scales(scale_comm or [], "--scale-comm"),
+        scale=_scales(scale or [], "--scale", "state"),
+        scale_comm=_scales(scale_comm or [], "--scale-comm", "edge"),
         breaks=list(breaks or []),
         capacity=[parse_capacity(c) for c in capacity or []],
     )

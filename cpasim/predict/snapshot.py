@@ -4,8 +4,8 @@ A what-if over the tail of a trace (:mod:`cpasim.predict.window`) must start
 where the system stood at ``t0``: which state each state machine was in and
 for which connection, who was waiting on which queue or call, and which units
 each queue held, of which connection.  The reference pass
-(:class:`~cpasim.analysis.criticalpath.CriticalPathPass`, run unmodified over
-the records before ``t0``) knows exactly that; :func:`preamble` writes it out
+(either engine, run unmodified over the records before ``t0``) knows exactly
+that; :func:`preamble` writes it out
 as a few records at ``t0``, so that any analyzer reading *preamble + records
 from t0 on* starts from the same structure, with every path at length 0 at
 ``t0``:
@@ -23,7 +23,9 @@ What the preamble does not carry: the paths themselves (every unit and SM
 starts at length 0), slots freed before ``t0`` (so the first ``cap - held``
 enqueues after ``t0`` wait on nothing, as their frees lie before ``t0``) and
 the wait start times (waits begin at ``t0``).  :func:`structure` reduces a pass to
-what the preamble must reproduce; the tests compare it before and after.
+what the preamble must reproduce; the tests compare it before and after.  Both
+read a pass only through its :meth:`snapshot` (:mod:`cpasim.analysis.snapshot`),
+which either engine provides.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from cpasim.analysis.criticalpath import ON_EMPTY, ON_FULL, ON_LINK, CriticalPathPass
+from cpasim.analysis.snapshot import ON_EMPTY, ON_FULL, ON_LINK, QueueUnits, Snapshot
 from cpasim.trace.records import (
     BEGIN,
     DECLARE,
@@ -55,13 +57,14 @@ def origin_names(start: tuple[str, ...], conns: list[int]) -> list[tuple[str, st
     return [(sys, sm, ORIGIN.format(conn="-" if c < 0 else c)) for c in conns]
 
 
-def preamble(p: CriticalPathPass, t0: float, first_origin: int) -> tuple[np.ndarray, list[int]]:
+def preamble(p, t0: float, first_origin: int) -> tuple[np.ndarray, list[int]]:
     """Records at ``t0`` that recreate the structure of pass ``p`` (fed every record
     before ``t0``), and the connection ids of the origin SMs they use, which take SM
     ids ``first_origin, first_origin + 1, ...`` in that order."""
-    n_sm = len(p.s_last)
-    recorded = [sm for sm in range(n_sm) if p.s_last[sm] is not None]
-    conns = sorted({-1} | {p.s_cur[sm] for sm in recorded} | _unit_conns(p))
+    snap: Snapshot = p.snapshot()
+    sms = snap.sms
+    recorded = [sm for sm, s in enumerate(sms) if s.recorded]
+    conns = sorted({-1} | {sms[sm].conn for sm in recorded} | _unit_conns(snap))
     origin = {c: first_origin + i for i, c in enumerate(conns)}
     rows: list[tuple] = []
 
@@ -73,70 +76,64 @@ def preamble(p: CriticalPathPass, t0: float, first_origin: int) -> tuple[np.ndar
     for c in conns:
         if c >= 0:
             add(IDENTIFY, origin[c], c)
-    for q, Q in enumerate(p.queues):
+    for q, Q in enumerate(snap.queues):
         if Q.cap >= 0 or not Q.flow:
             add(DECLARE, none, q, Q.cap, FLAG_CONN_FLOW if Q.flow else 0)
-    for q, Q in enumerate(p.queues):
+    for q, Q in enumerate(snap.queues):
         for n, conn in _held(Q):
             add(ENQ, origin[conn if Q.flow else -1], q, n)
     for sm in recorded:
-        add(LINK, origin[p.s_cur[sm]], sm)
+        add(LINK, origin[sms[sm].conn], sm)
     for sm in recorded:
-        if p.s_state[sm]:
-            add(BEGIN, sm, p.s_state[sm] - 1)
+        if sms[sm].state:
+            add(BEGIN, sm, sms[sm].state - 1)
     for sm in recorded:
-        wk = p.s_wk[sm]
-        if wk in (ON_EMPTY, ON_FULL):
-            Q = p.queues[p.s_wq[sm]]
-            held = Q.tail - Q.head
-            if wk == ON_EMPTY:
-                add(WAIT_EMPTY, sm, p.s_wq[sm], held + 1)
+        s = sms[sm]
+        if s.waits in (ON_EMPTY, ON_FULL):
+            Q = snap.queues[s.queue]
+            held = Q.held
+            if s.waits == ON_EMPTY:
+                add(WAIT_EMPTY, sm, s.queue, held + 1)
             else:
-                add(WAIT_FULL, sm, p.s_wq[sm], max(1, Q.cap - held + 1) if Q.cap >= 0 else 1)
+                add(WAIT_FULL, sm, s.queue, max(1, Q.cap - held + 1) if Q.cap >= 0 else 1)
     # Calls still unanswered: the caller waits (ON_LINK) and the callee has the link.
     answered = set()
     for callee in recorded:
-        caller = p.s_pendsm[callee]
-        if p.s_linked[callee] and caller >= 0 and p.s_last[caller] is not None:
+        caller = sms[callee].called_by
+        if caller >= 0 and sms[caller].recorded:
             add(LINK, caller, callee)
             answered.add(caller)
     for sm in recorded:
-        if p.s_wk[sm] == ON_LINK and sm not in answered:
-            add(LINK, sm, origin[p.s_cur[sm]])  # waits for an answer that comes later
+        if sms[sm].waits == ON_LINK and sm not in answered:
+            add(LINK, sm, origin[sms[sm].conn])  # waits for an answer that comes later
     return np.array(rows, dtype=RECORD_DTYPE), conns
 
 
-def _held(Q) -> Iterator[tuple[int, int]]:
-    """``(units, connection)`` of each run of units queue ``Q`` holds, oldest first
-    (the head segment may be partly taken)."""
-    for first, end, _node, _t, conn, _sm in Q.live:
-        lo = max(first, Q.head)
-        if end > lo:
-            yield end - lo, conn
+def _held(Q: QueueUnits) -> Iterator[tuple[int, int]]:
+    """``(units, connection)`` of each run of units queue ``Q`` holds, oldest first."""
+    for n, conn, _sm in Q.units:
+        yield n, conn
 
 
-def _unit_conns(p: CriticalPathPass) -> set[int]:
-    return {seg[4] for Q in p.queues if Q.flow for seg in Q.live}
+def _unit_conns(snap: Snapshot) -> set[int]:
+    return {conn for Q in snap.queues if Q.flow for _n, conn, _sm in Q.units}
 
 
-def structure(p: CriticalPathPass, sms: int) -> dict:
+def structure(p, sms: int) -> dict:
     """What :func:`preamble` must reproduce of pass ``p``, for SMs ``0 .. sms-1``."""
+    snap: Snapshot = p.snapshot()
     held = {}
-    for q, Q in enumerate(p.queues):
+    for q, Q in enumerate(snap.queues):
         units = list(_held(Q))
         if units or Q.cap >= 0 or not Q.flow:
             held[q] = (Q.cap, Q.flow, _merge(units))
+    mine = snap.sms[:sms]
     return {
-        "state": [p.s_state[sm] for sm in range(sms)],
-        "conn": [p.s_cur[sm] for sm in range(sms)],
-        "waits": [
-            (p.s_wk[sm], p.s_wq[sm] if p.s_wk[sm] in (ON_EMPTY, ON_FULL) else -1)
-            for sm in range(sms)
-        ],
+        "state": [s.state for s in mine],
+        "conn": [s.conn for s in mine],
+        "waits": [(s.waits, s.queue) for s in mine],
         # A pending link from an origin SM (id >= sms) is the path's start, not a call.
-        "links": [
-            p.s_pendsm[sm] if p.s_linked[sm] and p.s_pendsm[sm] < sms else -1 for sm in range(sms)
-        ],
+        "links": [s.called_by if s.called_by < sms else -1 for s in mine],
         "queues": held,
     }
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cpasim.analysis import AnalysisResult, Transforms, analyze_many, parse_sm
+from cpasim.analysis import AnalysisResult, Transforms, analyze_many, engine_name, parse_sm
 from cpasim.analysis.criticalpath import CriticalPathPass
 from cpasim.errors import CpasimError
 from cpasim.predict.snapshot import origin_names, preamble
@@ -166,10 +166,14 @@ class WindowSource(TraceSource):
 
 
 def make_window(trace: Path, start, end, t0: float, t_measure: float) -> Window:
-    """Snapshot the trace's state at ``t0`` with one reference pass over the records
-    before it."""
+    """Snapshot the trace's state at ``t0`` with one pass over the records before it
+    (either engine gives the same :meth:`snapshot`)."""
     sms = len(read_cpt(trace).read_names().sms)
-    p = CriticalPathPass(Transforms(), parse_sm(start), parse_sm(end), source_name=str(trace))
+    if engine_name() == "compiled":
+        from cpasim.analysis.compiled import CompiledPass as make_pass
+    else:
+        make_pass = CriticalPathPass
+    p = make_pass(Transforms(), parse_sm(start), parse_sm(end), source_name=str(trace))
     head = Prefix(read_cpt(trace), t0)
     for chunk in head.chunks():
         p.feed(chunk, head.key)
