@@ -247,15 +247,20 @@ def test_truncated_header(small_trace, tmp_path):
         read_cpt(bad)
 
 
-def test_unclosed_writer_reads_as_truncated(tmp_path):
+def test_unclosed_writer_reads_as_truncated_and_appears_only_when_closed(tmp_path):
     path = tmp_path / "open.cpt"
+    path.write_bytes(b"what the path held")
     tracer = pipeline_trace(path, chunk_records=10, n_items=10)
     tracer.flush()
-    tracer.sink._fh.flush()  # what a crashed run leaves on disk
-    with pytest.raises(CpasimError, match=r"open\.cpt: truncated at block \d+ .*after record"):
-        read_all(path)
+    tracer.sink._fh.flush()  # what a crashed run leaves on disk: the temporary file
+    assert path.read_bytes() == b"what the path held"
+    (unfinished,) = [p for p in tmp_path.iterdir() if p != path]
+    assert unfinished.name.startswith(".open.cpt.") and unfinished.name.endswith(".part")
+    with pytest.raises(CpasimError, match=r"\.part: truncated at block \d+ .*after record"):
+        read_all(unfinished)
     tracer.close()
     assert read_all(path) == tracer.records_written
+    assert sorted(tmp_path.iterdir()) == [path]
 
 
 def test_bit_flip_in_records_is_a_checksum_error(small_trace, tmp_path):

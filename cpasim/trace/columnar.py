@@ -22,6 +22,7 @@ Writer and reader hold one chunk at a time, so memory does not depend on trace l
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
@@ -32,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from cpasim.errors import CpasimError
+from cpasim.files import OutputFile, write_error
 from cpasim.trace.records import (
     BEGIN,
     IDENTIFY,
@@ -69,10 +71,12 @@ class CptWriter:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        try:
-            self._fh = self.path.open("wb")
-        except OSError as exc:
-            raise CpasimError(f"{self.path}: cannot write trace: {exc.strerror}") from None
+        # Written beside ``path`` under a fresh name; renamed into place by close().
+        self._out = OutputFile(self.path, "trace file")
+        #: Where close() put the file: ``path``, or the partial file (:meth:`keep_partial`).
+        self.written: Path | None = None
+        self._partial = False
+        self._fh = self._out.open("wb")
         self._fh.write(HEADER.pack(MAGIC, VERSION, RECORD_DTYPE.itemsize, 0))
         self._key_sizes = (0, 0, 0, 0)
         self.records = 0
@@ -106,27 +110,45 @@ class CptWriter:
         self._fh.write(payload)
         self._key_sizes = sizes
 
+    def keep_partial(self) -> None:
+        """Make :meth:`close` keep the file under a partial name (the run was
+        interrupted) instead of replacing ``path`` with it."""
+        self._partial = True
+
     def close(self, key: TraceKey | None = None) -> None:
-        """Write the footer (and names not yet written, if ``key`` is given)."""
+        """Write the footer (and names not yet written, if ``key`` is given), then
+        rename the file into place (or keep it as a partial file, :meth:`keep_partial`)."""
         if self._fh.closed:
             return
-        if key is not None:
-            self._write_key_delta(key)
-        payload = FOOTER.pack(self.records, self.blocks)
-        self._fh.write(_frame(TAG_END, len(payload), payload))
-        self._fh.write(payload)
-        self._fh.close()
+        try:
+            if key is not None:
+                self._write_key_delta(key)
+            payload = FOOTER.pack(self.records, self.blocks)
+            self._fh.write(_frame(TAG_END, len(payload), payload))
+            self._fh.write(payload)
+            self._fh.close()
+        except OSError as exc:
+            self.abandon()
+            raise write_error(self.path, exc) from None
+        except BaseException:
+            self.abandon()
+            raise
+        self.written = self._out.keep_partial() if self._partial else self._out.commit()
 
     def abandon(self) -> None:
-        """Stop writing and delete the unfinished file."""
-        self._fh.close()
-        self.path.unlink(missing_ok=True)
+        """Stop writing and delete the unfinished file (``path`` keeps what it held)."""
+        with contextlib.suppress(OSError):  # thrown away: a failed flush does not matter
+            self._fh.close()
+        self._out.discard()
 
     def __enter__(self) -> CptWriter:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, kind, exc, tb) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self.abandon()
 
 
 class CptSource(TraceSource):
@@ -310,6 +332,46 @@ class CptSource(TraceSource):
             raise CpasimError(f"{self.name}: {size - pos} unexpected bytes after the footer")
 
 
+@contextlib.contextmanager
+def _opened(path: str | Path):
+    try:
+        fh = Path(path).open("rb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise CpasimError(f"{path}: cannot read trace: {exc.strerror}") from None
+    with fh:
+        yield fh
+
+
+def frame_digest(path: str | Path) -> str:
+    """A digest of the file's header and every block's frame (tag, length, checksum).
+
+    Each block's checksum covers its content, so this names the content of the
+    whole file (as far as the blocks read are checksum-checked, which every read
+    does) while reading only the frames: a few hundred small reads for a large
+    trace.  It binds a run's sidecar to its trace.
+    """
+    import hashlib
+
+    digest = hashlib.sha256()
+    name = str(path)
+    with _opened(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        digest.update(fh.read(HEADER.size))
+        pos = HEADER.size
+        while pos < size:
+            frame = fh.read(FRAME.size)
+            if len(frame) < FRAME.size:
+                raise CpasimError(f"{name}: truncated at byte {pos} (no closing footer)")
+            digest.update(frame)
+            tag, length, _ = FRAME.unpack(frame)
+            pos += FRAME.size + length
+            fh.seek(pos)
+            if tag == TAG_END:
+                break
+        digest.update(COUNT.pack(size))
+    return digest.hexdigest()
+
+
 def check_chunk(
     chunk: np.ndarray, key: TraceKey, name: str, before: int = 0, t_before: float = -np.inf
 ) -> None:
@@ -349,21 +411,29 @@ def read_cpt(path: str | Path) -> CptSource:
     return CptSource(path)
 
 
-def write_cpt(source: TraceSource, path: str | Path) -> int:
+def write_cpt(source: TraceSource, path: str | Path, *, partial: bool = False) -> int:
     """Write any :class:`TraceSource` as a ``.cpt`` file; returns the record count.
 
     The file appears only once complete (written next to it, then renamed), so an
     error while reading ``source`` leaves whatever ``path`` held untouched.
+    ``partial``: keep it under a partial name instead (:meth:`CptWriter.keep_partial`;
+    ``writer.written`` says where).
     """
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    writer = CptWriter(tmp)
+    return _write_cpt(source, path, partial).records
+
+
+def _write_cpt(source: TraceSource, path: str | Path, partial: bool) -> CptWriter:
+    writer = CptWriter(path)
+    if partial:
+        writer.keep_partial()
     try:
         for chunk in source.chunks():
             writer.write(np.asarray(chunk, dtype=RECORD_DTYPE), source.key)
-        writer.close(source.key)
-        tmp.replace(path)
+    except OSError as exc:
+        writer.abandon()
+        raise write_error(path, exc) from None
     except BaseException:
         writer.abandon()
         raise
-    return writer.records
+    writer.close(source.key)
+    return writer

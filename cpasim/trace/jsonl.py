@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from cpasim.errors import CpasimError
+from cpasim.files import OutputFile, write_error
 from cpasim.trace.records import (
     BEGIN,
     DECLARE,
@@ -244,19 +245,25 @@ def record_to_dict(row, key: TraceKey) -> dict:
     return obj
 
 
-def write_jsonl(source: TraceSource, path: str | Path) -> None:
-    """Write ``source`` as JSON Lines; the file appears only once complete."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".part")
+def write_jsonl(source: TraceSource, path: str | Path, *, partial: bool = False) -> Path:
+    """Write ``source`` as JSON Lines; the file appears only once complete.
+
+    ``partial``: keep the file under a partial name instead of replacing ``path``
+    (:meth:`cpasim.files.OutputFile.keep_partial`); returns where the file is.
+    """
+    out = OutputFile(path, "trace file")
     try:
-        with tmp.open("w", encoding="utf-8") as fh:
+        with out.open("w", encoding="utf-8") as fh:
             for chunk in source.chunks():
                 key = source.key
                 fh.writelines(
                     json.dumps(record_to_dict(row, key), separators=(",", ":")) + "\n"
                     for row in chunk
                 )
-        tmp.replace(path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise CpasimError(f"{path}: cannot write trace: {exc.strerror}") from None
+        out.discard()
+        raise write_error(out.path, exc) from None
+    except BaseException:
+        out.discard()
+        raise
+    return out.keep_partial() if partial else out.commit()
