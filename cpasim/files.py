@@ -37,20 +37,20 @@ def umask_mode() -> int:
     return 0o666 & ~mask
 
 
-def write_error(path: str | Path, exc: OSError, what: str = "write") -> CpasimError:
-    """The one-line error for an ``OSError`` met writing ``path``."""
+def write_error(path: str | Path, exc: OSError, what: str = "") -> CpasimError:
+    """The one-line error for an ``OSError`` met writing ``path`` (the ``what``)."""
     reason = exc.strerror or str(exc)
-    return CpasimError(f"{path}: cannot {what}: {reason}")
+    return CpasimError(f"{path}: cannot write{' ' + what if what else ''}: {reason}")
 
 
 def check_target(path: str | Path, what: str = "output file") -> Path:
     """Refuse a target that cannot be a file: a directory, or one in a missing directory."""
     path = Path(path)
     if path.is_dir():
-        raise CpasimError(f"{path}: is a directory, expected a {what}")
+        raise CpasimError(f"{path}: cannot write {what}: it is a directory")
     parent = path.parent
     if not parent.is_dir():
-        raise CpasimError(f"{path}: the directory {parent} does not exist")
+        raise CpasimError(f"{path}: cannot write {what}: the directory {parent} does not exist")
     return path
 
 
@@ -65,12 +65,13 @@ class OutputFile:
 
     def __init__(self, path: str | Path, what: str = "output file"):
         self.path = check_target(path, what)
+        self.what = what
         try:
             self.fd, tmp = tempfile.mkstemp(
                 prefix=f".{self.path.name}.", suffix=TEMP_SUFFIX, dir=self.path.parent
             )
         except OSError as exc:
-            raise write_error(self.path, exc) from None
+            raise write_error(self.path, exc, what) from None
         self.tmp = Path(tmp)
         self.done = False
 
@@ -92,7 +93,7 @@ class OutputFile:
             os.replace(self.tmp, self.path)
         except OSError as exc:
             self.discard()
-            raise write_error(self.path, exc) from None
+            raise write_error(self.path, exc, self.what) from None
         self.done = True
         return self.path
 
@@ -136,7 +137,7 @@ class OutputFile:
         else:
             self.discard()
             if isinstance(exc, OSError):
-                raise write_error(self.path, exc) from None
+                raise write_error(self.path, exc, self.what) from None
 
 
 def replace_atomically(path: str | Path, write: Callable[[Path], object]) -> Path:

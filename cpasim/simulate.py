@@ -204,7 +204,7 @@ def simulate(
         if interrupted:
             raise Interrupted(kept) from None
         if isinstance(exc, OSError):  # the trace could not be written (a full disk)
-            raise write_error(trace_path, exc) from None
+            raise write_error(trace_path, exc, "trace file") from None
         raise
     else:
         if tap is not None:
@@ -221,7 +221,7 @@ def simulate(
         except OSError as exc:
             if writer is not None:
                 writer.abandon()
-            raise write_error(trace_path, exc) from None
+            raise write_error(trace_path, exc, "trace file") from None
     else:
         tracer.flush()
     result = runner.result(time.perf_counter() - wall0)

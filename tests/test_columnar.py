@@ -21,6 +21,8 @@ from cpasim.trace import TracedStore, Tracer, open_trace, write_trace
 from cpasim.trace.columnar import FRAME, HEADER, CptWriter, read_cpt, write_cpt
 from cpasim.trace.records import (
     BEGIN,
+    DECLARE,
+    DEQ,
     IDENTIFY,
     LINK,
     OPS,
@@ -43,10 +45,14 @@ def valid_records(draw, key: TraceKey, count: int, t0: float) -> np.ndarray:
     for i in range(count):
         op = draw(st.sampled_from(ops))
         out[i]["op"] = op
-        out[i]["flags"] = draw(st.integers(0, 1))
         out[i]["sm"] = draw(st.integers(0, n_sms - 1))
         out[i]["a"] = draw(st.integers(0, limit.get(op, n_queues) - 1))
-        out[i]["n"] = draw(st.integers(-1, 2**40))
+        # The counts and flags each op may carry (cpasim.trace.validate).
+        if op == DECLARE:
+            out[i]["flags"] = draw(st.integers(0, 1))
+            out[i]["n"] = draw(st.integers(-1, 2**40).filter(lambda n: n != 0))
+        elif op in QUEUE_OPS:
+            out[i]["n"] = draw(st.integers(-1 if op == DEQ else 0, 2**40))
     return out
 
 

@@ -39,7 +39,8 @@ TRACE_SUFFIXES = (".cpt", ".jsonl")
 
 
 def open_trace(path: str | Path) -> TraceSource:
-    """Open a trace file of either format, told apart by its first bytes."""
+    """Open a trace file of either format, told apart by its first bytes (a file
+    named ``.cpt`` must be one; an empty file is no trace of either)."""
     from cpasim.trace.columnar import MAGIC, read_cpt
 
     path = Path(path)
@@ -48,8 +49,10 @@ def open_trace(path: str | Path) -> TraceSource:
             head = fh.read(len(MAGIC))
     except OSError as exc:
         raise CpasimError(f"{path}: cannot read trace: {exc.strerror}") from None
-    if head == MAGIC:
-        return read_cpt(path)
+    if not head:
+        raise CpasimError(f"{path}: not a trace file (it is empty: 0 bytes)")
+    if head == MAGIC or path.suffix.lower() == ".cpt":
+        return read_cpt(path)  # a .cpt without its header is refused there
     from cpasim.trace.jsonl import read_jsonl
 
     return read_jsonl(path)
