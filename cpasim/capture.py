@@ -40,14 +40,13 @@ draw), and without ``--pcap`` none of this exists.
 
 from __future__ import annotations
 
-import os
+import contextlib
 import struct
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from cpasim.errors import CpasimError
-from cpasim.files import umask_mode
+from cpasim.files import OutputFile, write_error
 from cpasim.model.packet import ACK
 from cpasim.model.sockbuf import U16_MAX
 from cpasim.protocol import FCS, IP_HEADER, MAC_HEADER, MIN_FRAME, TCP_HEADER, UDP_HEADER, mss_for
@@ -162,38 +161,38 @@ class PcapTap:
 
     # -- the file --------------------------------------------------------------------------
     def _open(self) -> None:
-        path = self.spec.path
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or Path("."))
-        except OSError as exc:
-            raise CpasimError(f"{path}: cannot write capture: {exc.strerror}") from None
-        self.tmp = Path(tmp)
-        self.file = os.fdopen(fd, "wb", buffering=1 << 20)
+        # Written beside the target under a fresh name, renamed into place by close().
+        self.out = OutputFile(self.spec.path, "capture file")
+        self.file = self.out.open("wb", buffering=1 << 20)
         self.file.write(
             _FILE_HEADER.pack(PCAP_MAGIC_NS, 2, 4, 0, 0, self.spec.snaplen, LINKTYPE_ETHERNET)
         )
 
     def close(self) -> None:
         """Finish the file and rename it into place."""
-        path = self.spec.path
         try:
             self.file.close()
-            os.chmod(self.tmp, umask_mode())
-            os.replace(self.tmp, path)
         except OSError as exc:
-            self.tmp.unlink(missing_ok=True)
-            raise CpasimError(f"{path}: cannot write capture: {exc.strerror}") from None
+            self.out.discard()
+            raise write_error(self.spec.path, exc, "capture file") from None
+        self.out.commit()
 
     def discard(self) -> None:
         """Drop the partial file (the run failed)."""
-        self.file.close()
-        self.tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # thrown away: a failed flush does not matter
+            self.file.close()
+        self.out.discard()
 
     def _write(self, t_ns: float, frame: bytes, orig_len: int) -> None:
         ns = round(t_ns)
         data = frame[: self.spec.snaplen]
-        self.file.write(_RECORD.pack(ns // 1_000_000_000, ns % 1_000_000_000, len(data), orig_len))
-        self.file.write(data)
+        try:
+            self.file.write(
+                _RECORD.pack(ns // 1_000_000_000, ns % 1_000_000_000, len(data), orig_len)
+            )
+            self.file.write(data)
+        except OSError as exc:  # a full disk, met when the buffer goes out
+            raise write_error(self.spec.path, exc, "capture file") from None
 
     # -- what the link reports -------------------------------------------------------------
     def _sent(self, pkt) -> None:

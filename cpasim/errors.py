@@ -1,10 +1,50 @@
-"""The one exception type meant for people.
+"""The one exception type meant for people, and how values appear in its messages.
 
 Anything raised as :class:`CpasimError` reaches the user as a single line on
 stderr and exit status 2 (see :mod:`cpasim.cli`).  Its message must name the
 key, record or file at fault and say what was expected.
+
+Values quoted in a message come from files a user may not have written (a
+trace's names, a scenario's strings): :func:`shown` makes them safe to print —
+control characters (newlines, terminal escapes) escaped, long values cut — and
+:func:`one_line` does the same for a whole message as it is printed.
 """
+
+from __future__ import annotations
+
+import re
+
+#: Characters of a quoted value shown before it is cut.
+SHOWN_LIMIT = 80
+#: Characters of a whole error line shown before its middle is cut.
+LINE_LIMIT = 2000
+
+# C0 and C1 control characters, DEL, and the Unicode line/paragraph separators.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 class CpasimError(Exception):
     """A user-facing error: bad scenario, bad trace, bad command-line value."""
+
+
+def _escape(text: str) -> str:
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def shown(value: object, limit: int = SHOWN_LIMIT) -> str:
+    """``value`` (its ``str``) fit for an error line: escaped, at most ``limit``
+    characters of it, then how long it was."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) > limit:
+        return _escape(text[:limit]) + f"... ({len(text):,} characters)"
+    return _escape(text)
+
+
+def one_line(message: str, limit: int = LINE_LIMIT) -> str:
+    """A whole message fit for one line on a terminal: escaped, its middle cut
+    when it is longer than ``limit``."""
+    text = _escape(message)
+    if len(text) > limit:
+        half = limit // 2
+        text = f"{text[:half]} ... ({len(text) - 2 * half:,} characters cut) ... {text[-half:]}"
+    return text

@@ -21,9 +21,11 @@ from simpy.core import StopSimulation
 from cpasim import progress as activity
 from cpasim.capture import PcapSpec, PcapTap
 from cpasim.errors import CpasimError
+from cpasim.files import check_writable, write_error
 from cpasim.model.kernel import Kernel
 from cpasim.model.system import ANALYSIS_ENDS, HOSTS, System
 from cpasim.trace import NULL_TRACER, TRACE_SUFFIXES, Tracer, write_trace
+from cpasim.trace.columnar import CptWriter
 
 #: Slices per run with a fixed duration; runs with a byte target use SLICE_NS.
 SLICES = 50
@@ -99,6 +101,35 @@ class Result:
         return out
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a run that records a trace.  ``kept``: where the trace recorded
+    so far was kept (a partial file beside the one asked for), or None; the file
+    asked for keeps what it held."""
+
+    def __init__(self, kept: Path | None):
+        super().__init__()
+        self.kept = kept
+
+
+def _stop_trace(tracer, writer, path: Path, keep: bool) -> Path | None:
+    """Close the trace of a run that stopped early: keep what was recorded as a
+    partial file (``keep``) and return where, or drop it.  Nothing replaces ``path``."""
+    try:
+        if writer is not None:
+            if not keep:
+                writer.abandon()
+                return None
+            writer.keep_partial()
+            tracer.close()
+            return writer.written
+        tracer.close()
+        return write_trace(tracer.source(), path, partial=True) if keep else None
+    except (KeyboardInterrupt, OSError, CpasimError):  # Ctrl-C again, or a full disk
+        if writer is not None:
+            writer.abandon()
+        return None
+
+
 def simulate(
     cfg,
     *,
@@ -113,14 +144,17 @@ def simulate(
 
     ``tracer`` may be a :class:`~cpasim.trace.Tracer` made for any environment
     (it is bound to this run's) or a callable ``env -> Tracer``.  A tracer made
-    here for ``trace_path`` is closed at the end; a given one is flushed.
+    here for ``trace_path`` is closed at the end; a given one is flushed.  The file
+    at ``trace_path`` is replaced only when the run succeeds; on Ctrl-C the trace
+    recorded so far is kept beside it as ``X.partial.cpt`` and :class:`Interrupted`
+    says where.
     ``series``: a sample interval in ns to record a time series
     (:mod:`cpasim.series`), then ``result.series`` is its
     :class:`~cpasim.series.Sampler`; None records none and changes nothing.
     """
     wall0 = time.perf_counter()
     env = Kernel()
-    own = False
+    writer = None  # the .cpt file this run writes, when it writes one
     if trace_path is not None:
         trace_path = Path(trace_path)
         suffix = trace_path.suffix.lower()
@@ -129,15 +163,13 @@ def simulate(
                 f"{trace_path}: unknown trace format {suffix or '(no extension)'!r}; "
                 f"expected one of {', '.join(TRACE_SUFFIXES)}"
             )
-        try:
-            if suffix == ".cpt":
-                tracer = Tracer.to_file(env, trace_path)
-            else:  # JSON Lines: recorded in memory, written at the end
-                trace_path.open("w").close()
-                tracer = Tracer.in_memory(env)
-        except OSError as exc:
-            raise CpasimError(f"{trace_path}: cannot write trace: {exc.strerror}") from None
-        own = True
+        # Either way the file at trace_path is replaced only once the run succeeded.
+        if suffix == ".cpt":
+            writer = CptWriter(trace_path)
+            tracer = Tracer(env, writer)
+        else:  # JSON Lines: recorded in memory, written at the end
+            check_writable(trace_path, "trace file")
+            tracer = Tracer.in_memory(env)
     elif tracer is None:
         tracer = NULL_TRACER
     elif callable(tracer) and not isinstance(tracer, Tracer):
@@ -155,20 +187,36 @@ def simulate(
 
             runner.sampler = Sampler(system, series)
         runner.run()
-    except BaseException:
+    except BaseException as exc:
         if tap is not None:
             tap.discard()
+        if trace_path is None:
+            raise
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        kept = _stop_trace(tracer, writer, trace_path, keep=interrupted)
+        if interrupted:
+            raise Interrupted(kept) from None
+        if isinstance(exc, OSError):  # the trace could not be written (a full disk)
+            raise write_error(trace_path, exc, "trace file") from None
         raise
     else:
         if tap is not None:
             tap.close()
-    finally:
-        if own:
+    if trace_path is not None:
+        try:
             tracer.close()
-            if trace_path.suffix.lower() == ".jsonl":
+            if writer is None:
                 write_trace(tracer.source(), trace_path)
-        else:
-            tracer.flush()
+        except KeyboardInterrupt:
+            if writer is not None:
+                writer.abandon()
+            raise Interrupted(None) from None
+        except OSError as exc:
+            if writer is not None:
+                writer.abandon()
+            raise write_error(trace_path, exc, "trace file") from None
+    else:
+        tracer.flush()
     result = runner.result(time.perf_counter() - wall0)
     if runner.sampler is not None:
         runner.sampler.finish(runner.end_ns)

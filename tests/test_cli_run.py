@@ -176,13 +176,17 @@ def test_an_interrupted_run_says_so_and_keeps_its_trace(tmp_path, monkeypatch, c
         return run_until(self, t)
 
     monkeypatch.setattr(Kernel, "run_until", interrupted)
-    path = tmp_path / "partial.cpt"
+    path = tmp_path / "run.cpt"
+    path.write_bytes(b"an earlier trace")
     scenario = ROOT / "scenarios" / "tcp-stream.toml"
     with pytest.raises(SystemExit) as stop:
         main(["run", str(scenario), *SHORT, "--trace", str(path)])
     assert stop.value.code == 130
     err = capsys.readouterr().err
-    kept = f"the trace recorded so far is in {path}"
+    partial = tmp_path / "run.partial.cpt"
+    kept = f"the trace recorded so far is in {partial}"
     assert err.strip() == f"cpasim: run interrupted, no result; {kept}"
-    records = sum(len(c) for c in open_trace(path).chunks())
+    assert path.read_bytes() == b"an earlier trace"  # the file asked for is untouched
+    records = sum(len(c) for c in open_trace(partial).chunks())
     assert records > 1000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.cpt", "run.partial.cpt"]

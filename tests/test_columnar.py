@@ -21,6 +21,8 @@ from cpasim.trace import TracedStore, Tracer, open_trace, write_trace
 from cpasim.trace.columnar import FRAME, HEADER, CptWriter, read_cpt, write_cpt
 from cpasim.trace.records import (
     BEGIN,
+    DECLARE,
+    DEQ,
     IDENTIFY,
     LINK,
     OPS,
@@ -43,10 +45,14 @@ def valid_records(draw, key: TraceKey, count: int, t0: float) -> np.ndarray:
     for i in range(count):
         op = draw(st.sampled_from(ops))
         out[i]["op"] = op
-        out[i]["flags"] = draw(st.integers(0, 1))
         out[i]["sm"] = draw(st.integers(0, n_sms - 1))
         out[i]["a"] = draw(st.integers(0, limit.get(op, n_queues) - 1))
-        out[i]["n"] = draw(st.integers(-1, 2**40))
+        # The counts and flags each op may carry (cpasim.trace.validate).
+        if op == DECLARE:
+            out[i]["flags"] = draw(st.integers(0, 1))
+            out[i]["n"] = draw(st.integers(-1, 2**40).filter(lambda n: n != 0))
+        elif op in QUEUE_OPS:
+            out[i]["n"] = draw(st.integers(-1 if op == DEQ else 0, 2**40))
     return out
 
 
@@ -247,15 +253,20 @@ def test_truncated_header(small_trace, tmp_path):
         read_cpt(bad)
 
 
-def test_unclosed_writer_reads_as_truncated(tmp_path):
+def test_unclosed_writer_reads_as_truncated_and_appears_only_when_closed(tmp_path):
     path = tmp_path / "open.cpt"
+    path.write_bytes(b"what the path held")
     tracer = pipeline_trace(path, chunk_records=10, n_items=10)
     tracer.flush()
-    tracer.sink._fh.flush()  # what a crashed run leaves on disk
-    with pytest.raises(CpasimError, match=r"open\.cpt: truncated at block \d+ .*after record"):
-        read_all(path)
+    tracer.sink._fh.flush()  # what a crashed run leaves on disk: the temporary file
+    assert path.read_bytes() == b"what the path held"
+    (unfinished,) = [p for p in tmp_path.iterdir() if p != path]
+    assert unfinished.name.startswith(".open.cpt.") and unfinished.name.endswith(".part")
+    with pytest.raises(CpasimError, match=r"\.part: truncated at block \d+ .*after record"):
+        read_all(unfinished)
     tracer.close()
     assert read_all(path) == tracer.records_written
+    assert sorted(tmp_path.iterdir()) == [path]
 
 
 def test_bit_flip_in_records_is_a_checksum_error(small_trace, tmp_path):

@@ -61,5 +61,6 @@ def test_graph_and_run_record_get_the_umask_mode(tmp_path, umask):
     assert CliRunner().invoke(cpasim.cli.app, args).exit_code == 0
     assert stat.S_IMODE(dot.stat().st_mode) == 0o640
     trace = tmp_path / "r.cpt"
+    trace.write_bytes((Path(__file__).parent / "traces" / "model_tcp_stream.cpt").read_bytes())
     write_run_record(load_scenario(None), trace, {"goodput_bps": 1.0})
     assert stat.S_IMODE(sidecar_path(trace).stat().st_mode) == 0o640

@@ -155,14 +155,14 @@ def test_a_plain_run_trace_is_a_baseline(runner, scenario, run, tmp_path):
     assert "error" in checked.output
 
 
-def test_an_interrupted_run_leaves_no_record_of_an_earlier_one(
+def test_an_interrupted_run_leaves_the_earlier_trace_and_its_record(
     runner, scenario, tmp_path, monkeypatch
 ):
     trace = tmp_path / "r.cpt"
     assert (
         runner.invoke(cpasim.cli.app, ["run", str(scenario), "--trace", str(trace)]).exit_code == 0
     )
-    assert sidecar_path(trace).exists()
+    before = trace.read_bytes(), sidecar_path(trace).read_bytes()
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -170,7 +170,7 @@ def test_an_interrupted_run_leaves_no_record_of_an_earlier_one(
     monkeypatch.setattr(cpasim.cli.run, "simulate", interrupted)
     again = runner.invoke(cpasim.cli.app, ["run", str(scenario), "--trace", str(trace)])
     assert again.exit_code == 130
-    assert not sidecar_path(trace).exists()
+    assert (trace.read_bytes(), sidecar_path(trace).read_bytes()) == before
 
 
 def test_cli_validate_json_keys(runner, scenario):

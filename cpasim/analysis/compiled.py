@@ -32,9 +32,9 @@ _M21 = (1 << 21) - 1
 
 
 def _kernel():
-    from cpasim.analysis import kernel
+    from cpasim.analysis.numba_cache import import_kernel
 
-    return kernel
+    return import_kernel()
 
 
 _run_compiled = None

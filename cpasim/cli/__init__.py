@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from cpasim.errors import CpasimError
+from cpasim.errors import CpasimError, one_line
 
 app = typer.Typer(
     name="cpasim",
@@ -62,6 +62,11 @@ def main(argv: list[str] | None = None) -> None:
         _fail(str(exc), 2)
     except typer.Abort:
         _fail("aborted", 130)
+    except KeyboardInterrupt:
+        # Ctrl-C (a second one too) while a command cleans up: outputs already keep
+        # what they held (cpasim.files), so one line is all there is to say.
+        print("cpasim: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
     except Exception as exc:
         # Usage errors (unknown option, missing argument, bad value) are click
         # exceptions; typer may vendor click, so recognise them by interface.
@@ -74,5 +79,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _fail(message: str, status: int) -> None:
-    print(f"cpasim: error: {message}", file=sys.stderr)
+    print(f"cpasim: error: {one_line(message)}", file=sys.stderr)
     raise SystemExit(status) from None

@@ -15,7 +15,7 @@ from cpasim.cli import app
 from cpasim.cli import outputs as outs
 from cpasim.config import load_scenario
 from cpasim.model.cpu import CATEGORIES
-from cpasim.predict.runs import sidecar_path, write_run_record
+from cpasim.predict.runs import write_run_record
 from cpasim.simulate import Result, simulate
 
 
@@ -61,20 +61,21 @@ def run_cmd(
     if pcap is not None:  # a bare file name goes into the run folder
         pcap = runfolder.artefact_path(plan.out, runfolder.CAPTURE, pcap)
     capture = PcapSpec(pcap, pcap_side, snaplen) if pcap is not None else None
-    if trace is not None:
-        # A record left by an earlier run must not vouch for the trace this one writes.
-        sidecar_path(trace).unlink(missing_ok=True)
     try:
         result = simulate(
             cfg, trace_path=trace, progress=progress, series=plan.interval_ns, pcap=capture
         )
-    except KeyboardInterrupt:
-        # simulate() closed the trace on the way out: what was recorded stays readable.
-        kept = f"; the trace recorded so far is in {trace}" if trace is not None else ""
-        print(f"cpasim: run interrupted, no result{kept}", file=sys.stderr)
+    except KeyboardInterrupt as stop:
+        # The files asked for keep what they held (and an earlier trace its sidecar).
+        kept = getattr(stop, "kept", None)
+        said = f"; the trace recorded so far is in {kept}" if kept is not None else ""
+        if trace is not None and kept is None:
+            said = f"; no trace written ({trace} is as it was)"
+        print(f"cpasim: run interrupted, no result{said}", file=sys.stderr)
         raise typer.Exit(130) from None
     if trace is not None:
-        # What predict/validate need to take this trace as their baseline.
+        # What predict/validate need to take this trace as their baseline; bound to
+        # the trace just written (a stale one left by a failure here is refused).
         write_run_record(cfg, trace, result.to_json())
     out = result.to_json()
     out["scenario"] = str(scenario)

@@ -24,17 +24,17 @@ import numpy as np
 
 from cpasim.analysis import AnalysisResult
 from cpasim.config import Config
-from cpasim.errors import CpasimError
+from cpasim.errors import CpasimError, shown
 from cpasim.files import write_text_atomically
 from cpasim.predict.bounds import busy, holding
 from cpasim.predict.transforms_table import reference, state_active, state_means
 from cpasim.predict.window import WINDOW_COMMIT_EVERY, Window, analyses, make_window
 from cpasim.progress import note
 from cpasim.simulate import simulate
-from cpasim.trace import open_trace
+from cpasim.trace import open_trace, trace_digest
 from cpasim.trace.records import BEGIN, TraceSource
 
-SIDECAR_FORMAT = "cpasim-run/4"
+SIDECAR_FORMAT = "cpasim-run/5"
 #: Most critical entries and loops kept in a summary, and the least share listed
 #: (after folding instances together; the analysis itself is asked for every name).
 TOP = 10
@@ -304,17 +304,20 @@ def write_run_record(cfg: Config, trace: Path, result: dict) -> None:
     _write_sidecar(trace, {"config_digest": cfg.digest, "result": result, "analysed": False})
 
 
-def _write_sidecar(trace: Path, side: dict) -> None:
+def _write_sidecar(trace: Path, side: dict, digest: str | None = None) -> None:
+    """Write the sidecar, bound to the trace as it is now (``digest``: as it was
+    checked to be, :func:`load_run`)."""
     path = sidecar_path(trace)
-    text = json.dumps({"format": SIDECAR_FORMAT, **side}, indent=1, sort_keys=True) + "\n"
-    try:
-        write_text_atomically(path, text)
-    except OSError as exc:
-        raise CpasimError(f"{path}: cannot write: {exc.strerror}") from None
+    digest = digest or trace_digest(trace)
+    side = {"format": SIDECAR_FORMAT, "trace_digest": digest, **side}
+    write_text_atomically(path, json.dumps(side, indent=1, sort_keys=True) + "\n")
 
 
-def analysed_run(cfg: Config, trace: Path, result: dict, *, window: bool = True) -> TracedRun:
-    """Analyse the run ``result`` recorded in ``trace`` and write its full sidecar."""
+def analysed_run(
+    cfg: Config, trace: Path, result: dict, *, window: bool = True, digest: str | None = None
+) -> TracedRun:
+    """Analyse the run ``result`` recorded in ``trace`` and write its full sidecar
+    (``digest``: the trace's, already checked against its sidecar)."""
     start, end = tuple(result["analysis_start"]), tuple(result["analysis_end"])
     ref = reference()
     with note(f"analysing the trace {trace.name}"):
@@ -347,6 +350,7 @@ def analysed_run(cfg: Config, trace: Path, result: dict, *, window: bool = True)
             "state_active": run.state_active,
             "window": run.window.to_json() if run.window is not None else None,
         },
+        digest,
     )
     return run
 
@@ -412,17 +416,26 @@ def load_run(cfg: Config, trace: Path) -> TracedRun:
     except (OSError, ValueError) as exc:
         raise CpasimError(f"{side}: unreadable run sidecar ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != SIDECAR_FORMAT:
-        raise CpasimError(f"{side}: expected a {SIDECAR_FORMAT} sidecar")
+        raise CpasimError(
+            f"{side}: expected a {SIDECAR_FORMAT} sidecar (one of an older cpasim, or not "
+            "one at all); record the trace again with 'cpasim run --trace'"
+        )
+    digest = trace_digest(trace)
+    if data.get("trace_digest") != digest:
+        raise CpasimError(
+            f"{side}: describes another trace than {trace.name} (the trace was replaced or "
+            "changed after its run was recorded); record it again with 'cpasim run --trace'"
+        )
     if data.get("config_digest") != cfg.digest:
         raise CpasimError(
-            f"{trace}: recorded with config digest {data.get('config_digest')}, but the "
-            f"scenario and --set options resolve to {cfg.digest}; predict from a trace of "
-            "this configuration (or pass a new --trace path to record one)"
+            f"{trace}: recorded with config digest {shown(data.get('config_digest'))}, but "
+            f"the scenario and --set options resolve to {cfg.digest}; predict from a trace "
+            "of this configuration (or pass a new --trace path to record one)"
         )
     if not data.get("analysed", True):
         # Recorded by a plain traced run: analyse it once, keep the analysis beside it.
         try:
-            return analysed_run(cfg, trace, data["result"])
+            return analysed_run(cfg, trace, data["result"], digest=digest)
         except (KeyError, TypeError) as exc:
             raise CpasimError(f"{side}: malformed run sidecar (missing {exc})") from None
     try:

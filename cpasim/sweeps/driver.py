@@ -22,6 +22,7 @@ from rich.progress import (
 )
 
 from cpasim.errors import CpasimError
+from cpasim.files import check_writable
 from cpasim.sweeps import executors, table
 from cpasim.sweeps.evaluate import guarded
 from cpasim.sweeps.grid import Point
@@ -48,7 +49,7 @@ def load_previous(
     path: Path, keys: Sequence[str], digest: str, analyze_columns: Sequence[str]
 ) -> list[dict]:
     """The rows of an earlier run of the same sweep, checked to belong to it."""
-    rows = table.read_rows(path, text_columns=keys)
+    rows = table.read_rows(path, text_columns=keys, drop_cut_row=True)
     if not rows:
         return []
     header = list(rows[0])
@@ -118,6 +119,8 @@ def execute(
     first = identity_columns(keys)
     out = Path(out) if out is not None else None
     previous: list[dict] = []
+    if out is not None and out.is_dir():
+        raise CpasimError(f"--out {out}: is a directory, expected a .csv or .parquet file")
     kind = table.check_format(out) if out is not None else None
     if out is not None:
         if out.exists() and resume:
@@ -128,6 +131,10 @@ def execute(
             )
         if not out.parent.is_dir():
             raise CpasimError(f"--out {out}: the directory {out.parent} does not exist")
+        try:  # now, not after every point has run
+            check_writable(out)
+        except CpasimError as exc:
+            raise CpasimError(f"--out {exc}") from None
     if workers is not None and workers < 1:
         raise CpasimError(f"--workers: expected a whole number >= 1, got {workers}")
     if dask is not None:

@@ -19,6 +19,8 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
+import time
 import types
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -84,6 +86,32 @@ def _main_left_alone() -> Iterator[None]:
             sys.modules["__main__"] = main
 
 
+#: Seconds between a worker's checks that the sweep's process is still there.
+PARENT_POLL_S = 1.0
+
+
+def watch_parent(parent: int) -> None:
+    """Worker initializer: end this worker once the sweep's process ``parent`` is gone.
+
+    A sweep ended by ``kill -9`` (or the out-of-memory killer) cannot shut its
+    pool down; its workers, children of the forkserver rather than of the
+    sweep, would wait for work forever.  The forkserver and the resource
+    tracker end by themselves once the processes holding their pipes are gone.
+    """
+
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_POLL_S)
+            try:
+                os.kill(parent, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:  # exists (the check only needs it to exist)
+                pass
+
+    threading.Thread(target=watch, name="cpasim-parent-watch", daemon=True).start()
+
+
 def run_processes(fn: Callable, items: Sequence, workers: int) -> Iterator[tuple[int, object]]:
     """Run the items on a pool of local worker processes.
 
@@ -94,7 +122,12 @@ def run_processes(fn: Callable, items: Sequence, workers: int) -> Iterator[tuple
     pool = None
     try:
         context = multiprocessing.get_context(start_method())
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+        pool = ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=context,
+            initializer=watch_parent,
+            initargs=(os.getpid(),),
+        )
         # The pool starts its workers as tasks are submitted (the forkserver too).
         with _main_left_alone():
             pending = {pool.submit(fn, item): position for position, item in enumerate(items)}
@@ -177,6 +210,8 @@ def run_dask(
 ) -> Iterator[tuple[int, object]]:
     """Run the items on a Dask cluster: ``"local"`` starts a LocalCluster here."""
     distributed = import_distributed()
+    import dask.config as dask_config
+
     cluster = None
     client = None
     futures: dict = {}
@@ -184,8 +219,15 @@ def run_dask(
     try:
         try:
             if address == "local":
-                # Dask starts its workers (spawned) before LocalCluster returns.
-                with _sigint_ignored(), _main_left_alone():
+                # Dask starts its workers (spawned) before LocalCluster returns.  Its
+                # scheduler and workers listen for HTTP whatever the dashboard
+                # setting: with no routes they serve nothing (no dashboard, status
+                # pages or metrics nobody asked for).
+                quiet_http = {
+                    "distributed.scheduler.http.routes": [],
+                    "distributed.worker.http.routes": [],
+                }
+                with _sigint_ignored(), _main_left_alone(), dask_config.set(quiet_http):
                     cluster = distributed.LocalCluster(
                         n_workers=workers or cores(),
                         threads_per_worker=1,

@@ -8,7 +8,8 @@ Nested results are flattened with dotted names (``cpu_utilization.tx.copy``).
 Output files:
 
 * CSV is written as rows finish (append + flush), so an interrupted sweep
-  leaves a valid file of the finished rows; a row that brings new columns
+  leaves a valid file of the finished rows (a kill during an append leaves the
+  last row cut short, which ``--resume`` drops and runs again); a row that brings new columns
   rewrites the file with the wider header.  At the end the file is rewritten
   in grid order.  Every full rewrite goes through a temporary file and a
   rename, so the file on disk is always complete.
@@ -18,13 +19,14 @@ Output files:
 from __future__ import annotations
 
 import csv
+import io
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from cpasim.errors import CpasimError
-from cpasim.files import replace_atomically
+from cpasim.files import replace_atomically, write_error
 
 TABLE_INSTALL_HINT = "install it with: pip install 'cpasim[table]'"
 FORMATS = (".csv", ".parquet")
@@ -101,8 +103,14 @@ def require_pandas(what: str, *, parquet: bool = False):
     return pandas
 
 
-def read_rows(path: Path, text_columns: Sequence[str] = ()) -> list[dict[str, object]]:
-    """The rows of a sweep file (CSV or parquet); ``text_columns`` stay strings."""
+def read_rows(
+    path: Path, text_columns: Sequence[str] = (), *, drop_cut_row: bool = False
+) -> list[dict[str, object]]:
+    """The rows of a sweep file (CSV or parquet); ``text_columns`` stay strings.
+
+    A CSV file whose last row is cut short (no line end) is refused, or with
+    ``drop_cut_row`` read without that row (what ``--resume`` does: it runs the
+    point again)."""
     path = Path(path)
     if not path.exists():
         raise CpasimError(f"{path}: no such sweep results file")
@@ -121,14 +129,32 @@ def read_rows(path: Path, text_columns: Sequence[str] = ()) -> list[dict[str, ob
         raise CpasimError(f"{path}: expected a .csv or .parquet sweep results file")
     keep = set(text_columns)
     try:
-        with path.open(newline="") as f:
-            reader = csv.DictReader(f)
-            rows = [{k: (v if k in keep else parse_cell(v)) for k, v in r.items()} for r in reader]
-    except (csv.Error, UnicodeDecodeError) as exc:
+        with path.open(encoding="utf-8", newline="") as f:
+            text = f.read()
+    except UnicodeDecodeError as exc:
         raise CpasimError(f"{path}: not a readable CSV file ({exc})") from None
-    if any(None in r for r in rows):
-        raise CpasimError(f"{path}: a row has more cells than the header")
-    return rows
+    except OSError as exc:
+        raise CpasimError(f"{path}: cannot read: {exc.strerror}") from None
+    if text and not text.endswith("\n"):
+        # Rows are appended as points finish: a sweep killed while appending one
+        # leaves it cut.  The rows before it are whole.
+        if not drop_cut_row:
+            raise CpasimError(
+                f"{path}: the last row is cut short (the sweep writing it was stopped); "
+                "continue the sweep with --resume to complete the file"
+            )
+        text = text[: text.rfind("\n") + 1]
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        raw = list(reader)
+    except csv.Error as exc:
+        raise CpasimError(f"{path}: not a readable CSV file ({exc})") from None
+    for number, r in enumerate(raw, 2):
+        if None in r:
+            raise CpasimError(f"{path}: line {number} has more cells than the header")
+        if None in r.values():
+            raise CpasimError(f"{path}: line {number} has fewer cells than the header")
+    return [{k: (v if k in keep else parse_cell(v)) for k, v in r.items()} for r in raw]
 
 
 def write_rows(path: Path, rows: Sequence[Mapping], first: Sequence[str] = ()) -> None:
@@ -167,9 +193,13 @@ class CsvAppender:
             self.columns = columns_of(self.rows, self.first)
             replace_atomically(self.path, lambda tmp: _write_csv(tmp, self.rows, self.columns))
             return
-        with self.path.open("a", newline="") as f:
-            csv.DictWriter(f, self.columns).writerow({c: _cell(row.get(c)) for c in self.columns})
-            f.flush()
+        try:
+            with self.path.open("a", newline="") as f:
+                writer = csv.DictWriter(f, self.columns)
+                writer.writerow({c: _cell(row.get(c)) for c in self.columns})
+                f.flush()
+        except OSError as exc:  # a full disk: the rows before this one are whole
+            raise write_error(self.path, exc, "sweep table") from None
 
 
 #: Metric columns worth showing in the summary table, in order (prefixes).

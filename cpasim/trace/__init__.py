@@ -30,6 +30,7 @@ __all__ = [
     "TracedStore",
     "Tracer",
     "open_trace",
+    "trace_digest",
     "write_trace",
 ]
 
@@ -38,7 +39,8 @@ TRACE_SUFFIXES = (".cpt", ".jsonl")
 
 
 def open_trace(path: str | Path) -> TraceSource:
-    """Open a trace file of either format, told apart by its first bytes."""
+    """Open a trace file of either format, told apart by its first bytes (a file
+    named ``.cpt`` must be one; an empty file is no trace of either)."""
     from cpasim.trace.columnar import MAGIC, read_cpt
 
     path = Path(path)
@@ -47,27 +49,53 @@ def open_trace(path: str | Path) -> TraceSource:
             head = fh.read(len(MAGIC))
     except OSError as exc:
         raise CpasimError(f"{path}: cannot read trace: {exc.strerror}") from None
-    if head == MAGIC:
-        return read_cpt(path)
+    if not head:
+        raise CpasimError(f"{path}: not a trace file (it is empty: 0 bytes)")
+    if head == MAGIC or path.suffix.lower() == ".cpt":
+        return read_cpt(path)  # a .cpt without its header is refused there
     from cpasim.trace.jsonl import read_jsonl
 
     return read_jsonl(path)
 
 
-def write_trace(source: TraceSource, path: str | Path) -> None:
-    """Write ``source`` to ``path`` in the format its extension names (.cpt or .jsonl)."""
+def trace_digest(path: str | Path) -> str:
+    """What identifies the content of a trace file, cheaply: for a ``.cpt`` file a
+    digest of its block frames (each carries its block's checksum), for JSON
+    Lines a digest of the bytes.  A run's sidecar records it
+    (:mod:`cpasim.predict.runs`), so a sidecar never vouches for another trace."""
+    import hashlib
+
+    from cpasim.trace.columnar import MAGIC, frame_digest
+
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            if fh.read(len(MAGIC)) == MAGIC:
+                return "cpt:" + frame_digest(path)
+            fh.seek(0)
+            return "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest()
+    except OSError as exc:
+        raise CpasimError(f"{path}: cannot read trace: {exc.strerror}") from None
+
+
+def write_trace(source: TraceSource, path: str | Path, *, partial: bool = False) -> Path:
+    """Write ``source`` to ``path`` in the format its extension names (.cpt or .jsonl).
+
+    The file appears only once complete; an error leaves what ``path`` held
+    untouched.  ``partial``: keep the file under a partial name of its own
+    (``X.partial.cpt``) instead of replacing ``path``.  Returns where it is.
+    """
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".cpt":
-        from cpasim.trace.columnar import write_cpt
+        from cpasim.trace.columnar import _write_cpt
 
-        write_cpt(source, path)
-    elif suffix == ".jsonl":
+        return _write_cpt(source, path, partial).written
+    if suffix == ".jsonl":
         from cpasim.trace.jsonl import write_jsonl
 
-        write_jsonl(source, path)
-    else:
-        raise CpasimError(
-            f"{path}: unknown trace format {suffix or '(no extension)'!r}; "
-            f"expected one of {', '.join(TRACE_SUFFIXES)}"
-        )
+        return write_jsonl(source, path, partial=partial)
+    raise CpasimError(
+        f"{path}: unknown trace format {suffix or '(no extension)'!r}; "
+        f"expected one of {', '.join(TRACE_SUFFIXES)}"
+    )

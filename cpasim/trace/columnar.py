@@ -22,6 +22,7 @@ Writer and reader hold one chunk at a time, so memory does not depend on trace l
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
@@ -31,17 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-from cpasim.errors import CpasimError
-from cpasim.trace.records import (
-    BEGIN,
-    IDENTIFY,
-    LINK,
-    OPS,
-    QUEUE_OPS,
-    RECORD_DTYPE,
-    TraceKey,
-    TraceSource,
-)
+from cpasim.errors import CpasimError, shown
+from cpasim.files import OutputFile, write_error
+from cpasim.trace.records import RECORD_DTYPE, TraceKey, TraceSource
+from cpasim.trace.validate import check_chunk, check_name
 
 MAGIC = b"CPASIMT\x00"
 VERSION = 1
@@ -69,10 +63,12 @@ class CptWriter:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        try:
-            self._fh = self.path.open("wb")
-        except OSError as exc:
-            raise CpasimError(f"{self.path}: cannot write trace: {exc.strerror}") from None
+        # Written beside ``path`` under a fresh name; renamed into place by close().
+        self._out = OutputFile(self.path, "trace file")
+        #: Where close() put the file: ``path``, or the partial file (:meth:`keep_partial`).
+        self.written: Path | None = None
+        self._partial = False
+        self._fh = self._out.open("wb")
         self._fh.write(HEADER.pack(MAGIC, VERSION, RECORD_DTYPE.itemsize, 0))
         self._key_sizes = (0, 0, 0, 0)
         self.records = 0
@@ -106,27 +102,45 @@ class CptWriter:
         self._fh.write(payload)
         self._key_sizes = sizes
 
+    def keep_partial(self) -> None:
+        """Make :meth:`close` keep the file under a partial name (the run was
+        interrupted) instead of replacing ``path`` with it."""
+        self._partial = True
+
     def close(self, key: TraceKey | None = None) -> None:
-        """Write the footer (and names not yet written, if ``key`` is given)."""
+        """Write the footer (and names not yet written, if ``key`` is given), then
+        rename the file into place (or keep it as a partial file, :meth:`keep_partial`)."""
         if self._fh.closed:
             return
-        if key is not None:
-            self._write_key_delta(key)
-        payload = FOOTER.pack(self.records, self.blocks)
-        self._fh.write(_frame(TAG_END, len(payload), payload))
-        self._fh.write(payload)
-        self._fh.close()
+        try:
+            if key is not None:
+                self._write_key_delta(key)
+            payload = FOOTER.pack(self.records, self.blocks)
+            self._fh.write(_frame(TAG_END, len(payload), payload))
+            self._fh.write(payload)
+            self._fh.close()
+        except OSError as exc:
+            self.abandon()
+            raise write_error(self.path, exc, "trace file") from None
+        except BaseException:
+            self.abandon()
+            raise
+        self.written = self._out.keep_partial() if self._partial else self._out.commit()
 
     def abandon(self) -> None:
-        """Stop writing and delete the unfinished file."""
-        self._fh.close()
-        self.path.unlink(missing_ok=True)
+        """Stop writing and delete the unfinished file (``path`` keeps what it held)."""
+        with contextlib.suppress(OSError):  # thrown away: a failed flush does not matter
+            self._fh.close()
+        self._out.discard()
 
     def __enter__(self) -> CptWriter:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, kind, exc, tb) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self.abandon()
 
 
 class CptSource(TraceSource):
@@ -150,6 +164,8 @@ class CptSource(TraceSource):
 
     def _read_header(self, fh) -> None:
         head = fh.read(HEADER.size)
+        if not head:
+            raise CpasimError(f"{self.name}: not a cpasim trace file (it is empty: 0 bytes)")
         if len(head) < len(MAGIC) or head[: len(MAGIC)] != MAGIC:
             raise CpasimError(f"{self.name}: not a cpasim trace file (no {MAGIC[:-1]!r} header)")
         if len(head) < HEADER.size:
@@ -170,21 +186,28 @@ class CptSource(TraceSource):
     def chunks(self, since: float | None = None) -> Iterator[np.ndarray]:
         """The records in order; with ``since``, only those at time ``since`` or later.
 
-        A records block whose last record is earlier than ``since`` is skipped
-        unread (its names are still taken, so the key is the same as after
-        reading it): reading the tail of a long trace costs the tail.  Skipped
-        blocks are not checksummed.
+        A records block whose last record is earlier than ``since`` is not
+        parsed (its names are still taken, so the key is the same as after
+        reading it): reading the tail of a long trace analyses the tail.  A
+        skipped block is still checksum-checked, since the decision to skip it
+        rests on its bytes (a corrupted time could skip records of the tail).
         """
         with self._open() as fh:
             yield from self._blocks(fh, since)
 
     def read_names(self) -> TraceKey:
-        """Take every name the file defines, reading no records; returns ``key``."""
-        for _ in self.chunks(since=float("inf")):
-            pass
+        """Take every name the file defines, reading no records; returns ``key``.
+
+        Records blocks are passed over unread and unchecked: the names do not
+        depend on them (a reader of the records checks them)."""
+        with self._open() as fh:
+            for _ in self._blocks(fh, float("inf"), check_skipped=False):
+                pass
         return self.key
 
-    def _blocks(self, fh, since: float | None = None) -> Iterator[np.ndarray]:
+    def _blocks(
+        self, fh, since: float | None = None, check_skipped: bool = True
+    ) -> Iterator[np.ndarray]:
         size = os.fstat(fh.fileno()).st_size
         self._read_header(fh)
         self._t_last = -np.inf
@@ -215,6 +238,8 @@ class CptSource(TraceSource):
                 continue
             if since is not None and tag == TAG_RECS and length >= COUNT.size:
                 skipped = self._skip_before(fh, length, since)
+                if skipped and check_skipped:
+                    self._check_skipped(fh, frame, length, crc, where)
                 if skipped:
                     pos += FRAME.size + length
                     records += skipped
@@ -260,27 +285,56 @@ class CptSource(TraceSource):
         fh.seek(start)
         return 0
 
+    def _check_skipped(self, fh, frame: bytes, length: int, crc: int, where: str) -> None:
+        """Checksum the block just skipped (``fh`` at its end) without parsing it."""
+        end = fh.tell()
+        fh.seek(end - length)
+        got = zlib.crc32(frame[:12])
+        left = length
+        while left:
+            piece = fh.read(min(left, 1 << 20))
+            if not piece:
+                break
+            got = zlib.crc32(piece, got)
+            left -= len(piece)
+        if got != crc:
+            raise CpasimError(f"{self.name}: checksum mismatch in {where}: the file is corrupted")
+
     def _apply_key_delta(self, payload: bytearray, where: str) -> None:
+        bad = f"{self.name}: corrupted names in {where}"
         try:
             delta = json.loads(payload.decode())
-            base = delta["base"]
-            additions = [delta[kind] for kind in _KINDS]
-        except (ValueError, KeyError, TypeError):
-            raise CpasimError(f"{self.name}: corrupted names in {where}") from None
+        except (ValueError, RecursionError):
+            raise CpasimError(f"{bad}: not JSON") from None
+        if not isinstance(delta, dict) or set(delta) != {"base", *_KINDS}:
+            raise CpasimError(f"{bad}: expected an object with base, {', '.join(_KINDS)}")
+        base = delta["base"]
+        if not (
+            isinstance(base, list)
+            and len(base) == len(_KINDS)
+            and all(isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in base)
+        ):
+            raise CpasimError(f"{bad}: 'base' must be {len(_KINDS)} counts")
         key = self.key
-        for kind, start, names in zip(_KINDS, base, additions, strict=True):
+        for kind, start in zip(_KINDS, base, strict=True):
+            names = delta[kind]
+            if not isinstance(names, list):
+                raise CpasimError(f"{bad}: {kind!r} must be a list")
             have = getattr(key, kind)
             intern = getattr(key, "intern_" + kind[:-1])
             if start > len(have):
                 raise CpasimError(f"{self.name}: {where}: names of {kind} missing before it")
-            # Re-reading the file meets names the key already holds: they must agree.
             for i, name in enumerate(names, start):
-                name = tuple(name) if isinstance(name, list) else name
+                try:
+                    name = _key_name(kind, name)
+                except ValueError as exc:
+                    raise CpasimError(f"{bad}: {kind} id {i}: {exc}") from None
+                # Re-reading the file meets names the key already holds: they must agree.
                 if i < len(have):
                     if have[i] != name:
                         raise CpasimError(f"{self.name}: {where}: {kind} id {i} changed name")
-                else:
-                    intern(*name) if isinstance(name, tuple) else intern(name)
+                elif (intern(*name) if isinstance(name, tuple) else intern(name)) != i:
+                    raise CpasimError(f"{bad}: {kind} id {i} repeats the name {shown(name)}")
 
     def _records(self, payload: bytearray, where: str, before: int) -> np.ndarray:
         if len(payload) < COUNT.size:
@@ -310,38 +364,57 @@ class CptSource(TraceSource):
             raise CpasimError(f"{self.name}: {size - pos} unexpected bytes after the footer")
 
 
-def check_chunk(
-    chunk: np.ndarray, key: TraceKey, name: str, before: int = 0, t_before: float = -np.inf
-) -> None:
-    """Raise :class:`CpasimError` at the first record that is not a valid record for ``key``.
+@contextlib.contextmanager
+def _opened(path: str | Path):
+    try:
+        fh = Path(path).open("rb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise CpasimError(f"{path}: cannot read trace: {exc.strerror}") from None
+    with fh:
+        yield fh
 
-    ``before`` is the number of records preceding ``chunk`` in the trace (so the message
-    can give the record number, counting from 1) and ``t_before`` the time of the last.
+
+def frame_digest(path: str | Path) -> str:
+    """A digest of the file's header and every block's frame (tag, length, checksum).
+
+    Each block's checksum covers its content, so this names the content of the
+    whole file (as far as the blocks read are checksum-checked, which every read
+    does) while reading only the frames: a few hundred small reads for a large
+    trace.  It binds a run's sidecar to its trace.
     """
-    n_sms, n_states, n_queues, n_conns = key.sizes()
-    op = chunk["op"]
-    a = chunk["a"]
-    # The bound on ``a`` per op code (an unknown op, past the end, allows nothing).
-    limits = np.zeros(256, np.int64)
-    for code in QUEUE_OPS:
-        limits[code] = n_queues
-    limits[BEGIN], limits[LINK], limits[IDENTIFY] = n_states, n_sms, n_conns
-    limits[len(OPS) :] = -1
-    limit = limits[op]
-    bad = (limit < 0) | (chunk["sm"] >= n_sms) | (a < 0) | (a >= limit)
-    bad |= ~np.isfinite(chunk["t"])
-    t = chunk["t"]
-    if len(t):
-        bad[0] |= t[0] < t_before
-        bad[1:] |= t[1:] < t[:-1]
-    if bad.any():
-        i = int(np.argmax(bad))
-        r = chunk[i]
-        what = OPS[r["op"]] if r["op"] < len(OPS) else f"op code {r['op']}"
-        raise CpasimError(
-            f"{name}: record {before + i + 1} ({what} at t={r['t']}) is invalid: "
-            "unknown op, a name id the trace never defined, or time going backwards"
-        )
+    import hashlib
+
+    digest = hashlib.sha256()
+    name = str(path)
+    with _opened(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        digest.update(fh.read(HEADER.size))
+        pos = HEADER.size
+        while pos < size:
+            frame = fh.read(FRAME.size)
+            if len(frame) < FRAME.size:
+                raise CpasimError(f"{name}: truncated at byte {pos} (no closing footer)")
+            digest.update(frame)
+            tag, length, _ = FRAME.unpack(frame)
+            pos += FRAME.size + length
+            fh.seek(pos)
+            if tag == TAG_END:
+                break
+        digest.update(COUNT.pack(size))
+    return digest.hexdigest()
+
+
+#: Kinds of names given as (system, name, instance) triples; the others are strings.
+_TRIPLES = ("sms", "queues")
+
+
+def _key_name(kind: str, value: object) -> str | tuple[str, str, str]:
+    """One name of a KEYS block, checked as the JSON Lines reader checks names."""
+    if kind not in _TRIPLES:
+        return check_name(value, kind[:-1])
+    if not isinstance(value, list) or len(value) != 3:
+        raise ValueError(f"expected [system, name, instance], got {shown(json.dumps(value))}")
+    return tuple(check_name(v, kind[:-1]) for v in value)
 
 
 def read_cpt(path: str | Path) -> CptSource:
@@ -349,21 +422,29 @@ def read_cpt(path: str | Path) -> CptSource:
     return CptSource(path)
 
 
-def write_cpt(source: TraceSource, path: str | Path) -> int:
+def write_cpt(source: TraceSource, path: str | Path, *, partial: bool = False) -> int:
     """Write any :class:`TraceSource` as a ``.cpt`` file; returns the record count.
 
     The file appears only once complete (written next to it, then renamed), so an
     error while reading ``source`` leaves whatever ``path`` held untouched.
+    ``partial``: keep it under a partial name instead (:meth:`CptWriter.keep_partial`;
+    ``writer.written`` says where).
     """
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    writer = CptWriter(tmp)
+    return _write_cpt(source, path, partial).records
+
+
+def _write_cpt(source: TraceSource, path: str | Path, partial: bool) -> CptWriter:
+    writer = CptWriter(path)
+    if partial:
+        writer.keep_partial()
     try:
         for chunk in source.chunks():
             writer.write(np.asarray(chunk, dtype=RECORD_DTYPE), source.key)
-        writer.close(source.key)
-        tmp.replace(path)
+    except OSError as exc:
+        writer.abandon()
+        raise write_error(path, exc, "trace file") from None
     except BaseException:
         writer.abandon()
         raise
-    return writer.records
+    writer.close(source.key)
+    return writer

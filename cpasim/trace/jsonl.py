@@ -20,11 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
-from cpasim.errors import CpasimError
+from cpasim.errors import CpasimError, shown
+from cpasim.files import OutputFile, write_error
 from cpasim.trace.records import (
     BEGIN,
     DECLARE,
-    DEQ,
     FLAG_CONN_FLOW,
     IDENTIFY,
     LINK,
@@ -36,6 +36,7 @@ from cpasim.trace.records import (
     TraceKey,
     TraceSource,
 )
+from cpasim.trace.validate import check_chunk, check_int, check_name, check_time, count_error
 
 #: Records per chunk handed to the analyzer.
 CHUNK_RECORDS = 65536
@@ -62,23 +63,13 @@ _ALLOWED[DECLARE] = (_ALLOWED[DECLARE] - {"n"}) | {"capacity", "conn_flow"}
 
 def _name(value, field: str) -> str:
     # Instances and connection ids are opaque: accept ints for convenience.
-    if isinstance(value, str):
-        return value
     if (
         isinstance(value, int)
         and not isinstance(value, bool)
         and field in ("inst", "qinst", "conn")
     ):
         return str(value)
-    raise ValueError(f"field {field!r} must be a string, got {json.dumps(value)}")
-
-
-def _int(value, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        raise ValueError(f"field {field!r} must be an integer, got {json.dumps(value)}")
-    return value
+    return check_name(value, field)
 
 
 def parse_record(obj, key: TraceKey, last_t: float) -> tuple:
@@ -91,25 +82,21 @@ def parse_record(obj, key: TraceKey, last_t: float) -> tuple:
         raise ValueError("expected a JSON object")
     unknown = obj.keys() - FIELDS
     if unknown:
-        raise ValueError(f"unknown field {sorted(unknown)[0]!r}")
+        raise ValueError(f"unknown field {shown(repr(sorted(unknown)[0]))}")
     for field in ("t", "op", "sys", "sm"):
         if field not in obj:
             raise ValueError(f"missing field {field!r}")
     op = obj["op"]
     code = OP_CODE.get(op) if isinstance(op, str) else None
     if code is None:
-        raise ValueError(f"unknown op {json.dumps(op)}; expected one of {', '.join(OPS)}")
+        raise ValueError(f"unknown op {shown(json.dumps(op))}; expected one of {', '.join(OPS)}")
     missing = _REQUIRED.get(code, set()) - obj.keys()
     if missing:
         raise ValueError(f"op {op!r} needs field {sorted(missing)[0]!r}")
     extra = obj.keys() - _ALLOWED[code]
     if extra:
         raise ValueError(f"field {sorted(extra)[0]!r} does not apply to op {op!r}")
-    t = obj["t"]
-    if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
-        raise ValueError(f"field 't' must be a finite number, got {json.dumps(t)}")
-    if t < last_t:
-        raise ValueError(f"time goes backwards: t={t} after t={last_t}")
+    t = check_time(obj["t"], last_t)
     sys = _name(obj["sys"], "sys")
     inst = _name(obj.get("inst", "0"), "inst")
     sm = key.intern_sm(sys, _name(obj["sm"], "sm"), inst)
@@ -123,20 +110,13 @@ def parse_record(obj, key: TraceKey, last_t: float) -> tuple:
         a = key.intern_queue(qsys, _name(obj["q"], "q"), qinst)
         if code == DECLARE:
             cap = obj.get("capacity")
-            if cap is None:
-                n = -1
-            else:
-                n = _int(cap, "capacity")
-                if n < 1:
-                    raise ValueError(f"field 'capacity' must be at least 1, got {n}")
+            n = -1 if cap is None else check_int(cap, "capacity")
             flow = obj.get("conn_flow", True)
             if not isinstance(flow, bool):
-                raise ValueError(f"field 'conn_flow' must be true or false, got {json.dumps(flow)}")
+                raise ValueError(f"field 'conn_flow' must be true or false, got {shown(flow)}")
             flags = FLAG_CONN_FLOW if flow else 0
         else:
-            n = _int(obj.get("n", 1), "n")
-            if n < 0 and not (code == DEQ and n == -1):
-                raise ValueError(f"field 'n' must be >= 0 (or -1 on deq), got {n}")
+            n = check_int(obj.get("n", 1), "n")
             if code == RESIZE and "n" not in obj:
                 raise ValueError("op 'resize' needs field 'n'")
     elif code == LINK:
@@ -157,7 +137,10 @@ def parse_record(obj, key: TraceKey, last_t: float) -> tuple:
         )
     else:  # IDENTIFY
         a = key.intern_conn(_name(obj["conn"], "conn"))
-    return (float(t), code, flags, sm, a, n)
+    problem = count_error(code, n)
+    if problem is not None:
+        raise ValueError(problem)
+    return (t, code, flags, sm, a, n)
 
 
 class JsonlSource(TraceSource):
@@ -176,6 +159,14 @@ class JsonlSource(TraceSource):
         self.key = key = TraceKey()
         rows: list[tuple] = []
         last_t = -math.inf
+        before = 0  # records in the chunks handed out so far
+
+        def chunk_of(rows: list[tuple]) -> np.ndarray:
+            chunk = np.array(rows, dtype=RECORD_DTYPE)
+            # The rules both readers share (each field was checked as it was parsed).
+            check_chunk(chunk, key, self.name, before)
+            return chunk
+
         try:
             fh = self.path.open("r", encoding="utf-8")
         except OSError as exc:
@@ -194,14 +185,17 @@ class JsonlSource(TraceSource):
                     last_t = row[0]
                     rows.append(row)
                     if len(rows) >= self.chunk_records:
-                        yield np.array(rows, dtype=RECORD_DTYPE)
+                        yield chunk_of(rows)
+                        before += len(rows)
                         rows = []
             except UnicodeDecodeError:
                 raise CpasimError(f"{self.path}:{lineno + 1}: not UTF-8 text") from None
+            except RecursionError:
+                raise CpasimError(f"{self.path}:{lineno}: JSON nested too deeply") from None
             except ValueError as exc:
                 raise CpasimError(f"{self.path}:{lineno}: {exc}") from None
         if rows:
-            yield np.array(rows, dtype=RECORD_DTYPE)
+            yield chunk_of(rows)
 
 
 def read_jsonl(path: str | Path) -> TraceSource:
@@ -244,19 +238,25 @@ def record_to_dict(row, key: TraceKey) -> dict:
     return obj
 
 
-def write_jsonl(source: TraceSource, path: str | Path) -> None:
-    """Write ``source`` as JSON Lines; the file appears only once complete."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".part")
+def write_jsonl(source: TraceSource, path: str | Path, *, partial: bool = False) -> Path:
+    """Write ``source`` as JSON Lines; the file appears only once complete.
+
+    ``partial``: keep the file under a partial name instead of replacing ``path``
+    (:meth:`cpasim.files.OutputFile.keep_partial`); returns where the file is.
+    """
+    out = OutputFile(path, "trace file")
     try:
-        with tmp.open("w", encoding="utf-8") as fh:
+        with out.open("w", encoding="utf-8") as fh:
             for chunk in source.chunks():
                 key = source.key
                 fh.writelines(
                     json.dumps(record_to_dict(row, key), separators=(",", ":")) + "\n"
                     for row in chunk
                 )
-        tmp.replace(path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise CpasimError(f"{path}: cannot write trace: {exc.strerror}") from None
+        out.discard()
+        raise write_error(out.path, exc, "trace file") from None
+    except BaseException:
+        out.discard()
+        raise
+    return out.keep_partial() if partial else out.commit()

@@ -1,0 +1,420 @@
+"""Trace files: every block a result reads is checked, both readers apply the same
+rules, crafted files are refused with one line, and a run's sidecar is bound to
+its trace."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import cpasim.cli
+from cpasim.cli import main
+from cpasim.errors import CpasimError
+from cpasim.trace import open_trace
+from cpasim.trace.columnar import (
+    COUNT,
+    FOOTER,
+    FRAME,
+    HEADER,
+    MAGIC,
+    TAG_END,
+    TAG_KEYS,
+    TAG_RECS,
+    VERSION,
+    CptWriter,
+    read_cpt,
+)
+from cpasim.trace.records import BEGIN, DECLARE, ENQ, RECORD_DTYPE, TraceKey
+
+TRACES = Path(__file__).parent / "traces"
+
+
+def block(tag: bytes, payload: bytes) -> bytes:
+    head = struct.pack("<4sQ", tag, len(payload))
+    return head + struct.pack("<I", zlib.crc32(payload, zlib.crc32(head))) + payload
+
+
+def cpt_file(*blocks: bytes, records: int = 0, rec_blocks: int = 0) -> bytes:
+    """A ``.cpt`` file of ``blocks`` with a footer announcing ``records``/``rec_blocks``."""
+    head = HEADER.pack(MAGIC, VERSION, RECORD_DTYPE.itemsize, 0)
+    return head + b"".join(blocks) + block(TAG_END, FOOTER.pack(records, rec_blocks))
+
+
+def names_block(delta) -> bytes:
+    return block(TAG_KEYS, json.dumps(delta).encode())
+
+
+def records_block(rows: np.ndarray) -> bytes:
+    return block(TAG_RECS, COUNT.pack(len(rows)) + rows.tobytes())
+
+
+GOOD_NAMES = {"base": [0, 0, 0, 0], "sms": [["h", "A", "0"]], "states": ["s"]}
+GOOD_NAMES |= {"queues": [["h", "q", "0"]], "conns": []}
+
+
+def one_begin() -> np.ndarray:
+    rows = np.zeros(1, RECORD_DTYPE)
+    rows["op"] = BEGIN
+    return rows
+
+
+def read_all(path) -> int:
+    return sum(len(c) for c in open_trace(path).chunks())
+
+
+def cli(args, capsys) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as stop:
+        main([str(a) for a in args])
+    return stop.value.code, capsys.readouterr().err
+
+
+def assert_one_line_error(code: int, err: str, *parts: str) -> None:
+    assert code == 2, err
+    assert err.startswith("cpasim: error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    for part in parts:
+        assert part in err, err
+
+
+# --- item 2: blocks skipped on the way to a tail are checked too ------------------------
+
+
+def three_blocks(path: Path) -> None:
+    key = TraceKey()
+    key.intern_sm("h", "A")
+    key.intern_state("s")
+    with CptWriter(path) as w:
+        for first in (0, 10, 20):
+            rows = np.zeros(10, RECORD_DTYPE)
+            rows["t"] = np.arange(first, first + 10)
+            w.write(rows, key)
+
+
+def record_offsets(data: bytes) -> list[int]:
+    """Byte offsets of the records blocks' payloads."""
+    out, pos = [], HEADER.size
+    while pos < len(data):
+        tag, length, _ = FRAME.unpack_from(data, pos)
+        if tag == TAG_RECS:
+            out.append(pos + FRAME.size)
+        pos += FRAME.size + length
+    return out
+
+
+def test_a_corrupted_time_in_a_block_read_from_its_tail_is_a_checksum_error(tmp_path):
+    path = tmp_path / "t.cpt"
+    three_blocks(path)
+    data = bytearray(path.read_bytes())
+    second = record_offsets(bytes(data))[1]
+    # The second block's last record (t=19) overwritten with t=12: before the tail's
+    # start (15), so a reader deciding by it would skip records 15..19 unseen.
+    last = second + COUNT.size + 9 * RECORD_DTYPE.itemsize
+    data[last : last + 8] = struct.pack("<d", 12.0)
+    path.write_bytes(bytes(data))
+    with pytest.raises(CpasimError, match=r"t\.cpt: checksum mismatch in block 3"):
+        list(read_cpt(path).chunks(since=15.0))
+
+
+def test_a_corrupted_block_wholly_before_the_tail_is_a_checksum_error(tmp_path):
+    path = tmp_path / "t.cpt"
+    three_blocks(path)
+    data = bytearray(path.read_bytes())
+    first = record_offsets(bytes(data))[0]
+    data[first + COUNT.size + 3 * RECORD_DTYPE.itemsize] ^= 0x40  # a time in record 4
+    path.write_bytes(bytes(data))
+    with pytest.raises(CpasimError, match="checksum mismatch in block 2"):
+        list(read_cpt(path).chunks(since=25.0))
+
+
+def test_the_tail_of_an_intact_file_is_its_records_from_then_on(tmp_path):
+    path = tmp_path / "t.cpt"
+    three_blocks(path)
+    tail = np.concatenate(list(read_cpt(path).chunks(since=15.0)))
+    assert tail["t"].tolist() == [float(t) for t in range(15, 30)]
+
+
+# --- item 7: names blocks with a valid checksum but the wrong shape ---------------------
+
+NAMES_VARIANTS = {
+    "not JSON": b"\xff\xfe",
+    "cut JSON": b'{"base": [0, 0',
+    "deep nesting": b"[" * 100_000,
+    "a list": b"[]",
+    "a number": b"7",
+    "null": b"null",
+    "no base": {k: v for k, v in GOOD_NAMES.items() if k != "base"},
+    "no sms": {k: v for k, v in GOOD_NAMES.items() if k != "sms"},
+    "extra field": {**GOOD_NAMES, "more": []},
+    "base a number": {**GOOD_NAMES, "base": 0},
+    "base too short": {**GOOD_NAMES, "base": [0, 0, 0]},
+    "base of strings": {**GOOD_NAMES, "base": ["0", 0, 0, 0]},
+    "base negative": {**GOOD_NAMES, "base": [-1, 0, 0, 0]},
+    "base a float": {**GOOD_NAMES, "base": [0.5, 0, 0, 0]},
+    "base a bool": {**GOOD_NAMES, "base": [False, 0, 0, 0]},
+    "base ahead": {**GOOD_NAMES, "base": [3, 0, 0, 0]},
+    "sms a string": {**GOOD_NAMES, "sms": "h"},
+    "sm a string": {**GOOD_NAMES, "sms": ["h"]},
+    "sm of two": {**GOOD_NAMES, "sms": [["h", "A"]]},
+    "sm with a number": {**GOOD_NAMES, "sms": [["h", 1, "0"]]},
+    "sm with a list": {**GOOD_NAMES, "sms": [["h", ["A"], "0"]]},
+    "sm null": {**GOOD_NAMES, "sms": [None]},
+    "state a number": {**GOOD_NAMES, "states": [1]},
+    "state a list": {**GOOD_NAMES, "states": [["s"]]},
+    "state an object": {**GOOD_NAMES, "states": [{}]},
+    "queue with null": {**GOOD_NAMES, "queues": [[None, "q", "0"]]},
+    "conn a number": {**GOOD_NAMES, "conns": [5]},
+    "sm twice": {**GOOD_NAMES, "sms": [["h", "A", "0"], ["h", "A", "0"]]},
+    "state twice": {**GOOD_NAMES, "states": ["s", "s"]},
+}
+
+
+@pytest.mark.parametrize("variant", NAMES_VARIANTS)
+def test_a_names_block_of_the_wrong_shape_is_one_line(tmp_path, variant, capsys):
+    delta = NAMES_VARIANTS[variant]
+    payload = delta if isinstance(delta, bytes) else json.dumps(delta).encode()
+    path = tmp_path / "names.cpt"
+    path.write_bytes(
+        cpt_file(block(TAG_KEYS, payload), records_block(one_begin()), records=1, rec_blocks=1)
+    )
+    code, err = cli(["trace", "info", path], capsys)
+    assert_one_line_error(code, err, f"{path}: ", "names")
+
+
+def test_the_good_names_block_of_those_variants_reads(tmp_path):
+    path = tmp_path / "names.cpt"
+    path.write_bytes(
+        cpt_file(names_block(GOOD_NAMES), records_block(one_begin()), records=1, rec_blocks=1)
+    )
+    assert read_all(path) == 1
+
+
+# --- items 7-8: both readers, the same rules ------------------------------------------
+
+
+def declare_cpt(path: Path, capacity: int) -> None:
+    rows = np.zeros(1, RECORD_DTYPE)
+    rows["op"] = DECLARE
+    rows["n"] = capacity
+    path.write_bytes(
+        cpt_file(names_block(GOOD_NAMES), records_block(rows), records=1, rec_blocks=1)
+    )
+
+
+def declare_jsonl(path: Path, capacity: int) -> None:
+    path.write_text(
+        json.dumps({"t": 0, "op": "declare", "sys": "h", "sm": "A", "q": "q", "capacity": capacity})
+        + "\n"
+    )
+
+
+@pytest.mark.parametrize("capacity", [0, -5])
+@pytest.mark.parametrize("write", [declare_cpt, declare_jsonl], ids=["cpt", "jsonl"])
+def test_both_readers_refuse_a_declared_capacity_below_one(tmp_path, capsys, capacity, write):
+    path = tmp_path / ("d.cpt" if write is declare_cpt else "d.jsonl")
+    write(path, capacity)
+    code, err = cli(["trace", "info", path], capsys)
+    assert_one_line_error(code, err, f"field 'capacity' must be at least 1, got {capacity}")
+
+
+@pytest.mark.parametrize("write", [declare_cpt, declare_jsonl], ids=["cpt", "jsonl"])
+def test_both_readers_accept_a_declared_capacity(tmp_path, write):
+    path = tmp_path / ("d.cpt" if write is declare_cpt else "d.jsonl")
+    write(path, 4)
+    assert read_all(path) == 1
+
+
+def counted_cpt(path: Path, op: int, n: int, flags: int = 0) -> None:
+    rows = np.zeros(1, RECORD_DTYPE)
+    rows["op"], rows["n"], rows["flags"] = op, n, flags
+    path.write_bytes(
+        cpt_file(names_block(GOOD_NAMES), records_block(rows), records=1, rec_blocks=1)
+    )
+
+
+@pytest.mark.parametrize(
+    ("op", "n", "flags", "says"),
+    [
+        (ENQ, -3, 0, "field 'n' must be >= 0"),
+        (BEGIN, 7, 0, "op 'begin' carries no count"),
+        (BEGIN, 0, 1, "flags 1, expected 0"),
+        (DECLARE, 5, 6, "flags 6"),
+    ],
+)
+def test_the_cpt_reader_checks_counts_and_flags_as_json_lines_does(
+    tmp_path, capsys, op, n, flags, says
+):
+    path = tmp_path / "c.cpt"
+    counted_cpt(path, op, n, flags)
+    code, err = cli(["trace", "info", path], capsys)
+    assert_one_line_error(code, err, "record 1", says)
+
+
+BIG = 2**63
+Q = {"sys": "h", "sm": "A", "q": "q"}
+JSONL_VARIANTS = {
+    "t beyond float range": {"t": 10**400, "op": "begin", "sys": "h", "sm": "A", "state": "s"},
+    "n of 2**63": {"t": 0, "op": "enq", "sys": "h", "sm": "A", "q": "q", "n": BIG},
+    "n below -2**63": {"t": 0, "op": "deq", "sys": "h", "sm": "A", "q": "q", "n": -BIG - 1},
+    "capacity of 2**63": {
+        "t": 0,
+        "op": "declare",
+        "sys": "h",
+        "sm": "A",
+        "q": "q",
+        "capacity": BIG,
+    },
+    "n a huge float": {"t": 0, "op": "enq", "sys": "h", "sm": "A", "q": "q", "n": 1e300},
+}
+
+
+@pytest.mark.parametrize("variant", JSONL_VARIANTS)
+def test_json_lines_numbers_out_of_range_are_one_line(tmp_path, capsys, variant):
+    path = tmp_path / "big.jsonl"
+    path.write_text(json.dumps(JSONL_VARIANTS[variant]) + "\n")
+    code, err = cli(["trace", "info", path], capsys)
+    assert_one_line_error(code, err, f"{path}:1: field ")
+
+
+def test_an_empty_cpt_file_is_not_an_empty_trace(tmp_path, capsys):
+    path = tmp_path / "empty.cpt"
+    path.write_bytes(b"")
+    code, err = cli(["trace", "info", path], capsys)
+    assert_one_line_error(code, err, f"{path}: not a", "empty")
+
+
+def test_a_cpt_name_on_json_lines_content_is_refused(tmp_path, capsys):
+    path = tmp_path / "lines.cpt"
+    shutil.copy(TRACES / "stack_driver.jsonl", path)
+    code, err = cli(["trace", "info", path], capsys)
+    assert_one_line_error(code, err, "not a cpasim trace file")
+
+
+def test_a_trace_name_reaches_an_error_line_escaped_and_cut(tmp_path, capsys):
+    evil = "A\n\x1b[2Jcleared" + "x" * 5000
+    names = {**GOOD_NAMES, "sms": [["h", evil, "0"], ["h", evil, "0"]]}
+    path = tmp_path / "evil.cpt"
+    path.write_bytes(cpt_file(names_block(names)))
+    code, err = cli(["trace", "info", path], capsys)
+    assert_one_line_error(code, err, "repeats the name", "A\\n\\x1b[2Jcleared")
+    assert "\x1b" not in err and len(err) < 400
+
+
+# --- item 6 and convert's output --------------------------------------------------------
+
+
+@pytest.mark.parametrize("out", ["out.jsonl", "out.cpt"])
+def test_converting_a_bad_trace_leaves_nothing_behind(tmp_path, capsys, out):
+    bad = tmp_path / "bad.cpt"
+    bad.write_bytes((TRACES / "model_tcp_stream.cpt").read_bytes()[:-40])
+    (tmp_path / out).write_text("what was there")
+    code, err = cli(["trace", "convert", bad, tmp_path / out], capsys)
+    assert_one_line_error(code, err, "truncated")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["bad.cpt", out])
+    assert (tmp_path / out).read_text() == "what was there"
+
+
+def test_converting_into_a_directory_is_one_line(tmp_path, capsys):
+    target = tmp_path / "dir.jsonl"
+    target.mkdir()
+    code, err = cli(["trace", "convert", TRACES / "stack_driver.jsonl", target], capsys)
+    assert_one_line_error(code, err, f"{target}: cannot write trace file: it is a directory")
+
+
+@pytest.mark.parametrize("planted", ["out.cpt.tmp", "out.cpt.part", ".out.cpt.tmp"])
+def test_a_planted_link_at_a_temporary_name_is_not_followed(tmp_path, capsys, planted):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (tmp_path / planted).symlink_to(victim)
+    main_out = tmp_path / "out.cpt"
+    with pytest.raises(SystemExit) as stop:
+        main(["trace", "convert", str(TRACES / "stack_driver.jsonl"), str(main_out)])
+    assert stop.value.code == 0
+    assert victim.read_text() == "precious"
+    assert (tmp_path / planted).is_symlink()
+    assert read_all(main_out) == read_all(TRACES / "stack_driver.jsonl")
+
+
+# --- item 3: a run's sidecar is bound to its trace ------------------------------------
+
+FAST = """
+[sim]
+duration = "4ms"
+warmup = "1ms"
+
+[nic]
+itr = "off"
+"""
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """Traced runs of the scenario and of a longer one, with their sidecars."""
+    root = tmp_path_factory.mktemp("sidecar")
+    scenario = root / "fast.toml"
+    scenario.write_text(FAST)
+    runner = CliRunner()
+    cpasim.cli._register()
+    for name, duration in (("a", "4ms"), ("b", "5ms")):
+        trace = root / f"{name}.cpt"
+        args = ["run", str(scenario), "--set", f"sim.duration={duration}", "--trace", str(trace)]
+        res = runner.invoke(cpasim.cli.app, args)
+        assert res.exit_code == 0, res.output
+    return scenario, root / "a.cpt", root / "b.cpt"
+
+
+def predict_args(scenario, trace) -> list[str]:
+    change = ["--change", "link.rate=2Gbps"]
+    return ["predict", str(scenario), "--set", "sim.duration=4ms", *change, "--trace", str(trace)]
+
+
+def test_a_sidecar_left_beside_another_trace_is_refused(recorded, tmp_path, capsys):
+    scenario, a, b = recorded
+    trace = tmp_path / "t.cpt"
+    shutil.copy(a, trace)
+    shutil.copy(a.with_name(a.name + ".run.json"), tmp_path / "t.cpt.run.json")
+    code, _ = cli(predict_args(scenario, trace), capsys)
+    assert code == 0  # the pair as recorded predicts
+    shutil.copy(b, trace)  # the trace replaced, its old sidecar left beside it
+    code, err = cli(predict_args(scenario, trace), capsys)
+    assert_one_line_error(code, err, "t.cpt.run.json: describes another trace than t.cpt")
+
+
+def test_rerecording_binds_the_new_sidecar_and_a_failure_in_between_is_caught(
+    recorded, tmp_path, capsys, monkeypatch
+):
+    import cpasim.cli.run
+
+    scenario, a, _ = recorded
+    trace = tmp_path / "t.cpt"
+    shutil.copy(a, trace)
+    shutil.copy(a.with_name(a.name + ".run.json"), tmp_path / "t.cpt.run.json")
+
+    def dies(*args, **kwargs):
+        raise CpasimError("the machine stopped here")
+
+    # The new trace is in place but its sidecar was never written: the old one stays.
+    monkeypatch.setattr(cpasim.cli.run, "write_run_record", dies)
+    code, _ = cli(["run", scenario, "--set", "sim.duration=5ms", "--trace", trace], capsys)
+    assert code == 2
+    assert trace.read_bytes() != a.read_bytes()
+    monkeypatch.undo()
+    code, err = cli(predict_args(scenario, trace), capsys)
+    assert_one_line_error(code, err, "describes another trace")
+
+
+def test_an_edited_sidecar_digest_is_refused(recorded, tmp_path, capsys):
+    scenario, a, _ = recorded
+    trace = tmp_path / "t.cpt"
+    shutil.copy(a, trace)
+    side = json.loads(a.with_name(a.name + ".run.json").read_text())
+    side["trace_digest"] = "cpt:0"
+    (tmp_path / "t.cpt.run.json").write_text(json.dumps(side))
+    code, err = cli(predict_args(scenario, trace), capsys)
+    assert_one_line_error(code, err, "describes another trace")
