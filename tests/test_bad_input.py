@@ -7,6 +7,9 @@ in ``test_fuzz_inputs.py``.
 
 from __future__ import annotations
 
+import json
+import struct
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,4 +95,141 @@ def test_scenario_file_refused(capsys, tmp_path, text, expected):
     path = tmp_path / "bad.toml"
     path.write_text(text)
     line = refused(capsys, "params", "-s", str(path))
+    assert str(path) in line and expected in line
+
+
+# --- captures ----------------------------------------------------------------------------
+
+sys.path.insert(0, str(ROOT / "tests" / "captures"))
+import synth  # noqa: E402
+
+
+def _block(btype: int, body: bytes) -> bytes:
+    """One little-endian pcapng block."""
+    n = 12 + len(body)
+    return struct.pack("<II", btype, n) + body + struct.pack("<I", n)
+
+
+def _idb(option_code: int, data: bytes) -> bytes:
+    """An Ethernet interface description block with one option (and the end marker)."""
+    pad = b"\0" * (-len(data) % 4)
+    opts = struct.pack("<HH", option_code, len(data)) + data + pad + b"\0\0\0\0"
+    return _block(1, struct.pack("<HHI", 1, 0, 128) + opts)
+
+
+def _capture(tmp_path, fmt="pcap") -> Path:
+    path = tmp_path / f"flow.{fmt}"
+    write = synth.write_pcap if fmt == "pcap" else synth.write_pcapng
+    write(path, synth.bulk_flow(side="sender", segments=60), side="sender")
+    assert path.read_bytes()[8:12] == b"\x4d\x3c\x2b\x1a" or fmt == "pcap"  # little-endian
+    return path
+
+
+@pytest.mark.parametrize(
+    ("option", "data", "expected"),
+    [
+        (9, b"", "interface 1: empty if_tsresol option"),  # IndexError
+        (14, b"\1\2", "interface 1: if_tsoffset option of 2 bytes"),  # struct.error
+    ],
+)
+def test_pcapng_interface_option_malformed(capsys, tmp_path, option, data, expected):
+    path = _capture(tmp_path, "pcapng")
+    path.write_bytes(path.read_bytes() + _idb(option, data))
+    line = refused(capsys, "calibrate", "inspect", str(path))
+    assert str(path) in line and expected in line
+
+
+def test_tcp_option_running_past_the_header_is_ignored(capsys, tmp_path):
+    path = _capture(tmp_path)
+    code, out, _ = cli(capsys, "calibrate", "inspect", "--json", str(path))
+    before = json.loads(out)["flows"]
+    data = bytearray(path.read_bytes())
+    # A segment's timestamp option (NOP NOP kind 8 length 10 ...) becomes eleven NOPs
+    # and a kind byte with no length after it: dpkt then lists None as an option.
+    at = data.index(b"\x01\x01\x08\x0a", 200)
+    data[at : at + 12] = b"\x01" * 11 + b"\x08"
+    path.write_bytes(bytes(data))
+    code, out, err = cli(capsys, "calibrate", "inspect", "--json", str(path))
+    assert code == 0, err
+    assert json.loads(out)["flows"] == before  # the segment still counts
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+@pytest.mark.parametrize("cut", [5, 20, 40])
+def test_capture_cut_short_reads_complete_records_and_says_so(capsys, tmp_path, fmt, cut):
+    path = _capture(tmp_path, fmt)
+    whole = path.read_bytes()
+    code, out, err = cli(capsys, "calibrate", "show", str(path))
+    assert code == 0 and json.loads(out)["cut_short"] is None and not err
+    complete = json.loads(out)["packets"]
+    path.write_bytes(whole[:-cut])  # the last record loses its end (or its header's)
+    code, out, err = cli(capsys, "calibrate", "show", str(path))
+    assert code == 0, err
+    shown = json.loads(out)
+    assert shown["packets"] == complete - 1
+    assert "cut short in the middle of" in shown["cut_short"]
+    assert err.startswith(f"cpasim: warning: {path}: capture cut short") and err.count("\n") == 1
+    code, out, err = cli(capsys, "calibrate", "inspect", "--json", str(path))
+    assert code == 0 and "cut short" in json.loads(out)["notes"][0] and "cut short" in err
+
+
+def test_pcap_record_longer_than_any_snaplen(capsys, tmp_path):
+    path = _capture(tmp_path)
+    data = bytearray(path.read_bytes())
+    data[24 + 8 : 24 + 12] = struct.pack("<I", 0x7FFFFFFF)  # first record's captured length
+    path.write_bytes(bytes(data))
+    line = refused(capsys, "calibrate", "inspect", str(path))
+    assert "corrupt pcap record 1" in line and "262144" in line
+
+
+# --- iperf3 reports ----------------------------------------------------------------------
+
+IPERF = ROOT / "calibration" / "grid" / "cubic_r20m_d5ms_q15k_wauto_r1.iperf3.json"
+
+
+def _edited(tmp_path, edit) -> Path:
+    doc = json.loads(IPERF.read_text())
+    edit(doc)
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda d: d.update(end=None), None),  # AttributeError; a test that died: no totals
+        (lambda d: d["end"].update(sum_sent="x"), 'end.sum_sent is "x"; expected an object'),
+        (
+            lambda d: d["end"]["sum_received"].update(bytes="1000"),
+            'end.sum_received.bytes is "1000"; expected a finite number',
+        ),
+        (
+            lambda d: d["intervals"][0]["sum"].update(bits_per_second=1e400),
+            "intervals[0].sum.bits_per_second is Infinity",
+        ),
+        (
+            lambda d: d["intervals"][1]["streams"][0].update(snd_cwnd="big"),
+            "intervals[1].streams[0].snd_cwnd",
+        ),
+        (
+            lambda d: d["start"]["test_start"].update(num_streams=10**30),
+            "start.test_start.num_streams",
+        ),
+        (lambda d: d["start"].update(connected=[]), "start.connected is empty"),
+        (lambda d: d["start"].update(connected=[None]), "start.connected[0] is null"),
+        (lambda d: d["end"]["streams"][0].update(sender=7), "end.streams[0].sender is 7"),
+        (lambda d: d["end"].update(cpu_utilization_percent=[]), "cpu_utilization_percent"),
+        (lambda d: d["intervals"][0]["sum"].update(end=-1), "intervals[0].sum.end is -1"),
+        (lambda d: d["intervals"][0]["sum"].update(retransmits=True), "retransmits is true"),
+    ],
+)
+def test_iperf3_report_edited(capsys, tmp_path, edit, expected):
+    path = _edited(tmp_path, edit)
+    if expected is None:
+        code, out, err = cli(capsys, "calibrate", "show", str(path))
+        assert code == 0, err
+        assert json.loads(out)["sent"] is None
+        return
+    line = refused(capsys, "calibrate", "show", str(path))
     assert str(path) in line and expected in line

@@ -128,8 +128,12 @@ def inspect_capture(
     chosen = _choose_flow(capture.path, flows, flow)
     packets = members[chosen.index]
     if chosen.proto == "udp":
-        return _inspect_udp(capture, flows, chosen, packets, l2_overhead)
-    return _TcpAnalysis(capture, flows, chosen, packets, l2_overhead).report()
+        report = _inspect_udp(capture, flows, chosen, packets, l2_overhead)
+    else:
+        report = _TcpAnalysis(capture, flows, chosen, packets, l2_overhead).report()
+    if capture.cut_short is not None:
+        report.notes.insert(0, capture.cut_short)
+    return report
 
 
 def _endpoint(addr: str, port: int) -> str:
