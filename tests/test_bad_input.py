@@ -7,6 +7,7 @@ in ``test_fuzz_inputs.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 import sys
@@ -233,3 +234,51 @@ def test_iperf3_report_edited(capsys, tmp_path, edit, expected):
         return
     line = refused(capsys, "calibrate", "show", str(path))
     assert str(path) in line and expected in line
+
+
+# --- calibrate fit -----------------------------------------------------------------------
+
+
+def _write_flow(path: Path, *, data: bool = True, one_instant: bool = False) -> Path:
+    segs = synth.bulk_flow(side="sender", segments=60)
+    if not data:  # the handshake and pure ACKs: a transfer that moved nothing
+        segs = [s for s in segs if s.payload == 0]
+    if one_instant:  # a clock that never ticked
+        segs = [dataclasses.replace(s, t_ns=synth.T0) for s in segs]
+    synth.write_pcap(path, segs, side="sender")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("data", "one_instant", "params", "expected"),
+    [
+        (False, False, True, "measured goodput_bps is 0; expected a positive figure"),
+        (True, True, True, "measured goodput_bps is 0; expected a positive figure"),
+        (True, True, False, "share one timestamp"),  # ZeroDivisionError
+    ],
+)
+def test_fit_without_goodput(capsys, tmp_path, data, one_instant, params, expected):
+    cap = _write_flow(tmp_path / "c.pcap", data=data, one_instant=one_instant)
+    argv = ["calibrate", "fit", TCP, str(cap), "--out", str(tmp_path / "o.toml")]
+    line = refused(capsys, *argv, *(["--params", "link.delay"] if params else []))
+    assert str(cap) in line and expected in line
+    assert not (tmp_path / "o.toml").exists()
+
+
+def test_fit_iperf_report_with_zero_goodput(capsys, tmp_path):
+    def zero(d):
+        for key in ("sum_sent", "sum_received"):
+            d["end"][key].update(bytes=0, bits_per_second=0)
+
+    path = _edited(tmp_path, zero)
+    argv = ["calibrate", "fit", TCP, str(path), "--params", "link.delay"]
+    line = refused(capsys, *argv, "--out", str(tmp_path / "o.toml"))
+    assert "measured goodput_bps is 0" in line
+
+
+def test_inspect_says_when_goodput_cannot_be_measured(capsys, tmp_path):
+    cap = _write_flow(tmp_path / "c.pcap", one_instant=True)
+    code, out, err = cli(capsys, "calibrate", "inspect", str(cap))
+    assert code == 0, err
+    assert "goodput  - (" in out and "all at one instant" in out
+    assert "goodput cannot be measured" in out

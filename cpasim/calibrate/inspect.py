@@ -133,6 +133,11 @@ def inspect_capture(
         report = _TcpAnalysis(capture, flows, chosen, packets, l2_overhead).report()
     if capture.cut_short is not None:
         report.notes.insert(0, capture.cut_short)
+    if report.data_bytes and not report.duration_ns:
+        report.notes.append(
+            "every data packet carries the same timestamp: goodput cannot be measured "
+            "(reported as 0)"
+        )
     return report
 
 

@@ -191,7 +191,9 @@ def format_report(r: FlowReport) -> str:
         f"sender   {r.sender}",
         f"receiver {r.receiver}",
         f"side     {r.side}: {r.side_evidence}",
-        f"goodput  {_mbps(r.goodput_bps)} ({r.data_bytes:,} B in {r.duration_ns / 1e9:.3f} s)",
+        f"goodput  {_mbps(r.goodput_bps)} ({r.data_bytes:,} B in {r.duration_ns / 1e9:.3f} s)"
+        if r.duration_ns or not r.data_bytes
+        else f"goodput  - ({r.data_bytes:,} B, all at one instant)",
     ]
     if r.bottleneck:
         b = r.bottleneck
