@@ -282,3 +282,40 @@ def test_inspect_says_when_goodput_cannot_be_measured(capsys, tmp_path):
     assert code == 0, err
     assert "goodput  - (" in out and "all at one instant" in out
     assert "goodput cannot be measured" in out
+
+
+# --- runs that measure nothing, never finish, or are huge ---------------------------------
+
+
+def test_transfer_ending_before_the_warmup_says_the_window_is_empty(capsys):
+    sets = ["--set", "workload.bytes=1MB", "--set", "sim.warmup=20ms"]
+    code, out, err = cli(capsys, "run", TCP, "--no-progress", *sets)
+    assert code == 0, err
+    assert "goodput      - (nothing measured: the run ended at" in out
+    assert "read in -" not in out  # no negative measured time
+    assert "warning      measurement window empty" in out
+    code, out, err = cli(capsys, "run", TCP, "--no-progress", "--json", *sets)
+    result = json.loads(out)
+    assert result["window"] == "empty" and "window empty" in result["warnings"][0]
+
+
+def test_transfer_that_never_completes_says_so(capsys):
+    sets = ["--set", "workload.bytes=100kB", "--set", "link.loss=1.0", "--set", "sim.warmup=0s"]
+    code, out, err = cli(capsys, "run", TCP, "--no-progress", "--json", *sets)
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["transfer"] == "incomplete" and result["bytes_delivered"] == 0
+    assert result["warnings"] == [
+        "transfer incomplete: 0 of 100000 B read when the run stopped at 1000 s "
+        "(the 1000 s bound on a sized run)"
+    ]
+    code, out, err = cli(capsys, "run", TCP, "--no-progress", *sets)
+    assert "warning      transfer incomplete: 0 of 100000 B" in out
+
+
+def test_an_ordinary_run_has_no_warning_fields(capsys):
+    code, out, err = cli(
+        capsys, "run", TCP, "--no-progress", "--json", "--set", "sim.duration=30ms"
+    )
+    assert code == 0 and not err  # and no size warning either
+    assert not {"window", "transfer", "warnings"} & set(json.loads(out))
