@@ -319,3 +319,23 @@ def test_an_ordinary_run_has_no_warning_fields(capsys):
     )
     assert code == 0 and not err  # and no size warning either
     assert not {"window", "transfer", "warnings"} & set(json.loads(out))
+
+
+@pytest.mark.parametrize(
+    ("flow", "expected"),
+    [
+        ("1" + "0" * 5000, "--flow 1000000000"),  # int() refuses 5000 digits
+        ("\u00b2", "expected exactly one flow"),  # a digit to isdigit(), not to int()
+    ],
+)
+def test_inspect_flow_that_is_no_index(capsys, flow, expected):
+    cap = str(ROOT / "tests" / "captures" / "cubic_head.pcap.gz")
+    line = refused(capsys, "calibrate", "inspect", cap, "--flow", flow)
+    assert expected in line and len(line) < 300
+
+
+def test_printable_escapes_and_cuts():
+    from cpasim.errors import printable
+
+    assert printable("a\nb\x1b[31m") == "a\\nb\\x1b[31m"
+    assert printable("x" * 500, 10) == "x" * 10 + "... (500 characters)"

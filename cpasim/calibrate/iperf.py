@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cpasim.errors import CpasimError
+from cpasim.errors import CpasimError, printable
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def read_iperf(path: str | Path) -> IperfRun:
     if not isinstance(doc, dict):
         raise CpasimError(f"{path}: expected a JSON object from iperf3 --json")
     if doc.get("error") and not doc.get("intervals"):
-        raise CpasimError(f"{path}: iperf3 reported an error: {str(doc['error'])[:200]}")
+        raise CpasimError(f"{path}: iperf3 reported an error: {printable(doc['error'])}")
     return _parse(str(path), _Node(doc, "", str(path)))
 
 
