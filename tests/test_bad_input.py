@@ -339,3 +339,20 @@ def test_printable_escapes_and_cuts():
 
     assert printable("a\nb\x1b[31m") == "a\\nb\\x1b[31m"
     assert printable("x" * 500, 10) == "x" * 10 + "... (500 characters)"
+
+
+# --- plot --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        ("bin.csv", bytes(range(128, 256)), "not a readable CSV file"),  # UnicodeDecodeError
+        ("text.parquet", b"a,b\n1,2\n", "not a readable parquet file"),  # ArrowInvalid
+    ],
+)
+def test_plot_file_that_is_not_what_it_says(capsys, tmp_path, name, content, expected):
+    path = tmp_path / name
+    path.write_bytes(content)
+    line = refused(capsys, "plot", str(path), "--x", "a", "--y", "b")
+    assert str(path) in line and expected in line
