@@ -27,16 +27,18 @@ _CONN = re.compile(r"^(tx|rx)\.(c\d+)\.(\w+)_(bytes|ns)$")
 def is_series(path: str | Path) -> bool:
     """Does ``path`` hold a time series?  (Reads only the header of a CSV.)"""
     path = Path(path)
-    if path.suffix.lower() == ".parquet":
-        import pyarrow.parquet as pq
+    try:
+        if path.suffix.lower() == ".parquet":
+            import pyarrow.parquet as pq
 
-        names = pq.read_schema(path).names
-    else:
-        try:
+            names = pq.read_schema(path).names
+        else:
             with path.open(encoding="utf-8") as f:
                 names = f.readline().strip().split(",")
-        except OSError:
-            return False
+    except (OSError, UnicodeDecodeError, ValueError, ImportError):
+        # Not a readable series (pyarrow's errors are ValueErrors): the sweep reader
+        # then says what the file is not.
+        return False
     return all(m in names for m in MARKERS)
 
 

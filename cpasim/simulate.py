@@ -26,6 +26,7 @@ from cpasim.model.kernel import Kernel
 from cpasim.model.system import ANALYSIS_ENDS, HOSTS, System
 from cpasim.trace import NULL_TRACER, TRACE_SUFFIXES, Tracer, write_trace
 from cpasim.trace.columnar import CptWriter
+from cpasim.units import TIME, human
 
 #: Slices per run with a fixed duration; runs with a byte target use SLICE_NS.
 SLICES = 50
@@ -68,6 +69,12 @@ class Result:
     trace: object = field(default=None, repr=False, compare=False)
     #: The time series (:class:`~cpasim.series.Sampler`) when one was asked for.
     series: object = field(default=None, repr=False, compare=False)
+    #: The run ended before the warm-up did: no figure is measured (goodput 0 says nothing).
+    window_empty: bool = False
+    #: A run with a byte target stopped before the receiver read them all.
+    transfer_incomplete: bool = False
+    #: One sentence per condition above, for people.
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """The metrics as plain data (what ``cpasim run --json`` prints)."""
@@ -98,6 +105,13 @@ class Result:
             out["bottleneck_utilization"] = self.bottleneck_utilization
         if self.memory_utilization is not None:  # absent without a modelled memory
             out["memory_utilization"] = self.memory_utilization
+        # Absent from an ordinary run, so its JSON (and a sweep's columns) stay as they were.
+        if self.window_empty:
+            out["window"] = "empty"
+        if self.transfer_incomplete:
+            out["transfer"] = "incomplete"
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
         return out
 
 
@@ -321,6 +335,25 @@ class _Runner:
                 else {"mean": None, "p50": None, "p99": None, "count": 0}
             )
         start, end = ANALYSIS_ENDS[kind]
+        warnings = []
+        window_empty = self.end_ns <= warm
+        if window_empty:
+            warnings.append(
+                f"measurement window empty: the run ended at {human(self.end_ns, TIME)}, "
+                f"before the {human(warm, TIME)} warm-up did; nothing was measured "
+                "(lower sim.warmup)"
+            )
+        incomplete = bool(cfg.workload.bytes) and stats.end_ns is None
+        if incomplete:
+            why = (
+                f"the {human(MAX_SIM_NS, TIME)} bound on a sized run"
+                if self.end_ns >= MAX_SIM_NS
+                else "nothing was left to happen"
+            )
+            warnings.append(
+                f"transfer incomplete: {stats.read} of {cfg.workload.bytes} B read when the "
+                f"run stopped at {human(self.end_ns, TIME)} ({why})"
+            )
         frames = {
             name: d.frames - self.warm["link"][name]["frames"]
             for name, d in s.link.stats.directions.items()
@@ -361,6 +394,9 @@ class _Runner:
                 for h, m in self._memories().items()
             }
             or None,
+            window_empty=window_empty,
+            transfer_incomplete=incomplete,
+            warnings=warnings,
         )
 
 

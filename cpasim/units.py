@@ -21,7 +21,15 @@ error.  Arithmetic is decimal so that ``"0.00035"`` seconds is exactly 350000 ns
 from __future__ import annotations
 
 import re
-from decimal import Decimal, DecimalException, InvalidOperation
+from decimal import (
+    Context,
+    Decimal,
+    DecimalException,
+    DivisionByZero,
+    InvalidOperation,
+    Overflow,
+    localcontext,
+)
 
 from cpasim.errors import CpasimError
 
@@ -92,23 +100,15 @@ def parse_quantity(value: object, dimension: str, *, what: str = "value") -> flo
             f"{what} = {show(value)}: expected a {dimension} such as {example!r} "
             f"or a number in SI base units"
         )
-    if isinstance(value, str):
-        match = _NUMBER.fullmatch(value)
-        if match is None:
-            raise CpasimError(f"{what} = {value!r}: expected a {dimension} such as {example!r}")
-        number, unit = Decimal(match.group(1)), match.group(2)
-        factor = _unit_factor(unit, dimension, value, what)
-        try:
-            si = number * factor
-        except DecimalException:
-            raise CpasimError(f"{what} = {value!r}: expected a finite {dimension}") from None
-    else:
-        if value != value or value in (float("inf"), float("-inf")):
-            raise CpasimError(f"{what} = {value!r}: expected a finite {dimension}")
-        # repr() is the shortest string that reads back as the same float, so
-        # 0.00035 s becomes exactly 350000 ns rather than 349999.99999999994.
-        si = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
-    internal = si * _TO_INTERNAL[dimension]
+    try:
+        # A bounded context: an exponent such as "9e999995" overflows it (or is
+        # refused outright) instead of building a number no float can hold.
+        with localcontext(_CONTEXT):
+            internal = _internal(value, dimension, what)
+    except DecimalException:
+        raise CpasimError(
+            f"{what} = {show(value)}: expected a finite {dimension} such as {example!r}"
+        ) from None
     if dimension == SIZE:
         if abs(internal) >= _MAX_SIZE:
             raise CpasimError(f"{what} = {show(value)}: a size must be below 2**63 bytes")
@@ -119,6 +119,29 @@ def parse_quantity(value: object, dimension: str, *, what: str = "value") -> flo
     if result in (float("inf"), float("-inf")):
         raise CpasimError(f"{what} = {show(value)}: expected a finite {dimension}")
     return result
+
+
+#: Decimal arithmetic for quantities: exponents beyond a double's range trap.
+_CONTEXT = Context(prec=28, Emax=400, Emin=-400, traps=[InvalidOperation, Overflow, DivisionByZero])
+
+
+def _internal(value: object, dimension: str, what: str) -> Decimal:
+    """``value`` in ``dimension``'s internal unit, exactly (decimal)."""
+    if isinstance(value, str):
+        match = _NUMBER.fullmatch(value)
+        if match is None:
+            raise CpasimError(
+                f"{what} = {value!r}: expected a {dimension} such as {_EXAMPLE[dimension]!r}"
+            )
+        number, unit = Decimal(match.group(1)), match.group(2)
+        si = number * _unit_factor(unit, dimension, value, what)
+    else:
+        if value != value or value in (float("inf"), float("-inf")):
+            raise CpasimError(f"{what} = {value!r}: expected a finite {dimension}")
+        # repr() is the shortest string that reads back as the same float, so
+        # 0.00035 s becomes exactly 350000 ns rather than 349999.99999999994.
+        si = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    return si * _TO_INTERNAL[dimension]
 
 
 def _unit_factor(unit: str, dimension: str, text: str, what: str) -> Decimal:

@@ -58,7 +58,7 @@ def test_iperf3_udp_report(tmp_path):
     [
         ('{"error": "unable to connect to server"}', "iperf3 reported an error: unable to connect"),
         ("not json", "not JSON"),
-        ('{"start": {}}', "missing or bad 'test_start'"),
+        ('{"start": {}}', "start.test_start is missing; expected an object"),
         ("[1, 2]", "expected a JSON object"),
     ],
 )

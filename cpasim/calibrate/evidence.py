@@ -436,6 +436,10 @@ def fit_from_evidence(
     proposals = propose(cap, report, iperf, cfg.rx.tcp)
     fixed = apply(cfg, proposals, where=str(captures[0]))
     header = []
+    if cap.cut_short is not None:
+        line = f"note: {cap.path}: {cap.cut_short}"
+        say(line)
+        header.append(line)
     for p in proposals:
         line = f"set {p.key} = {p.value}  ({p.evidence})"
         say(line)

@@ -73,6 +73,14 @@ class Target:
     source: str  # the measurement as given on the command line
     overrides: dict[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # Residuals are relative to the measurement: zero or NaN leaves nothing to fit.
+        if not (math.isfinite(self.measured) and self.measured > 0):
+            raise CpasimError(
+                f"{self.source}: measured {self.figure} is {self.measured:g}; "
+                "expected a positive figure to fit"
+            )
+
 
 @dataclass(frozen=True)
 class Residual:

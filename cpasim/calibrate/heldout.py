@@ -183,6 +183,11 @@ def steady_goodput(cap: Capture, sender: str, skip: float = SKIP_FRACTION) -> fl
         if step < 2**31:
             advanced += step
             prev = ack
+    if t1 == first[0]:
+        raise CpasimError(
+            f"{cap.path}: the ACKs after the first {skip:.0%} of the transfer share one "
+            "timestamp; expected a transfer that lasts (to measure a steady goodput)"
+        )
     return advanced * 8e9 / (t1 - first[0])
 
 

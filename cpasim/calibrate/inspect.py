@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from cpasim.calibrate.pcap import ACK, PROTO_TCP, SYN, Capture, PacketRecord
-from cpasim.errors import CpasimError
+from cpasim.errors import CpasimError, shown
 from cpasim.protocol import MAC_HEADER, TCP_TIMESTAMPS, tcp_header
 
 # Bytes a Linux qdisc (tbf, htb) charges per frame beyond the IP packet: the
@@ -130,8 +130,17 @@ def inspect_capture(
     chosen = _choose_flow(capture.path, flows, flow)
     packets = members[chosen.index]
     if chosen.proto == "udp":
-        return _inspect_udp(capture, flows, chosen, packets, l2_overhead)
-    return _TcpAnalysis(capture, flows, chosen, packets, l2_overhead).report()
+        report = _inspect_udp(capture, flows, chosen, packets, l2_overhead)
+    else:
+        report = _TcpAnalysis(capture, flows, chosen, packets, l2_overhead).report()
+    if capture.cut_short is not None:
+        report.notes.insert(0, capture.cut_short)
+    if report.data_bytes and not report.duration_ns:
+        report.notes.append(
+            "every data packet carries the same timestamp: goodput cannot be measured "
+            "(reported as 0)"
+        )
+    return report
 
 
 def _endpoint(addr: str, port: int) -> str:
@@ -167,18 +176,22 @@ def _choose_flow(path: str, flows: list[FlowSummary], wanted: str | None) -> Flo
                 "choose one with --flow INDEX or --flow ADDR:PORT)"
             )
         return max(tcp, key=lambda f: (f.payload_bytes, -f.index))
-    if wanted.isdigit():
+    if wanted.isascii() and wanted.isdigit():
+        # Compared as text: a 5000-digit index is no flow, not an integer to convert.
         for f in flows:
-            if f.index == int(wanted):
+            if str(f.index) == wanted.lstrip("0"):
                 return f
-        raise CpasimError(f"--flow {wanted}: no such flow; the capture has flows 1..{len(flows)}")
+        raise CpasimError(
+            f"--flow {shown(wanted, 40)}: no such flow; the capture has flows 1..{len(flows)}"
+        )
     matches = [
         f for f in flows if wanted in (f.a, f.b) or f.a.endswith(wanted) or f.b.endswith(wanted)
     ]
     if len(matches) != 1:
         found = "none" if not matches else ", ".join(f"{f.index} ({f.a}-{f.b})" for f in matches)
         raise CpasimError(
-            f"--flow {wanted}: expected exactly one flow with that endpoint, found {found}"
+            f"--flow {shown(wanted, 80)}: expected exactly one flow with that endpoint, "
+            f"found {found}"
         )
     return matches[0]
 

@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cpasim.errors import CpasimError
+from cpasim.errors import CpasimError, shown
 
 
 @dataclass(frozen=True)
@@ -73,75 +73,179 @@ def read_iperf(path: str | Path) -> IperfRun:
         raise CpasimError(f"{path}: cannot read iperf3 report ({exc.strerror or exc})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CpasimError(f"{path}: not JSON, expected iperf3 --json output ({exc})") from None
+    except RecursionError:
+        raise CpasimError(f"{path}: JSON nested too deeply for an iperf3 report") from None
+    except ValueError:  # an integer of more than 4300 digits
+        raise CpasimError(f"{path}: a number too long for an iperf3 report") from None
     if not isinstance(doc, dict):
         raise CpasimError(f"{path}: expected a JSON object from iperf3 --json")
     if doc.get("error") and not doc.get("intervals"):
-        raise CpasimError(f"{path}: iperf3 reported an error: {doc['error']}")
-    try:
-        return _parse(str(path), doc)
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
-        raise CpasimError(f"{path}: not an iperf3 --json report (missing or bad {exc})") from None
+        raise CpasimError(f"{path}: iperf3 reported an error: {shown(doc['error'])}")
+    return _parse(str(path), _Node(doc, "", str(path)))
 
 
-def _us_to_ns(v) -> int | None:
+class _Node:
+    """A JSON object of the report, reading each field with the type iperf3 writes;
+    a missing or mistyped field is an error naming its path (``end.sum_sent.bytes``)."""
+
+    def __init__(self, value: dict, where: str, path: str) -> None:
+        self.value, self.where, self.path = value, where, path
+
+    def _name(self, key: str | int) -> str:
+        if isinstance(key, int):
+            return f"{self.where}[{key}]"
+        return f"{self.where}.{key}" if self.where else key
+
+    def _fail(self, key: str | int, expected: str, got: object = None) -> CpasimError:
+        found = "missing" if got is _MISSING else f"{json.dumps(got)[:40]}"
+        return CpasimError(
+            f"{self.path}: {self._name(key)} is {found}; expected {expected} "
+            "(not an iperf3 --json report?)"
+        )
+
+    def _get(self, key: str, optional: bool, expected: str = "a value"):
+        v = self.value.get(key, _MISSING)
+        if v is _MISSING or v is None:
+            if optional:
+                return None
+            raise self._fail(key, expected, v)
+        return v
+
+    def node(self, key: str, optional: bool = False) -> _Node | None:
+        v = self._get(key, optional, "an object")
+        if v is None:
+            return None
+        if not isinstance(v, dict):
+            raise self._fail(key, "an object", v)
+        return _Node(v, self._name(key), self.path)
+
+    def nodes(self, key: str, optional: bool = False) -> list[_Node]:
+        v = self._get(key, optional)
+        if v is None:
+            return []
+        if not isinstance(v, list):
+            raise self._fail(key, "a list", v)
+        out = []
+        for i, item in enumerate(v):
+            if not isinstance(item, dict):
+                raise _Node({}, self._name(key), self.path)._fail(i, "an object", item)
+            out.append(_Node(item, f"{self._name(key)}[{i}]", self.path))
+        return out
+
+    def number(self, key: str, optional: bool = False) -> float | None:
+        """A finite, non-negative number (iperf3 writes no negative figure)."""
+        v = self._get(key, optional)
+        if v is None:
+            return None
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if not ok or not (0 <= v <= _LARGEST):  # NaN fails both comparisons
+            raise self._fail(key, "a finite number >= 0", v)
+        return v
+
+    def integer(self, key: str, optional: bool = False) -> int | None:
+        v = self.number(key, optional)
+        if v is None:
+            return None
+        if v != int(v):
+            raise self._fail(key, "a whole number", v)
+        return int(v)
+
+    def text(self, key: str, optional: bool = False) -> str | None:
+        v = self._get(key, optional)
+        if v is None:
+            return None
+        if not isinstance(v, (str, int)) or isinstance(v, bool):
+            raise self._fail(key, "a string", v)
+        return str(v)[:200]
+
+    def flag(self, key: str) -> bool:
+        v = self._get(key, True)
+        if v is None:
+            return False
+        if not isinstance(v, (bool, int)):
+            raise self._fail(key, "0, 1, true or false", v)
+        return bool(v)
+
+
+_MISSING = object()
+#: Larger than any figure a test could report (bytes, bit/s, seconds), small enough
+#: that nanoseconds and bits stay exact integers and finite floats.
+_LARGEST = 1e18
+
+
+def _us_to_ns(v: float | None) -> int | None:
     return None if v is None else int(round(v * 1000))
 
 
-def _parse(path: str, doc: dict) -> IperfRun:
-    start = doc["start"]
-    test = start["test_start"]
-    conn = start["connected"][0]
+def _parse(path: str, doc: _Node) -> IperfRun:
+    start = doc.node("start")
+    test = start.node("test_start")
+    connected = start.nodes("connected")
+    if not connected:
+        raise CpasimError(f"{path}: start.connected is empty; expected the test's connections")
+    conn = connected[0]
     intervals = []
-    for iv in doc.get("intervals", []):
-        s = iv["sum"]
-        first = (iv.get("streams") or [{}])[0]
+    for iv in doc.nodes("intervals", optional=True):
+        s = iv.node("sum")
+        streams = iv.nodes("streams", optional=True)
+        first = streams[0] if streams else _Node({}, iv.where + ".streams[0]", path)
         intervals.append(
             IperfInterval(
-                start_ns=int(round(s["start"] * 1e9)),
-                end_ns=int(round(s["end"] * 1e9)),
-                bytes=int(s["bytes"]),
-                bps=float(s["bits_per_second"]),
-                retransmits=s.get("retransmits"),
-                rtt_ns=_us_to_ns(first.get("rtt")),  # iperf3 reports tcp_info RTT in us
-                rttvar_ns=_us_to_ns(first.get("rttvar")),
-                snd_cwnd=first.get("snd_cwnd"),
-                snd_wnd=first.get("snd_wnd"),
-                omitted=bool(s.get("omitted", False)),
+                start_ns=int(round(s.number("start") * 1e9)),
+                end_ns=int(round(s.number("end") * 1e9)),
+                bytes=s.integer("bytes"),
+                bps=float(s.number("bits_per_second")),
+                retransmits=s.integer("retransmits", optional=True),
+                rtt_ns=_us_to_ns(first.number("rtt", optional=True)),  # tcp_info RTT, in us
+                rttvar_ns=_us_to_ns(first.number("rttvar", optional=True)),
+                snd_cwnd=first.integer("snd_cwnd", optional=True),
+                snd_wnd=first.integer("snd_wnd", optional=True),
+                omitted=s.flag("omitted"),
             )
         )
-    end = doc.get("end", {})
+    # A test that died before its end has "end": {} (or, edited, null): no totals.
+    end = doc.node("end", optional=True) or _Node({}, "end", path)
 
     def totals(key):
-        t = end.get(key)
+        t = end.node(key, optional=True)
         if t is None:
             return None
         return IperfTotals(
-            float(t["seconds"]), int(t["bytes"]), float(t["bits_per_second"]), t.get("retransmits")
+            float(t.number("seconds")),
+            t.integer("bytes"),
+            float(t.number("bits_per_second")),
+            t.integer("retransmits", optional=True),
         )
 
-    sender = ((end.get("streams") or [{}])[0]).get("sender", {})
-    cpu = end.get("cpu_utilization_percent", {})
+    streams = end.nodes("streams", optional=True)
+    sender = (streams[0].node("sender", optional=True) if streams else None) or _Node(
+        {}, "end.streams[0].sender", path
+    )
+    cpu = end.node("cpu_utilization_percent", optional=True) or _Node({}, "end.cpu", path)
+    protocol = test.text("protocol")
+    if protocol not in ("TCP", "UDP", "SCTP"):
+        raise test._fail("protocol", '"TCP" or "UDP"', protocol)
     return IperfRun(
         path=path,
-        version=start.get("version", ""),
-        protocol=test["protocol"],
-        num_streams=int(test["num_streams"]),
-        duration_s=float(test["duration"]),
-        blksize=int(test["blksize"]),
-        reverse=bool(test.get("reverse", 0)),
-        local=f"{conn['local_host']}:{conn['local_port']}",
-        remote=f"{conn['remote_host']}:{conn['remote_port']}",
-        mss=start.get("tcp_mss_default"),
-        sock_bufsize=start.get("sock_bufsize"),
-        sndbuf_actual=start.get("sndbuf_actual"),
-        rcvbuf_actual=start.get("rcvbuf_actual"),
-        congestion=end.get("sender_tcp_congestion"),
+        version=start.text("version", optional=True) or "",
+        protocol=protocol,
+        num_streams=test.integer("num_streams"),
+        duration_s=float(test.number("duration")),
+        blksize=test.integer("blksize"),
+        reverse=test.flag("reverse"),
+        local=f"{conn.text('local_host')}:{conn.integer('local_port')}",
+        remote=f"{conn.text('remote_host')}:{conn.integer('remote_port')}",
+        mss=start.integer("tcp_mss_default", optional=True),
+        sock_bufsize=start.integer("sock_bufsize", optional=True),
+        sndbuf_actual=start.integer("sndbuf_actual", optional=True),
+        rcvbuf_actual=start.integer("rcvbuf_actual", optional=True),
+        congestion=end.text("sender_tcp_congestion", optional=True),
         intervals=intervals,
         sent=totals("sum_sent") or totals("sum"),
         received=totals("sum_received"),
-        min_rtt_ns=_us_to_ns(sender.get("min_rtt")),
-        mean_rtt_ns=_us_to_ns(sender.get("mean_rtt")),
-        max_rtt_ns=_us_to_ns(sender.get("max_rtt")),
-        cpu_host_percent=cpu.get("host_total"),
-        cpu_remote_percent=cpu.get("remote_total"),
+        min_rtt_ns=_us_to_ns(sender.number("min_rtt", optional=True)),
+        mean_rtt_ns=_us_to_ns(sender.number("mean_rtt", optional=True)),
+        max_rtt_ns=_us_to_ns(sender.number("max_rtt", optional=True)),
+        cpu_host_percent=cpu.number("host_total", optional=True),
+        cpu_remote_percent=cpu.number("remote_total", optional=True),
     )

@@ -15,7 +15,6 @@ import socket
 import struct
 import zlib
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 
 import dpkt
@@ -125,20 +124,22 @@ class Capture:
     snaplen: int
     packets: list[PacketRecord] = field(repr=False)
     skipped: int = 0  # frames that were not TCP/UDP over IPv4/IPv6 (ARP, ICMP, ...)
+    cut_short: str | None = None  # why the last record was dropped, if the file ends inside it
 
 
 def read_capture(path: str | Path) -> Capture:
     """Read a pcap or pcapng file (or either gzip-compressed); raises :class:`CpasimError`
     if it is not one."""
     path = Path(path)
+    cut: list[str] = []
     try:
         with open_binary(path) as f:
             magic = f.read(4)
             f.seek(0)
             if magic == _PCAPNG_MAGIC:
-                fmt, frames, linktypes, snaplen = "pcapng", *_pcapng_frames(f, path)
+                fmt, frames, linktypes, snaplen = "pcapng", *_pcapng_frames(f, path, cut)
             elif magic in _PCAP_MAGICS:
-                fmt, frames, linktypes, snaplen = "pcap", *_pcap_frames(f, path)
+                fmt, frames, linktypes, snaplen = "pcap", *_pcap_frames(f, path, cut)
             else:
                 raise CpasimError(
                     f"{path}: not a pcap or pcapng capture (first bytes {magic.hex() or 'empty'})"
@@ -156,7 +157,9 @@ def read_capture(path: str | Path) -> Capture:
     except (EOFError, zlib.error) as exc:
         raise CpasimError(f"{path}: truncated or corrupt gzip-compressed capture ({exc})") from None
     names = sorted({SUPPORTED_LINKTYPES[lt] for lt in linktypes})
-    return Capture(str(path), fmt, ", ".join(names), snaplen, packets, skipped)
+    return Capture(
+        str(path), fmt, ", ".join(names), snaplen, packets, skipped, cut[0] if cut else None
+    )
 
 
 def _check_linktype(path: Path, linktype: int) -> None:
@@ -165,31 +168,58 @@ def _check_linktype(path: Path, linktype: int) -> None:
         raise CpasimError(f"{path}: link type {linktype} is not supported; expected one of {known}")
 
 
-def _pcap_frames(f, path: Path):
+#: libpcap's largest snapshot length: a record claiming more is corruption, not data.
+MAX_SNAPLEN = 262_144
+_PCAP_LITTLE = {b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"}
+_PCAP_NANO = {b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d"}
+
+
+def _pcap_frames(f, path: Path, cut: list[str]):
+    magic = f.read(4)
+    f.seek(0)
     try:
-        reader = dpkt.pcap.Reader(f)
+        reader = dpkt.pcap.Reader(f)  # validates the file header
     except (ValueError, dpkt.NeedData, dpkt.UnpackError) as exc:
         raise CpasimError(f"{path}: unreadable pcap header ({exc})") from None
     linktype = reader.datalink()
     _check_linktype(path, linktype)
+    record = struct.Struct(("<" if magic in _PCAP_LITTLE else ">") + "IIII")
+    frac_ns = 1 if magic in _PCAP_NANO else 1000
 
     def frames():
-        try:
-            for ts, buf in reader:
-                # Nanosecond files give Decimal seconds (exact); microsecond files give a
-                # float whose error (< 1 us) disappears when rounded to microseconds.
-                if isinstance(ts, Decimal):
-                    t_ns = int(ts * 1_000_000_000)
-                else:
-                    t_ns = round(ts * 1_000_000) * 1000
-                yield t_ns, linktype, buf
-        except (ValueError, struct.error, dpkt.NeedData) as exc:
-            raise CpasimError(f"{path}: truncated or corrupt pcap record ({exc})") from None
+        # Records are walked here rather than by dpkt, which hands out a cut-off last
+        # record as if it were whole.
+        number = 0
+        while head := f.read(record.size):
+            number += 1
+            if len(head) < record.size:
+                cut.append(_cut_short(number, f"{len(head)} of its {record.size} header bytes"))
+                return
+            sec, frac, caplen, _ = record.unpack(head)
+            if caplen > MAX_SNAPLEN:
+                raise CpasimError(
+                    f"{path}: corrupt pcap record {number}: it announces {caplen} captured "
+                    f"bytes, more than any capture keeps ({MAX_SNAPLEN})"
+                )
+            buf = f.read(caplen)
+            if len(buf) < caplen:
+                cut.append(_cut_short(number, f"{caplen} bytes announced, {len(buf)} present"))
+                return
+            yield sec * 1_000_000_000 + frac * frac_ns, linktype, buf
 
     return frames(), {linktype}, reader.snaplen
 
 
-def _pcapng_frames(f, path: Path):
+def _cut_short(number: int, what: str, unit: str = "record") -> str:
+    """The note for a capture whose last record is incomplete: as Wireshark and tcpdump,
+    the complete records are read and the cut is reported."""
+    return (
+        f"capture cut short in the middle of {unit} {number} ({what}); "
+        f"figures use the {number - 1} complete {unit}s before it"
+    )
+
+
+def _pcapng_frames(f, path: Path, cut: list[str]):
     """Walk the blocks ourselves so that timestamps stay exact integers and every
     interface (each with its own link type and resolution) is honoured."""
     head = f.read(12)
@@ -208,27 +238,42 @@ def _pcapng_frames(f, path: Path):
     )
     epb_cls = dpkt.pcapng.EnhancedPacketBlockLE if little else dpkt.pcapng.EnhancedPacketBlock
     interfaces: list[tuple[int, int, int]] = []  # (linktype, ticks per second, offset s)
+    blocks = [0]  # blocks read so far, for error lines
 
     def read_block():
+        blocks[0] += 1
         hdr = f.read(8)
-        if len(hdr) < 8:
+        if not hdr:
             return None
+        if len(hdr) < 8:
+            raise _CutShort(f"{len(hdr)} of its 8 header bytes")
         btype, blen = struct.unpack(endian + "II", hdr)
         if blen < 12:
             raise CpasimError(f"{path}: corrupt pcapng block (length {blen})")
         body = f.read(blen - 8)
         if len(body) < blen - 8:
-            raise CpasimError(f"{path}: truncated pcapng block at the end of the file")
+            raise _CutShort(f"{blen} bytes announced, {len(body) + 8} present")
         return btype, hdr + body
 
     def add_interface(buf):
         idb = idb_cls(buf)
         ticks, offset = 1_000_000, 0
+        number = len(interfaces)
         for opt in idb.opts:
             if opt.code == dpkt.pcapng.PCAPNG_OPT_IF_TSRESOL:
+                if len(opt.data) < 1:
+                    raise CpasimError(
+                        f"{path}: interface {number}: empty if_tsresol option "
+                        "(expected one byte: the timestamp resolution)"
+                    )
                 v = opt.data[0]
                 ticks = 2 ** (v & 0x7F) if v & 0x80 else 10 ** (v & 0x7F)
             elif opt.code == dpkt.pcapng.PCAPNG_OPT_IF_TSOFFSET:
+                if len(opt.data) != 8:
+                    raise CpasimError(
+                        f"{path}: interface {number}: if_tsoffset option of "
+                        f"{len(opt.data)} bytes (expected 8: seconds as a 64-bit integer)"
+                    )
                 offset = struct.unpack(endian + "q", opt.data)[0]
         _check_linktype(path, idb.linktype)
         interfaces.append((idb.linktype, ticks, offset))
@@ -236,13 +281,18 @@ def _pcapng_frames(f, path: Path):
 
     # Blocks up to and including the first interface description.
     snaplen = 0
-    while True:
-        block = read_block()
-        if block is None:
-            raise CpasimError(f"{path}: pcapng file has no interface description block")
-        if block[0] == _PCAPNG_IDB:
-            snaplen = add_interface(block[1])
-            break
+    try:
+        while True:
+            block = read_block()
+            if block is None:
+                raise CpasimError(f"{path}: pcapng file has no interface description block")
+            if block[0] == _PCAPNG_IDB:
+                snaplen = add_interface(block[1])
+                break
+    except _CutShort:
+        raise CpasimError(f"{path}: pcapng file cut short before its first packet") from None
+    except (ValueError, struct.error, dpkt.NeedData, dpkt.UnpackError) as exc:
+        raise CpasimError(f"{path}: corrupt pcapng interface description ({exc})") from None
 
     def frames():
         try:
@@ -262,10 +312,16 @@ def _pcapng_frames(f, path: Path):
                     t_ns = offset * 1_000_000_000 + raw * 1_000_000_000 // ticks
                     yield t_ns, linktype, epb.pkt_data
                 # Simple packet blocks carry no timestamp; other blocks carry no packets.
+        except _CutShort as exc:
+            cut.append(_cut_short(blocks[0], str(exc), "block"))
         except (ValueError, struct.error, dpkt.NeedData, dpkt.UnpackError) as exc:
             raise CpasimError(f"{path}: corrupt pcapng block ({exc})") from None
 
     return frames(), {lt for lt, _, _ in interfaces}, snaplen
+
+
+class _CutShort(Exception):
+    """The file ends inside a pcapng block (what a killed tcpdump leaves)."""
 
 
 _PACKET_OUTGOING = 4  # Linux packet type "sent by this host"
@@ -314,7 +370,8 @@ def _decode(linktype: int, t_ns: int, buf: bytes) -> PacketRecord | None:
         mss = wscale = tsval = tsecr = None
         sack_permitted = False
         try:
-            opts = dpkt.tcp.parse_opts(seg.opts)
+            # dpkt ends the list with None where an option's length runs past the header.
+            opts = [o for o in dpkt.tcp.parse_opts(seg.opts) if o is not None]
         except (dpkt.NeedData, struct.error):
             opts = []
         for kind, data in opts:

@@ -38,11 +38,20 @@ def inspect_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
 ) -> None:
     """Figures a capture tells about the path: bottleneck rate, RTT, MSS, ACKs, windows."""
-    report = inspect_capture(read_capture(capture), flow=flow, l2_overhead=l2_overhead)
+    cap = read_capture(capture)
+    report = inspect_capture(cap, flow=flow, l2_overhead=l2_overhead)
+    _warn_cut_short(cap)
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2, sort_keys=True))
     else:
         typer.echo(format_report(report))
+
+
+def _warn_cut_short(cap) -> None:
+    """A capture that ends inside a record is read up to it, as tcpdump and Wireshark do,
+    and the cut is said on stderr as well as in the report."""
+    if cap.cut_short is not None:
+        typer.echo(f"cpasim: warning: {cap.path}: {cap.cut_short}", err=True)
 
 
 @calibrate_app.command("show")
@@ -60,6 +69,7 @@ def read_measurement(path: Path) -> dict:
     head = head_bytes(path)
     if is_capture(head):
         cap = read_capture(path)
+        _warn_cut_short(cap)
         return {
             "kind": "capture",
             "path": cap.path,
@@ -68,6 +78,7 @@ def read_measurement(path: Path) -> dict:
             "snaplen": cap.snaplen,
             "packets": len(cap.packets),
             "skipped": cap.skipped,
+            "cut_short": cap.cut_short,
         }
     if head.lstrip()[:1] == b"{":
         return {"kind": "iperf3", **read_iperf(path).to_json()}
@@ -180,7 +191,9 @@ def format_report(r: FlowReport) -> str:
         f"sender   {r.sender}",
         f"receiver {r.receiver}",
         f"side     {r.side}: {r.side_evidence}",
-        f"goodput  {_mbps(r.goodput_bps)} ({r.data_bytes:,} B in {r.duration_ns / 1e9:.3f} s)",
+        f"goodput  {_mbps(r.goodput_bps)} ({r.data_bytes:,} B in {r.duration_ns / 1e9:.3f} s)"
+        if r.duration_ns or not r.data_bytes
+        else f"goodput  - ({r.data_bytes:,} B, all at one instant)",
     ]
     if r.bottleneck:
         b = r.bottleneck

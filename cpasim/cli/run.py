@@ -14,6 +14,7 @@ from cpasim.capture import DEFAULT_SNAPLEN, PcapSpec
 from cpasim.cli import app
 from cpasim.cli import outputs as outs
 from cpasim.config import load_scenario
+from cpasim.estimate import estimate
 from cpasim.model.cpu import CATEGORIES
 from cpasim.predict.runs import write_run_record
 from cpasim.simulate import Result, simulate
@@ -61,6 +62,9 @@ def run_cmd(
     if pcap is not None:  # a bare file name goes into the run folder
         pcap = runfolder.artefact_path(plan.out, runfolder.CAPTURE, pcap)
     capture = PcapSpec(pcap, pcap_side, snaplen) if pcap is not None else None
+    size = estimate(cfg, trace.suffix.lower() if trace is not None else None).warning()
+    if size is not None:
+        print(f"cpasim: warning: {size}", file=sys.stderr)
     try:
         result = simulate(
             cfg, trace_path=trace, progress=progress, series=plan.interval_ns, pcap=capture
@@ -126,9 +130,17 @@ def summary(r: Result, cfg, scenario: Path, trace: Path | None) -> str:
     lines = [
         f"scenario     {scenario}  (config {r.config_digest})",
         f"workload     {wl.kind}, {wl.connections} connection(s)",
-        f"goodput      {_si(r.goodput_bps, 'b/s')}  ({_si(r.bytes_measured, 'B')} read in "
-        f"{_ns(measured)} after {_ns(cfg.sim.warmup)} warm-up)",
     ]
+    if r.window_empty:
+        lines.append(
+            f"goodput      - (nothing measured: the run ended at {_ns(r.sim_time_ns)}, "
+            f"before the {_ns(cfg.sim.warmup)} warm-up did)"
+        )
+    else:
+        lines.append(
+            f"goodput      {_si(r.goodput_bps, 'b/s')}  ({_si(r.bytes_measured, 'B')} read in "
+            f"{_ns(measured)} after {_ns(cfg.sim.warmup)} warm-up)"
+        )
     if len(r.goodput_bps_per_connection) > 1:
         per_conn = r.goodput_bps_per_connection.items()
         lines.append("  per conn   " + "  ".join(f"{c} {_si(v, 'b/s')}" for c, v in per_conn))
@@ -171,6 +183,7 @@ def summary(r: Result, cfg, scenario: Path, trace: Path | None) -> str:
         f"simulated    {_ns(r.sim_time_ns)}, {r.events} events, wall {r.wall_s:.2f} s "
         f"({_si(rate, 'events/s')})"
     )
+    lines += [f"warning      {w}" for w in r.warnings]
     if trace is not None:
         lines.append(
             f"trace        {trace}  (analyze: cpasim analyze {trace} "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -74,10 +73,7 @@ def read_entries(path: str | Path) -> list[tuple[str, object]]:
         raise CpasimError(f"{path}: cannot read scenario file (permission denied)") from None
     except UnicodeDecodeError as exc:
         raise CpasimError(f"{path}: not UTF-8 text (byte {exc.start}); expected TOML") from None
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise CpasimError(f"{path}: malformed TOML: {exc}") from None
+    doc = resolve.loads_toml(text, str(path))
     return resolve.flatten_toml(doc, str(path))
 
 
@@ -87,4 +83,4 @@ def parse_set(text: str) -> tuple[str, object]:
     key, value = key.strip(), value.strip()
     if not sep or not key or not value or " " in key:
         raise CpasimError(f"--set {text!r}: expected KEY=VALUE, e.g. --set link.rate=10Gbps")
-    return key, resolve.parse_text(value)
+    return key, resolve.parse_text(value, f"--set {key}")

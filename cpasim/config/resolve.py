@@ -143,15 +143,42 @@ def _unit(spec: ParamSpec) -> str:
     return f" in {spec.unit}" if spec.unit else ""
 
 
-def parse_text(text: str) -> Any:
+def parse_text(text: str, what: str = "value") -> Any:
     """A value written on the command line, read as TOML would (``false``, ``2``, ``1.5``);
-    anything that is not a TOML value (``10Gbps``, ``pingpong``) stays a string."""
+    anything that is not a TOML value (``10Gbps``, ``pingpong``) stays a string.
+    ``what`` names the value in errors (an array nested too deeply, a huge integer)."""
     if "\n" in text or "\r" in text:
         return text
     try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
+        return loads_toml(f"v = {text}", what)["v"]
+    except _NotToml:
         return text
+
+
+class _NotToml(CpasimError):
+    """Text that is not TOML at all (as opposed to TOML no parser can hold)."""
+
+
+def loads_toml(text: str, what: str) -> dict[str, Any]:
+    """``tomllib.loads`` whose every failure is one :class:`CpasimError` naming ``what``.
+
+    Besides malformed text, tomllib fails on valid TOML it cannot hold: arrays or
+    inline tables nested a few hundred deep exhaust Python's stack, and integers
+    over 4300 digits exceed Python's conversion limit.
+    """
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise _NotToml(f"{what}: malformed TOML: {exc}") from None
+    except RecursionError:
+        raise CpasimError(
+            f"{what}: arrays or inline tables nested too deeply; expected a scenario value"
+        ) from None
+    except ValueError:
+        # Python refuses to convert integers of more than 4300 digits (CVE-2020-10735).
+        raise CpasimError(
+            f"{what}: an integer with more than 4300 digits; expected a number in range"
+        ) from None
 
 
 def apply(
@@ -181,19 +208,26 @@ def apply(
 def flatten_toml(doc: dict[str, Any], where: str) -> list[tuple[str, Any]]:
     """Dotted (key, value) pairs of a parsed TOML document, tables followed down."""
     entries: list[tuple[str, Any]] = []
-
-    def walk(table: dict[str, Any], prefix: str) -> None:
-        for name, value in table.items():
-            key = prefix + name
-            if isinstance(value, dict):
-                if key in SPECS or _host_leaf(key):
-                    spec = SPECS[key] if key in SPECS else spec_of(key)
-                    raise CpasimError(f"{where}: {key} is a table: expected a {spec.type} value")
-                walk(value, key + ".")
-            else:
-                entries.append((key, value))
-
-    walk(doc, "")
+    # An explicit stack rather than recursion: TOML's dotted keys and table headers
+    # nest without limit (``[a.a.a....]``), Python's stack does not.
+    stack = [iter(doc.items())]
+    prefixes = [""]
+    while stack:
+        item = next(stack[-1], None)
+        if item is None:
+            stack.pop()
+            prefixes.pop()
+            continue
+        key = prefixes[-1] + item[0]
+        value = item[1]
+        if isinstance(value, dict):
+            if key in SPECS or _host_leaf(key):
+                spec = SPECS[key] if key in SPECS else spec_of(key)
+                raise CpasimError(f"{where}: {key} is a table: expected a {spec.type} value")
+            stack.append(iter(value.items()))
+            prefixes.append(key + ".")
+        else:
+            entries.append((key, value))
     return entries
 
 

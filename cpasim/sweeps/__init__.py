@@ -57,7 +57,7 @@ def plan(
     flat = base.flat()
     for key, values in axes.items():
         for value in values:
-            resolve.apply(flat, [(key, resolve.parse_text(value))], "--grid")
+            resolve.apply(flat, [(key, resolve.parse_text(value, f"--grid {key}"))], "--grid")
     return base, list(axes), points
 
 

@@ -1,0 +1,351 @@
+"""Bad input of every kind ends in one ``cpasim: error:`` line and exit status 2.
+
+Each case here was found by mutating real scenarios, captures and iperf3 reports
+and once ended in a traceback (or a silent wrong answer); the fuzzing itself is
+in ``test_fuzz_inputs.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+
+from cpasim.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+TCP = str(ROOT / "scenarios" / "tcp-stream.toml")
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    """Run the command line in-process: (exit status, stdout, stderr).  Anything but
+    SystemExit escapes, so a traceback fails the test."""
+    try:
+        main(list(argv))
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def refused(capsys, *argv: str) -> str:
+    """The one error line of a refused command (asserts exit 2 and nothing else)."""
+    code, _, err = cli(capsys, *argv)
+    assert code == 2, err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("cpasim: error: "), err
+    return lines[0]
+
+
+# --- quantities and --set values ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("link.delay", "9e999995s"),  # decimal.Overflow
+        ("link.delay", "1e999999999999999999999s"),  # exponent past decimal's own limit
+        ("link.rate", "9e999995Gbps"),
+        ("tcp.wmem", "9e999995KiB"),
+        ("cpu.freq", "1e999999999999999999999GHz"),
+        ("link.delay", "9e999995"),  # a TOML float: inf
+    ],
+)
+def test_quantity_beyond_any_float(capsys, key, value):
+    line = refused(capsys, "params", "-s", TCP, "--set", f"{key}={value}")
+    assert key in line and "expected a finite" in line
+
+
+@pytest.mark.parametrize("key", ["link.delay", "link.mtu", "tcp.cc", "cpu.cores", "tcp.sack"])
+def test_set_integer_beyond_python_digit_limit(capsys, key):
+    line = refused(capsys, "params", "-s", TCP, "--set", f"{key}=1{'0' * 5000}")
+    assert f"--set {key}" in line and "4300 digits" in line
+
+
+@pytest.mark.parametrize("nested", ["[" * 1000 + "]" * 1000, "{a=" * 600 + "1" + "}" * 600])
+def test_set_value_nested_too_deeply(capsys, nested):
+    line = refused(capsys, "params", "-s", TCP, "--set", f"link.delay={nested}")
+    assert "--set link.delay" in line and "nested too deeply" in line
+
+
+def test_grid_value_nested_too_deeply(capsys):
+    line = refused(capsys, "sweep", TCP, "--grid", "link.delay=" + "[" * 1000 + "]" * 1000)
+    assert "--grid link.delay" in line and "nested too deeply" in line
+
+
+# --- scenario files ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[" + ".".join(["a"] * 3000) + "]\nx = 1\n", "unknown key"),  # RecursionError
+        (".".join(["link"] * 1200) + " = 1\n", "unknown key"),
+        ("[link]\ndelay = " + "[" * 1000 + "]" * 1000 + "\n", "nested too deeply"),
+        ("[link]\nmtu = 1" + "0" * 5000 + "\n", "4300 digits"),
+        ('[link]\ndelay = "9e999995s"\n', "expected a finite time"),
+    ],
+)
+def test_scenario_file_refused(capsys, tmp_path, text, expected):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    line = refused(capsys, "params", "-s", str(path))
+    assert str(path) in line and expected in line
+
+
+# --- captures ----------------------------------------------------------------------------
+
+sys.path.insert(0, str(ROOT / "tests" / "captures"))
+import synth  # noqa: E402
+
+
+def _block(btype: int, body: bytes) -> bytes:
+    """One little-endian pcapng block."""
+    n = 12 + len(body)
+    return struct.pack("<II", btype, n) + body + struct.pack("<I", n)
+
+
+def _idb(option_code: int, data: bytes) -> bytes:
+    """An Ethernet interface description block with one option (and the end marker)."""
+    pad = b"\0" * (-len(data) % 4)
+    opts = struct.pack("<HH", option_code, len(data)) + data + pad + b"\0\0\0\0"
+    return _block(1, struct.pack("<HHI", 1, 0, 128) + opts)
+
+
+def _capture(tmp_path, fmt="pcap") -> Path:
+    path = tmp_path / f"flow.{fmt}"
+    write = synth.write_pcap if fmt == "pcap" else synth.write_pcapng
+    write(path, synth.bulk_flow(side="sender", segments=60), side="sender")
+    assert path.read_bytes()[8:12] == b"\x4d\x3c\x2b\x1a" or fmt == "pcap"  # little-endian
+    return path
+
+
+@pytest.mark.parametrize(
+    ("option", "data", "expected"),
+    [
+        (9, b"", "interface 1: empty if_tsresol option"),  # IndexError
+        (14, b"\1\2", "interface 1: if_tsoffset option of 2 bytes"),  # struct.error
+    ],
+)
+def test_pcapng_interface_option_malformed(capsys, tmp_path, option, data, expected):
+    path = _capture(tmp_path, "pcapng")
+    path.write_bytes(path.read_bytes() + _idb(option, data))
+    line = refused(capsys, "calibrate", "inspect", str(path))
+    assert str(path) in line and expected in line
+
+
+def test_tcp_option_running_past_the_header_is_ignored(capsys, tmp_path):
+    path = _capture(tmp_path)
+    code, out, _ = cli(capsys, "calibrate", "inspect", "--json", str(path))
+    before = json.loads(out)["flows"]
+    data = bytearray(path.read_bytes())
+    # A segment's timestamp option (NOP NOP kind 8 length 10 ...) becomes eleven NOPs
+    # and a kind byte with no length after it: dpkt then lists None as an option.
+    at = data.index(b"\x01\x01\x08\x0a", 200)
+    data[at : at + 12] = b"\x01" * 11 + b"\x08"
+    path.write_bytes(bytes(data))
+    code, out, err = cli(capsys, "calibrate", "inspect", "--json", str(path))
+    assert code == 0, err
+    assert json.loads(out)["flows"] == before  # the segment still counts
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+@pytest.mark.parametrize("cut", [5, 20, 40])
+def test_capture_cut_short_reads_complete_records_and_says_so(capsys, tmp_path, fmt, cut):
+    path = _capture(tmp_path, fmt)
+    whole = path.read_bytes()
+    code, out, err = cli(capsys, "calibrate", "show", str(path))
+    assert code == 0 and json.loads(out)["cut_short"] is None and not err
+    complete = json.loads(out)["packets"]
+    path.write_bytes(whole[:-cut])  # the last record loses its end (or its header's)
+    code, out, err = cli(capsys, "calibrate", "show", str(path))
+    assert code == 0, err
+    shown = json.loads(out)
+    assert shown["packets"] == complete - 1
+    assert "cut short in the middle of" in shown["cut_short"]
+    assert err.startswith(f"cpasim: warning: {path}: capture cut short") and err.count("\n") == 1
+    code, out, err = cli(capsys, "calibrate", "inspect", "--json", str(path))
+    assert code == 0 and "cut short" in json.loads(out)["notes"][0] and "cut short" in err
+
+
+def test_pcap_record_longer_than_any_snaplen(capsys, tmp_path):
+    path = _capture(tmp_path)
+    data = bytearray(path.read_bytes())
+    data[24 + 8 : 24 + 12] = struct.pack("<I", 0x7FFFFFFF)  # first record's captured length
+    path.write_bytes(bytes(data))
+    line = refused(capsys, "calibrate", "inspect", str(path))
+    assert "corrupt pcap record 1" in line and "262144" in line
+
+
+# --- iperf3 reports ----------------------------------------------------------------------
+
+IPERF = ROOT / "calibration" / "grid" / "cubic_r20m_d5ms_q15k_wauto_r1.iperf3.json"
+
+
+def _edited(tmp_path, edit) -> Path:
+    doc = json.loads(IPERF.read_text())
+    edit(doc)
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda d: d.update(end=None), None),  # AttributeError; a test that died: no totals
+        (lambda d: d["end"].update(sum_sent="x"), 'end.sum_sent is "x"; expected an object'),
+        (
+            lambda d: d["end"]["sum_received"].update(bytes="1000"),
+            'end.sum_received.bytes is "1000"; expected a finite number',
+        ),
+        (
+            lambda d: d["intervals"][0]["sum"].update(bits_per_second=1e400),
+            "intervals[0].sum.bits_per_second is Infinity",
+        ),
+        (
+            lambda d: d["intervals"][1]["streams"][0].update(snd_cwnd="big"),
+            "intervals[1].streams[0].snd_cwnd",
+        ),
+        (
+            lambda d: d["start"]["test_start"].update(num_streams=10**30),
+            "start.test_start.num_streams",
+        ),
+        (lambda d: d["start"].update(connected=[]), "start.connected is empty"),
+        (lambda d: d["start"].update(connected=[None]), "start.connected[0] is null"),
+        (lambda d: d["end"]["streams"][0].update(sender=7), "end.streams[0].sender is 7"),
+        (lambda d: d["end"].update(cpu_utilization_percent=[]), "cpu_utilization_percent"),
+        (lambda d: d["intervals"][0]["sum"].update(end=-1), "intervals[0].sum.end is -1"),
+        (lambda d: d["intervals"][0]["sum"].update(retransmits=True), "retransmits is true"),
+    ],
+)
+def test_iperf3_report_edited(capsys, tmp_path, edit, expected):
+    path = _edited(tmp_path, edit)
+    if expected is None:
+        code, out, err = cli(capsys, "calibrate", "show", str(path))
+        assert code == 0, err
+        assert json.loads(out)["sent"] is None
+        return
+    line = refused(capsys, "calibrate", "show", str(path))
+    assert str(path) in line and expected in line
+
+
+# --- calibrate fit -----------------------------------------------------------------------
+
+
+def _write_flow(path: Path, *, data: bool = True, one_instant: bool = False) -> Path:
+    segs = synth.bulk_flow(side="sender", segments=60)
+    if not data:  # the handshake and pure ACKs: a transfer that moved nothing
+        segs = [s for s in segs if s.payload == 0]
+    if one_instant:  # a clock that never ticked
+        segs = [dataclasses.replace(s, t_ns=synth.T0) for s in segs]
+    synth.write_pcap(path, segs, side="sender")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("data", "one_instant", "params", "expected"),
+    [
+        (False, False, True, "measured goodput_bps is 0; expected a positive figure"),
+        (True, True, True, "measured goodput_bps is 0; expected a positive figure"),
+        (True, True, False, "share one timestamp"),  # ZeroDivisionError
+    ],
+)
+def test_fit_without_goodput(capsys, tmp_path, data, one_instant, params, expected):
+    cap = _write_flow(tmp_path / "c.pcap", data=data, one_instant=one_instant)
+    argv = ["calibrate", "fit", TCP, str(cap), "--out", str(tmp_path / "o.toml")]
+    line = refused(capsys, *argv, *(["--params", "link.delay"] if params else []))
+    assert str(cap) in line and expected in line
+    assert not (tmp_path / "o.toml").exists()
+
+
+def test_fit_iperf_report_with_zero_goodput(capsys, tmp_path):
+    def zero(d):
+        for key in ("sum_sent", "sum_received"):
+            d["end"][key].update(bytes=0, bits_per_second=0)
+
+    path = _edited(tmp_path, zero)
+    argv = ["calibrate", "fit", TCP, str(path), "--params", "link.delay"]
+    line = refused(capsys, *argv, "--out", str(tmp_path / "o.toml"))
+    assert "measured goodput_bps is 0" in line
+
+
+def test_inspect_says_when_goodput_cannot_be_measured(capsys, tmp_path):
+    cap = _write_flow(tmp_path / "c.pcap", one_instant=True)
+    code, out, err = cli(capsys, "calibrate", "inspect", str(cap))
+    assert code == 0, err
+    assert "goodput  - (" in out and "all at one instant" in out
+    assert "goodput cannot be measured" in out
+
+
+# --- runs that measure nothing, never finish, or are huge ---------------------------------
+
+
+def test_transfer_ending_before_the_warmup_says_the_window_is_empty(capsys):
+    sets = ["--set", "workload.bytes=1MB", "--set", "sim.warmup=20ms"]
+    code, out, err = cli(capsys, "run", TCP, "--no-progress", *sets)
+    assert code == 0, err
+    assert "goodput      - (nothing measured: the run ended at" in out
+    assert "read in -" not in out  # no negative measured time
+    assert "warning      measurement window empty" in out
+    code, out, err = cli(capsys, "run", TCP, "--no-progress", "--json", *sets)
+    result = json.loads(out)
+    assert result["window"] == "empty" and "window empty" in result["warnings"][0]
+
+
+def test_transfer_that_never_completes_says_so(capsys):
+    sets = ["--set", "workload.bytes=100kB", "--set", "link.loss=1.0", "--set", "sim.warmup=0s"]
+    code, out, err = cli(capsys, "run", TCP, "--no-progress", "--json", *sets)
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["transfer"] == "incomplete" and result["bytes_delivered"] == 0
+    assert result["warnings"] == [
+        "transfer incomplete: 0 of 100000 B read when the run stopped at 1000 s "
+        "(the 1000 s bound on a sized run)"
+    ]
+    code, out, err = cli(capsys, "run", TCP, "--no-progress", *sets)
+    assert "warning      transfer incomplete: 0 of 100000 B" in out
+
+
+def test_an_ordinary_run_has_no_warning_fields(capsys):
+    code, out, err = cli(
+        capsys, "run", TCP, "--no-progress", "--json", "--set", "sim.duration=30ms"
+    )
+    assert code == 0 and not err  # and no size warning either
+    assert not {"window", "transfer", "warnings"} & set(json.loads(out))
+
+
+@pytest.mark.parametrize(
+    ("flow", "expected"),
+    [
+        ("1" + "0" * 5000, "--flow 1000000000"),  # int() refuses 5000 digits
+        ("\u00b2", "expected exactly one flow"),  # a digit to isdigit(), not to int()
+    ],
+)
+def test_inspect_flow_that_is_no_index(capsys, flow, expected):
+    cap = str(ROOT / "tests" / "captures" / "cubic_head.pcap.gz")
+    line = refused(capsys, "calibrate", "inspect", cap, "--flow", flow)
+    assert expected in line and len(line) < 300
+
+
+# --- plot --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        ("bin.csv", bytes(range(128, 256)), "not a readable CSV file"),  # UnicodeDecodeError
+        ("text.parquet", b"a,b\n1,2\n", "not a readable parquet file"),  # ArrowInvalid
+    ],
+)
+def test_plot_file_that_is_not_what_it_says(capsys, tmp_path, name, content, expected):
+    path = tmp_path / name
+    path.write_bytes(content)
+    line = refused(capsys, "plot", str(path), "--x", "a", "--y", "b")
+    assert str(path) in line and expected in line
