@@ -372,6 +372,16 @@ class CpuCostParams:
     syscall: float = param(1000.0, FLOAT, "entering and leaving a system call", lo=0, unit="cycles")
     copy: float = param(300.0, FLOAT, "fixed cost of one user/kernel copy", lo=0, unit="cycles")
     copy_per_byte: float = param(0.5, FLOAT, "per byte copied user/kernel", lo=0, unit="cycles/B")
+    # A receive copy reads what the NIC just wrote to memory: it misses in the cache
+    # where a send copy reads the application's warm buffer (seed 003: Rx misses).
+    recv_copy_per_byte: float = param(
+        0.0,
+        FLOAT,
+        "extra per byte of a receive copy (kernel to user) beyond copy_per_byte; "
+        "0 = receive copies cost what send copies do",
+        lo=0,
+        unit="cycles/B",
+    )
     csum_per_byte: float = param(
         0.5, FLOAT, "per byte checksummed in software", lo=0, unit="cycles/B"
     )

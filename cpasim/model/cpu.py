@@ -7,7 +7,8 @@ non-preemptive, so a core is held exactly while an SM is in an active state.
 
 Costs are cycles, turned into time by ``cpu.freq``; each is a fixed part plus,
 where declared, a per-byte part (``cost.<name>`` + ``cost.<name>_per_byte`` ×
-bytes).  Busy time is accounted to the seed's categories (copy, stack, driver,
+bytes); ``recv_copy`` is ``copy`` with ``cost.recv_copy_per_byte`` added per
+byte.  Busy time is accounted to the seed's categories (copy, stack, driver,
 interrupt, buffer, user) from ``measure_from`` on; idle is what is left.
 """
 
@@ -35,6 +36,9 @@ class Cpu:
         self.busy_ns = dict.fromkeys(CATEGORIES, 0.0)
         self.measure_from = 0.0
         self._costs: dict[str, tuple[float, float]] = {}  # name -> (fixed, per byte)
+        # A receive copy: the copy's costs plus its own extra per byte.
+        c = params.cost
+        self._costs["recv_copy"] = (c.copy, c.copy_per_byte + c.recv_copy_per_byte)
         self.acquire = self.cores.acquire
         self.release = self.cores.release
 

@@ -41,6 +41,9 @@ class TcpSocket:
         done = 0
         # Syscall entry and the app's own work are spent with the first copy.
         extra = cpu.cycles("syscall") + user
+        # tcp_sendmsg starts a new buffer when the tail one holds size_goal bytes:
+        # one MSS without TSO, a whole super-segment with it (tcp_xmit_size_goal).
+        goal, room = c.maxseg, 0
         while done < nbytes:
             left = nbytes - done
             free = int(c.sndbuf.level)
@@ -63,7 +66,12 @@ class TcpSocket:
                 # buffers.  So a long copy never holds the core for its whole length:
                 # waiting kernel work (ACK processing, NAPI, TCP output) runs in between.
                 k = min(n, c.mss * COPY_SEGMENTS)
-                segs = -(-k // c.mss)
+                if k <= room:
+                    segs = 0
+                    room -= k
+                else:
+                    segs = -(-(k - room) // goal)
+                    room = segs * goal - (k - room)
                 csum = cpu.cycles("csum", k) if c.sw_csum else 0.0
                 yield cpu.spend(
                     sm,
@@ -102,7 +110,7 @@ class TcpSocket:
             sm,
             "TcpRecvMsg: copy",
             stack=extra,
-            copy=cpu.cycles("copy", got),
+            copy=cpu.cycles("recv_copy", got),
             buffer=cpu.cycles("skb_free") * segs,  # the copied buffers are freed
         )
         c.rcv_in_copy -= got
@@ -147,7 +155,7 @@ class UdpSocket:
             sm,
             "UdpRecvMsg: copy",
             stack=extra,
-            copy=cpu.cycles("copy", nbytes),
+            copy=cpu.cycles("recv_copy", nbytes),
             buffer=cpu.cycles("skb_free"),
         )
         return nbytes
