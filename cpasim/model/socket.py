@@ -134,7 +134,7 @@ class UdpSocket:
         yield cpu.spend(
             sm,
             "UdpSendMsg: copy",
-            stack=cpu.cycles("syscall") + user,
+            stack=cpu.cycles("syscall") + user + ep.send_cycles,
             copy=cpu.cycles("copy", nbytes) + csum,
             buffer=cpu.cycles("skb_alloc"),
         )

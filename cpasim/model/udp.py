@@ -28,6 +28,7 @@ class UdpEndpoint:
         self.ip = ip
         self.mtu = mtu
         self.sw_csum = not hc.nic.csum_offload
+        self.send_cycles = hc.cpu.cost.udp_send  # udp_sendmsg, per datagram
         tp = hc.tcp
         self.fixed = tp.rmem > 0
         if self.fixed:
