@@ -44,6 +44,7 @@ class TcpSocket:
         # tcp_sendmsg starts a new buffer when the tail one holds size_goal bytes:
         # one MSS without TSO, a whole super-segment with it (tcp_xmit_size_goal).
         goal, room = c.maxseg, 0
+        held = 0  # bytes copied into the tail buffer, not yet handed to TCP
         while done < nbytes:
             left = nbytes - done
             free = int(c.sndbuf.level)
@@ -81,10 +82,16 @@ class TcpSocket:
                     buffer=cpu.cycles("skb_alloc") * segs,
                 )
                 extra = 0.0
-                c.snd_in_copy -= k
-                c.queue_data(sm, k)
+                held += k
                 done += k
                 n -= k
+                # Without TSO every buffer goes to TCP output as it is filled; with
+                # TSO tcp_sendmsg pushes a buffer once it holds size_goal bytes, and
+                # whatever it holds before it waits for room or returns.
+                if goal == c.mss or room == 0 or n == 0:
+                    c.snd_in_copy -= held
+                    c.queue_data(sm, held)
+                    held = 0
                 if n > 0 and cpu.cores.get_queue:
                     cpu.release(sm)
                     sm.begin("preempted")  # runnable, waiting for the core: no CPU work
