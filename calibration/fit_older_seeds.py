@@ -792,13 +792,15 @@ def makineni() -> System:
             "pcie.lanes": 8,
             "cpu.cores": 1,
             "cpu.freq": "1.6GHz",
+            # Acts at RX 64 KB only together with recv_copy_per_byte: cpasim's default.
+            "cpu.cost.rx_packet": 2500.0,
             "hosts.rx.cpu.cores": CLIENT_CORES,
         },
         [
-            Param(("cpu.cost.syscall",), 5000.0, ""),
-            Param(("cpu.cost.tx_packet",), 2000.0, ""),
-            Param(("cpu.cost.rx_packet",), 2500.0, ""),
+            Param(("cpu.cost.syscall",), 6000.0, ""),
+            Param(("cpu.cost.tx_packet",), 4000.0, ""),
             Param(("cpu.cost.copy_per_byte",), 0.5, ""),
+            Param(("cpu.cost.recv_copy_per_byte",), 5.0, ""),
         ],
         makineni_targets(fit_on),
         makineni_figures,
