@@ -321,6 +321,10 @@ class Param:
         return f"{value:.6g}{self.unit}" if self.unit else f"{value:.6g}"
 
 
+# The classic RFC sender these fits were made with (cpasim's defaults are Linux's).
+CLASSIC_SENDER = {"tcp.cc": "newreno", "tcp.sack": False}
+
+
 @dataclass(frozen=True)
 class System:
     name: str
@@ -335,7 +339,7 @@ class System:
 
     def config(self, values: dict[str, float] | None = None):
         # The classic RFC sender these fits were made with (the defaults are Linux's).
-        over = {"tcp.cc": "newreno", "tcp.sack": "false"}
+        over = {k: _toml_value(v).strip('"') for k, v in CLASSIC_SENDER.items()}
         over.update(
             {k: v if isinstance(v, str) else str(v).lower() for k, v in self.settings.items()}
         )
@@ -891,6 +895,12 @@ def scenario_text(system: System, values: dict[str, float], model: dict) -> str:
     for key, v in flat.items():
         section, _, name = key.rpartition(".")
         sections.setdefault(section, []).append(f"{name} = {_toml_value(v)}")
+    # The sender every fit runs with (System.config), written out with its reason.
+    sections.setdefault("tcp", [])[:0] = [
+        "# The classic RFC 5681/6582 sender these results were calibrated with (Linux defaults:",
+        '# cc = "cubic", sack = true).',
+        *(f"{k.split('.')[1]} = {_toml_value(v)}" for k, v in CLASSIC_SENDER.items()),
+    ]
     first = {}
     for section in sections:
         first.setdefault(section.split(".")[0], len(first))
