@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -69,14 +70,25 @@ RESIDUALS = {
         "bandwidth_raw_max": -0.023,
         "bandwidth_fraction_of_link": -0.017,
     },
+    # The four TCP/IP versions labelled "tests the paper's linearity" are held out,
+    # but they lie on the straight line in Tp through the two fitted ones.
     "Mosberger": {
-        "round trip TCP/IP BAD": -0.030,
+        "round trip TCP/IP BAD (tests the paper's linearity)": -0.030,
         "round trip TCP/IP STD": 0.000,
-        "round trip TCP/IP OUT": +0.017,
-        "round trip TCP/IP CLO": +0.013,
-        "round trip TCP/IP PIN": +0.001,
+        "round trip TCP/IP OUT (tests the paper's linearity)": +0.017,
+        "round trip TCP/IP CLO (tests the paper's linearity)": +0.013,
+        "round trip TCP/IP PIN (tests the paper's linearity)": +0.001,
         "round trip TCP/IP ALL": 0.000,
-        "64 B frame on the wire": +0.137,
+        "64 B frame on the wire": -0.002,
+        "LANCE overhead (nic.tx_latency)": -0.338,
+    },
+    "Mosberger-RPC": {
+        "round trip RPC BAD": +0.003,
+        "round trip RPC STD": 0.000,
+        "round trip RPC OUT": +0.003,
+        "round trip RPC CLO": +0.010,
+        "round trip RPC PIN": +0.023,
+        "round trip RPC ALL": +0.008,
     },
     "Makineni": {
         "cpu_per_bit TX (LSO) @64 B": -0.138,
@@ -96,6 +108,7 @@ FITTED_TOLERANCE = {
     "GEDP-SMP": 0.02,
     "FEDP": 0.10,
     "Mosberger": 0.01,
+    "Mosberger-RPC": 0.01,
     "Makineni": 0.50,
 }
 
@@ -188,3 +201,52 @@ def test_installed_command_runs_a_fitted_scenario():
     )
     expected = RESIDUALS["GEDP-SMP"]["bandwidth_raw_max"]
     assert fos.residual(goodput, paper.cpasim_value) == pytest.approx(expected, abs=SLACK)
+
+
+# -- seeds 000 and 003 figure by figure: each against its paper --------------------------------
+# Each figure is held to the residual achieved (calibration/OLDER_SEEDS.md), rounded up
+# to the next whole percent; a gap above 10 % is a strict xfail with its reason, so a
+# change that closes it must say so here.
+PAPER_GAPS = {
+    ("Mosberger", "LANCE overhead (nic.tx_latency)"): (
+        "Table 6's round trips leave 31 us per frame for the controller, not the paper's "
+        "47.4 us: the line through STD and ALL puts 198 us of each round trip outside "
+        "the Tp-proportional part, less than the paper's own 2 x 105 us estimate"
+    ),
+}
+HIGH_GAP = 0.10
+
+
+def _paper_cases():
+    for name in ("Mosberger", "Mosberger-RPC", "Makineni"):
+        for label, achieved in RESIDUALS[name].items():
+            reason = PAPER_GAPS.get((name, label))
+            if abs(achieved) > HIGH_GAP:
+                assert reason, f"{name} {label}: a gap above 10% needs its reason in PAPER_GAPS"
+                marks = pytest.mark.xfail(strict=True, reason=reason)
+                yield pytest.param(name, label, HIGH_GAP, marks=marks, id=f"{name}: {label}")
+            else:
+                tolerance = math.ceil(abs(achieved) * 100 + 1e-9) / 100 or 0.01
+                yield pytest.param(name, label, tolerance, id=f"{name}: {label}")
+
+
+@pytest.fixture(scope="module")
+def measured_000_003():
+    out = {}
+    for name in ("Mosberger", "Mosberger-RPC", "Makineni"):
+        system = fos.SYSTEMS[name]
+        out[name] = system.figures(load_scenario(ROOT / "scenarios" / system.scenario))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "label", "tolerance"), list(_paper_cases()))
+def test_figure_against_its_paper(name, label, tolerance, measured_000_003):
+    t = next(t for t in fos.SYSTEMS[name].targets if t.label == label)
+    r = fos.residual(measured_000_003[name][t.key], t.value)
+    assert abs(r) <= tolerance, (name, label, f"{r:+.1%}", "fitted" if t.fitted else "held out")
+
+
+def test_every_gap_reason_belongs_to_a_gap():
+    for name, label in PAPER_GAPS:
+        assert abs(RESIDUALS[name][label]) > HIGH_GAP, (name, label)

@@ -389,6 +389,15 @@ class BusParams:
 @dataclass(frozen=True)
 class CpuCostParams:
     syscall: float = param(1000.0, FLOAT, "entering and leaving a system call", lo=0, unit="cycles")
+    # Seed 003's small buffers cost more per call to send than to receive.
+    send_call: float = param(
+        0.0,
+        FLOAT,
+        "extra per send call (write, sendto) beyond syscall; 0 = sending and receiving "
+        "calls cost the same",
+        lo=0,
+        unit="cycles",
+    )
     copy: float = param(300.0, FLOAT, "fixed cost of one user/kernel copy", lo=0, unit="cycles")
     copy_per_byte: float = param(0.5, FLOAT, "per byte copied user/kernel", lo=0, unit="cycles/B")
     # A receive copy reads what the NIC just wrote to memory: it misses in the cache

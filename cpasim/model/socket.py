@@ -40,7 +40,7 @@ class TcpSocket:
         c, cpu = self.conn, self.cpu
         done = 0
         # Syscall entry and the app's own work are spent with the first copy.
-        extra = cpu.cycles("syscall") + user
+        extra = cpu.cycles("syscall") + cpu.cycles("send_call") + user
         # tcp_sendmsg starts a new buffer when the tail one holds size_goal bytes:
         # one MSS without TSO, a whole super-segment with it (tcp_xmit_size_goal).
         goal, room = c.maxseg, 0
@@ -141,7 +141,7 @@ class UdpSocket:
         yield cpu.spend(
             sm,
             "UdpSendMsg: copy",
-            stack=cpu.cycles("syscall") + user + ep.send_cycles,
+            stack=cpu.cycles("syscall") + cpu.cycles("send_call") + user + ep.send_cycles,
             copy=cpu.cycles("copy", nbytes) + csum,
             buffer=cpu.cycles("skb_alloc"),
         )
