@@ -43,9 +43,9 @@ RESIDUALS = {
         "gs @1500 B": -0.002,
         "gr @1024 B": +0.410,
         "gr @1500 B": +0.486,
-        "L @1 B": +0.047,
+        "L @1 B": +0.033,
         "Or @1500 B": -0.606,
-        "one_way_latency @1 B": 0.000,
+        "one_way_latency @1 B": -0.006,
         "bandwidth_raw_max": +0.045,
         "bandwidth_bound_from_Or @1500 B": +1.494,
         "Os @1500 B": 0.000,
@@ -54,9 +54,9 @@ RESIDUALS = {
         "gs @1500 B": +0.003,
         "gr @1024 B": +0.410,
         "gr @1500 B": +0.489,
-        "L @1 B": +0.047,
+        "L @1 B": +0.033,
         "Os @1500 B": 0.000,
-        "one_way_latency @1 B": 0.000,
+        "one_way_latency @1 B": -0.003,
         "bandwidth_raw_max": -0.013,
         "bandwidth_fraction_of_link": -0.013,
         "bandwidth_bound_from_gs @1500 B": -0.019,
@@ -65,8 +65,8 @@ RESIDUALS = {
     "FEDP": {
         "gs @1500 B": +0.002,
         "gr @1500 B": +0.005,
-        "L @1 B": +0.095,
-        "one_way_latency @1 B": 0.000,
+        "L @1 B": -0.002,
+        "one_way_latency @1 B": -0.046,
         "bandwidth_raw_max": -0.023,
         "bandwidth_fraction_of_link": -0.017,
     },
@@ -101,8 +101,8 @@ RESIDUALS = {
 }
 SLACK = 0.01  # residuals are held to ±1 percentage point of the achieved ones
 # How close each system's fitted figures are to the paper (the worst one, rounded up):
-# FEDP's L (the model's NIC, bus and wire take 10.8 us for a minimum frame) and
-# Makineni's RX at 64 KB (see calibration/OLDER_SEEDS.md) are the ones the model misses.
+# FEDP's one-way latency (fitted before the link stopped delaying each frame by its
+# inter-frame gap, not refitted since) is the one the model misses most.
 FITTED_TOLERANCE = {
     "GEDP-UP": 0.05,
     "GEDP-SMP": 0.02,
@@ -250,3 +250,24 @@ def test_figure_against_its_paper(name, label, tolerance, measured_000_003):
 def test_every_gap_reason_belongs_to_a_gap():
     for name, label in PAPER_GAPS:
         assert abs(RESIDUALS[name][label]) > HIGH_GAP, (name, label)
+
+
+@pytest.mark.slow
+def test_makineni_cpu_saturates_without_lso_and_on_receive():
+    """Seed 003, slide 8: "Rx and Tx (no LSO) CPU utilization is 100%"; with LSO the
+    sender has CPU to spare at 64 KB (held out: no fit looks at utilization)."""
+    cfg = load_scenario(ROOT / "scenarios" / fos.SYSTEMS["Makineni"].scenario)
+    idle = {}
+    for case, sut, lso in (("TX LSO", "tx", True), ("TX no LSO", "tx", False), ("RX", "rx", True)):
+        client = "rx" if sut == "tx" else "tx"
+        r = fos._run(
+            cfg,
+            {
+                "nic.tso": str(lso).lower(),
+                f"hosts.{sut}.cpu.cores": "1",
+                f"hosts.{client}.cpu.cores": str(fos.CLIENT_CORES),
+            },
+        )
+        idle[case] = r["cpu_utilization"][sut]["idle"]
+    assert idle["TX no LSO"] < 0.01 and idle["RX"] < 0.01, idle
+    assert idle["TX LSO"] > 0.2, idle
