@@ -756,7 +756,8 @@ def _findings_makineni(f: Fit) -> list[str]:
         "with LSO is +12% instead.  Of what is left, the ACKs are the most: one per two "
         "segments at cpasim's default cpu.cost.ack (1500 cycles, not fitted: at TX 64 KB "
         "without LSO it acts together with tx_packet) take a fifth of the sender's CPU, "
-        "and a super-segment averages 7.5 segments, as the window opens two per ACK.",
+        "and a super-segment averages 7.5 segments, not 44: TCP sends as soon as the "
+        "ACKs open the window (two segments each) instead of waiting for a full one.",
         "RX at 64 KB: receive copies of their own (cpu.cost.recv_copy_per_byte = "
         f"{f.values['cpu.cost.recv_copy_per_byte']:.2f} cycles/B on top of copy_per_byte: "
         "the copy reads what the NIC wrote to memory, slide 12's compulsory misses).  "
