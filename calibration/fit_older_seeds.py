@@ -613,14 +613,15 @@ def dp_fedp() -> System:
 
 _MOSBERGER_HEADER = (
     "Mosberger's Scout {stack} on DEC 3000/600 workstations (seed 000, Table 6),\n"
-    "175 MHz Alpha 21064, LANCE adapter, 10 Mb/s Ethernet, {workload}.  Scout runs\n"
-    "a path from the driver to the application in one address space, and the\n"
-    "measured processing time Tp (Table 9) covers all of it, so system-call, copy\n"
-    "and buffer costs are zero and the whole path is the per-packet send and\n"
-    "receive costs.  The LANCE's own time per frame is nic.tx_latency, fitted\n"
-    "and compared with the paper's measured 47.4 us (nothing is known of the\n"
-    "receiving side: nic.rx_latency = 0).  The TURBOchannel is stood in for by a\n"
-    "32-bit 25 MHz PCI bus.\n"
+    "175 MHz Alpha 21064, LANCE adapter, 10 Mb/s Ethernet;\n"
+    "{workload}.\n"
+    "Scout runs a path from the driver to the application in one address space,\n"
+    "and the measured processing time Tp (Table 9) covers all of it, so\n"
+    "system-call, copy and buffer costs are zero and the whole path is the\n"
+    "per-packet send and receive costs.  The LANCE's own time per frame is\n"
+    "nic.tx_latency, fitted and compared with the paper's measured 47.4 us\n"
+    "(nothing is known of the receiving side: nic.rx_latency = 0).  The\n"
+    "TURBOchannel is stood in for by a 32-bit 25 MHz PCI bus.\n"
 )
 
 
@@ -665,7 +666,7 @@ def mosberger() -> System:
         "Mosberger",
         "mosberger-10mb.toml",
         _MOSBERGER_HEADER.format(
-            stack="TCP/IP", workload="1-byte ping-pong in 64-byte frames (no TCP timestamps)"
+            stack="TCP/IP", workload="a 1-byte ping-pong in 64-byte frames (no TCP timestamps)"
         )
         + "Version STD; another version: scale tx_packet and rx_packet by\n"
         "Tp(version) / Tp(STD).\n"
@@ -715,7 +716,7 @@ def mosberger_rpc() -> System:
         "Mosberger-RPC",
         "mosberger-10mb-rpc.toml",
         _MOSBERGER_HEADER.format(
-            stack="RPC", workload="request/response with 1-byte messages in 64-byte frames"
+            stack="RPC", workload="request/response, 1-byte messages in 64-byte frames"
         )
         + "Host tx is the client (version STD), host rx the server (version ALL, as\n"
         "in the paper).  The path costs (udp_send = rx_packet per datagram) are the\n"
