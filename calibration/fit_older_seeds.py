@@ -99,7 +99,8 @@ def dp_figures(cfg) -> dict[tuple[str, int | None], float]:
 
 
 def mosberger_figures(cfg, tp_us: dict[str, float]) -> dict[tuple[str, str], float]:
-    """Round trip (ns) per Scout version, keyed (quantity, version), plus the frame time.
+    """Round trip (ns) per Scout version, keyed (quantity, version); the frame time and
+    the controller's latency.
 
     The scenario holds version STD; another version's protocol path costs
     ``Tp(version) / Tp(STD)`` times as much per packet, on both hosts.
@@ -113,11 +114,34 @@ def mosberger_figures(cfg, tp_us: dict[str, float]) -> dict[tuple[str, str], flo
         }
         r = _run(cfg, over)
         out[("round_trip TCP/IP", version)] = r["latency_ns"]["mean"]
-        if version == "STD":
-            # One frame each way per round trip (the echo carries the ACK).
-            frames = r["frames"]["tx_to_rx"] / r["latency_ns"]["count"]
-            wire = r["link_utilization"]["tx_to_rx"] * r["latency_ns"]["mean"] / frames
-            out[("min_frame_time_10Mbps", "LANCE")] = wire
+    # What one 64-byte frame adds to the round trip (two frames per round trip, the
+    # echo carrying the ACK): at twice the rate each takes half as long, so the
+    # difference of the two round trips is one frame time at the scenario's rate.
+    fast = _run(cfg, {"link.rate": repr(2 * cfg.link.rate)})
+    slow = out[("round_trip TCP/IP", "STD")]
+    out[("min_frame_time_10Mbps", "LANCE")] = slow - fast["latency_ns"]["mean"]
+    # The controller's own time per frame, as the round trips place it.
+    out[("controller_overhead", "LANCE")] = cfg.host("tx").nic.tx_latency
+    return out
+
+
+# The RPC client's per-datagram path: sending (udp_send) and receiving (rx_packet).
+RPC_PATH = ("cpu.cost.udp_send", "cpu.cost.rx_packet")
+
+
+def mosberger_rpc_figures(cfg, tp_us: dict[str, float]) -> dict[tuple[str, str], float]:
+    """RPC round trip (ns) per Scout version of the client, keyed (quantity, version).
+
+    The scenario's client (host tx) runs version STD and its server (host rx)
+    ALL, as the paper's did; another client version costs ``Tp(version) /
+    Tp(STD)`` times as much per datagram, the server staying as it is.
+    """
+    out = {}
+    for version, tp in tp_us.items():
+        scale = tp / tp_us["STD"]
+        over = {f"hosts.tx.{k}": repr(float(cfg.value(f"hosts.tx.{k}")) * scale) for k in RPC_PATH}
+        r = _run(cfg, over)
+        out[("round_trip RPC", version)] = r["latency_ns"]["mean"]
     return out
 
 
@@ -242,23 +266,32 @@ def dp_targets(systems: tuple[str, ...], fit_on: set[str]) -> list[Figure]:
     return list(out.values())
 
 
-def mosberger_tp() -> dict[str, float]:
+def mosberger_tp(stack: str = "TCP/IP") -> dict[str, float]:
+    """Processing time Tp (Table 9) per version, µs, of ``stack`` (TCP/IP or RPC)."""
     return {
         r.system: r.value
         for r in _rows("mosberger_latency.csv")
-        if r.quantity == "processing_time TCP/IP"
+        if r.quantity == f"processing_time {stack}"
     }
 
 
-def mosberger_targets(fit_on: set[str]) -> list[Figure]:
+def mosberger_targets(fit_on: set[str], stack: str = "TCP/IP") -> list[Figure]:
+    """Table 6's round trips of ``stack``; with TCP/IP also the 64 B frame time."""
     out = []
     for r in _rows("mosberger_latency.csv"):
-        if r.quantity == "round_trip TCP/IP":
+        if r.quantity == f"round_trip {stack}":
             key = (r.quantity, r.system)
-            label = f"round trip TCP/IP {r.system}"
-        elif r.quantity == "min_frame_time_10Mbps":
+            label = f"round trip {stack} {r.system}"
+            if stack == "TCP/IP" and label not in fit_on:
+                # Table 6's TCP/IP round trips are linear in Table 9's Tp, and so is
+                # the model: the two fitted versions fix the line.
+                label += " (tests the paper's linearity)"
+        elif r.quantity == "min_frame_time_10Mbps" and stack == "TCP/IP":
             key = (r.quantity, r.system)
             label = "64 B frame on the wire"
+        elif r.quantity == "controller_overhead" and stack == "TCP/IP":
+            key = (r.quantity, r.system)
+            label = "LANCE overhead (nic.tx_latency)"
         else:
             continue
         out.append(Figure(key, label, r.cpasim_value, _src(r), label in fit_on))
@@ -289,6 +322,10 @@ class Param:
         return f"{value:.6g}{self.unit}" if self.unit else f"{value:.6g}"
 
 
+# The classic RFC sender these fits were made with (cpasim's defaults are Linux's).
+CLASSIC_SENDER = {"tcp.cc": "newreno", "tcp.sack": False}
+
+
 @dataclass(frozen=True)
 class System:
     name: str
@@ -303,7 +340,7 @@ class System:
 
     def config(self, values: dict[str, float] | None = None):
         # The classic RFC sender these fits were made with (the defaults are Linux's).
-        over = {"tcp.cc": "newreno", "tcp.sack": "false"}
+        over = {k: _toml_value(v).strip('"') for k, v in CLASSIC_SENDER.items()}
         over.update(
             {k: v if isinstance(v, str) else str(v).lower() for k, v in self.settings.items()}
         )
@@ -440,12 +477,13 @@ def _findings_fedp(f: Fit) -> list[str]:
         "The 100 Mb/s link sets gs, gr and the bandwidth (held out, within 2.5 %); the "
         "model's UDP/IP headers (28 B per frame against DP's few bytes) cost the ~2 % of "
         "goodput.",
-        f"L stays {_res(f, 'L @1 B')} with the PCI read wait fitted down to "
-        f"{f.values['bus.pci_read_wait']:.2g} cycles and the interrupt to "
-        f"{f.values['cpu.cost.interrupt']:.0f} cycles: the model's NIC, 32-bit bus and "
-        "wire are slower for a minimum frame than the 21140A, and its fixed send/receive "
-        "costs (cpasim defaults) are larger than FEDP's, so both fitted parameters sit at "
-        "their floor; they are effectively not identified.",
+        f"The PCI read wait is fitted down to {f.values['bus.pci_read_wait']:.2g} cycles "
+        f"and the interrupt to {f.values['cpu.cost.interrupt']:.0f} cycles: both sit at "
+        "their floor, effectively not identified.  The fit was made while cpasim's link "
+        "still delayed every frame by its 12-byte inter-frame gap (0.96 µs at 100 Mb/s), "
+        "and left L +9.5%; with the gap holding back only the next frame, the same values "
+        f"give L {_res(f, 'L @1 B')} and the one-way latency "
+        f"{_res(f, 'one_way_latency @1 B')} (not refitted).",
     ]
 
 
@@ -453,17 +491,42 @@ def _findings_mosberger(f: Fit) -> list[str]:
     hz = 175e6
     path = f.values["cpu.cost.tx_packet"]
     tp = mosberger_tp()["STD"]
+    lat = f.values["nic.tx_latency"] / 1e3
     return [
         f"Fitted path cost: {path:.0f} cycles ({_us(path, hz)}) each for send and "
-        f"receive in STD, together {2 * path / hz * 1e6 / tp:.0%} of Tp; the four held-out "
-        "versions follow from Tp alone, as Table 10 finds the end-to-end gains consistent "
-        "with the processing-time gains.",
-        f"link.delay fitted to {f.values['link.delay'] / 1e3:.1f} µs against the paper's "
-        "47.4 µs LANCE overhead: the NIC and bus stand-in already spend part of it, and "
-        "the paper calls its 210 µs network share an estimate.",
-        "The frame time includes the 12-byte inter-frame gap (9.6 µs at 10 Mb/s) that "
-        "cpasim's link occupies and the paper's 57.6 µs (64 B frame + 8 B preamble) "
-        "leaves out.",
+        f"receive in STD, together {2 * path / hz * 1e6 / tp:.0%} of Tp.",
+        "The four other TCP/IP versions are labelled held out, but they test the paper, "
+        "not cpasim: Table 6's round trips lie on a straight line in Table 9's Tp (Table "
+        "10: the end-to-end gains match the processing-time gains), and in the model a "
+        "version differs only by its Tp-scaled path cost, so the two fitted versions fix "
+        "that line and the other four fall on it as far as the paper's own points do.",
+        f"The round trips leave {lat:.1f} µs per frame for the LANCE "
+        f"({_res(f, 'LANCE overhead (nic.tx_latency)')} against the "
+        "paper's 47.4 µs): the line through STD and ALL puts about 198 µs of each round "
+        "trip outside the Tp-proportional part, less than the paper's own 2 × 105 µs "
+        "estimate of network and controller, so Table 6 and the 47.4 µs cannot both "
+        "hold with every cycle of Tp on the critical path.  The paper says as much: "
+        "some processing overlaps network I/O.",
+        "The 64-byte frame adds its 57.6 µs (64 B + 8 B preamble at 10 Mb/s) to the "
+        "round trip, measured as the round trip's change when the link runs twice as "
+        "fast; the 12-byte inter-frame gap spaces frames but delays none.",
+    ]
+
+
+def _findings_mosberger_rpc(f: Fit) -> list[str]:
+    hz = 175e6
+    user = f.values["cpu.cost.user"]
+    return [
+        "The RPC path per datagram is the TCP/IP fit's path cost per µs of Tp times the "
+        "RPC stack's own Tp (Table 9); the client runs each version, the server ALL, as "
+        "in the paper.",
+        f"The one fitted value, cpu.cost.user = {user:.0f} cycles ({_us(user, hz)}) per "
+        "request and per reply, is the time RPC spends outside its traced path: the "
+        "paper's RPC round trip is 48 µs longer than TCP/IP's in STD although its Tp is "
+        "shorter (Table 7: 189.2 against 141.0 µs without network and controller).",
+        "The five held-out versions test the model's Tp scaling with the TCP/IP fit's "
+        "cycles per µs of Tp, on one host only: they are still a straight line in the "
+        "client's Tp, whose slope the TCP/IP fit, not the RPC table, sets.",
     ]
 
 
@@ -558,89 +621,163 @@ def dp_fedp() -> System:
     )
 
 
+_MOSBERGER_HEADER = (
+    "Mosberger's Scout {stack} on DEC 3000/600 workstations (seed 000, Table 6),\n"
+    "175 MHz Alpha 21064, LANCE adapter, 10 Mb/s Ethernet;\n"
+    "{workload}.\n"
+    "Scout runs a path from the driver to the application in one address space,\n"
+    "and the measured processing time Tp (Table 9) covers all of it, so\n"
+    "system-call, copy and buffer costs are zero and the whole path is the\n"
+    "per-packet send and receive costs.  The LANCE's own time per frame is\n"
+    "nic.tx_latency, fitted and compared with the paper's measured 47.4 us\n"
+    "(nothing is known of the receiving side: nic.rx_latency = 0).  The\n"
+    "TURBOchannel is stood in for by a 32-bit 25 MHz PCI bus.\n"
+)
+
+
+def _mosberger_settings() -> dict:
+    return {
+        "sim.duration": "20ms",
+        "sim.warmup": "2ms",
+        "sim.seed": 1,
+        "link.rate": "10Mbps",
+        "link.mtu": "1500B",
+        # One LAN segment: ~100 m of cable.
+        "link.delay": "500ns",
+        # cpasim's fixed 64 KiB buffers (no Linux doubling or autotuning), as fitted.
+        "tcp.wmem": "64KiB",
+        "tcp.rmem": "64KiB",
+        "tcp.nagle": False,
+        "tcp.timestamps": False,
+        "ip.netfilter": False,
+        "nic.itr": "off",
+        "nic.coalesce_frames": 1,
+        "bus.kind": "pci",
+        "bus.pci_width": 32,
+        "bus.pci_clock": "25MHz",
+        "cpu.cores": 1,
+        "cpu.freq": "175MHz",
+        "cpu.cost.syscall": 0.0,
+        "cpu.cost.copy": 0.0,
+        "cpu.cost.copy_per_byte": 0.0,
+        "cpu.cost.user": 0.0,
+        "cpu.cost.context_switch": 0.0,
+        "cpu.cost.descriptor": 0.0,
+        "cpu.cost.skb_alloc": 0.0,
+        "cpu.cost.skb_free": 0.0,
+        "cpu.cost.interrupt": 0.0,
+    }
+
+
 def mosberger() -> System:
     fit_on = {"round trip TCP/IP STD", "round trip TCP/IP ALL"}
     tp = mosberger_tp()
     return System(
         "Mosberger",
         "mosberger-10mb.toml",
-        "Mosberger's Scout TCP/IP on DEC 3000/600 workstations (seed 000, Table 6),\n"
-        "version STD: 175 MHz Alpha 21064, LANCE adapter, 10 Mb/s Ethernet, 1-byte\n"
-        "ping-pong in 64-byte frames (no TCP timestamps).  Scout runs a path from\n"
-        "the driver to the application in one address space, and the measured\n"
-        "processing time Tp (Table 9) covers all of it, so system-call, copy and\n"
-        "buffer costs are zero and the whole path is cpu.cost.tx_packet +\n"
-        "rx_packet.  The LANCE's own latency (the paper: 47.4 us from hand-off to\n"
-        "wire) has no place in the NIC model and rides in link.delay, and so does\n"
-        "the interrupt (zero here): both are constants per message.  The\n"
-        "TURBOchannel is stood in for by a 32-bit 25 MHz PCI bus.  Another\n"
-        "version: scale tx_packet and rx_packet by Tp(version) / Tp(STD).\n"
-        "Fitted: the per-packet path cost (tx_packet = rx_packet) and link.delay on\n"
-        "versions STD and ALL; held out: BAD, OUT, CLO, PIN and the frame time.\n"
-        "RPC (Table 6, right) has no transport in cpasim and is not reproduced.",
-        {
-            "sim.duration": "20ms",
-            "sim.warmup": "2ms",
-            "sim.seed": 1,
-            "workload.kind": "pingpong",
-            "workload.message_size": "1B",
-            "link.rate": "10Mbps",
-            "link.mtu": "1500B",
-            # cpasim's fixed 64 KiB buffers (no Linux doubling or autotuning), as fitted.
-            "tcp.wmem": "64KiB",
-            "tcp.rmem": "64KiB",
-            "tcp.nagle": False,
-            "tcp.timestamps": False,
-            "ip.netfilter": False,
-            "nic.itr": "off",
-            "nic.coalesce_frames": 1,
-            "bus.kind": "pci",
-            "bus.pci_width": 32,
-            "bus.pci_clock": "25MHz",
-            "cpu.cores": 1,
-            "cpu.freq": "175MHz",
-            "cpu.cost.syscall": 0.0,
-            "cpu.cost.copy": 0.0,
-            "cpu.cost.copy_per_byte": 0.0,
-            "cpu.cost.user": 0.0,
-            "cpu.cost.context_switch": 0.0,
-            "cpu.cost.descriptor": 0.0,
-            "cpu.cost.skb_alloc": 0.0,
-            "cpu.cost.skb_free": 0.0,
-            "cpu.cost.interrupt": 0.0,
-        },
+        _MOSBERGER_HEADER.format(
+            stack="TCP/IP", workload="a 1-byte ping-pong in 64-byte frames (no TCP timestamps)"
+        )
+        + "Version STD; another version: scale tx_packet and rx_packet by\n"
+        "Tp(version) / Tp(STD).\n"
+        "Fitted: the per-packet path cost (tx_packet = rx_packet) and nic.tx_latency\n"
+        "on versions STD and ALL; held out: BAD, OUT, CLO, PIN (they lie on the line\n"
+        "through STD and ALL in Tp, so they test the paper's linearity, not cpasim),\n"
+        "the frame time and the paper's controller overhead against the fitted\n"
+        "nic.tx_latency.  RPC: scenarios/mosberger-10mb-rpc.toml.",
+        {**_mosberger_settings(), "workload.kind": "pingpong", "workload.message_size": "1B"},
         [
             Param(("cpu.cost.tx_packet", "cpu.cost.rx_packet"), 5000.0, ""),
-            Param(("link.delay",), 47_400.0, "ns"),
+            Param(("nic.tx_latency",), 47_400.0, "ns"),
         ],
         mosberger_targets(fit_on),
         lambda cfg: mosberger_figures(cfg, tp),
         [
-            "round_trip RPC (6 versions): Scout's RPC stack has no counterpart in cpasim.",
             "processing_time (Table 9): an input (it scales the versions), not a target.",
-            "controller_handoff_to_tx_complete, controller_overhead, "
-            "network_and_controller_per_round_trip: the paper's split of the "
-            "round trip; here in link.delay.",
+            "controller_handoff_to_tx_complete (105 µs) and network_and_controller_per_"
+            "round_trip (210 µs): the frame time plus the controller overhead, the paper's "
+            "arithmetic from the two figures compared above.",
         ],
         _findings_mosberger,
     )
 
 
+# What the RPC scenario takes from the TCP/IP fit: the hardware's fitted latency and
+# the path cost per µs of Tp (SCALED: the path cost of TCP/IP STD, scaled per host).
+MOSBERGER_SHARED = ("nic.tx_latency",)
+MOSBERGER_SCALED = "cpu.cost.tx_packet"
+
+
+def mosberger_rpc_settings(tcp_values: dict[str, float]) -> dict:
+    """The RPC scenario's settings, from the TCP/IP scenario's fitted values."""
+    tp_tcp, tp_rpc = mosberger_tp()["STD"], mosberger_tp("RPC")
+    per_us = tcp_values[MOSBERGER_SCALED] / tp_tcp  # cycles per packet per µs of Tp
+    out = {k: f"{tcp_values[k]:.6g}ns" for k in MOSBERGER_SHARED}
+    for host, version in (("tx", "STD"), ("rx", "ALL")):
+        for k in RPC_PATH:
+            out[f"hosts.{host}.{k}"] = float(f"{per_us * tp_rpc[version]:.6g}")
+    return out
+
+
+def mosberger_rpc() -> System:
+    fit_on = {"round trip RPC STD"}
+    tp = mosberger_tp("RPC")
+    return System(
+        "Mosberger-RPC",
+        "mosberger-10mb-rpc.toml",
+        _MOSBERGER_HEADER.format(
+            stack="RPC", workload="request/response, 1-byte messages in 64-byte frames"
+        )
+        + "Host tx is the client (version STD), host rx the server (version ALL, as\n"
+        "in the paper).  The path costs (udp_send = rx_packet per datagram) are the\n"
+        "TCP/IP fit's cycles per µs of Tp times the RPC stack's Tp (Table 9), and\n"
+        "nic.tx_latency is the TCP/IP fit's; another client version: scale\n"
+        "hosts.tx.cpu.cost.udp_send and rx_packet by Tp(version) / Tp(STD).\n"
+        "Fitted: cpu.cost.user (RPC's time outside its traced path, per request and\n"
+        "per reply) on version STD; held out: BAD, OUT, CLO, PIN, ALL.",
+        {
+            **_mosberger_settings(),
+            "workload.kind": "rpc",
+            "workload.request_size": "1B",
+            "workload.response_size": "1B",
+            **mosberger_rpc_settings({MOSBERGER_SCALED: 6709.48, "nic.tx_latency": 22263.9}),
+        },
+        [Param(("cpu.cost.user",), 3000.0, "")],
+        mosberger_targets(fit_on, "RPC"),
+        lambda cfg: mosberger_rpc_figures(cfg, tp),
+        [],
+        _findings_mosberger_rpc,
+    )
+
+
 def _findings_makineni(f: Fit) -> list[str]:
     return [
-        "The four fitted figures cannot all hold: RX at 64 KB wants about three times "
-        "the receive-path cost, but raising cpu.cost.rx_packet to 10000 cycles also "
-        "doubles RX at 64 B (the fast four-core sender's 64-byte writes leave segments "
-        "mostly unfilled, each paying the receive path) and raises TX (no LSO) at 64 KB "
-        "by half; the least-squares compromise leaves RX at 64 KB "
-        + _res(f, "cpu_per_bit RX @65536 B")
-        + ".",
         "LSO benefit = TX Hz/bit without LSO / with LSO (the paper's own 0.53 / 0.212 = "
-        f"2.5). cpasim's TSO saves less ({_res(f, 'lso_benefit @65536 B')}): it removes the "
-        "per-segment TCP send work and descriptors, not the rest of the per-packet cost "
-        "Windows' LSO avoided.",
-        "Not identifiable: cpu.cost.copy, skb_alloc, skb_free, descriptor, interrupt and "
-        "ack act through their sums with the fitted costs; they stay at cpasim's defaults.",
+        f"2.5): {_res(f, 'lso_benefit @65536 B')}, held out, as TX with LSO at 64 KB "
+        f"({_res(f, 'cpu_per_bit TX (LSO) @65536 B')}).  What LSO saves comes from the "
+        "per-super-segment cost shape: with nic.tso a write allocates one buffer per "
+        "super-segment and hands TCP whole super-segments (tcp_sendmsg's size goal), so "
+        "the per-packet send path, buffer and descriptor are paid per super-segment; the "
+        "ACKs, the interrupts and the copy stay per segment and per byte.  Before, cpasim "
+        "allocated a buffer per MSS and handed TCP four segments at a time: +65% and "
+        "-39%.",
+        "The held-out pair leans on copy_per_byte, which the four fitted figures do not "
+        "tell apart from tx_packet (both act at TX 64 KB without LSO): it stays at "
+        "cpasim's 0.5 cycles/B; at 0.37 cycles/B (where a fit with it free ended) TX "
+        "with LSO is +12% instead.  Of what is left, the ACKs are the most: one per two "
+        "segments at cpasim's default cpu.cost.ack (1500 cycles, not fitted: at TX 64 KB "
+        "without LSO it acts together with tx_packet) take a fifth of the sender's CPU, "
+        "and a super-segment averages 7.5 segments, not 44: TCP sends as soon as the "
+        "ACKs open the window (two segments each) instead of waiting for a full one.",
+        "RX at 64 KB: receive copies of their own (cpu.cost.copy_recv_per_byte = "
+        f"{f.values['cpu.cost.copy_recv_per_byte']:.2f} cycles/B against copy_per_byte's 0.5: "
+        "the copy reads what the NIC wrote to memory, slide 12's compulsory misses).  "
+        "Small buffers: a send call costs cpu.cost.send_call = "
+        f"{f.values['cpu.cost.send_call']:.0f} cycles more than a receive call, so TX "
+        "and RX at 64 B hold together.",
+        "Not identifiable: cpu.cost.copy, skb_alloc, skb_free, descriptor, interrupt, "
+        "ack and rx_packet act through their sums with the fitted costs; they stay at "
+        "cpasim's defaults.",
     ]
 
 
@@ -661,9 +798,9 @@ def makineni() -> System:
         "of goodput on the system under test: host tx for TX, host rx for RX (the\n"
         "client then gets the four cores: --set hosts.tx.cpu.cores=4 --set\n"
         "hosts.rx.cpu.cores=1).  The buffer size is workload.write_size/read_size.\n"
-        "Fitted: cpu.cost.syscall, tx_packet, rx_packet, copy_per_byte on TX (LSO) and\n"
-        "RX at 64 B and TX (no LSO) and RX at 64 KB; held out: TX (LSO) at 64 KB and\n"
-        "the LSO benefit.",
+        "Fitted: cpu.cost.syscall, send_call, tx_packet and copy_recv_per_byte on TX\n"
+        "(LSO) and RX at 64 B and TX (no LSO) and RX at 64 KB; held out: TX (LSO) at\n"
+        "64 KB and the LSO benefit.",
         {
             "sim.duration": "20ms",
             "sim.warmup": "4ms",
@@ -684,13 +821,18 @@ def makineni() -> System:
             "pcie.lanes": 8,
             "cpu.cores": 1,
             "cpu.freq": "1.6GHz",
+            # Not told apart by the figures: rx_packet acts at RX 64 KB together with
+            # copy_recv_per_byte, copy_per_byte at TX 64 KB together with tx_packet (a
+            # tenth more of it moves TX without LSO by 1 %).  cpasim's defaults.
+            "cpu.cost.rx_packet": 2500.0,
+            "cpu.cost.copy_per_byte": 0.5,
             "hosts.rx.cpu.cores": CLIENT_CORES,
         },
         [
             Param(("cpu.cost.syscall",), 5000.0, ""),
-            Param(("cpu.cost.tx_packet",), 2000.0, ""),
-            Param(("cpu.cost.rx_packet",), 2500.0, ""),
-            Param(("cpu.cost.copy_per_byte",), 0.5, ""),
+            Param(("cpu.cost.send_call",), 2600.0, ""),
+            Param(("cpu.cost.tx_packet",), 2450.0, ""),
+            Param(("cpu.cost.copy_recv_per_byte",), 5.5, ""),
         ],
         makineni_targets(fit_on),
         makineni_figures,
@@ -702,7 +844,10 @@ def makineni() -> System:
     )
 
 
-SYSTEMS = {s.name: s for s in (dp_gedp_up(), dp_gedp_smp(), dp_fedp(), mosberger(), makineni())}
+SYSTEMS = {
+    s.name: s
+    for s in (dp_gedp_up(), dp_gedp_smp(), dp_fedp(), mosberger(), mosberger_rpc(), makineni())
+}
 
 
 # -- fitting ----------------------------------------------------------------------------------
@@ -764,18 +909,27 @@ def scenario_text(system: System, values: dict[str, float], model: dict) -> str:
             f"#   {t.label:28s} paper {_show(t.key, t.value):>10s}  model {_show(t.key, m):>10s}"
             f"  {residual(m, t.value):+6.1%}  {'fitted' if t.fitted else 'held out'}"
         )
+    # The sender every fit runs with (System.config), written out first in [tcp].
+    tables = list(dict.fromkeys(key.rpartition(".")[0] for key in flat))
+    if "tcp" not in tables:
+        tables.append("tcp")
     first: dict[str, int] = {}
-    for key in flat:
-        first.setdefault(key.split(".")[0], len(first))
+    for table in tables:
+        first.setdefault(table.split(".")[0], len(first))
 
-    def order(key: str) -> tuple[int, int]:
+    def order(entry: tuple[str, str]) -> tuple[int, int]:
         # A table before its sub-tables ([cpu] before [cpu.cost]), else in order of appearance.
-        table = key.rpartition(".")[0]
+        table = entry[0].rpartition(".")[0]
         return first[table.split(".")[0]], table.count(".")
 
-    lines += toml_tables(
-        (k, _toml_value(v)) for k, v in sorted(flat.items(), key=lambda kv: order(kv[0]))
-    )
+    entries = [(k, _toml_value(v)) for k, v in (*CLASSIC_SENDER.items(), *flat.items())]
+    body = toml_tables(sorted(entries, key=order))
+    at = body.index("[tcp]") + 1
+    body[at:at] = [
+        "# The classic RFC 5681/6582 sender these results were calibrated with (Linux defaults:",
+        '# cc = "cubic", sack = true).',
+    ]
+    lines += body
     return "\n".join(lines) + "\n"
 
 
@@ -804,6 +958,14 @@ def report_text(fits: list[Fit]) -> str:
         "`tests/test_older_seed_scenarios.py` holds each scenario to these residuals. "
         "Residual = (model − paper) / paper. *Fitted* figures were the least-squares "
         "targets; *held out* figures were not used in the fit.",
+        "",
+        "Seeds 000 and 003 are also tested figure by figure against the paper "
+        "(`test_figure_against_its_paper`): each at the residual achieved, rounded up to "
+        "the next percent; a gap above 10 % is a strict xfail with its reason.  "
+        "Mosberger's four held-out TCP/IP round trips are labelled *tests the paper's "
+        "linearity*: Table 6 is a straight line in Table 9's Tp, and a version differs "
+        "in the model only by its Tp-scaled path cost, so the two fitted versions fix the "
+        "line they lie on; they test the paper, not cpasim.",
     ]
     out += [
         "",
@@ -862,6 +1024,7 @@ def main(argv: list[str]) -> int:
         return 0
     fits = []
     up_values: dict[str, float] = {}
+    tcp_values: dict[str, float] = {}
     for name, system in SYSTEMS.items():
         if only and name not in only:
             continue
@@ -872,9 +1035,18 @@ def main(argv: list[str]) -> int:
                 up_values = {k: float(up.value(k)) for k in SHARED_WITH_FEDP}
             extra = {k: float(f"{up_values[k]:.6g}") for k in SHARED_WITH_FEDP}
             system = _with_settings(system, extra)
+        if name == "Mosberger-RPC":
+            # The same machines and path cost per µs of Tp as the TCP/IP fit.
+            if not tcp_values:
+                tcp = load_scenario(SCENARIOS / SYSTEMS["Mosberger"].scenario)
+                keys = (MOSBERGER_SCALED, *MOSBERGER_SHARED)
+                tcp_values = {k: float(tcp.value(k)) for k in keys}
+            system = _with_settings(system, mosberger_rpc_settings(tcp_values))
         f = fit_system(system)
         if name == "GEDP-UP":
             up_values = f.values
+        if name == "Mosberger":
+            tcp_values = f.values
         fits.append(f)
         (SCENARIOS / system.scenario).write_text(scenario_text(system, f.values, f.model))
         worst = max(abs(residual(f.model[t.key], t.value)) for t in system.targets)

@@ -323,7 +323,7 @@ class _Runner:
         latencies = np.asarray(stats.latencies, dtype=float)
         kind = cfg.workload.kind
         latency = None
-        if kind in ("pingpong", "webserver"):
+        if kind in ("pingpong", "rpc", "webserver"):
             latency = (
                 {
                     "mean": float(latencies.mean()),

@@ -10,9 +10,15 @@ import simpy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cpasim.model.link import SPARE_CARRIERS, Link, link_goodput, serialization_ns
+from cpasim.model.link import (
+    SPARE_CARRIERS,
+    Link,
+    link_goodput,
+    serialization_ns,
+    transmit_ns,
+)
 from cpasim.model.packet import Packet
-from cpasim.protocol import frame_bytes, wire_bytes
+from cpasim.protocol import IFG, frame_bytes, wire_bytes
 from cpasim.trace import NULL_TRACER, TracedStore, Tracer
 from cpasim.trace.records import OPS
 
@@ -80,9 +86,11 @@ def test_back_to_back_frames_serialize_then_propagate():
         fifos["tx"].put_now(pkt(i), sm)
     env.run()
     per = serialization_ns(1500, 1e9)
+    gap = IFG * 8.0  # ns at 1 Gb/s
     assert [s for _, s in nics["rx"].got] == list(range(20))
     for i, (t, _) in enumerate(nics["rx"].got):
-        assert t == pytest.approx((i + 1) * per + 10_000.0)
+        # One period per frame; a frame is in once its last bit is, before its gap.
+        assert t == pytest.approx((i + 1) * per - gap + 10_000.0)
     d = link.stats.directions["tx_to_rx"]
     assert d.frames == 20 and d.bytes == 20 * 1538
     assert d.busy_ns == pytest.approx(20 * per)
@@ -97,8 +105,23 @@ def test_full_duplex_directions_do_not_interfere():
         fifos["tx"].put_now(pkt(i), sm)
         fifos["rx"].put_now(pkt(100 + i, 40), sm)
     env.run()
-    assert nics["rx"].got[-1][0] == pytest.approx(5 * serialization_ns(1500, 1e9))
-    assert nics["tx"].got[-1][0] == pytest.approx(5 * serialization_ns(40, 1e9))
+    gap = IFG * 8.0  # ns at 1 Gb/s
+    assert nics["rx"].got[-1][0] == pytest.approx(5 * serialization_ns(1500, 1e9) - gap)
+    assert nics["tx"].got[-1][0] == pytest.approx(5 * serialization_ns(40, 1e9) - gap)
+
+
+def test_seed_000_minimum_frame_takes_57_6_us_at_10_mbps():
+    # Seed 000 (Mosberger, 4.3.2): "a minimum-sized Ethernet packet is 64 bytes long,
+    # to which an 8 byte long preamble is added. At the speed of a 10Mbps Ethernet,
+    # transmitting the frame takes 57.6us."  A 1-byte TCP segment is such a frame.
+    env, tracer, link, fifos, nics = build(rate=10e6, delay=0.0)
+    fifos["tx"].put_now(pkt(0, 41), NULL_TRACER.sm("tx", "NIC TX"))
+    env.run()
+    assert frame_bytes(41) == 64
+    assert nics["rx"].got == [(pytest.approx(57_600.0), 0)]
+    assert transmit_ns(41, 10e6) == pytest.approx(57_600.0)
+    # The gap after it still counts in the link's period and busy time (seed 002).
+    assert link.stats.directions["tx_to_rx"].busy_ns == pytest.approx(67_200.0)
 
 
 def test_loss_uses_the_run_rng_and_is_deterministic():

@@ -249,6 +249,14 @@ def test_udp_large_datagrams_are_fragmented_on_the_wire():
         ["workload.kind=tcp_stream", "link.rate=10Gbps", "link.delay=350us", "tcp.nagle=false"],
         ["workload.kind=udp_stream", "ip.netfilter=true", "nic.csum_offload=false"],
         ["workload.kind=pingpong", "workload.message_size=3000B"],
+        # RPC over UDP through slow controllers (seed 000's LANCE).
+        [
+            "workload.kind=rpc",
+            "workload.request_size=3000B",
+            "workload.response_size=100B",
+            "nic.tx_latency=20us",
+            "nic.rx_latency=5us",
+        ],
         ["workload.kind=webserver", "workload.file_size_min=20kB", "workload.file_size_max=60kB"],
     ],
 )

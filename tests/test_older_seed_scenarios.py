@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -42,9 +43,9 @@ RESIDUALS = {
         "gs @1500 B": -0.002,
         "gr @1024 B": +0.410,
         "gr @1500 B": +0.486,
-        "L @1 B": +0.047,
+        "L @1 B": +0.033,
         "Or @1500 B": -0.606,
-        "one_way_latency @1 B": 0.000,
+        "one_way_latency @1 B": -0.006,
         "bandwidth_raw_max": +0.045,
         "bandwidth_bound_from_Or @1500 B": +1.494,
         "Os @1500 B": 0.000,
@@ -53,9 +54,9 @@ RESIDUALS = {
         "gs @1500 B": +0.003,
         "gr @1024 B": +0.410,
         "gr @1500 B": +0.489,
-        "L @1 B": +0.047,
+        "L @1 B": +0.033,
         "Os @1500 B": 0.000,
-        "one_way_latency @1 B": 0.000,
+        "one_way_latency @1 B": -0.003,
         "bandwidth_raw_max": -0.013,
         "bandwidth_fraction_of_link": -0.013,
         "bandwidth_bound_from_gs @1500 B": -0.019,
@@ -64,39 +65,51 @@ RESIDUALS = {
     "FEDP": {
         "gs @1500 B": +0.002,
         "gr @1500 B": +0.005,
-        "L @1 B": +0.095,
-        "one_way_latency @1 B": 0.000,
+        "L @1 B": -0.002,
+        "one_way_latency @1 B": -0.046,
         "bandwidth_raw_max": -0.023,
         "bandwidth_fraction_of_link": -0.017,
     },
+    # The four TCP/IP versions labelled "tests the paper's linearity" are held out,
+    # but they lie on the straight line in Tp through the two fitted ones.
     "Mosberger": {
-        "round trip TCP/IP BAD": -0.030,
+        "round trip TCP/IP BAD (tests the paper's linearity)": -0.030,
         "round trip TCP/IP STD": 0.000,
-        "round trip TCP/IP OUT": +0.017,
-        "round trip TCP/IP CLO": +0.013,
-        "round trip TCP/IP PIN": +0.001,
+        "round trip TCP/IP OUT (tests the paper's linearity)": +0.017,
+        "round trip TCP/IP CLO (tests the paper's linearity)": +0.013,
+        "round trip TCP/IP PIN (tests the paper's linearity)": +0.001,
         "round trip TCP/IP ALL": 0.000,
-        "64 B frame on the wire": +0.137,
+        "64 B frame on the wire": -0.002,
+        "LANCE overhead (nic.tx_latency)": -0.338,
+    },
+    "Mosberger-RPC": {
+        "round trip RPC BAD": +0.003,
+        "round trip RPC STD": 0.000,
+        "round trip RPC OUT": +0.003,
+        "round trip RPC CLO": +0.010,
+        "round trip RPC PIN": +0.023,
+        "round trip RPC ALL": +0.008,
     },
     "Makineni": {
-        "cpu_per_bit TX (LSO) @64 B": -0.138,
-        "cpu_per_bit RX @64 B": +0.217,
-        "cpu_per_bit TX (LSO) @65536 B": +0.655,
-        "cpu_per_bit TX (no LSO) @65536 B": +0.016,
-        "cpu_per_bit RX @65536 B": -0.487,
-        "lso_benefit @65536 B": -0.386,
+        "cpu_per_bit TX (LSO) @64 B": +0.002,
+        "cpu_per_bit RX @64 B": +0.003,
+        "cpu_per_bit TX (LSO) @65536 B": +0.198,
+        "cpu_per_bit TX (no LSO) @65536 B": +0.002,
+        "cpu_per_bit RX @65536 B": -0.006,
+        "lso_benefit @65536 B": -0.164,
     },
 }
 SLACK = 0.01  # residuals are held to ±1 percentage point of the achieved ones
 # How close each system's fitted figures are to the paper (the worst one, rounded up):
-# FEDP's L (the model's NIC, bus and wire take 10.8 us for a minimum frame) and
-# Makineni's RX at 64 KB (see calibration/OLDER_SEEDS.md) are the ones the model misses.
+# FEDP's one-way latency (fitted before the link stopped delaying each frame by its
+# inter-frame gap, not refitted since) is the one the model misses most.
 FITTED_TOLERANCE = {
     "GEDP-UP": 0.05,
     "GEDP-SMP": 0.02,
     "FEDP": 0.10,
     "Mosberger": 0.01,
-    "Makineni": 0.50,
+    "Mosberger-RPC": 0.01,
+    "Makineni": 0.01,
 }
 
 
@@ -188,3 +201,81 @@ def test_installed_command_runs_a_fitted_scenario():
     )
     expected = RESIDUALS["GEDP-SMP"]["bandwidth_raw_max"]
     assert fos.residual(goodput, paper.cpasim_value) == pytest.approx(expected, abs=SLACK)
+
+
+# -- seeds 000 and 003 figure by figure: each against its paper --------------------------------
+# Each figure is held to the residual achieved (calibration/OLDER_SEEDS.md), rounded up
+# to the next whole percent; a gap above 10 % is a strict xfail with its reason, so a
+# change that closes it must say so here.
+PAPER_GAPS = {
+    ("Mosberger", "LANCE overhead (nic.tx_latency)"): (
+        "Table 6's round trips leave 31 us per frame for the controller, not the paper's "
+        "47.4 us: the line through STD and ALL puts 198 us of each round trip outside "
+        "the Tp-proportional part, less than the paper's own 2 x 105 us estimate"
+    ),
+    ("Makineni", "cpu_per_bit TX (LSO) @65536 B"): (
+        "held out, +20%: the ACKs (one per two segments at cpasim's default 1500 "
+        "cycles, not fitted) take a fifth of the sender's CPU, and copy_per_byte is not "
+        "identified by the fitted figures (+12% at 0.37 cycles/B instead of 0.5)"
+    ),
+    ("Makineni", "lso_benefit @65536 B"): (
+        "held out, -16%: TX without LSO is fitted, so this is TX with LSO's gap"
+    ),
+}
+HIGH_GAP = 0.10
+
+
+def _paper_cases():
+    for name in ("Mosberger", "Mosberger-RPC", "Makineni"):
+        for label, achieved in RESIDUALS[name].items():
+            reason = PAPER_GAPS.get((name, label))
+            if abs(achieved) > HIGH_GAP:
+                assert reason, f"{name} {label}: a gap above 10% needs its reason in PAPER_GAPS"
+                marks = pytest.mark.xfail(strict=True, reason=reason)
+                yield pytest.param(name, label, HIGH_GAP, marks=marks, id=f"{name}: {label}")
+            else:
+                tolerance = math.ceil(abs(achieved) * 100 + 1e-9) / 100 or 0.01
+                yield pytest.param(name, label, tolerance, id=f"{name}: {label}")
+
+
+@pytest.fixture(scope="module")
+def measured_000_003():
+    out = {}
+    for name in ("Mosberger", "Mosberger-RPC", "Makineni"):
+        system = fos.SYSTEMS[name]
+        out[name] = system.figures(load_scenario(ROOT / "scenarios" / system.scenario))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "label", "tolerance"), list(_paper_cases()))
+def test_figure_against_its_paper(name, label, tolerance, measured_000_003):
+    t = next(t for t in fos.SYSTEMS[name].targets if t.label == label)
+    r = fos.residual(measured_000_003[name][t.key], t.value)
+    assert abs(r) <= tolerance, (name, label, f"{r:+.1%}", "fitted" if t.fitted else "held out")
+
+
+def test_every_gap_reason_belongs_to_a_gap():
+    for name, label in PAPER_GAPS:
+        assert abs(RESIDUALS[name][label]) > HIGH_GAP, (name, label)
+
+
+@pytest.mark.slow
+def test_makineni_cpu_saturates_without_lso_and_on_receive():
+    """Seed 003, slide 8: "Rx and Tx (no LSO) CPU utilization is 100%"; with LSO the
+    sender has CPU to spare at 64 KB (held out: no fit looks at utilization)."""
+    cfg = load_scenario(ROOT / "scenarios" / fos.SYSTEMS["Makineni"].scenario)
+    idle = {}
+    for case, sut, lso in (("TX LSO", "tx", True), ("TX no LSO", "tx", False), ("RX", "rx", True)):
+        client = "rx" if sut == "tx" else "tx"
+        r = fos._run(
+            cfg,
+            {
+                "nic.tso": str(lso).lower(),
+                f"hosts.{sut}.cpu.cores": "1",
+                f"hosts.{client}.cpu.cores": str(fos.CLIENT_CORES),
+            },
+        )
+        idle[case] = r["cpu_utilization"][sut]["idle"]
+    assert idle["TX no LSO"] < 0.01 and idle["RX"] < 0.01, idle
+    assert idle["TX LSO"] > 0.2, idle

@@ -121,7 +121,7 @@ class WorkloadParams:
         "tcp_stream",
         ENUM,
         "traffic pattern",
-        choices=("tcp_stream", "udp_stream", "pingpong", "webserver"),
+        choices=("tcp_stream", "udp_stream", "pingpong", "rpc", "webserver"),
     )
     bytes: int = param(0, SIZE, "bytes to transfer; 0 = run for sim.duration", lo=0)
     write_size: int = param("64KiB", SIZE, "bytes per application write()", lo=1, hi="1GiB")
@@ -133,7 +133,10 @@ class WorkloadParams:
     processes: int = param(1, INT, "webserver event-loop processes", lo=1, hi=1024)
     file_size_min: int = param("500kB", SIZE, "smallest file the webserver serves", lo=1)
     file_size_max: int = param("4MB", SIZE, "largest file the webserver serves", lo=1)
-    request_size: int = param("256B", SIZE, "webserver request size", lo=1, hi="1MiB")
+    request_size: int = param("256B", SIZE, "webserver and rpc request size", lo=1, hi="1MiB")
+    response_size: int = param(
+        "256B", SIZE, "rpc response size (one UDP datagram)", lo=1, hi="1MiB"
+    )
     think_time: float = param(0, TIME, "client pause between requests", lo=0, hi="1000s")
 
 
@@ -354,6 +357,22 @@ class NicParams:
     throttle_usecs: float = param(
         0, TIME, "smallest time between two interrupts with nic.itr=fixed", lo=0, hi="1s"
     )
+    # A controller of its own time per frame (the LANCE takes ~47 us, seed 000):
+    # spent by the NIC's engine, one frame after the other; 0 = none, no event.
+    tx_latency: float = param(
+        0,
+        TIME,
+        "controller time per packet between reading it from memory and queueing it for the wire",
+        lo=0,
+        hi="1s",
+    )
+    rx_latency: float = param(
+        0,
+        TIME,
+        "controller time per frame between its arrival and writing it to memory",
+        lo=0,
+        hi="1s",
+    )
     tso: bool = param(False, BOOL, "TCP segmentation offload")
     csum_offload: bool = param(True, BOOL, "checksums computed by the NIC")
 
@@ -398,6 +417,15 @@ class BusParams:
 @dataclass(frozen=True)
 class CpuCostParams:
     syscall: float = param(1000.0, FLOAT, "entering and leaving a system call", lo=0, unit="cycles")
+    # Seed 003's small buffers cost more per call to send than to receive.
+    send_call: float = param(
+        0.0,
+        FLOAT,
+        "extra per send call (write, sendto) beyond syscall; 0 = sending and receiving "
+        "calls cost the same",
+        lo=0,
+        unit="cycles",
+    )
     copy: float = param(300.0, FLOAT, "fixed cost of one user/kernel copy", lo=0, unit="cycles")
     copy_per_byte: float = param(0.5, FLOAT, "per byte copied user/kernel", lo=0, unit="cycles/B")
     # One copy cost per byte served both directions before the directions could be
@@ -422,6 +450,13 @@ class CpuCostParams:
     )
     tx_packet: float = param(2000.0, FLOAT, "TCP/IP send path per packet", lo=0, unit="cycles")
     rx_packet: float = param(2500.0, FLOAT, "TCP/IP receive path per packet", lo=0, unit="cycles")
+    udp_send: float = param(
+        0.0,
+        FLOAT,
+        "UDP/IP send path per datagram (udp_sendmsg); 0 = lumped into syscall and copy",
+        lo=0,
+        unit="cycles",
+    )
     ack: float = param(1500.0, FLOAT, "processing one received ACK", lo=0, unit="cycles")
     interrupt: float = param(2000.0, FLOAT, "interrupt entry and exit", lo=0, unit="cycles")
     descriptor: float = param(150.0, FLOAT, "driver work per descriptor", lo=0, unit="cycles")

@@ -264,6 +264,19 @@ def check(flat: dict[str, Any], where: str) -> None:
             f"{where}: workload.message_size ({flat['workload.message_size']} B) exceeds the "
             f"largest UDP datagram ({MAX_UDP_PAYLOAD} B) for workload.kind = udp_stream"
         )
+    if flat["workload.kind"] == "rpc":
+        for key in ("workload.request_size", "workload.response_size"):
+            if flat[key] > MAX_UDP_PAYLOAD:
+                raise CpasimError(
+                    f"{where}: {key} ({flat[key]} B) exceeds the largest UDP datagram "
+                    f"({MAX_UDP_PAYLOAD} B) for workload.kind = rpc"
+                )
+        if flat["link.loss"]:
+            # A call waits for its reply forever: rpc has no retransmission.
+            raise CpasimError(
+                f"{where}: workload.kind = rpc needs a lossless link (link.loss = "
+                f"{flat['link.loss']}): a lost request or reply is never sent again"
+            )
     if flat["bottleneck.rate"] or flat["bottleneck.reverse_rate"]:
         packet = mtu + flat["bottleneck.overhead"]
         if flat["bottleneck.queue"] < packet:

@@ -11,6 +11,11 @@ the call's copy.
 * ``udp_stream``: tx sends ``message_size`` datagrams; rx receives them.
 * ``pingpong``: tx writes ``message_size`` bytes, reads as many back, and
   records the round trip; rx echoes.
+* ``rpc``: request/response over UDP: tx (the client) sends a ``request_size``
+  datagram, waits for the ``response_size`` reply and records the round trip;
+  rx (the server) answers each request.  One call outstanding per connection
+  and no retransmission, as on a lossless LAN: a lost datagram stalls its
+  connection.
 * ``webserver``: rx is the client with one App per connection: it writes a
   ``request_size`` request, reads the whole response and records the request's
   completion time.  tx runs ``workload.processes`` event-loop servers
@@ -140,6 +145,30 @@ def ping_server(sm, cpu, sock, wl, stats, conn):
         yield from _read_exactly(sm, sock, m)
         stats.delivered(m, conn)
         yield from sock.write(sm, m, user=cpu.cycles("user"))
+        cpu.release(sm)
+
+
+# -- rpc -------------------------------------------------------------------------------------
+def rpc_client(sm, cpu, sock, wl, stats, conn):
+    sm.identify(conn)
+    env = cpu.env
+    while True:
+        started = env._now
+        yield from cpu.take(sm)
+        yield from sock.sendto(sm, wl.request_size, user=cpu.cycles("user"))
+        stats.written += wl.request_size
+        yield from sock.recvfrom(sm)
+        cpu.release(sm)
+        stats.latency(started)
+
+
+def rpc_server(sm, cpu, sock, wl, stats, conn):
+    sm.identify(conn)
+    while True:
+        yield from cpu.take(sm)
+        n = yield from sock.recvfrom(sm)
+        stats.delivered(n, conn)
+        yield from sock.sendto(sm, wl.response_size, user=cpu.cycles("user"))
         cpu.release(sm)
 
 

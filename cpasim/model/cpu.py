@@ -7,8 +7,11 @@ non-preemptive, so a core is held exactly while an SM is in an active state.
 
 Costs are cycles, turned into time by ``cpu.freq``; each is a fixed part plus,
 where declared, a per-byte part (``cost.<name>`` + ``cost.<name>_per_byte`` ×
-bytes).  Busy time is accounted to the seed's categories (copy, stack, driver,
-interrupt, buffer, user) from ``measure_from`` on; idle is what is left.
+bytes); ``copy_send`` and ``copy_recv`` are ``copy`` with the per-byte cost of
+their direction (``cost.copy_send_per_byte``, ``cost.copy_recv_per_byte``; by
+default ``cost.copy_per_byte``).  Busy time is accounted to the seed's
+categories (copy, stack, driver, interrupt, buffer, user) from ``measure_from``
+on; idle is what is left.
 """
 
 from __future__ import annotations

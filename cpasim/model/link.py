@@ -1,14 +1,19 @@
 """The Ethernet link: full duplex, serialization at the MAC, propagation on the wire.
 
 Framing is Ethernet's (:mod:`cpasim.protocol`): an IP packet of ``length``
-bytes occupies :func:`~cpasim.protocol.wire_bytes` ``(length)`` byte times.
+bytes occupies :func:`~cpasim.protocol.wire_bytes` ``(length)`` byte times
+(:func:`serialization_ns`: the link's period per frame, seed 002's frame time),
+of which the frame has arrived after the preamble and the frame itself
+(:func:`transmit_ns`: seed 000's 57.6 us for 64 bytes at 10 Mb/s); the inter-frame
+gap only holds the next frame back.
 
 Each host owns one :class:`Port` (``link.port("tx")``); its NetDevice attaches
 its TX FIFO and its receiver.  Per port:
 
 ``MAC`` (``sys:MAC:0``)
     ``idle`` — waits on the NIC's ``TX FIFO`` for a frame;
-    ``transmit`` — serializes it at ``link.rate`` (framed size), then hands it
+    ``transmit`` — waits out what is left of the previous frame's inter-frame
+    gap, serializes the frame with its preamble at ``link.rate``, then hands it
     to a free carrier through that carrier's ``wire`` queue.
 
 ``Link`` (``sys:Link:k``, one instance per frame in flight)
@@ -35,7 +40,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from cpasim.protocol import wire_bytes
+from cpasim.protocol import IFG, PREAMBLE_SFD, frame_bytes, wire_bytes
 
 #: Carriers kept per frame in flight.  A carrier is reused only after the
 #: whole pool has been used once, so the chain that links one carrier's frames
@@ -44,8 +49,13 @@ SPARE_CARRIERS = 16
 
 
 def serialization_ns(length: int, rate: float) -> float:
-    """Time to put an IP packet of ``length`` bytes on a link of ``rate`` bit/s."""
+    """The link's period per IP packet of ``length`` bytes at ``rate`` bit/s (gap included)."""
     return wire_bytes(length) * 8e9 / rate
+
+
+def transmit_ns(length: int, rate: float) -> float:
+    """Time from the first bit (preamble) to the last of one frame of ``length`` IP bytes."""
+    return (frame_bytes(length) + PREAMBLE_SFD) * 8e9 / rate
 
 
 def link_goodput(rate: float, mss: int, hdr: int) -> float:
@@ -154,17 +164,24 @@ class Port:
     def _mac(self, fifo):
         env, sm, stats = self.env, self.mac, self.stats
         rate = self.link.rate
+        gap_ns = IFG * 8e9 / rate
+        line_free = 0.0  # the end of the last frame's inter-frame gap
         sm.begin("idle")
         while True:
             frame = fifo.take_now(1, sm)[0] if fifo.items else (yield fifo.get(sm))
             sm.begin("transmit")
+            # The frame has arrived once its last bit is on the wire; the gap after
+            # it only keeps the next frame back (a frame sent back to back waits out
+            # the rest of its predecessor's gap in this same stretch).
             wb = wire_bytes(frame.length)
-            ns = wb * 8e9 / rate
-            yield env.timeout(ns)
-            stats.busy_ns += ns
+            ns = transmit_ns(frame.length, rate)
+            wait = line_free - env._now
+            yield env.timeout(ns + wait if wait > 0 else ns)
+            stats.busy_ns += ns + gap_ns
             stats.bytes += wb
             stats.frames += 1
             self._carrier().send(frame, sm)
+            line_free = env._now + gap_ns
             sm.begin("idle")
 
     def _carrier(self) -> _Carrier:

@@ -15,6 +15,8 @@ Host-memory structures it shares with the driver are in
     then for that cache (``TX desc cache``) when it ran dry;
     ``DMA packet`` — reads the frame (MAC header + IP packet; a TSO
     super-segment once, its headers replicated on the NIC);
+    ``controller`` — with ``nic.tx_latency``, the controller's own time per
+    packet (a slow controller such as the LANCE), one packet after the other;
     ``queue packet`` — cuts TSO super-segments into MSS frames
     (:meth:`Packet.split_tso`) and puts them into the ``TX FIFO`` (``nic.tx_fifo``
     bytes, counted in full-size frames), waiting while it is full;
@@ -28,6 +30,8 @@ Host-memory structures it shares with the driver are in
     ``DMA descriptors`` — when its descriptor cache is empty, reads a batch of
     the empty buffers the driver posted (``RX free desc``); with none posted the
     frame is dropped (reason ``rx_ring_full``);
+    ``controller`` — with ``nic.rx_latency``, the controller's own time per
+    frame before it writes the frame to memory;
     ``DMA packet`` — writes the frame (without FCS) and then its descriptor to
     host memory, which puts the packet on the ``RX ring`` for NAPI and reports
     the completion to the interrupt logic.
@@ -159,6 +163,8 @@ class Nic:
         self.irq = irq
         self.stats = stats
         self.desc_size = params.desc_size
+        self.tx_latency = params.tx_latency
+        self.rx_latency = params.rx_latency
         self.batch = params.desc_fetch_batch
         self.tx_fifo = TracedStore(
             env,
@@ -251,9 +257,12 @@ class Nic:
                 done = done_segs = done_bytes = 0
 
     def _tx_packet(self, sm, fifo, pkt, stats):
-        """``DMA packet`` and ``queue packet`` for one descriptor's packet."""
+        """``DMA packet``, ``controller`` and ``queue packet`` for one descriptor's packet."""
         sm.begin("DMA packet")
         yield from self.bus.dma_read(sm, MAC_HEADER + pkt.hdr + pkt.payload)
+        if self.tx_latency:
+            sm.begin("controller")
+            yield self.env.timeout(self.tx_latency)
         sm.begin("queue packet")
         for seg in pkt.split_tso() if pkt.segs > 1 else (pkt,):
             if len(fifo.items) < fifo.capacity:
@@ -291,6 +300,9 @@ class Nic:
                 while not fifo.items:  # a frame lost on the way leaves it empty
                     yield port.next_arrival()
             frame = fifo.take_now(1, sm)[0]
+            if self.rx_latency:
+                sm.begin("controller")
+                yield self.env.timeout(self.rx_latency)
             if not self.rx_cached:
                 k = rings.rx_free.grab(self.batch, sm)
                 if not k:

@@ -51,7 +51,11 @@ class TcpSocket:
         c, cpu = self.conn, self.cpu
         done = 0
         # Syscall entry and the app's own work are spent with the first copy.
-        extra = cpu.cycles("syscall") + user
+        extra = cpu.cycles("syscall") + cpu.cycles("send_call") + user
+        # tcp_sendmsg starts a new buffer when the tail one holds size_goal bytes:
+        # one MSS without TSO, a whole super-segment with it (tcp_xmit_size_goal).
+        goal, room = c.maxseg, 0
+        held = 0  # bytes copied into the tail buffer, not yet handed to TCP
         while done < nbytes:
             left = nbytes - done
             free = int(c.sndbuf.level)
@@ -73,11 +77,16 @@ class TcpSocket:
                 # buffers.  So a long copy never holds the core for its whole length:
                 # waiting kernel work (ACK processing, NAPI, TCP output) runs in between.
                 k = min(n, c.mss * COPY_SEGMENTS)
-                segs = -(-k // c.mss)
+                if k <= room:
+                    segs = 0
+                    room -= k
+                else:
+                    segs = -(-(k - room) // goal)
+                    room = segs * goal - (k - room)
                 copy = cpu.cycles("copy_send", k)
                 if c.sw_csum:
                     copy += cpu.cycles("csum", k)
-                if cpu.memory is not None:  # read and write each byte (the sum: in cache)
+                if copy and cpu.memory is not None:  # read and write each byte (sum: cached)
                     copy = cpu.stall(copy, 2 * k)
                 yield cpu.spend(
                     sm,
@@ -87,9 +96,15 @@ class TcpSocket:
                     buffer=cpu.cycles("skb_alloc") * segs,
                 )
                 extra = 0.0
-                c.queue_data(sm, k)
+                held += k
                 done += k
                 n -= k
+                # Without TSO every buffer goes to TCP output as it is filled; with
+                # TSO tcp_sendmsg pushes a buffer once it holds size_goal bytes, and
+                # whatever it holds before it waits for room or returns.
+                if goal == c.mss or room == 0 or n == 0:
+                    c.queue_data(sm, held)
+                    held = 0
                 if n > 0 and cpu.cores.get_queue:
                     cpu.release(sm)
                     sm.begin("preempted")  # runnable, waiting for the core: no CPU work
@@ -160,7 +175,7 @@ class UdpSocket:
         yield cpu.spend(
             sm,
             "UdpSendMsg: copy",
-            stack=cpu.cycles("syscall") + user,
+            stack=cpu.cycles("syscall") + cpu.cycles("send_call") + user + cpu.cycles("udp_send"),
             copy=copy,
             buffer=cpu.cycles("skb_alloc"),
         )

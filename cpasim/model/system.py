@@ -26,6 +26,7 @@ ANALYSIS_ENDS = {
     "tcp_stream": (("tx", "App"), ("rx", "App")),
     "udp_stream": (("tx", "App"), ("rx", "App")),
     "pingpong": (("tx", "App"), ("rx", "App")),
+    "rpc": (("tx", "App"), ("rx", "App")),
     "webserver": (("rx", "App"), ("rx", "App")),
 }
 
@@ -66,10 +67,15 @@ class System:
         kind = wl.kind
         for i in range(wl.connections):
             conn = f"c{i}"
-            if kind == "udp_stream":
+            if kind in ("udp_stream", "rpc"):
                 a, b = tx.open_udp(i), rx.open_udp(i)
-                env.process(app.udp_source(self._app_sm("tx", i), tx.cpu, a, wl, stats, conn))
-                env.process(app.udp_sink(self._app_sm("rx", i), rx.cpu, b, wl, stats, conn))
+                send, recv = (
+                    (app.udp_source, app.udp_sink)
+                    if kind == "udp_stream"
+                    else (app.rpc_client, app.rpc_server)
+                )
+                env.process(send(self._app_sm("tx", i), tx.cpu, a, wl, stats, conn))
+                env.process(recv(self._app_sm("rx", i), rx.cpu, b, wl, stats, conn))
                 continue
             # Each side starts with the window the other's handshake offered.
             mtu = self.cfg.link.mtu

@@ -47,6 +47,7 @@ METRICS = {
     "tcp_stream": ("goodput_bps", True),
     "udp_stream": ("goodput_bps", True),
     "pingpong": ("latency_ns", False),
+    "rpc": ("latency_ns", False),
     "webserver": ("latency_ns", False),
 }
 
