@@ -436,7 +436,7 @@ def test_interrupt_unit_thresholds(frames, usecs, fired_at):
     nic = SimpleNamespace(
         coalesce_frames=frames, coalesce_usecs=usecs, itr="fixed", throttle_usecs=0.0
     )
-    unit = InterruptUnit(env, "rx", nic, NULL_TRACER, stats)
+    unit = InterruptUnit(env, "rx", NULL_TRACER, params=nic, stats=stats)
     sm = NULL_TRACER.sm("rx", "NIC RX")
     fired = []
 

@@ -71,8 +71,8 @@ class NetDevice:
         self.stats.bus = self.bus.stats
         self.qdisc = make_qdisc(env, sys, qdisc, tracer)
         self.rx_out = TracedStore(env, tracer, sys, "RX backlog", "0")
-        self.rings = Rings(env, sys, nic, tracer)
-        self.irq = InterruptUnit(env, sys, nic, tracer, self.stats)
+        self.rings = Rings(env, sys, tracer, params=nic)
+        self.irq = InterruptUnit(env, sys, tracer, params=nic, stats=self.stats)
         self.nic = Nic(
             env,
             sys,

@@ -53,17 +53,19 @@ class Rings:
     Descriptor credits never carry connection ids.
     """
 
-    def __init__(self, env, sys: str, nic, tracer):
+    def __init__(self, env, sys: str, tracer, *, params):
+        """``params``: the host's ``nic`` section (the rings' sizes)."""
+
         # Free descriptors are credit queues (declared unbounded, initial resize to the
         # ring size), so capacity(+k) on them means k more ring entries.
         def credits(name: str, init: int) -> TracedContainer:
             return TracedContainer(env, tracer, sys, name, "0", init=init, conn_flow=False)
 
-        self.tx_free = credits("TX free desc", nic.tx_ring)
+        self.tx_free = credits("TX free desc", params.tx_ring)
         self.tx_ring = credits("TX ring", 0)
         self.tx_pkts: deque = deque()  # the packets behind tx_ring's descriptors, in order
         self.tx_done = credits("TX done", 0)
-        self.rx_free = credits("RX free desc", nic.rx_ring)
+        self.rx_free = credits("RX free desc", params.rx_ring)
         self.rx_ring = TracedStore(env, tracer, sys, "RX ring", "0")
 
 

@@ -75,15 +75,16 @@ SPARE_TIMERS = 16
 class InterruptUnit:
     """Interrupt moderation of one NIC and the ``IRQ`` line to the host."""
 
-    def __init__(self, env, sys: str, nic, tracer, stats):
+    def __init__(self, env, sys: str, tracer, *, params, stats):
+        """``params``: the host's ``nic`` section."""
         self.env = env
         self.sys = sys
         self.tracer = tracer
         self.stats = stats
         # Adaptive throttling re-tunes the rule's gap at the end of every NAPI session.
-        self.itr = AdaptiveItr() if nic.itr == "adaptive" else None
-        gap = self.itr.gap if self.itr is not None else nic.throttle_usecs
-        self.rule = Moderation(nic.coalesce_frames, nic.coalesce_usecs, gap)
+        self.itr = AdaptiveItr() if params.itr == "adaptive" else None
+        gap = self.itr.gap if self.itr is not None else params.throttle_usecs
+        self.rule = Moderation(params.coalesce_frames, params.coalesce_usecs, gap)
         self.line = TracedStore(env, tracer, sys, "IRQ", "0")
         self._free: deque[_Timer] = deque()
         self._timers = 0
