@@ -133,7 +133,7 @@ class WorkloadParams:
     file_size_min: int = param("500kB", SIZE, "smallest file the webserver serves", lo=1)
     file_size_max: int = param("4MB", SIZE, "largest file the webserver serves", lo=1)
     request_size: int = param("256B", SIZE, "webserver request size", lo=1, hi="1MiB")
-    think_time: float = param(0, TIME, "client pause between requests", lo=0, hi="1000s")
+    think_time: float = param(0, TIME, "webserver client pause between requests", lo=0, hi="1000s")
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,12 @@ class TcpParams:
         "208KiB", SIZE, "net.core.rmem_default: a UDP socket's receive buffer", lo="1B"
     )
     wmem_default: int = param(
-        "16KiB", SIZE, "tcp_wmem[1]: send buffer before autotuning", lo="1B", hi="1GiB"
+        "16KiB",
+        SIZE,
+        "tcp_wmem[1]: send buffer before autotuning; matters only above what "
+        "tcp_init_buffer_space grows it to (2 x tcp.init_cwnd full segments' memory)",
+        lo="1B",
+        hi="1GiB",
     )
     wmem_max: int = param(
         "4MiB", SIZE, "tcp_wmem[2]: largest autotuned send buffer", lo="1B", hi="1GiB"
@@ -312,10 +317,19 @@ class NicParams:
         "48KiB", SIZE, "on-NIC receive FIFO (frames dropped when full)", lo="64B", hi="64MiB"
     )
     coalesce_usecs: float = param(
-        0, TIME, "interrupt delay after the first completion (rx-usecs)", lo=0, hi="1s"
+        0,
+        TIME,
+        "interrupt delay after the first completion (rx-usecs); matters only with "
+        "nic.coalesce_frames above 1",
+        lo=0,
+        hi="1s",
     )
     coalesce_frames: int = param(
-        1, INT, "pending completions that interrupt without delay", lo=1, hi=65536
+        1,
+        INT,
+        "pending completions that interrupt without waiting nic.coalesce_usecs",
+        lo=1,
+        hi=65536,
     )
     itr: str = param(
         "adaptive",
@@ -350,18 +364,28 @@ class PcieParams:
 @dataclass(frozen=True)
 class BusParams:
     kind: str = param("pcie", ENUM, "I/O bus between NIC and memory", choices=("pcie", "pci"))
-    pci_width: int = param(64, INT, "legacy PCI data width", choices=(32, 64), unit="bit")
-    pci_clock: float = param("33MHz", FREQ, "legacy PCI clock", lo="1MHz", hi="1GHz")
-    pci_burst: int = param("256B", SIZE, "legacy PCI burst length", lo="4B", hi="64KiB")
+    pci_width: int = param(
+        64, INT, "legacy PCI (bus.kind = pci) data width", choices=(32, 64), unit="bit"
+    )
+    pci_clock: float = param(
+        "33MHz", FREQ, "legacy PCI (bus.kind = pci) clock", lo="1MHz", hi="1GHz"
+    )
+    pci_burst: int = param(
+        "256B", SIZE, "legacy PCI (bus.kind = pci) burst length", lo="4B", hi="64KiB"
+    )
     # Defaults fitted to seed 002 (GEDP on 64-bit 33 MHz PCI): gs = 18.76 us at
     # 1500 B and reads ~47% slower than writes.
     pci_burst_overhead: float = param(
-        21.5, FLOAT, "legacy PCI cycles per burst (arbitration, address)", lo=0, unit="cycles"
+        21.5,
+        FLOAT,
+        "legacy PCI (bus.kind = pci) cycles per burst (arbitration, address)",
+        lo=0,
+        unit="cycles",
     )
     pci_read_wait: float = param(
         47.4,
         FLOAT,
-        "legacy PCI extra cycles per read burst (target latency)",
+        "legacy PCI (bus.kind = pci) extra cycles per read burst (target latency)",
         lo=0,
         unit="cycles",
     )
@@ -373,7 +397,11 @@ class CpuCostParams:
     copy: float = param(300.0, FLOAT, "fixed cost of one user/kernel copy", lo=0, unit="cycles")
     copy_per_byte: float = param(0.5, FLOAT, "per byte copied user/kernel", lo=0, unit="cycles/B")
     csum_per_byte: float = param(
-        0.5, FLOAT, "per byte checksummed in software", lo=0, unit="cycles/B"
+        0.5,
+        FLOAT,
+        "per byte checksummed in software (nic.csum_offload = false)",
+        lo=0,
+        unit="cycles/B",
     )
     tx_packet: float = param(2000.0, FLOAT, "TCP/IP send path per packet", lo=0, unit="cycles")
     rx_packet: float = param(2500.0, FLOAT, "TCP/IP receive path per packet", lo=0, unit="cycles")
