@@ -140,6 +140,7 @@ MATTERS: dict[str, Case] = {
     "bus.pci_read_wait": Case("5", PCI, "bus.kind = pci"),
     # cpu
     "cpu.cores": Case("2", ("workload.connections=2", *SLOW_CPU)),
+    "cpu.irq_cores": Case("1", ("cpu.cores=2",)),
     "cpu.freq": Case("1GHz"),
     "cpu.cost.syscall": Case("20000"),
     "cpu.cost.copy": Case("20000"),

@@ -142,3 +142,47 @@ def test_webserver_two_cores_total_matches_the_seed():
     # Not fitted: 5.88 Gb/s against the seed's re-simulated 5.8 (+1.4%).
     got = _web_gbps("hosts.tx.cpu.cores=2", "workload.processes=2")
     assert got == pytest.approx(saidi("simulated_total_bandwidth", "web server 2 cores"), rel=0.02)
+
+
+def _web(*sets: str):
+    from cpasim.config import load_scenario
+    from cpasim.simulate import simulate
+
+    return simulate(load_scenario(ROOT / "scenarios" / "webserver.toml", sets=list(sets)))
+
+
+THIRD_CORE = ("hosts.tx.cpu.cores=3", "hosts.tx.cpu.irq_cores=1", "workload.processes=2")
+
+
+@pytest.mark.slow
+def test_webserver_third_core_for_interrupts_matches_the_seed():
+    """Seed 6.3: a third core only for NIC interrupts and receive processing, one
+    lighttpd per other core.  The thesis gives this run's total as the error of the
+    6.2 Gb/s prediction, 3%; the prediction over-estimated with two cores (the
+    multicore overheads it names remain), so the run is taken as 6.2 / 1.03 = 6.02
+    Gb/s.  Not fitted: the model gives 5.98 Gb/s (-0.7%)."""
+    r = _web(*THIRD_CORE)
+    predicted = saidi("predicted_total_bandwidth", "web server 2 cores")
+    seed_total = predicted / (
+        1 + saidi("prediction_error_total", "web server 3 cores (one for interrupts)")
+    )
+    assert r.goodput_bps == pytest.approx(seed_total, rel=0.05)
+    # The connections behave uniformly: each lies in the seed's predicted per-connection
+    # range (1407-1670 Mb/s) widened by the largest per-connection error (9%); model
+    # 1392-1578 Mb/s.
+    err = saidi("prediction_error_per_connection_max", "web server 3 cores (one for interrupts)")
+    lo = saidi("predicted_per_connection_min", "web server 2 cores") / (1 + err)
+    hi = saidi("predicted_per_connection_max", "web server 2 cores") * (1 + err)
+    assert all(lo <= bps <= hi for bps in r.goodput_bps_per_connection.values())
+
+
+def test_interrupt_cores_leave_the_application_its_own():
+    """A core reserved for interrupts is not a third core for anything: the run
+    differs from two shared cores, and is deterministic."""
+    short = ("sim.duration=30ms", "sim.warmup=10ms", "workload.processes=2")
+    two = _web(*short, "hosts.tx.cpu.cores=2")
+    split = _web(*short, "hosts.tx.cpu.cores=3", "hosts.tx.cpu.irq_cores=1")
+    assert split.goodput_bps != two.goodput_bps
+    assert split.to_json() | {"wall_s": 0} == _web(
+        *short, "hosts.tx.cpu.cores=3", "hosts.tx.cpu.irq_cores=1"
+    ).to_json() | {"wall_s": 0}

@@ -422,6 +422,14 @@ class CpuCostParams:
 @dataclass(frozen=True)
 class CpuParams:
     cores: int = param(1, INT, "CPU cores", lo=1, hi=1024)
+    irq_cores: int = param(
+        0,
+        INT,
+        "cores of cpu.cores reserved for interrupts, NAPI, receive processing and TCP's "
+        "timers (the application runs on the others); 0 = all share every core",
+        lo=0,
+        hi=1023,
+    )
     freq: float = param("4GHz", FREQ, "clock; scales every cycle cost", lo="1MHz", hi="100GHz")
     cost: CpuCostParams = section(CpuCostParams)
 

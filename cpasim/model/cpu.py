@@ -5,6 +5,12 @@ Software state machines (app, TCP, IP, driver, NAPI, ISR) take a core from the
 (:meth:`Cpu.release`) before they block on anything else: scheduling is
 non-preemptive, so a core is held exactly while an SM is in an active state.
 
+With ``cpu.irq_cores`` set, that many of the cores form a pool of their own,
+``IRQ cores``, taken by the softirq side (interrupt handler, NAPI poll, IP and
+TCP receive processing, TCP's timers) through :attr:`Cpu.irq`; the application
+side (system calls, TCP's send path, the driver's transmit) takes the rest.
+Without it :attr:`Cpu.irq` is the CPU itself: one pool for everything.
+
 Costs are cycles, turned into time by ``cpu.freq``; each is a fixed part plus,
 where declared, a per-byte part (``cost.<name>`` + ``cost.<name>_per_byte`` ×
 bytes).  Busy time is accounted to the seed's categories (copy, stack, driver,
@@ -13,6 +19,10 @@ interrupt, buffer, user) from ``measure_from`` on; idle is what is left.
 
 from __future__ import annotations
 
+import copy
+import weakref
+
+from cpasim.errors import CpasimError
 from cpasim.trace import TracedPool
 
 CATEGORIES = ("copy", "stack", "driver", "interrupt", "buffer", "user")
@@ -31,12 +41,48 @@ class Cpu:
         self.ns_per_cycle = 1e9 / params.freq
         self.cost = params.cost
         self.n_cores = params.cores
-        self.cores = TracedPool(env, tracer, sys, "CPU cores", "0", size=params.cores)
+        irq = params.irq_cores
+        if irq >= params.cores:
+            raise CpasimError(
+                f"hosts.{sys}.cpu.irq_cores: expected fewer than cpu.cores "
+                f"({params.cores}) so the application keeps a core, got {irq}"
+            )
+        self.cores = TracedPool(env, tracer, sys, "CPU cores", "0", size=params.cores - irq)
         self.busy_ns = dict.fromkeys(CATEGORIES, 0.0)
         self.measure_from = 0.0
         self._costs: dict[str, tuple[float, float]] = {}  # name -> (fixed, per byte)
         self.acquire = self.cores.acquire
         self.release = self.cores.release
+        #: The CPU the softirq side runs on: these cores, or the reserved IRQ cores.
+        self.irq = self
+        # Processes of the softirq side: code shared with the application side (IP
+        # output) blocks through this CPU, which must then give up the IRQ core they
+        # hold.  (Processes, not SM handles: untraced, every SM is the same handle.)
+        self._irq_procs: weakref.WeakSet | None = None
+        if irq:
+            self.irq = self._on(TracedPool(env, tracer, sys, "IRQ cores", "0", size=irq))
+            self._irq_procs = weakref.WeakSet()
+
+    def _on(self, pool: TracedPool) -> Cpu:
+        """This CPU's costs and busy time (shared, not copied), on cores ``pool``."""
+        view = copy.copy(self)
+        view.cores = pool
+        view.acquire = pool.acquire
+        view.release = pool.release
+        view.irq = view
+        view._irq_procs = None
+        return view
+
+    def softirq(self):
+        """The CPU the calling process, one of the softirq side, runs on (:attr:`irq`).
+        Called from the process's own generator."""
+        if self._irq_procs is not None:
+            self._irq_procs.add(self.env.active_process)
+        return self.irq
+
+    def start_measuring(self, t: float) -> None:
+        """Account busy time from ``t`` on (the end of the warm-up)."""
+        self.measure_from = self.irq.measure_from = t
 
     def take(self, sm):
         """Generator: a core for ``sm``, without a SimPy event when one is free."""
@@ -90,6 +136,8 @@ class Cpu:
 
     def block(self, sm, event):
         """Generator: give the core up, wait for ``event``, take a core again."""
+        if self._irq_procs is not None and self.env.active_process in self._irq_procs:
+            return (yield from self.irq.block(sm, event))
         self.release(sm)
         value = yield event
         yield from self.take(sm)

@@ -41,7 +41,7 @@ class System:
         self.bottlenecks = bottleneck.build(env, cfg.bottleneck, self.link, tracer)
         self.hosts = {h: Host(env, h, cfg, tracer, self.rng, self.link.port(h)) for h in HOSTS}
         for host in self.hosts.values():
-            host.cpu.measure_from = cfg.sim.warmup
+            host.cpu.start_measuring(cfg.sim.warmup)
             host.dev.bus.measure_from = cfg.sim.warmup
         self.stats = AppStats(env, warmup=cfg.sim.warmup, target=cfg.workload.bytes)
         self.servers: list[WebServer] = []
