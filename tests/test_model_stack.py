@@ -305,7 +305,16 @@ def test_fast_retransmit_keeps_a_stream_going_under_loss():
 SEED_LADDER = [
     # (change from the scenario, seed Mb/s, relative tolerance achieved)
     ([], 1000, 0.10),  # link-bound: 917 Mb/s (the 1 Gb/s link's goodput is 941)
-    (["link.rate=10Gbps"], 1289, 0.20),  # send-buffer loop: 1072 Mb/s
+    pytest.param(
+        ["link.rate=10Gbps"],
+        1289,
+        0.10,
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="send-buffer loop: 1072 Mb/s (-17%): the model's round trip is 0.84 ms "
+            "against 0.70, its window bursts queueing behind the PCIe x1 DMA",
+        ),
+    ),
     (["link.rate=10Gbps", "tcp.wmem=4MiB", "tcp.rmem=4MiB"], 1705, 0.10),  # PCIe x1: 1615
 ]
 

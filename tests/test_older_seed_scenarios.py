@@ -99,6 +99,36 @@ FITTED_TOLERANCE = {
     "Makineni": 0.50,
 }
 
+# Figures more than 10% from their paper, and why (calibration/OLDER_SEEDS.md): each is
+# checked against the paper at 10% as a strict xfail, so a model that closes a gap
+# fails here until its entry goes.
+_DP_OR = "one cpu.cost.copy_per_byte serves both directions; DP's receive copy costs more"
+_DP_GR = "a stream's gr is its period; DP's gr is a receive-only microbenchmark"
+GAPS = {
+    ("GEDP-UP", "gr @1024 B"): _DP_GR,
+    ("GEDP-UP", "gr @1500 B"): _DP_GR,
+    ("GEDP-UP", "Or @1500 B"): _DP_OR,
+    ("GEDP-UP", "bandwidth_bound_from_Or @1500 B"): _DP_OR,
+    ("GEDP-SMP", "gr @1024 B"): _DP_GR,
+    ("GEDP-SMP", "gr @1500 B"): _DP_GR,
+    ("GEDP-SMP", "Or @1500 B"): _DP_OR,
+    ("Mosberger", "64 B frame on the wire"): "cpasim's link occupies the 12-byte "
+    "inter-frame gap the paper's frame time leaves out",
+    ("Makineni", "cpu_per_bit TX (LSO) @64 B"): "the four fitted Hz/bit figures cannot "
+    "all hold with one copy cost per byte",
+    ("Makineni", "cpu_per_bit RX @64 B"): "the four fitted Hz/bit figures cannot all hold "
+    "with one copy cost per byte",
+    ("Makineni", "cpu_per_bit RX @65536 B"): "RX at 64 KB wants about three times the "
+    "fitted copy cost per byte",
+    ("Makineni", "cpu_per_bit TX (LSO) @65536 B"): "cpasim's TSO saves less than the paper's LSO",
+    ("Makineni", "lso_benefit @65536 B"): "cpasim's TSO saves less than the paper's LSO",
+}
+
+
+def test_every_gap_above_ten_percent_has_its_reason():
+    wide = {(n, label) for n, res in RESIDUALS.items() for label, r in res.items() if abs(r) > 0.10}
+    assert wide == set(GAPS)
+
 
 @pytest.fixture(scope="module")
 def measured():
@@ -188,3 +218,19 @@ def test_installed_command_runs_a_fitted_scenario():
     )
     expected = RESIDUALS["GEDP-SMP"]["bandwidth_raw_max"]
     assert fos.residual(goodput, paper.cpasim_value) == pytest.approx(expected, abs=SLACK)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "label"),
+    [
+        pytest.param(n, label, marks=pytest.mark.xfail(strict=True, reason=GAPS[(n, label)]))
+        if (n, label) in GAPS
+        else pytest.param(n, label)
+        for n, res in RESIDUALS.items()
+        for label in res
+    ],
+)
+def test_figure_within_ten_percent_of_its_paper(name, label, measured):
+    t = next(t for t in fos.SYSTEMS[name].targets if t.label == label)
+    assert abs(fos.residual(measured[name][t.key], t.value)) <= 0.10

@@ -20,17 +20,25 @@ _spec.loader.exec_module(fit_seeds)
 SHORT = ["sim.duration=50ms", "sim.warmup=20ms"]
 
 # Saidi fig. 6.2, re-simulated Mb/s; relative tolerance achieved by the fitted model
-# (model at 120 ms: 1080, 1615, 2986 Mb/s).  Config 2 is window-limited, and the
-# model keeps less of its 128 KiB send buffer in flight than the seed's M5 did.
+# (model at 120 ms: 1080, 1615, 2986 Mb/s; config 4 is the fitted one, 2 and 3 held out).
 TOLERANCE = {
-    "TCP stream config 2 (10 Gb/s link)": 0.18,
+    "TCP stream config 2 (10 Gb/s link)": 0.10,
     "TCP stream config 3 (larger TCP buffers)": 0.07,
     "TCP stream config 4 (PCIe x4)": 0.03,
 }
+# Config 2 is window-limited: the model keeps 112.5 KB in flight on average (the
+# seed's 1289 Mb/s over its 0.70 ms round trip needs 113 KB), but its round trip is
+# 0.84 ms: the sender's window bursts queue in the TX ring behind the PCIe x1 DMA
+# (with PCIe x4 at config 2 the model gives 1207 Mb/s, 0.74 ms).  calibration/SEEDS.md.
+CONFIG2_GAP = pytest.mark.xfail(
+    strict=True,
+    reason="config 2: -16% (1080 against 1289 Mb/s): the model's round trip is 0.84 ms "
+    "against 0.70 ms, its window bursts queueing behind the PCIe x1 DMA",
+)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("index", [1, 2, 3])
+@pytest.mark.parametrize("index", [pytest.param(1, marks=CONFIG2_GAP), 2, 3])
 def test_tcp_stream_ladder_matches_the_seed(index):
     seed = fit_seeds.seed_ladder()
     name, _ = fit_seeds.LADDER[index]
@@ -102,10 +110,18 @@ def test_udp_pcie_x1_is_nic_bound_like_the_seed(udp_runs):
 @pytest.mark.slow
 def test_udp_pcie_x4_leaves_the_nic(udp_runs):
     _, x4 = udp_runs
-    # Model 3.94 Gb/s against 3.3 (+19.5%): the model's sender is CPU-bound on the TCP
-    # sender's fitted copy cost, where the seed's waits in ip_push_pending_frames.
-    assert _link_bps(x4) == pytest.approx(saidi("link_bandwidth", "UDP stream PCIe x4"), rel=0.2)
     assert x4.path.bottleneck == "tx:CPU cores"
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="+19.5% (3.94 against 3.3 Gb/s): the model's sender is CPU-bound on the TCP "
+    "sender's fitted copy cost, where the seed's waits in ip_push_pending_frames",
+)
+def test_udp_pcie_x4_total_matches_the_seed(udp_runs):
+    _, x4 = udp_runs
+    assert _link_bps(x4) == pytest.approx(saidi("link_bandwidth", "UDP stream PCIe x4"), rel=0.1)
 
 
 @pytest.mark.slow
