@@ -202,3 +202,25 @@ def test_interrupt_cores_leave_the_application_its_own():
     assert split.to_json() | {"wall_s": 0} == _web(
         *short, "hosts.tx.cpu.cores=3", "hosts.tx.cpu.irq_cores=1"
     ).to_json() | {"wall_s": 0}
+
+
+@pytest.mark.slow
+def test_webserver_with_the_seed_kernels_client_buffers_is_window_bound(tmp_path):
+    """Why the shipped web server is CPU-bound where the seed's was bound by
+    communication delay and a TCP-parameter loop: its clients have 1 MiB receive
+    buffers, so no window ever binds and the copy cost fitted to the total can only
+    make the server's core the limit.  With the clients at Linux 2.6.13's
+    tcp_rmem[2] (174760 B) the critical path is the seed's: round trips on the link
+    (89% at 60 ms) closing through the clients' receive buffers, the server's core
+    not the bottleneck (calibration/SEEDS.md)."""
+    from cpasim.config import load_scenario
+    from cpasim.predict.runs import traced_run
+
+    sets = ["sim.duration=60ms", "hosts.rx.tcp.rmem=174760B"]
+    run = traced_run(
+        load_scenario(ROOT / "scenarios" / "webserver.toml", sets=sets), tmp_path / "w.cpt"
+    )
+    assert run.path.bottleneck == "rx:Link:propagate"
+    link = sum(m["share"] for m in run.path.most_critical if m["name"].endswith(":Link:propagate"))
+    assert link > 0.8
+    assert any("[rx:Receive buffer]" in loop["edge"] for loop in run.path.loops)

@@ -126,6 +126,7 @@ re-simulated figures with the prediction marked as refused:
 Not in the table (structure changes the trace cannot express; re-simulate
 them with ``cpasim validate``): MTU, TSO, checksum offload (its cycles are
 folded into the copy and receive states), copy engine, interrupt moderation,
+interrupt steering (``cpu.irq_cores``: which work waits for which core changes),
 TCP options and timers, workload and simulation settings.
 """
 
