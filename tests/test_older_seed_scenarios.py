@@ -46,8 +46,8 @@ RESIDUALS = {
         "Or @1500 B": -0.606,
         "one_way_latency @1 B": 0.000,
         "bandwidth_raw_max": +0.045,
-        "bandwidth_bound_from_Or @1500 B": +1.494,
-        "Os @1500 B": 0.000,
+        "bandwidth_bound_from_Or @1500 B": +1.492,
+        "Os @1500 B": -0.001,
     },
     "GEDP-SMP": {
         "gs @1500 B": +0.003,

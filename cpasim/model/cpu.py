@@ -50,6 +50,7 @@ class Cpu:
         self.cores = TracedPool(env, tracer, sys, "CPU cores", "0", size=params.cores - irq)
         self.busy_ns = dict.fromkeys(CATEGORIES, 0.0)
         self.measure_from = 0.0
+        self.measure_until = float("inf")
         self._costs: dict[str, tuple[float, float]] = {}  # name -> (fixed, per byte)
         self.acquire = self.cores.acquire
         self.release = self.cores.release
@@ -80,9 +81,11 @@ class Cpu:
             self._irq_procs.add(self.env.active_process)
         return self.irq
 
-    def start_measuring(self, t: float) -> None:
-        """Account busy time from ``t`` on (the end of the warm-up)."""
-        self.measure_from = self.irq.measure_from = t
+    def start_measuring(self, since: float, until: float = float("inf")) -> None:
+        """Account busy time between ``since`` (the end of the warm-up) and ``until``
+        (the end of the run): work across either counts only its part inside."""
+        for cpu in {self, self.irq}:
+            cpu.measure_from, cpu.measure_until = since, until
 
     def take(self, sm):
         """Generator: a core for ``sm``, without a SimPy event when one is free."""
@@ -105,8 +108,11 @@ class Cpu:
         env = self.env
         ns = cycles * self.ns_per_cycle
         start = env._now
-        if start + ns > self.measure_from:
-            self.busy_ns[category] += ns - max(0.0, self.measure_from - start)
+        end = start + ns
+        if start >= self.measure_from and end <= self.measure_until:
+            self.busy_ns[category] += ns
+        elif end > self.measure_from and start < self.measure_until:
+            self.busy_ns[category] += min(end, self.measure_until) - max(start, self.measure_from)
         return env.timeout(ns)
 
     def run(self, sm, state: str, category: str, cycles: float):
@@ -126,13 +132,24 @@ class Cpu:
                 ns = c * k
                 total += ns
                 busy[category] += ns
+            if start + total > self.measure_until:  # past the end: take the tail back
+                self._clip(start, cycles, self.measure_until, float("inf"), -1.0)
         else:
-            for category, c in cycles.items():
-                ns = c * k
-                total += ns
-                if start + ns > since:
-                    busy[category] += ns - (since - start)
+            for c in cycles.values():
+                total += c * k
+            self._clip(start, cycles, since, self.measure_until, 1.0)
         return env.timeout(total)
+
+    def _clip(self, start: float, cycles: dict, lo: float, hi: float, sign: float) -> None:
+        """Add (``sign`` 1) or take back (-1) the parts of the categories' consecutive
+        stretches of work, from ``start`` on, that fall between ``lo`` and ``hi``."""
+        t, k, busy = start, self.ns_per_cycle, self.busy_ns
+        for category, c in cycles.items():
+            end = t + c * k
+            inside = min(end, hi) - max(t, lo)
+            if inside > 0:
+                busy[category] += sign * inside
+            t = end
 
     def block(self, sm, event):
         """Generator: give the core up, wait for ``event``, take a core again."""
