@@ -19,6 +19,9 @@ resource                     states that hold it                                
                              ``DMA descriptors`` (DMA reads: data comes down)
 ``{sys}:PCIe up``            NIC RX ``DMA packet``, NIC TX ``writeback``              1
 ============================ ====================================================== =====
+
+With ``cpu.irq_cores`` the cores form two pools (``CPU cores``, ``IRQ cores``); the
+bound still divides all CPU work by all of ``cpu.cores``, so it is looser there.
 """
 
 from __future__ import annotations
