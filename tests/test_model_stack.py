@@ -394,3 +394,23 @@ def test_sender_invariants_under_any_ack_sequence(steps):
         assert 0 <= s.snd_una <= s.snd_nxt
         assert s.cwnd >= MSS and s.usable() >= 0
         assert sum(e - b for b, e, _, _ in s.outstanding) == s.flight
+
+
+def test_irq_cores_take_the_softirq_side_and_only_it(tmp_path):
+    """With cpu.irq_cores, ISR, NAPI and IP receive take the IRQ cores; the
+    application, TCP's send path and the driver's transmit take the others."""
+    import json
+    from collections import defaultdict
+
+    cfg = load_scenario(
+        SCENARIOS / "pingpong.toml",
+        sets=["sim.duration=1ms", "sim.warmup=0ms", "cpu.cores=2", "cpu.irq_cores=1"],
+    )
+    simulate(cfg, trace_path=tmp_path / "t.jsonl")
+    pools = defaultdict(set)
+    for line in (tmp_path / "t.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r["op"] in ("deq", "enq") and r.get("q") in ("IRQ cores", "CPU cores"):
+            pools[r["q"]].add(r["sm"])
+    assert pools["IRQ cores"] == {"ISR", "NAPI", "IP Recv"}
+    assert pools["CPU cores"] == {"App", "TcpSend", "Driver TX"}
