@@ -314,7 +314,16 @@ def test_fast_retransmit_keeps_a_stream_going_under_loss():
 SEED_LADDER = [
     # (change from the scenario, seed Mb/s, relative tolerance achieved)
     ([], 1000, 0.10),  # link-bound: 917 Mb/s (the 1 Gb/s link's goodput is 941)
-    (["link.rate=10Gbps"], 1289, 0.20),  # send-buffer loop: 1072 Mb/s
+    pytest.param(
+        ["link.rate=10Gbps"],
+        1289,
+        0.10,
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="send-buffer loop: 1072 Mb/s (-17%): the model's round trip is 0.84 ms "
+            "against 0.70, its window bursts queueing behind the PCIe x1 DMA",
+        ),
+    ),
     (["link.rate=10Gbps", "tcp.wmem=4MiB", "tcp.rmem=4MiB"], 1705, 0.10),  # PCIe x1: 1615
 ]
 
@@ -394,3 +403,23 @@ def test_sender_invariants_under_any_ack_sequence(steps):
         assert 0 <= s.snd_una <= s.snd_nxt
         assert s.cwnd >= MSS and s.usable() >= 0
         assert sum(e - b for b, e, _, _ in s.outstanding) == s.flight
+
+
+def test_irq_cores_take_the_softirq_side_and_only_it(tmp_path):
+    """With cpu.irq_cores, ISR, NAPI and IP receive take the IRQ cores; the
+    application, TCP's send path and the driver's transmit take the others."""
+    import json
+    from collections import defaultdict
+
+    cfg = load_scenario(
+        SCENARIOS / "pingpong.toml",
+        sets=["sim.duration=1ms", "sim.warmup=0ms", "cpu.cores=2", "cpu.irq_cores=1"],
+    )
+    simulate(cfg, trace_path=tmp_path / "t.jsonl")
+    pools = defaultdict(set)
+    for line in (tmp_path / "t.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r["op"] in ("deq", "enq") and r.get("q") in ("IRQ cores", "CPU cores"):
+            pools[r["q"]].add(r["sm"])
+    assert pools["IRQ cores"] == {"ISR", "NAPI", "IP Recv"}
+    assert pools["CPU cores"] == {"App", "TcpSend", "Driver TX"}

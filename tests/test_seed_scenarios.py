@@ -20,17 +20,25 @@ _spec.loader.exec_module(fit_seeds)
 SHORT = ["sim.duration=50ms", "sim.warmup=20ms"]
 
 # Saidi fig. 6.2, re-simulated Mb/s; relative tolerance achieved by the fitted model
-# (model at 120 ms: 1080, 1615, 2986 Mb/s).  Config 2 is window-limited, and the
-# model keeps less of its 128 KiB send buffer in flight than the seed's M5 did.
+# (model at 120 ms: 1080, 1615, 2986 Mb/s; config 4 is the fitted one, 2 and 3 held out).
 TOLERANCE = {
-    "TCP stream config 2 (10 Gb/s link)": 0.18,
+    "TCP stream config 2 (10 Gb/s link)": 0.10,
     "TCP stream config 3 (larger TCP buffers)": 0.07,
     "TCP stream config 4 (PCIe x4)": 0.03,
 }
+# Config 2 is window-limited: the model keeps 112.5 KB in flight on average (the
+# seed's 1289 Mb/s over its 0.70 ms round trip needs 113 KB), but its round trip is
+# 0.84 ms: the sender's window bursts queue in the TX ring behind the PCIe x1 DMA
+# (with PCIe x4 at config 2 the model gives 1207 Mb/s, 0.74 ms).  calibration/SEEDS.md.
+CONFIG2_GAP = pytest.mark.xfail(
+    strict=True,
+    reason="config 2: -16% (1080 against 1289 Mb/s): the model's round trip is 0.84 ms "
+    "against 0.70 ms, its window bursts queueing behind the PCIe x1 DMA",
+)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("index", [1, 2, 3])
+@pytest.mark.parametrize("index", [pytest.param(1, marks=CONFIG2_GAP), 2, 3])
 def test_tcp_stream_ladder_matches_the_seed(index):
     seed = fit_seeds.seed_ladder()
     name, _ = fit_seeds.LADDER[index]
@@ -228,3 +236,69 @@ def test_webserver_two_cores_total_matches_the_seed():
     # Not fitted: 5.88 Gb/s against the seed's re-simulated 5.8 (+1.4%).
     got = _web_gbps("hosts.tx.cpu.cores=2", "workload.processes=2")
     assert got == pytest.approx(saidi("simulated_total_bandwidth", "web server 2 cores"), rel=0.02)
+
+
+def _web(*sets: str):
+    from cpasim.config import load_scenario
+    from cpasim.simulate import simulate
+
+    return simulate(load_scenario(ROOT / "scenarios" / "webserver.toml", sets=list(sets)))
+
+
+THIRD_CORE = ("hosts.tx.cpu.cores=3", "hosts.tx.cpu.irq_cores=1", "workload.processes=2")
+
+
+@pytest.mark.slow
+def test_webserver_third_core_for_interrupts_matches_the_seed():
+    """Seed 6.3: a third core only for NIC interrupts and receive processing, one
+    lighttpd per other core.  The thesis gives this run's total as the error of the
+    6.2 Gb/s prediction, 3%; the prediction over-estimated with two cores (the
+    multicore overheads it names remain), so the run is taken as 6.2 / 1.03 = 6.02
+    Gb/s.  Not fitted: the model gives 5.98 Gb/s (-0.7%)."""
+    r = _web(*THIRD_CORE)
+    predicted = saidi("predicted_total_bandwidth", "web server 2 cores")
+    seed_total = predicted / (
+        1 + saidi("prediction_error_total", "web server 3 cores (one for interrupts)")
+    )
+    assert r.goodput_bps == pytest.approx(seed_total, rel=0.05)
+    # The connections behave uniformly: each lies in the seed's predicted per-connection
+    # range (1407-1670 Mb/s) widened by the largest per-connection error (9%); model
+    # 1392-1578 Mb/s.
+    err = saidi("prediction_error_per_connection_max", "web server 3 cores (one for interrupts)")
+    lo = saidi("predicted_per_connection_min", "web server 2 cores") / (1 + err)
+    hi = saidi("predicted_per_connection_max", "web server 2 cores") * (1 + err)
+    assert all(lo <= bps <= hi for bps in r.goodput_bps_per_connection.values())
+
+
+def test_interrupt_cores_leave_the_application_its_own():
+    """A core reserved for interrupts is not a third core for anything: the run
+    differs from two shared cores, and is deterministic."""
+    short = ("sim.duration=30ms", "sim.warmup=10ms", "workload.processes=2")
+    two = _web(*short, "hosts.tx.cpu.cores=2")
+    split = _web(*short, "hosts.tx.cpu.cores=3", "hosts.tx.cpu.irq_cores=1")
+    assert split.goodput_bps != two.goodput_bps
+    assert split.to_json() | {"wall_s": 0} == _web(
+        *short, "hosts.tx.cpu.cores=3", "hosts.tx.cpu.irq_cores=1"
+    ).to_json() | {"wall_s": 0}
+
+
+@pytest.mark.slow
+def test_webserver_with_the_seed_kernels_client_buffers_is_window_bound(tmp_path):
+    """Why the shipped web server is CPU-bound where the seed's was bound by
+    communication delay and a TCP-parameter loop: its clients have 1 MiB receive
+    buffers, so no window ever binds and the copy cost fitted to the total can only
+    make the server's core the limit.  With the clients at Linux 2.6.13's
+    tcp_rmem[2] (174760 B) the critical path is the seed's: round trips on the link
+    (89% at 60 ms) closing through the clients' receive buffers, the server's core
+    not the bottleneck (calibration/SEEDS.md)."""
+    from cpasim.config import load_scenario
+    from cpasim.predict.runs import traced_run
+
+    sets = ["sim.duration=60ms", "hosts.rx.tcp.rmem=174760B"]
+    run = traced_run(
+        load_scenario(ROOT / "scenarios" / "webserver.toml", sets=sets), tmp_path / "w.cpt"
+    )
+    assert run.path.bottleneck == "rx:Link:propagate"
+    link = sum(m["share"] for m in run.path.most_critical if m["name"].endswith(":Link:propagate"))
+    assert link > 0.8
+    assert any("[rx:Receive buffer]" in loop["edge"] for loop in run.path.loops)

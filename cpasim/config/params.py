@@ -137,7 +137,7 @@ class WorkloadParams:
     response_size: int = param(
         "256B", SIZE, "rpc response size (one UDP datagram)", lo=1, hi="1MiB"
     )
-    think_time: float = param(0, TIME, "client pause between requests", lo=0, hi="1000s")
+    think_time: float = param(0, TIME, "webserver client pause between requests", lo=0, hi="1000s")
 
 
 @dataclass(frozen=True)
@@ -212,7 +212,12 @@ class TcpParams:
         "208KiB", SIZE, "net.core.rmem_default: a UDP socket's receive buffer", lo="1B"
     )
     wmem_default: int = param(
-        "16KiB", SIZE, "tcp_wmem[1]: send buffer before autotuning", lo="1B", hi="1GiB"
+        "16KiB",
+        SIZE,
+        "tcp_wmem[1]: send buffer before autotuning; matters only above what "
+        "tcp_init_buffer_space grows it to (2 x tcp.init_cwnd full segments' memory)",
+        lo="1B",
+        hi="1GiB",
     )
     wmem_max: int = param(
         "4MiB", SIZE, "tcp_wmem[2]: largest autotuned send buffer", lo="1B", hi="1GiB"
@@ -343,10 +348,19 @@ class NicParams:
         "48KiB", SIZE, "on-NIC receive FIFO (frames dropped when full)", lo="64B", hi="64MiB"
     )
     coalesce_usecs: float = param(
-        0, TIME, "interrupt delay after the first completion (rx-usecs)", lo=0, hi="1s"
+        0,
+        TIME,
+        "interrupt delay after the first completion (rx-usecs); matters only with "
+        "nic.coalesce_frames above 1",
+        lo=0,
+        hi="1s",
     )
     coalesce_frames: int = param(
-        1, INT, "pending completions that interrupt without delay", lo=1, hi=65536
+        1,
+        INT,
+        "pending completions that interrupt without waiting nic.coalesce_usecs",
+        lo=1,
+        hi=65536,
     )
     itr: str = param(
         "adaptive",
@@ -397,18 +411,28 @@ class PcieParams:
 @dataclass(frozen=True)
 class BusParams:
     kind: str = param("pcie", ENUM, "I/O bus between NIC and memory", choices=("pcie", "pci"))
-    pci_width: int = param(64, INT, "legacy PCI data width", choices=(32, 64), unit="bit")
-    pci_clock: float = param("33MHz", FREQ, "legacy PCI clock", lo="1MHz", hi="1GHz")
-    pci_burst: int = param("256B", SIZE, "legacy PCI burst length", lo="4B", hi="64KiB")
+    pci_width: int = param(
+        64, INT, "legacy PCI (bus.kind = pci) data width", choices=(32, 64), unit="bit"
+    )
+    pci_clock: float = param(
+        "33MHz", FREQ, "legacy PCI (bus.kind = pci) clock", lo="1MHz", hi="1GHz"
+    )
+    pci_burst: int = param(
+        "256B", SIZE, "legacy PCI (bus.kind = pci) burst length", lo="4B", hi="64KiB"
+    )
     # Defaults fitted to seed 002 (GEDP on 64-bit 33 MHz PCI): gs = 18.76 us at
     # 1500 B and reads ~47% slower than writes.
     pci_burst_overhead: float = param(
-        21.5, FLOAT, "legacy PCI cycles per burst (arbitration, address)", lo=0, unit="cycles"
+        21.5,
+        FLOAT,
+        "legacy PCI (bus.kind = pci) cycles per burst (arbitration, address)",
+        lo=0,
+        unit="cycles",
     )
     pci_read_wait: float = param(
         47.4,
         FLOAT,
-        "legacy PCI extra cycles per read burst (target latency)",
+        "legacy PCI (bus.kind = pci) extra cycles per read burst (target latency)",
         lo=0,
         unit="cycles",
     )
@@ -446,7 +470,11 @@ class CpuCostParams:
         unit="cycles/B",
     )
     csum_per_byte: float = param(
-        0.5, FLOAT, "per byte checksummed in software", lo=0, unit="cycles/B"
+        0.5,
+        FLOAT,
+        "per byte checksummed in software (nic.csum_offload = false)",
+        lo=0,
+        unit="cycles/B",
     )
     tx_packet: float = param(2000.0, FLOAT, "TCP/IP send path per packet", lo=0, unit="cycles")
     rx_packet: float = param(2500.0, FLOAT, "TCP/IP receive path per packet", lo=0, unit="cycles")
@@ -481,6 +509,14 @@ class CpuCostParams:
 @dataclass(frozen=True)
 class CpuParams:
     cores: int = param(1, INT, "CPU cores", lo=1, hi=1024)
+    irq_cores: int = param(
+        0,
+        INT,
+        "cores of cpu.cores reserved for interrupts, NAPI, receive processing and TCP's "
+        "timers (the application runs on the others); 0 = all share every core",
+        lo=0,
+        hi=1023,
+    )
     freq: float = param("4GHz", FREQ, "clock; scales every cycle cost", lo="1MHz", hi="100GHz")
     cost: CpuCostParams = section(CpuCostParams)
 

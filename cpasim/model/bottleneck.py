@@ -99,6 +99,9 @@ class Bottleneck:
         self.qsys = SYS
         self.sm = tracer.sm(SYS, "Bottleneck", self.name)
         self.stats = BottleneckStats()
+        # The measured interval (set by the system): busy time outside it is left out.
+        self.measure_from = 0.0
+        self.measure_until = float("inf")
         packet = link.mtu + params.overhead
         self.fq = None
         if params.aqm == "fq_codel":
@@ -176,7 +179,13 @@ class Bottleneck:
         size = frame.length + self.overhead
         ns = size * 8e9 / self.rate if not self.burst else self._wait_for_tokens(size)
         stats = self.stats
-        stats.busy_ns += ns
+        now = self.env._now
+        if now >= self.measure_from and now + ns <= self.measure_until:
+            stats.busy_ns += ns
+        else:  # across an end of the measured interval: only the part inside it
+            stats.busy_ns += max(
+                0.0, min(now + ns, self.measure_until) - max(now, self.measure_from)
+            )
         stats.bytes += size
         stats.packets += 1
         stats.sojourn_ns += self.env._now - item[0]

@@ -12,12 +12,17 @@ channel (waiting on the pool when another SM holds it), holds it for the
 closed-form duration from :mod:`cpasim.model.pcie`, and gives it back; a
 whole packet's DMA is one timeout.  A DMA read holds the data channel from its
 first request to its last completion, round trip included: one outstanding
-read per channel, as a NIC with a single DMA engine per direction issues them
-(the busy-time statistics count only the bytes' own time).  Small traffic in
-the *other* direction is counted in the statistics but does not arbitrate:
-read requests (one header per ``max_read_request``) and doorbells (one posted
-4-byte write) are a few percent of a channel, which the bridge interleaves
-between data TLPs.
+read per channel, as a NIC with a single DMA engine per direction issues them.
+Small traffic in the *other* direction does not arbitrate: read requests (one
+header per ``max_read_request``) and doorbells (one posted 4-byte write) are a
+few percent of a channel, which the bridge interleaves between data TLPs.
+
+Busy time is the time a channel is held for data (the bytes' own time, a read's
+round trip excluded), counted from ``measure_from`` on: an access that began
+before it counts only its part after it.  Traffic that does not take a channel
+(read requests, doorbells) counts in the bytes only: counting its time too
+would count the same bus time twice, and a saturated legacy PCI bus would show
+more than 100%.
 """
 
 from __future__ import annotations
@@ -49,10 +54,12 @@ def bus_timing(bus, pcie) -> BusTiming:
 
 
 class BusStats:
-    """Bytes (overhead included) and busy time per direction since the start.
+    """Bytes (overhead included) per direction since the start, and the time each
+    channel was held for data since the bus's ``measure_from``.
 
     Kept as four plain counters (one DMA adds to all four); ``bytes`` and
-    ``busy_ns`` show them per direction."""
+    ``busy_ns`` show them per direction.  On a shared (PCI) bus both directions
+    are the one bus, and ``up + down`` is its busy time."""
 
     __slots__ = ("up_bytes", "down_bytes", "up_ns", "down_ns")
 
@@ -83,13 +90,16 @@ class BusStats:
 class Bus:
     """Channels of host ``sys``'s I/O bus; DMA methods are generators for ``yield from``.
 
-    Statistics count an access when it ends, like the link's.
+    Statistics count an access when it ends, like the link's, so an access still
+    under way when the run ends is not counted, and busy time before
+    ``measure_from`` (the warm-up) is left out.
     """
 
     def __init__(self, env, sys: str, timing: BusTiming, tracer):
         self.env = env
         self.timing = timing
         self.stats = BusStats()
+        self.measure_from = 0.0
         if timing.shared:
             self.up = self.down = TracedPool(env, tracer, sys, "PCI bus", "0", size=1)
         else:
@@ -110,7 +120,7 @@ class Bus:
             yield pool.acquire(sm)
         yield self.env.timeout(occ.wait_ns + occ.down_ns)
         pool.release(sm)
-        self._count(occ)
+        self._count(occ, False, occ.down_ns)
 
     def dma_write(self, sm, nbytes: int, then: int = 0):
         """Device writes ``nbytes`` to host memory, followed by ``then`` bytes more as a
@@ -131,29 +141,41 @@ class Bus:
             yield pool.acquire(sm)
         yield self.env.timeout(busy)
         pool.release(sm)
-        self._count(occ)
-        if more is not None:
-            self._count(more)
+        if more is None:
+            self._count(occ, True, busy)
+        else:  # the frame's part ends where the descriptor's begins
+            self._count(occ, True, occ.up_ns, more.up_ns)
+            self._count(more, True, more.up_ns)
 
     def mmio_write(self) -> None:
-        """Account a doorbell (posted register write); the CPU side pays its stall."""
-        self._count(self._mmio)
+        """Account a doorbell (posted register write); the CPU side pays its stall.
+        It does not take the bus, so it counts in the bytes only."""
+        self._count(self._mmio, False, 0.0)
 
-    def _count(self, occ: Occupancy) -> None:
+    def _count(self, occ: Occupancy, up: bool, held_ns: float, later_ns: float = 0.0) -> None:
+        """Count ``occ``'s bytes, and ``held_ns`` of data time on the data's channel
+        (``up`` or down), which ended ``later_ns`` before now; the part before
+        ``measure_from`` is left out."""
         s = self.stats
+        if held_ns:
+            early = self.measure_from - (self.env._now - later_ns - held_ns)
+            if early > 0:
+                held_ns = max(0.0, held_ns - early)
         if self.timing.shared:
             # One bus: attribute the whole occupancy to the data's direction.
-            if occ.up_bytes:
+            if up:
                 s.up_bytes += occ.up_bytes + occ.down_bytes
-                s.up_ns += occ.up_ns + occ.down_ns
+                s.up_ns += held_ns
             else:
                 s.down_bytes += occ.up_bytes + occ.down_bytes
-                s.down_ns += occ.up_ns + occ.down_ns
+                s.down_ns += held_ns
             return
         s.up_bytes += occ.up_bytes
         s.down_bytes += occ.down_bytes
-        s.up_ns += occ.up_ns
-        s.down_ns += occ.down_ns
+        if up:
+            s.up_ns += held_ns
+        else:
+            s.down_ns += held_ns
 
 
 class MemoryBus(Bus):
@@ -176,7 +198,7 @@ class MemoryBus(Bus):
         mem = self.memory
         yield self.env.timeout(mem.access(nbytes, occ.wait_ns + occ.down_ns) + mem.latency)
         pool.release(sm)
-        self._count(occ)
+        self._count(occ, False, occ.down_ns)
 
     def dma_write(self, sm, nbytes: int, then: int = 0):
         occ = self._writes.get(nbytes)
@@ -195,6 +217,8 @@ class MemoryBus(Bus):
         # Posted: the memory's latency delays nobody, its bandwidth does.
         yield self.env.timeout(self.memory.access(nbytes + then, busy))
         pool.release(sm)
-        self._count(occ)
-        if more is not None:
-            self._count(more)
+        if more is None:
+            self._count(occ, True, occ.up_ns)
+        else:  # the frame's part ends where the descriptor's begins
+            self._count(occ, True, occ.up_ns, more.up_ns)
+            self._count(more, True, more.up_ns)

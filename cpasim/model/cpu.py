@@ -5,6 +5,12 @@ Software state machines (app, TCP, IP, driver, NAPI, ISR) take a core from the
 (:meth:`Cpu.release`) before they block on anything else: scheduling is
 non-preemptive, so a core is held exactly while an SM is in an active state.
 
+With ``cpu.irq_cores`` set, that many of the cores form a pool of their own,
+``IRQ cores``, taken by the softirq side (interrupt handler, NAPI poll, IP and
+TCP receive processing, TCP's timers) through :attr:`Cpu.irq`; the application
+side (system calls, TCP's send path, the driver's transmit) takes the rest.
+Without it :attr:`Cpu.irq` is the CPU itself: one pool for everything.
+
 Costs are cycles, turned into time by ``cpu.freq``; each is a fixed part plus,
 where declared, a per-byte part (``cost.<name>`` + ``cost.<name>_per_byte`` ×
 bytes); ``copy_send`` and ``copy_recv`` are ``copy`` with the per-byte cost of
@@ -16,6 +22,10 @@ on; idle is what is left.
 
 from __future__ import annotations
 
+import copy
+import weakref
+
+from cpasim.errors import CpasimError
 from cpasim.trace import TracedPool
 
 CATEGORIES = ("copy", "stack", "driver", "interrupt", "buffer", "user")
@@ -33,9 +43,16 @@ class Cpu:
         self.ns_per_cycle = 1e9 / params.freq
         self.cost = params.cost
         self.n_cores = params.cores
-        self.cores = TracedPool(env, tracer, sys, "CPU cores", "0", size=params.cores)
+        irq = params.irq_cores
+        if irq >= params.cores:
+            raise CpasimError(
+                f"hosts.{sys}.cpu.irq_cores: expected fewer than cpu.cores "
+                f"({params.cores}) so the application keeps a core, got {irq}"
+            )
+        self.cores = TracedPool(env, tracer, sys, "CPU cores", "0", size=params.cores - irq)
         self.busy_ns = dict.fromkeys(CATEGORIES, 0.0)
         self.measure_from = 0.0
+        self.measure_until = float("inf")
         self._costs: dict[str, tuple[float, float]] = {}  # name -> (fixed, per byte)
         # The copies of each direction: copy_per_byte unless the direction has its own.
         cost = params.cost
@@ -48,6 +65,38 @@ class Cpu:
         # take their bytes' share of it (stall).
         self.memory = None
         self.release = self.cores.release
+        #: The CPU the softirq side runs on: these cores, or the reserved IRQ cores.
+        self.irq = self
+        # Processes of the softirq side: code shared with the application side (IP
+        # output) blocks through this CPU, which must then give up the IRQ core they
+        # hold.  (Processes, not SM handles: untraced, every SM is the same handle.)
+        self._irq_procs: weakref.WeakSet | None = None
+        if irq:
+            self.irq = self._on(TracedPool(env, tracer, sys, "IRQ cores", "0", size=irq))
+            self._irq_procs = weakref.WeakSet()
+
+    def _on(self, pool: TracedPool) -> Cpu:
+        """This CPU's costs and busy time (shared, not copied), on cores ``pool``."""
+        view = copy.copy(self)
+        view.cores = pool
+        view.acquire = pool.acquire
+        view.release = pool.release
+        view.irq = view
+        view._irq_procs = None
+        return view
+
+    def softirq(self):
+        """The CPU the calling process, one of the softirq side, runs on (:attr:`irq`).
+        Called from the process's own generator."""
+        if self._irq_procs is not None:
+            self._irq_procs.add(self.env.active_process)
+        return self.irq
+
+    def start_measuring(self, since: float, until: float = float("inf")) -> None:
+        """Account busy time between ``since`` (the end of the warm-up) and ``until``
+        (the end of the run): work across either counts only its part inside."""
+        for cpu in {self, self.irq}:
+            cpu.measure_from, cpu.measure_until = since, until
 
     def take(self, sm):
         """Generator: a core for ``sm``, without a SimPy event when one is free."""
@@ -90,8 +139,11 @@ class Cpu:
         env = self.env
         ns = cycles * self.ns_per_cycle
         start = env._now
-        if start + ns > self.measure_from:
-            self.busy_ns[category] += ns - max(0.0, self.measure_from - start)
+        end = start + ns
+        if start >= self.measure_from and end <= self.measure_until:
+            self.busy_ns[category] += ns
+        elif end > self.measure_from and start < self.measure_until:
+            self.busy_ns[category] += min(end, self.measure_until) - max(start, self.measure_from)
         return env.timeout(ns)
 
     def spend(self, sm, state: str, **cycles: float):
@@ -106,16 +158,29 @@ class Cpu:
                 ns = c * k
                 total += ns
                 busy[category] += ns
+            if start + total > self.measure_until:  # past the end: take the tail back
+                self._clip(start, cycles, self.measure_until, float("inf"), -1.0)
         else:
-            for category, c in cycles.items():
-                ns = c * k
-                total += ns
-                if start + ns > since:
-                    busy[category] += ns - (since - start)
+            for c in cycles.values():
+                total += c * k
+            self._clip(start, cycles, since, self.measure_until, 1.0)
         return env.timeout(total)
+
+    def _clip(self, start: float, cycles: dict, lo: float, hi: float, sign: float) -> None:
+        """Add (``sign`` 1) or take back (-1) the parts of the categories' consecutive
+        stretches of work, from ``start`` on, that fall between ``lo`` and ``hi``."""
+        t, k, busy = start, self.ns_per_cycle, self.busy_ns
+        for category, c in cycles.items():
+            end = t + c * k
+            inside = min(end, hi) - max(t, lo)
+            if inside > 0:
+                busy[category] += sign * inside
+            t = end
 
     def block(self, sm, event):
         """Generator: give the core up, wait for ``event``, take a core again."""
+        if self._irq_procs is not None and self.env.active_process in self._irq_procs:
+            return (yield from self.irq.block(sm, event))
         self.release(sm)
         value = yield event
         yield from self.take(sm)

@@ -137,7 +137,7 @@ class Driver:
 
     def _interrupts(self):
         isr, napi, line = self.isr_sm, self.napi_sm, self.irq.line
-        cpu, rings, stats = self.cpu, self.rings, self.stats
+        cpu, rings, stats = self.cpu.softirq(), self.rings, self.stats
         isr.begin("idle")
         while True:
             if line.items:
@@ -145,7 +145,7 @@ class Driver:
             else:
                 yield line.get(isr)
             isr.begin("interrupt")
-            yield from self.cpu.take(isr)
+            yield from cpu.take(isr)
             yield cpu.work("interrupt", self.c_irq)
             isr.begin("idle")
             isr.link(napi)
@@ -173,7 +173,7 @@ class Driver:
                     break
                 # More work: let whoever waits for a core go first.
                 cpu.release(napi)
-                yield from self.cpu.take(napi)
+                yield from cpu.take(napi)
             cpu.release(napi)
             self.irq.enable(napi)
             napi.link(isr)

@@ -89,7 +89,8 @@ class IpLayer:
 
     # -- IP Recv -------------------------------------------------------------------------
     def _recv_loop(self):
-        sm, cpu, rx = self.sm, self.cpu, self.dev.rx_out
+        sm, rx = self.sm, self.dev.rx_out
+        cpu = self.cpu.softirq()
         while True:
             sm.begin("Wait")
             pkt = yield rx.get(sm)

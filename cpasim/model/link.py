@@ -177,7 +177,11 @@ class Port:
             ns = transmit_ns(frame.length, rate)
             wait = line_free - env._now
             yield env.timeout(ns + wait if wait > 0 else ns)
-            stats.busy_ns += ns + gap_ns
+            # The frame and its gap hold the line; the part before the warm-up's end
+            # (measure_from) is left out.
+            early = self.link.measure_from - (env._now - ns)
+            busy = ns + gap_ns
+            stats.busy_ns += busy if early <= 0 else max(0.0, busy - early)
             stats.bytes += wb
             stats.frames += 1
             self._carrier().send(frame, sm)
@@ -277,6 +281,9 @@ class Link:
         self.mtu = params.mtu
         self.loss = params.loss
         self.stats = LinkStats()
+        # Busy time before this (the warm-up) is left out: a frame serialized across
+        # it counts only its part after it (set by the system).
+        self.measure_from = 0.0
         self.ports = {"tx": Port(self, "tx", "rx"), "rx": Port(self, "rx", "tx")}
         for port in self.ports.values():
             port.source = self.ports[port.peer]

@@ -43,8 +43,16 @@ class System:
             env, params=cfg.bottleneck, link=self.link, tracer=tracer
         )
         self.hosts = {h: Host(env, h, cfg, tracer, self.link.port(h)) for h in HOSTS}
+        # Busy time is counted over the measured interval only: from the warm-up to
+        # sim.duration (a sized run's end is not known in advance: not clipped there).
+        since = cfg.sim.warmup
+        until = cfg.sim.duration if cfg.workload.bytes == 0 else float("inf")
+        self.link.measure_from = since
+        for box in self.bottlenecks:
+            box.measure_from, box.measure_until = since, until
         for host in self.hosts.values():
-            host.cpu.measure_from = cfg.sim.warmup
+            host.cpu.start_measuring(since, until)
+            host.dev.bus.measure_from = since
         self.stats = AppStats(env, warmup=cfg.sim.warmup, target=cfg.workload.bytes)
         self.servers: list[WebServer] = []
         self._web_socks: dict = {}  # webserver: connection index -> server-side socket

@@ -497,7 +497,8 @@ class TcpConnection:
                 self.delack_q.put_now(1, sm)
 
     def _delack_loop(self):
-        sm, env, cpu = self.delack_sm, self.env, self.cpu
+        sm, env = self.delack_sm, self.env
+        cpu = self.cpu.softirq()
         sm.identify(self.conn)
         while True:
             sm.begin("Idle")
@@ -527,7 +528,8 @@ class TcpConnection:
             self.rto_q.put_now(1, sm)
 
     def _rto_loop(self):
-        sm, env, cpu, sender = self.rto_sm, self.env, self.cpu, self.sender
+        sm, env, sender = self.rto_sm, self.env, self.sender
+        cpu = self.cpu.softirq()
         sm.identify(self.conn)
         # Sleep at most rto_min at a time: a restart can only move the deadline to
         # now + RTO >= now + rto_min, so the timer never oversleeps it.  With SACK

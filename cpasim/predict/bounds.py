@@ -24,7 +24,9 @@ resource                     states that hold it                                
 ============================ ====================================================== =====
 
 The NIC states and their direction are the model's
-(:data:`cpasim.model.bus_rules.BUS_STATES`).
+(:data:`cpasim.model.bus_rules.BUS_STATES`).  With ``cpu.irq_cores`` the cores form
+two pools (``CPU cores``, ``IRQ cores``); the bound still divides all CPU work by all
+of ``cpu.cores``, so it is looser there.
 """
 
 from __future__ import annotations

@@ -67,7 +67,8 @@ Kept, it re-imposes the baseline's schedule on the changed system: with one
 core, an application that slept on a full send buffer took the core from the
 ACK processing that woke it, so growing the buffer changes nothing; a PCIe
 channel chains each received frame's DMA behind the previous ACK's descriptor
-write-back.  So every prediction breaks the core pools and the PCIe channels
+write-back.  So every prediction breaks the core pools (``CPU cores``, and ``IRQ
+cores`` with ``cpu.irq_cores``) and the PCIe channels
 (:data:`REORDERED_POOLS`), and so does the analysis of the baseline it is
 compared with (:func:`reference`); what the pools limited is put back as the
 utilization bound of :mod:`cpasim.predict.bounds`.  Legacy PCI (one bus that
@@ -129,6 +130,7 @@ re-simulated figures with the prediction marked as refused:
 Not in the table (structure changes the trace cannot express; re-simulate
 them with ``cpasim validate``): MTU, TSO, checksum offload (its cycles are
 folded into the copy and receive states), copy engine, interrupt moderation,
+interrupt steering (``cpu.irq_cores``: which work waits for which core changes),
 TCP options and timers, workload and simulation settings.
 """
 
@@ -566,7 +568,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 #: Pools whose arbitration order a prediction does not keep (see "Arbitration order").
-REORDERED_POOLS = ("*:CPU cores", "*:PCIe up", "*:PCIe down")
+REORDERED_POOLS = ("*:CPU cores", "*:IRQ cores", "*:PCIe up", "*:PCIe down")
 
 
 def reference() -> Transforms:
