@@ -217,3 +217,11 @@ def test_memory_utilization_is_reported_only_where_modelled():
     r = _run("hosts.rx.memory.bandwidth=8Gbps")
     assert set(r.memory_utilization) == {"rx"}
     assert 0.0 < r.memory_utilization["rx"] <= 1.0
+
+
+def test_a_copy_that_costs_nothing_moves_nothing_through_memory():
+    """A zero-copy path (no copy cycles) leaves the memory to the DMA alone."""
+    zero = _system("memory.bandwidth=100Tbps", "cpu.cost.copy_per_byte=0", "cpu.cost.copy=0")
+    copying = _system("memory.bandwidth=100Tbps")
+    assert zero.rx.memory.bytes < 1.2 * zero.stats.read
+    assert copying.rx.memory.bytes > 2.5 * copying.stats.read

@@ -25,7 +25,8 @@ Copies cost ``cpu.cost.copy`` plus ``copy_send_per_byte`` (user→kernel) or
 ``copy_recv_per_byte`` (kernel→user) per byte.  With ``memory.bandwidth`` set, a
 copy reads and writes its bytes and a software checksum reads them through the
 host's memory (:mod:`cpasim.model.memory`), which stretches them while the
-memory is busy with others.
+memory is busy with others; a copy that costs no cycles is no copy (a zero-copy
+path) and moves nothing through memory.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ class TcpSocket:
                 copy = cpu.cycles("copy_send", k)
                 if c.sw_csum:
                     copy += cpu.cycles("csum", k)
-                if cpu.memory is not None:  # read and write each byte (the sum: in cache)
+                if copy and cpu.memory is not None:  # read and write each byte (sum: cached)
                     copy = cpu.stall(copy, 2 * k)
                 yield cpu.spend(
                     sm,
@@ -122,7 +123,7 @@ class TcpSocket:
             return got
         else:
             copy = cpu.cycles("copy_recv", got)
-            if cpu.memory is not None:
+            if copy and cpu.memory is not None:
                 copy = cpu.stall(copy, 2 * got)
             yield cpu.spend(
                 sm,
@@ -150,7 +151,7 @@ class UdpSocket:
         copy = cpu.cycles("copy_send", nbytes)
         if ep.sw_csum:
             copy += cpu.cycles("csum", nbytes)
-        if cpu.memory is not None:
+        if copy and cpu.memory is not None:
             copy = cpu.stall(copy, 2 * nbytes)
         yield cpu.spend(
             sm,
@@ -173,7 +174,7 @@ class UdpSocket:
             (nbytes,) = ep.rcvq.take_now(1, sm)
         ep.rcv_bytes -= ep.charge(nbytes)
         copy = cpu.cycles("copy_recv", nbytes)
-        if cpu.memory is not None:
+        if copy and cpu.memory is not None:
             copy = cpu.stall(copy, 2 * nbytes)
         yield cpu.spend(
             sm,
