@@ -40,6 +40,7 @@ def _same(a, b) -> bool:
         r.pop("config_digest", None)
         r.pop("wall_s", None)
         r.pop("events_per_s", None)
+        r.pop("memory_utilization", None)  # reported only where a memory is modelled
     return ja == jb
 
 
