@@ -226,3 +226,26 @@ def test_a_copy_that_costs_nothing_moves_nothing_through_memory():
     copying = _system("memory.bandwidth=100Tbps")
     assert zero.rx.memory.bytes < 1.2 * zero.stats.read
     assert copying.rx.memory.bytes > 2.5 * copying.stats.read
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        (*IO_BUS, "memory.bandwidth=20Gbps", "link.loss=0.01"),
+        (*ENGINE, "hosts.rx.copy_engine.wait=sleep", "workload.connections=2"),
+    ],
+)
+def test_same_seed_same_results_and_tracing_changes_nothing(sets, tmp_path):
+    from cpasim.trace import Tracer
+
+    cfg = load_scenario(None, sets=[*SHORT, *sets])
+
+    def plain(**kw):
+        out = simulate(cfg, **kw).to_json()
+        out.pop("wall_s")
+        return out
+
+    first = plain()
+    assert plain() == first
+    assert plain(tracer=Tracer.in_memory) == first
+    assert plain(trace_path=tmp_path / "t.cpt") == first
