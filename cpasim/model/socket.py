@@ -110,32 +110,35 @@ class TcpSocket:
         got = c.copy_out(sm, nbytes, taken)
         segs = -(-got // c.mss)
         if self.engine is not None:
-            c.lock()  # segments arriving while the copies run wait in the backlog
-            switch = yield from self.engine.copy(sm, got, c.mss, extra)
-            # The buffers wait for their copies to be done before they are freed.
-            yield cpu.spend(
-                sm, "TcpRecvMsg: free", stack=switch, buffer=cpu.cycles("skb_free") * segs
-            )
-            c.copied_out(got)
-            if c.window_update_due():
-                yield from c.send_window_update(sm)
-            yield from c.release(sm)
+            yield from self._engine_copy(sm, got, segs, extra)
             return got
-        else:
-            copy = cpu.cycles("copy_recv", got)
-            if copy and cpu.memory is not None:
-                copy = cpu.stall(copy, 2 * got)
-            yield cpu.spend(
-                sm,
-                "TcpRecvMsg: copy",
-                stack=extra,
-                copy=copy,
-                buffer=cpu.cycles("skb_free") * segs,  # the copied buffers are freed
-            )
+        copy = cpu.cycles("copy_recv", got)
+        if copy and cpu.memory is not None:
+            copy = cpu.stall(copy, 2 * got)
+        yield cpu.spend(
+            sm,
+            "TcpRecvMsg: copy",
+            stack=extra,
+            copy=copy,
+            buffer=cpu.cycles("skb_free") * segs,  # the copied buffers are freed
+        )
         c.copied_out(got)
         if c.window_update_due():
             yield from c.send_window_update(sm)
         return got
+
+    def _engine_copy(self, sm, got: int, segs: int, extra: float):
+        """The rest of read() with a copy engine (Linux 2.6.18's NET_DMA): the copies
+        are the engine's, and the socket stays locked until they are done."""
+        c, cpu = self.conn, self.cpu
+        c.lock()  # segments arriving while the copies run wait in the backlog
+        switch = yield from self.engine.copy(sm, got, c.mss, extra)
+        # The buffers wait for their copies to be done before they are freed.
+        yield cpu.spend(sm, "TcpRecvMsg: free", stack=switch, buffer=cpu.cycles("skb_free") * segs)
+        c.copied_out(got)
+        if c.window_update_due():
+            yield from c.send_window_update(sm)
+        yield from c.release(sm)  # release_sock: the backlog, in order
 
 
 class UdpSocket:
