@@ -428,7 +428,7 @@ DP_NOT_MODELLED = [
     "gs_zero_copy (16.4 µs), bandwidth_zero_copy_bound (91.5 MB/s): the paper removed the "
     "send copy and gs fell, which it put down to the copy's traffic on the system bus. "
     "With the sender's memory modelled at the 450NX's 800 MB/s (memory.bandwidth, not "
-    "fitted) and copy_send_per_byte = 0, gs stays the PCI bus's 18.73 µs (+14%): "
+    "fitted) and copy_send_per_byte = 0, gs stays the PCI bus's 18.76 µs (+14%): "
     "cpasim's memory is a bandwidth shared first-come first-served, and at 30% load "
     "the copy delays no DMA read; the paper's effect, each PCI read burst waiting "
     "longer for memory while the CPU copies, is not modelled (tests/test_memory_seed.py, "

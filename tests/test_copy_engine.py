@@ -40,6 +40,7 @@ def _same(a, b) -> bool:
         r.pop("config_digest", None)
         r.pop("wall_s", None)
         r.pop("events_per_s", None)
+        r.pop("memory_utilization", None)  # reported only where a memory is modelled
     return ja == jb
 
 
@@ -217,3 +218,34 @@ def test_memory_utilization_is_reported_only_where_modelled():
     r = _run("hosts.rx.memory.bandwidth=8Gbps")
     assert set(r.memory_utilization) == {"rx"}
     assert 0.0 < r.memory_utilization["rx"] <= 1.0
+
+
+def test_a_copy_that_costs_nothing_moves_nothing_through_memory():
+    """A zero-copy path (no copy cycles) leaves the memory to the DMA alone."""
+    zero = _system("memory.bandwidth=100Tbps", "cpu.cost.copy_per_byte=0", "cpu.cost.copy=0")
+    copying = _system("memory.bandwidth=100Tbps")
+    assert zero.rx.memory.bytes < 1.2 * zero.stats.read
+    assert copying.rx.memory.bytes > 2.5 * copying.stats.read
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        (*IO_BUS, "memory.bandwidth=20Gbps", "link.loss=0.01"),
+        (*ENGINE, "hosts.rx.copy_engine.wait=sleep", "workload.connections=2"),
+    ],
+)
+def test_same_seed_same_results_and_tracing_changes_nothing(sets, tmp_path):
+    from cpasim.trace import Tracer
+
+    cfg = load_scenario(None, sets=[*SHORT, *sets])
+
+    def plain(**kw):
+        out = simulate(cfg, **kw).to_json()
+        out.pop("wall_s")
+        return out
+
+    first = plain()
+    assert plain() == first
+    assert plain(tracer=Tracer.in_memory) == first
+    assert plain(trace_path=tmp_path / "t.cpt") == first

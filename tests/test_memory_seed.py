@@ -47,7 +47,7 @@ def test_an_idle_memory_leaves_dp_send_gap_alone():
     strict=True,
     reason="the model's memory is a bandwidth shared first-come first-served: at 30% "
     "load the copy delays no DMA read, so a zero-copy send leaves gs at the PCI "
-    "bus's 18.73 us (+14% against 16.4); the paper's effect is each PCI read burst "
+    "bus's 18.76 us (+14% against 16.4); the paper's effect is each PCI read burst "
     "waiting longer for memory while the CPU copies, which the model does not have",
 )
 def test_zero_copy_send_gap_matches_the_paper():

@@ -118,7 +118,10 @@ class Cpu:
         """``cycles`` of work that moves ``nbytes`` through memory, stretched while the
         memory serves others first (only with a modelled memory: callers test
         ``cpu.memory``); the core stalls, so the extra counts as busy."""
-        return self.memory.access(nbytes, cycles * self.ns_per_cycle) / self.ns_per_cycle
+        k = self.ns_per_cycle
+        own = cycles * k
+        ns = self.memory.access(nbytes, own)
+        return cycles if ns == own else ns / k  # unstretched: exactly the cycles given
 
     def busy_total(self) -> float:
         """Busy time of all cores so far (see :meth:`spun`)."""

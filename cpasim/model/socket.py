@@ -27,7 +27,8 @@ Copies cost ``cpu.cost.copy`` plus ``copy_send_per_byte`` (user→kernel) or
 ``copy_recv_per_byte`` (kernel→user) per byte.  With ``memory.bandwidth`` set, a
 copy reads and writes its bytes and a software checksum reads them through the
 host's memory (:mod:`cpasim.model.memory`), which stretches them while the
-memory is busy with others.
+memory is busy with others; a copy that costs no cycles is no copy (a zero-copy
+path) and moves nothing through memory.
 """
 
 from __future__ import annotations
@@ -126,32 +127,35 @@ class TcpSocket:
         got = c.copy_out(sm, nbytes, taken)
         segs = -(-got // c.mss)
         if self.engine is not None:
-            c.lock()  # segments arriving while the copies run wait in the backlog
-            switch = yield from self.engine.copy(sm, got, c.mss, extra)
-            # The buffers wait for their copies to be done before they are freed.
-            yield cpu.spend(
-                sm, "TcpRecvMsg: free", stack=switch, buffer=cpu.cycles("skb_free") * segs
-            )
-            c.copied_out(got)
-            if c.window_update_due():
-                yield from c.send_window_update(sm)
-            yield from c.release(sm)
+            yield from self._engine_copy(sm, got, segs, extra)
             return got
-        else:
-            copy = cpu.cycles("copy_recv", got)
-            if cpu.memory is not None:
-                copy = cpu.stall(copy, 2 * got)
-            yield cpu.spend(
-                sm,
-                "TcpRecvMsg: copy",
-                stack=extra,
-                copy=copy,
-                buffer=cpu.cycles("skb_free") * segs,  # the copied buffers are freed
-            )
+        copy = cpu.cycles("copy_recv", got)
+        if copy and cpu.memory is not None:
+            copy = cpu.stall(copy, 2 * got)
+        yield cpu.spend(
+            sm,
+            "TcpRecvMsg: copy",
+            stack=extra,
+            copy=copy,
+            buffer=cpu.cycles("skb_free") * segs,  # the copied buffers are freed
+        )
         c.copied_out(got)
         if c.window_update_due():
             yield from c.send_window_update(sm)
         return got
+
+    def _engine_copy(self, sm, got: int, segs: int, extra: float):
+        """The rest of read() with a copy engine (Linux 2.6.18's NET_DMA): the copies
+        are the engine's, and the socket stays locked until they are done."""
+        c, cpu = self.conn, self.cpu
+        c.lock()  # segments arriving while the copies run wait in the backlog
+        switch = yield from self.engine.copy(sm, got, c.mss, extra)
+        # The buffers wait for their copies to be done before they are freed.
+        yield cpu.spend(sm, "TcpRecvMsg: free", stack=switch, buffer=cpu.cycles("skb_free") * segs)
+        c.copied_out(got)
+        if c.window_update_due():
+            yield from c.send_window_update(sm)
+        yield from c.release(sm)  # release_sock: the backlog, in order
 
 
 class UdpSocket:
@@ -170,7 +174,7 @@ class UdpSocket:
         copy = cpu.cycles("copy_send", nbytes)
         if ep.sw_csum:
             copy += cpu.cycles("csum", nbytes)
-        if cpu.memory is not None:
+        if copy and cpu.memory is not None:
             copy = cpu.stall(copy, 2 * nbytes)
         yield cpu.spend(
             sm,
@@ -193,7 +197,7 @@ class UdpSocket:
             (nbytes,) = ep.rcvq.take_now(1, sm)
         ep.rcv_bytes -= ep.charge(nbytes)
         copy = cpu.cycles("copy_recv", nbytes)
-        if cpu.memory is not None:
+        if copy and cpu.memory is not None:
             copy = cpu.stall(copy, 2 * nbytes)
         yield cpu.spend(
             sm,
