@@ -19,15 +19,12 @@ Every float is summed in the same order as the reference pass, so results are
 bit-identical.
 
 The arrays that grow with the pass live in typed lists (so the kernel can
-replace them), but :func:`run` works on plain views of them (:class:`Views`):
-a typed-list lookup, or the atomic reference count numba keeps on every array
-it passes to a helper, costs more than a whole record.  Before each record
-:func:`run` checks that every array has room for what the record may add,
-else grows them with :func:`_grow`, which returns the fresh views (the old
-ones point at freed memory).  Arrays sized by the trace key
-(:class:`Keyed`) are grown by the caller between chunks.  The per-record
-steps are small functions inlined into :func:`run`, one per step of
-:meth:`cpasim.analysis.criticalpath.CriticalPathPass._record`.
+replace them), but :func:`run` works on plain views of them: a typed-list
+lookup, or the atomic reference count numba keeps on every array it passes
+to a helper, costs more than a whole record.  Before each record :func:`run`
+checks that every array has room for what the record may add, else grows
+them (:func:`_grow`) and takes fresh views.  Arrays sized by the trace key
+are grown by the caller between chunks.
 """
 
 from __future__ import annotations
@@ -190,16 +187,6 @@ OK, ERR_SHORT, ERR_RESIZE = 0, 1, 2
 W_EMPTY, W_FULL, W_SHORT = 0, 1, 2
 
 CACHE = 1 << 12
-
-#: Views of the growable arrays (:func:`_view`), as :func:`run` uses them: taken
-#: by :func:`_views` and returned anew by :func:`_grow`, which frees the old arrays.
-Views = namedtuple(
-    "Views",
-    [
-        *("ni", "nf", "free", "pend", "codes", "tr_i", "tr_f", "qe", "warn_ev"),
-        *("rs_i", "rs_t", "tr_cache", "qe_cache", "inter_cache", "cell_i", "cell_f", "cand"),
-    ],
-)
 
 # where the growable arrays sit in the typed lists of new_hot()
 I2_NI, I2_CODES, I2_TR, I2_QE, I2_WARN, I2_STORE, I2_TRC, I2_QEC, I2_IC, I2_SEEN = range(10)
@@ -1118,8 +1105,7 @@ def _move_ring(i2, f1, meta, q_i, q, r, newcap):
 
 @njit(cache=True)
 def _grow(hot, meta, q_i):
-    """Grow whatever :func:`_room` found too small for the next record; returns the
-    new :class:`Views` (the old ones point at freed arrays)."""
+    """Grow whatever :func:`_room` found too small for the next record."""
     i2, f2, i1, f1 = hot
     nfree = meta[M_NFREE]
     if nfree < 2:
@@ -1168,14 +1154,13 @@ def _grow(hot, meta, q_i):
                 while new < need:
                     new *= 4
                 _move_ring(i2, f1, meta, q_i, q, r, new)
-    return _views(hot)
 
 
 @njit(cache=True, inline="always")
 def _views(hot):
-    """:class:`Views` of the growable arrays, for :func:`run`."""
+    """Views of the growable arrays for :func:`run` (see :func:`_view`)."""
     i2, f2, i1, f1 = hot
-    return Views(
+    return (
         _view(i2[I2_NI]),
         _view(f2[F2_NF]),
         _view(i1[I1_FREE]),
@@ -1201,16 +1186,16 @@ def _views(hot):
 
 
 @njit(cache=True, inline="always")
-def _room(v, meta, q_i, op, a):
+def _room(pend, codes, tr_i, qe, warn_ev, cell_i, cand, meta, q_i, op, a):
     """Whether every array has room for what this record may add (else note what is
     missing for :func:`_grow`)."""
     ok = (
         meta[M_NFREE] >= 2
-        and meta[M_NCELLS] + 2 <= v.cell_i.shape[0]
-        and meta[M_NCODES] + 2 <= v.codes.shape[0]
-        and meta[M_NTR] + 1 <= v.tr_i.shape[0]
-        and meta[M_NQE] + 1 <= v.qe.shape[0]
-        and meta[M_NWARN] + 1 <= v.warn_ev.shape[0]
+        and meta[M_NCELLS] + 2 <= cell_i.shape[0]
+        and meta[M_NCODES] + 2 <= codes.shape[0]
+        and meta[M_NTR] + 1 <= tr_i.shape[0]
+        and meta[M_NQE] + 1 <= qe.shape[0]
+        and meta[M_NWARN] + 1 <= warn_ev.shape[0]
     )
     need_pend = 8
     meta[M_GROW_Q] = -1
@@ -1220,7 +1205,7 @@ def _room(v, meta, q_i, op, a):
         npast = q_i[a, Q_RN + PAST]
         nfr = q_i[a, Q_RN + FREED]
         need_pend += 2 * nl + npast + nfr
-        if q_i[a, Q_EDGEWISE] and nl + npast + nfr + 1 > v.cand.shape[0]:
+        if q_i[a, Q_EDGEWISE] and nl + npast + nfr + 1 > cand.shape[0]:
             ok = False
             meta[M_NEED_CAND] = nl + npast + nfr + 1
         need_past = nl + npast + 1 if q_i[a, Q_EXTRA] else 0
@@ -1234,7 +1219,7 @@ def _room(v, meta, q_i, op, a):
             meta[M_NEED_LIVE] = nl + 1
             meta[M_NEED_PAST] = need_past
             meta[M_NEED_FREED] = nfr + 1
-    if need_pend > len(v.pend):
+    if need_pend > len(pend):
         ok = False
     meta[M_NEED_PEND] = need_pend
     return ok
@@ -1245,28 +1230,36 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
     """The records of one chunk whose first record is number ``base + 1``.
 
     Returns ``(status, i)``: ``OK``, or an error at record ``i`` with details
-    in ``meta``.  Per record, the steps of :meth:`CriticalPathPass._record`:
-    the intra edge it closes (:func:`_intra`), the counts of the compact
-    graphs (:func:`_enter`, :func:`_count_queue_op`), its dependencies
-    (:func:`_answer`, :func:`_take_deps`, :func:`_slot_deps`), its node
-    (:func:`_node`), the op's effects (:func:`_effects`), the end of a path
-    (:func:`_end`) and the references it gave up (:func:`_release`).
+    in ``meta``.
     """
-    k = Keyed(
-        _view(keyed.sm_i),
-        _view(keyed.sm_f),
-        _view(keyed.started),
-        _view(keyed.ends_i),
-        _view(keyed.ends_t),
-        _view(keyed.q_i),
-        _view(keyed.q_f),
-        _view(keyed.warn_cnt),
-        _view(keyed.factors),
-    )
-    v = _views(hot)
+    sm_i, sm_f, started = _view(keyed.sm_i), _view(keyed.sm_f), _view(keyed.started)
+    ends_i, ends_t = _view(keyed.ends_i), _view(keyed.ends_t)
+    q_i, q_f, warn_cnt = _view(keyed.q_i), _view(keyed.q_f), _view(keyed.warn_cnt)
+    (
+        ni,
+        nf,
+        free,
+        pend,
+        codes,
+        tr_i,
+        tr_f,
+        qe,
+        warn_ev,
+        rs_i,
+        rs_t,
+        tr_cache,
+        qe_cache,
+        inter_cache,
+        cell_i,
+        cell_f,
+        cand,
+    ) = _views(hot)
+    factors = _view(keyed.factors)
     meta = _view(meta)
-    dicts = cold[4]
+    ints, ints2, floats, sums, dicts = cold
+    inter, qe_dict, links, cells, facs, layers, sconns = dicts[1:]
     nrec = len(t_col)
+    nan = np.nan
     for i in range(nrec):
         rec = base + i + 1
         if rec >= meta[M_NEXTCOMMIT]:
@@ -1280,382 +1273,311 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
         sm = np.int64(sm_col[i])
         a = np.int64(a_col[i])
         n = n_col[i]
-        if not _room(v, meta, k.q_i, op, a):
-            v = _grow(hot, meta, k.q_i)  # the old views point at freed arrays
-        dt, si, cell, w, ic = _intra(v, meta, k, dicts, sm, t, rec)
+        if not _room(pend, codes, tr_i, qe, warn_ev, cell_i, cand, meta, q_i, op, a):
+            _grow(hot, meta, q_i)
+            (
+                ni,
+                nf,
+                free,
+                pend,
+                codes,
+                tr_i,
+                tr_f,
+                qe,
+                warn_ev,
+                rs_i,
+                rs_t,
+                tr_cache,
+                qe_cache,
+                inter_cache,
+                cell_i,
+                cell_f,
+                cand,
+            ) = _views(hot)
+        # ---- what follows from the records alone (CriticalPathPass._prepare) ----
+        dt = t - sm_f[sm, SF_LAST] if sm_i[sm, S_HASLAST] else nan
+        si = sm_i[sm, S_STATE]
+        cell = sm_i[sm, S_CELL]
+        if cell < 0:
+            cell = _cell(cell_i, cell_f, meta, cells, facs, sm, si)
+            sm_i[sm, S_CELL] = cell
+        w = dt * cell_f[cell, X_FAC]
+        ic = cell_i[cell, 0]
+        if ic < 0:
+            ic = _add_code(codes, meta, K_INTRA, sm, si, 0)
+            cell_i[cell, 0] = ic
+        sm_f[sm, SF_LAST] = t
+        sm_i[sm, S_HASLAST] = 1
+        sm_i[sm, S_LASTREC] = rec
         if op == BEGIN:
-            _enter(v, meta, k, dicts, sm, si, a, t)
+            frm = sm_i[sm, S_FROM]
+            spent = t - sm_f[sm, SF_ENTER] if sm_i[sm, S_HASENTER] else 0.0
+            to = a + 1
+            slot = (((sm * 1000003 + frm) * 1000003 + si) * 1000003 + to) & (CACHE - 1)
+            if tr_cache[slot, 0] == (sm << 32) | frm and tr_cache[slot, 1] == (si << 32) | to:
+                k = tr_cache[slot, 2]
+            else:
+                k = _transition_index(
+                    tr_i, tr_f, tr_cache, meta, dicts, cell_i, cell_f, sm, frm, si, to, slot
+                )
+            tr_i[k, 4] += 1
+            tr_f[k] += spent
+            sm_i[sm, S_STATE] = a + 1
+            sm_i[sm, S_CELL] = tr_i[k, 5]
+            sm_i[sm, S_FROM] = si
+            sm_f[sm, SF_ENTER] = t
+            sm_i[sm, S_HASENTER] = 1
         elif op < WAIT_EMPTY:
-            _count_queue_op(v, meta, dicts, sm, op, a)
-        wk = k.sm_i[sm, S_WK]
-        linked, dep, dcp, dw, dcode = _answer(v, meta, k, dicts, sm)
+            # Who adds to (enq, reserve, resize) and takes from (deq, peek) each queue.
+            key = (sm << 22) | (a << 1) | (1 if op in (DEQ, PEEK) else 0)
+            # (Not from ``key``: its low bits, which the slot keeps, leave out the SM.)
+            slot = ((sm * 1000003 + a) * 1000003 + op) & (CACHE - 1)
+            if qe_cache[slot, 0] == key:
+                k = qe_cache[slot, 1]
+            else:
+                k = _qedge_index(qe, qe_cache, meta, qe_dict, key, slot)
+            qe[k, 1] += 1
+        # ---- dependencies (and connection switches) ----
+        wk = sm_i[sm, S_WK]
+        dep = NONE
+        dcp = 0.0
+        dw = 0.0
+        dcode = -1
+        linked = sm_i[sm, S_LINKED] != 0
+        if linked:
+            dep = sm_i[sm, S_PEND]
+            dsm = sm_i[sm, S_PENDSM]
+            pconn = sm_i[sm, S_PENDCONN]
+            sm_i[sm, S_LINKED] = 0
+            sm_i[sm, S_PEND] = NONE
+            _drop(meta, pend, dep)  # held until the end of the record
+            if pconn >= 0 and pconn != sm_i[sm, S_CUR]:
+                _switch(sm_i, layers, sconns, started, meta, pend, sm, pconn)
+            if dep != NONE:
+                dcp = nf[dep, F_CP]
+                dcode = _inter_code(codes, inter_cache, meta, inter, dsm, sm, 0)
         took = 0
         if op in (DEQ, PEEK):
-            ok, took, dep, dcp, dw, dcode = _take_deps(
-                v, meta, k, dicts, rec, sm, op, a, n, t, wk, dep, dcp, dw, dcode
-            )
-            if not ok:
-                return ERR_SHORT, i
+            held = q_i[a, Q_TAIL] - q_i[a, Q_HEAD]
+            if n < 0:
+                n = held
+            elif n > held:
+                if not meta[M_LENIENT]:
+                    meta[M_ERR_SM] = sm
+                    meta[M_ERR_OP] = op
+                    meta[M_ERR_Q] = a
+                    meta[M_ERR_N] = n
+                    meta[M_ERR_HELD] = held
+                    return ERR_SHORT, i
+                _warn(meta, warn_ev, warn_cnt, W_SHORT, a, rec, held, n, 0, sm, op)
+                n = held
+            took = n
+            if n:
+                p0 = q_i[a, Q_HEAD]
+                cur = sm_i[sm, S_CUR]
+                edgewise = q_i[a, Q_EDGEWISE] != 0
+                meta[M_NCAND] = 0
+                best, bsm, newest, ncur = _take(
+                    ni,
+                    nf,
+                    meta,
+                    pend,
+                    rs_i,
+                    rs_t,
+                    q_i,
+                    q_f,
+                    a,
+                    n,
+                    op == DEQ,
+                    cur,
+                    t,
+                    edgewise,
+                    cand,
+                )
+                if ncur != cur:
+                    _switch(sm_i, layers, sconns, started, meta, pend, sm, ncur)
+                    cur = ncur
+                extra = q_i[a, Q_EXTRA]
+                if extra and q_i[a, Q_CAP] < 0:
+                    # Credit what-if: the unit k positions earlier feeds this one.
+                    meta[M_NCAND] = 0
+                    lo = p0 - extra
+                    best, bsm = _shifted(nf, rs_i, q_i, a, lo, lo + n, cur, edgewise, cand, meta)
+                c = 0.0
+                if wk == ON_EMPTY and sm_i[sm, S_WQ] == a and newest > sm_f[sm, SF_WT]:
+                    c = t - newest
+                    q_f[a, QF_CSUM] += c
+                    q_i[a, Q_COMMN] += 1
+                    if c > q_f[a, QF_CMAX]:
+                        q_f[a, QF_CMAX] = c
+                w2 = c * q_f[a, QF_COMM]
+                if edgewise:
+                    best, bsm, w2 = _edge_pick(cand, meta, nf, sm_i, q_i, factors, a, sm, cur, c)
+                if best != NONE and (edgewise or not q_i[a, Q_BROKEN]):
+                    bcp = nf[best, F_CP]
+                    if dep == NONE or bcp + w2 > dcp + dw:
+                        dep = best
+                        dcp = bcp
+                        dw = w2
+                        dcode = _inter_code(codes, inter_cache, meta, inter, bsm, sm, a + 1)
+            if wk == ON_EMPTY and sm_i[sm, S_WQ] == a:
+                q_f[a, QF_WENS] += t - sm_f[sm, SF_WT]
         elif op in (ENQ, RESERVE):
-            dep, dcp, dw, dcode = _slot_deps(
-                v, meta, k, dicts, sm, a, n, t, wk, dep, dcp, dw, dcode
-            )
+            if q_i[a, Q_CAP] >= 0 and n > 0:
+                waiting = wk == ON_FULL and sm_i[sm, S_WQ] == a
+                since = sm_f[sm, SF_WT] if waiting else np.inf
+                edgewise = q_i[a, Q_EDGEWISE] != 0
+                meta[M_NCAND] = 0
+                best, bsm, freed_t, has = _slots(
+                    nf, rs_i, rs_t, q_i, a, n, since, edgewise, cand, meta
+                )
+                c = t - freed_t if has else 0.0
+                w2 = c * q_f[a, QF_COMM]
+                if edgewise:
+                    best, bsm, w2 = _edge_pick(cand, meta, nf, sm_i, q_i, factors, a, sm, -1, c)
+                if best != NONE and (edgewise or not q_i[a, Q_BROKEN]):
+                    bcp = nf[best, F_CP]
+                    if dep == NONE or bcp + w2 > dcp + dw:
+                        dep = best
+                        dcp = bcp
+                        dw = w2
+                        dcode = _inter_code(codes, inter_cache, meta, inter, bsm, sm, a + 1)
+            if wk == ON_FULL and sm_i[sm, S_WQ] == a:
+                q_f[a, QF_WFNS] += t - sm_f[sm, SF_WT]
         elif op == IDENTIFY:
-            _switch(k.sm_i, dicts[6], dicts[7], k.started, meta, v.pend, sm, a)
-        new = _node(v, meta, k, cold, sm, t, dt, w, wk, si, cell, ic, dep, dcp, dw, dcode)
-        ok, wk, linked = _effects(
-            v, meta, k, dicts, flags_col[i], rec, sm, op, a, n, t, took, new, wk, linked
-        )
-        if not ok:
-            return ERR_RESIZE, i
-        if linked and wk == ON_LINK:
-            k.sm_i[sm, S_WK] = NOT_WAITING
-        if k.sm_i[sm, S_ISEND]:
-            _end(v, meta, k, sm, t, new)
-        _release(v, meta, cold)
-    return OK, nrec
-
-
-@njit(cache=True, inline="always")
-def _intra(v, meta, k, dicts, sm, t, rec):
-    """The intra-SM edge the record closes: ``(dt, state index, its cell, weight,
-    edge code id)``; ``dt`` is NaN at the SM's first record."""
-    sm_i, sm_f = k.sm_i, k.sm_f
-    dt = t - sm_f[sm, SF_LAST] if sm_i[sm, S_HASLAST] else np.nan
-    si = sm_i[sm, S_STATE]
-    cell = sm_i[sm, S_CELL]
-    if cell < 0:
-        cell = _cell(v.cell_i, v.cell_f, meta, dicts[4], dicts[5], sm, si)
-        sm_i[sm, S_CELL] = cell
-    w = dt * v.cell_f[cell, X_FAC]
-    ic = v.cell_i[cell, 0]
-    if ic < 0:
-        ic = _add_code(v.codes, meta, K_INTRA, sm, si, 0)
-        v.cell_i[cell, 0] = ic
-    sm_f[sm, SF_LAST] = t
-    sm_i[sm, S_HASLAST] = 1
-    sm_i[sm, S_LASTREC] = rec
-    return dt, si, cell, w, ic
-
-
-@njit(cache=True, inline="always")
-def _enter(v, meta, k, dicts, sm, si, a, t):
-    """``begin``: count the transition (from, state left, state entered) and enter."""
-    sm_i, sm_f = k.sm_i, k.sm_f
-    frm = sm_i[sm, S_FROM]
-    spent = t - sm_f[sm, SF_ENTER] if sm_i[sm, S_HASENTER] else 0.0
-    to = a + 1
-    slot = (((sm * 1000003 + frm) * 1000003 + si) * 1000003 + to) & (CACHE - 1)
-    cache = v.tr_cache
-    if cache[slot, 0] == (sm << 32) | frm and cache[slot, 1] == (si << 32) | to:
-        x = cache[slot, 2]
-    else:
-        x = _transition_index(
-            v.tr_i, v.tr_f, cache, meta, dicts, v.cell_i, v.cell_f, sm, frm, si, to, slot
-        )
-    v.tr_i[x, 4] += 1
-    v.tr_f[x] += spent
-    sm_i[sm, S_STATE] = to
-    sm_i[sm, S_CELL] = v.tr_i[x, 5]
-    sm_i[sm, S_FROM] = si
-    sm_f[sm, SF_ENTER] = t
-    sm_i[sm, S_HASENTER] = 1
-
-
-@njit(cache=True, inline="always")
-def _count_queue_op(v, meta, dicts, sm, op, a):
-    """Who adds to (enq, reserve, resize) and takes from (deq, peek) each queue."""
-    key = (sm << 22) | (a << 1) | (1 if op in (DEQ, PEEK) else 0)
-    # (Not from ``key``: its low bits, which the slot keeps, leave out the SM.)
-    slot = ((sm * 1000003 + a) * 1000003 + op) & (CACHE - 1)
-    if v.qe_cache[slot, 0] == key:
-        x = v.qe_cache[slot, 1]
-    else:
-        x = _qedge_index(v.qe, v.qe_cache, meta, dicts[2], key, slot)
-    v.qe[x, 1] += 1
-
-
-@njit(cache=True, inline="always")
-def _answer(v, meta, k, dicts, sm):
-    """A pending ``link`` to the SM: ``(linked, dep, its cp, weight 0, edge code)``;
-    the SM takes up the linking SM's connection."""
-    sm_i = k.sm_i
-    if sm_i[sm, S_LINKED] == 0:
-        return False, NONE, 0.0, 0.0, -1
-    dep = sm_i[sm, S_PEND]
-    dsm = sm_i[sm, S_PENDSM]
-    pconn = sm_i[sm, S_PENDCONN]
-    sm_i[sm, S_LINKED] = 0
-    sm_i[sm, S_PEND] = NONE
-    _drop(meta, v.pend, dep)  # held until the end of the record
-    if pconn >= 0 and pconn != sm_i[sm, S_CUR]:
-        _switch(sm_i, dicts[6], dicts[7], k.started, meta, v.pend, sm, pconn)
-    if dep == NONE:
-        return True, NONE, 0.0, 0.0, -1
-    dcode = _inter_code(v.codes, v.inter_cache, meta, dicts[1], dsm, sm, 0)
-    return True, dep, v.nf[dep, F_CP], 0.0, dcode
-
-
-@njit(cache=True, inline="always")
-def _depend(v, meta, dicts, best, bsm, w, sm, qi, dep, dcp, dw, dcode):
-    """The dependency on ``best`` (of SM ``bsm``, weight ``w``, through queue index
-    ``qi``) if it beats ``dep``: the new ``(dep, dcp, dw, dcode)``."""
-    bcp = v.nf[best, F_CP]
-    if dep == NONE or bcp + w > dcp + dw:
-        return best, bcp, w, _inter_code(v.codes, v.inter_cache, meta, dicts[1], bsm, sm, qi)
-    return dep, dcp, dw, dcode
-
-
-@njit(cache=True, inline="always")
-def _take_deps(v, meta, k, dicts, rec, sm, op, a, n, t, wk, dep, dcp, dw, dcode):
-    """``deq``/``peek``: the dependencies on the producers of the units taken
-    (CriticalPathPass._take).  Returns ``(ok, taken, dep, dcp, dw, dcode)``; not
-    ``ok`` for an over-draw without ``lenient`` (details in ``meta``)."""
-    sm_i, sm_f, q_i, q_f = k.sm_i, k.sm_f, k.q_i, k.q_f
-    held = q_i[a, Q_TAIL] - q_i[a, Q_HEAD]
-    if n < 0:
-        n = held
-    elif n > held:
-        if not meta[M_LENIENT]:
-            meta[M_ERR_SM] = sm
-            meta[M_ERR_OP] = op
-            meta[M_ERR_Q] = a
-            meta[M_ERR_N] = n
-            meta[M_ERR_HELD] = held
-            return False, 0, dep, dcp, dw, dcode
-        _warn(meta, v.warn_ev, k.warn_cnt, W_SHORT, a, rec, held, n, 0, sm, op)
-        n = held
-    waiting = wk == ON_EMPTY and sm_i[sm, S_WQ] == a
-    if n:
-        p0 = q_i[a, Q_HEAD]
-        cur = sm_i[sm, S_CUR]
-        edgewise = q_i[a, Q_EDGEWISE] != 0
-        meta[M_NCAND] = 0
-        remove = op == DEQ
-        best, bsm, newest, ncur = _take(
-            v.ni,
-            v.nf,
-            meta,
-            v.pend,
-            v.rs_i,
-            v.rs_t,
-            q_i,
-            q_f,
-            a,
-            n,
-            remove,
-            cur,
-            t,
-            edgewise,
-            v.cand,
-        )
-        if ncur != cur:
-            _switch(sm_i, dicts[6], dicts[7], k.started, meta, v.pend, sm, ncur)
-            cur = ncur
-        extra = q_i[a, Q_EXTRA]
-        if extra and q_i[a, Q_CAP] < 0:
-            # Credit what-if: the unit k positions earlier feeds this one.
-            meta[M_NCAND] = 0
-            lo = p0 - extra
-            best, bsm = _shifted(v.nf, v.rs_i, q_i, a, lo, lo + n, cur, edgewise, v.cand, meta)
-        c = 0.0
-        if waiting and newest > sm_f[sm, SF_WT]:
-            c = t - newest
-            q_f[a, QF_CSUM] += c
-            q_i[a, Q_COMMN] += 1
-            if c > q_f[a, QF_CMAX]:
-                q_f[a, QF_CMAX] = c
-        w = c * q_f[a, QF_COMM]
-        if edgewise:
-            best, bsm, w = _edge_pick(v.cand, meta, v.nf, sm_i, q_i, k.factors, a, sm, cur, c)
-        if best != NONE and (edgewise or not q_i[a, Q_BROKEN]):
-            dep, dcp, dw, dcode = _depend(
-                v, meta, dicts, best, bsm, w, sm, a + 1, dep, dcp, dw, dcode
-            )
-    if waiting:
-        q_f[a, QF_WENS] += t - sm_f[sm, SF_WT]
-    return True, n, dep, dcp, dw, dcode
-
-
-@njit(cache=True, inline="always")
-def _slot_deps(v, meta, k, dicts, sm, a, n, t, wk, dep, dcp, dw, dcode):
-    """``enq``/``reserve``: the dependency on the ``deq``s that freed the slots
-    filled (CriticalPathPass._slots); the new ``(dep, dcp, dw, dcode)``."""
-    sm_i, sm_f, q_i, q_f = k.sm_i, k.sm_f, k.q_i, k.q_f
-    waiting = wk == ON_FULL and sm_i[sm, S_WQ] == a
-    if q_i[a, Q_CAP] >= 0 and n > 0:
-        since = sm_f[sm, SF_WT] if waiting else np.inf
-        edgewise = q_i[a, Q_EDGEWISE] != 0
-        meta[M_NCAND] = 0
-        best, bsm, freed_t, has = _slots(
-            v.nf, v.rs_i, v.rs_t, q_i, a, n, since, edgewise, v.cand, meta
-        )
-        c = t - freed_t if has else 0.0
-        w = c * q_f[a, QF_COMM]
-        if edgewise:
-            best, bsm, w = _edge_pick(v.cand, meta, v.nf, sm_i, q_i, k.factors, a, sm, -1, c)
-        if best != NONE and (edgewise or not q_i[a, Q_BROKEN]):
-            dep, dcp, dw, dcode = _depend(
-                v, meta, dicts, best, bsm, w, sm, a + 1, dep, dcp, dw, dcode
-            )
-    if waiting:
-        q_f[a, QF_WFNS] += t - sm_f[sm, SF_WT]
-    return dep, dcp, dw, dcode
-
-
-@njit(cache=True, inline="always")
-def _node(v, meta, k, cold, sm, t, dt, w, wk, si, cell, ic, dep, dcp, dw, dcode):
-    """The record's node (CriticalPathPass._node): the SM's own path plus the intra
-    edge (weight 0 while it waits), or the dependency's if longer; a start SM's
-    first record in a connection without a path starts one at 0."""
-    sm_i, ni, nf, free = k.sm_i, v.ni, v.nf, v.free
-    node = sm_i[sm, S_NODE]
-    new = NONE
-    if dt == dt:  # not the SM's first record
-        if wk:
-            w_in = 0.0
-            wd = dt
-            v.cell_f[cell, X_WAIT] += dt
-        else:
-            w_in = w
-            wd = 0.0
-            v.cell_f[cell, X_ACT] += dt
-        if node != NONE:
-            icp = nf[node, F_CP] + w_in
-            depth = ni[node, N_DEPTH] + 1
-            if dep != NONE:
-                bcp = dcp + dw
-                if bcp > icp:
-                    depth = ni[dep, N_DEPTH] + 1
-                    margin = bcp - icp
-                    new = _new_node(ni, nf, free, meta, dep, depth, dcode, dw, 0.0, bcp, ic, margin)
-                else:
-                    margin = icp - bcp
-                    new = _new_node(
-                        ni, nf, free, meta, node, depth, ic, w_in, wd, icp, dcode, margin
-                    )
+            _switch(sm_i, layers, sconns, started, meta, pend, sm, a)
+        # ---- the intra-SM edge and the node ----
+        node = sm_i[sm, S_NODE]
+        new = NONE
+        if dt == dt:  # not the SM's first record
+            if wk:
+                w_in = 0.0
+                wd = dt
+                cell_f[cell, X_WAIT] += dt
             else:
-                new = _new_node(ni, nf, free, meta, node, depth, ic, w_in, wd, icp, -1, 0.0)
-    if new == NONE:
-        if dep != NONE:
-            depth = ni[dep, N_DEPTH] + 1
-            new = _new_node(ni, nf, free, meta, dep, depth, dcode, dw, 0.0, dcp + dw, -1, 0.0)
-        elif node == NONE and sm_i[sm, S_ISSTART] and not k.started[sm_i[sm, S_CUR] + 1]:
-            # The first node of a path: cp = 0 at a start SM's first record.
-            k.started[sm_i[sm, S_CUR] + 1] = 1
-            ints, ints2, floats, sums, _ = cold
-            s = _new_summary(meta, ints, ints2, floats, sums, t)
-            code = sm_i[sm, S_STARTID]
-            if code < 0:
-                code = _add_code(v.codes, meta, K_START, sm, 0, 0)
-                sm_i[sm, S_STARTID] = code
-            new = _new_node(ni, nf, free, meta, -2 - s, 0, code, 0.0, 0.0, 0.0, -1, 0.0)
-            ints2[0][s, SM_RC] += 1
-    if new != NONE:
-        ni[new, N_RC] += 1
-    _drop(meta, v.pend, node)
-    sm_i[sm, S_NODE] = new
-    return new
-
-
-@njit(cache=True, inline="always")
-def _effects(v, meta, k, dicts, flags, rec, sm, op, a, n, t, took, new, wk, linked):
-    """What the op changes once its node exists (the ops' methods of
-    CriticalPathPass after their ``_node``).  Returns ``(ok, wk, linked)``: the
-    SM's wait and whether a link to it is still to be answered; not ``ok`` for a
-    negative ``resize`` (details in ``meta``)."""
-    sm_i, sm_f, q_i, q_f = k.sm_i, k.sm_f, k.q_i, k.q_f
-    if op == ENQ:
-        if n > 0:
-            _put(v.ni, v.rs_i, v.rs_t, q_i, q_f, a, n, new, t, sm_i[sm, S_CUR], sm)
-            if q_i[a, Q_CAP] >= 0:
-                _trim_freed(meta, v.pend, v.rs_i, q_i, a)
-        if wk == ON_FULL and sm_i[sm, S_WQ] == a:
-            sm_i[sm, S_WK] = NOT_WAITING
-            wk = NOT_WAITING
-    elif op == RESERVE:
-        if wk == ON_FULL and sm_i[sm, S_WQ] == a:
-            sm_i[sm, S_WK] = NOT_WAITING
-            wk = NOT_WAITING
-    elif op in (DEQ, PEEK):
-        if op == DEQ and q_i[a, Q_CAP] >= 0 and took:
-            head = q_i[a, Q_HEAD]
-            if new != NONE:
-                v.ni[new, N_RC] += 1
-            _ring_push(v.rs_i, v.rs_t, q_i, a, FREED, head - took, head, new, -1, sm, t)
-        if wk == ON_EMPTY and sm_i[sm, S_WQ] == a:
-            sm_i[sm, S_WK] = NOT_WAITING
-            wk = NOT_WAITING
-    elif op in (WAIT_EMPTY, WAIT_FULL):
-        held = q_i[a, Q_TAIL] - q_i[a, Q_HEAD]
-        if op == WAIT_EMPTY:
-            q_i[a, Q_WE] += 1
-            if held >= n:
-                _warn(meta, v.warn_ev, k.warn_cnt, W_EMPTY, a, rec, held, n, 0, sm, op)
-            wk = ON_EMPTY
-        else:
-            q_i[a, Q_WF] += 1
-            cap = q_i[a, Q_CAP]
-            if cap < 0 or held + n <= cap:
-                _warn(meta, v.warn_ev, k.warn_cnt, W_FULL, a, rec, held, n, cap, sm, op)
-            wk = ON_FULL
-        sm_i[sm, S_WK] = wk
-        sm_i[sm, S_WQ] = a
-        sm_f[sm, SF_WT] = t
-    elif op == RESIZE:
-        if not _resize(meta, v.pend, v.rs_i, v.rs_t, q_i, q_f, a, n, t, sm):
-            meta[M_ERR_Q] = a
-            meta[M_ERR_N] = n
-            return False, wk, linked
-    elif op == LINK:
-        sm_i[a, S_LINKED] = 1
-        _drop(meta, v.pend, sm_i[a, S_PEND])
+                w_in = w
+                wd = 0.0
+                cell_f[cell, X_ACT] += dt
+            if node != NONE:
+                icp = nf[node, F_CP] + w_in
+                depth = ni[node, N_DEPTH] + 1
+                if dep != NONE:
+                    bcp = dcp + dw
+                    if bcp > icp:
+                        depth = ni[dep, N_DEPTH] + 1
+                        margin = bcp - icp
+                        new = _new_node(
+                            ni, nf, free, meta, dep, depth, dcode, dw, 0.0, bcp, ic, margin
+                        )
+                    else:
+                        margin = icp - bcp
+                        new = _new_node(
+                            ni, nf, free, meta, node, depth, ic, w_in, wd, icp, dcode, margin
+                        )
+                else:
+                    new = _new_node(ni, nf, free, meta, node, depth, ic, w_in, wd, icp, -1, 0.0)
+        if new == NONE:
+            if dep != NONE:
+                depth = ni[dep, N_DEPTH] + 1
+                new = _new_node(ni, nf, free, meta, dep, depth, dcode, dw, 0.0, dcp + dw, -1, 0.0)
+            elif node == NONE and sm_i[sm, S_ISSTART] and not started[sm_i[sm, S_CUR] + 1]:
+                # The first node of a path: cp = 0 at a start SM's first record.
+                started[sm_i[sm, S_CUR] + 1] = 1
+                s = _new_summary(meta, ints, ints2, floats, sums, t)
+                code = sm_i[sm, S_STARTID]
+                if code < 0:
+                    code = _add_code(codes, meta, K_START, sm, 0, 0)
+                    sm_i[sm, S_STARTID] = code
+                new = _new_node(ni, nf, free, meta, -2 - s, 0, code, 0.0, 0.0, 0.0, -1, 0.0)
+                ints2[0][s, SM_RC] += 1
         if new != NONE:
-            v.ni[new, N_RC] += 1
-        sm_i[a, S_PEND] = new
-        sm_i[a, S_PENDSM] = sm
-        sm_i[a, S_PENDCONN] = sm_i[sm, S_CUR]
-        links = dicts[3]
-        key = (sm << 21) | a
-        if key in links:
-            links[key] += 1
-        else:
-            links[key] = 1
-        # The caller now waits until some SM links back to it.
-        sm_i[sm, S_WK] = ON_LINK
-        sm_i[sm, S_WQ] = -1
-        sm_f[sm, SF_WT] = t
-        linked = False
-    elif op == DECLARE:
-        q_i[a, Q_CAP] = n
-        q_i[a, Q_FLOW] = 1 if flags & 1 else 0
-    return True, wk, linked
-
-
-@njit(cache=True, inline="always")
-def _end(v, meta, k, sm, t, new):
-    """The record of an end SM: the latest end of its connection's path."""
-    ends_i = k.ends_i
-    c1 = k.sm_i[sm, S_CUR] + 1
-    if ends_i[c1, 2] < 0:
-        ends_i[c1, 2] = meta[M_ENDSEQ]
-        meta[M_ENDSEQ] += 1
-    _drop(meta, v.pend, ends_i[c1, 0])
-    if new != NONE:
-        v.ni[new, N_RC] += 1
-    ends_i[c1, 0] = new
-    ends_i[c1, 1] = sm
-    k.ends_t[c1] = t
-
-
-@njit(cache=True, inline="always")
-def _release(v, meta, cold):
-    """The references the record gave up (see :func:`_drop`)."""
-    for x in range(meta[M_NPEND]):
-        s = _decref(v.ni, v.free, meta, v.pend[x])
-        if s <= -2:
-            _summary_decref(meta, cold[0], cold[1], cold[3], -2 - s)
-    meta[M_NPEND] = 0
+            ni[new, N_RC] += 1
+        _drop(meta, pend, node)
+        sm_i[sm, S_NODE] = new
+        # ---- effects of the record (state transitions were counted above) ----
+        if op == ENQ:
+            if n > 0:
+                _put(ni, rs_i, rs_t, q_i, q_f, a, n, new, t, sm_i[sm, S_CUR], sm)
+                if q_i[a, Q_CAP] >= 0:
+                    _trim_freed(meta, pend, rs_i, q_i, a)
+            if wk == ON_FULL and sm_i[sm, S_WQ] == a:
+                sm_i[sm, S_WK] = NOT_WAITING
+                wk = NOT_WAITING
+        elif op == RESERVE:
+            if wk == ON_FULL and sm_i[sm, S_WQ] == a:
+                sm_i[sm, S_WK] = NOT_WAITING
+                wk = NOT_WAITING
+        elif op in (DEQ, PEEK):
+            if op == DEQ and q_i[a, Q_CAP] >= 0 and took:
+                head = q_i[a, Q_HEAD]
+                if new != NONE:
+                    ni[new, N_RC] += 1
+                _ring_push(rs_i, rs_t, q_i, a, FREED, head - took, head, new, -1, sm, t)
+            if wk == ON_EMPTY and sm_i[sm, S_WQ] == a:
+                sm_i[sm, S_WK] = NOT_WAITING
+                wk = NOT_WAITING
+        elif op in (WAIT_EMPTY, WAIT_FULL):
+            held = q_i[a, Q_TAIL] - q_i[a, Q_HEAD]
+            if op == WAIT_EMPTY:
+                q_i[a, Q_WE] += 1
+                if held >= n:
+                    _warn(meta, warn_ev, warn_cnt, W_EMPTY, a, rec, held, n, 0, sm, op)
+                wk = ON_EMPTY
+            else:
+                q_i[a, Q_WF] += 1
+                cap = q_i[a, Q_CAP]
+                if cap < 0 or held + n <= cap:
+                    _warn(meta, warn_ev, warn_cnt, W_FULL, a, rec, held, n, cap, sm, op)
+                wk = ON_FULL
+            sm_i[sm, S_WK] = wk
+            sm_i[sm, S_WQ] = a
+            sm_f[sm, SF_WT] = t
+        elif op == RESIZE:
+            if not _resize(meta, pend, rs_i, rs_t, q_i, q_f, a, n, t, sm):
+                meta[M_ERR_Q] = a
+                meta[M_ERR_N] = n
+                return ERR_RESIZE, i
+        elif op == LINK:
+            sm_i[a, S_LINKED] = 1
+            _drop(meta, pend, sm_i[a, S_PEND])
+            if new != NONE:
+                ni[new, N_RC] += 1
+            sm_i[a, S_PEND] = new
+            sm_i[a, S_PENDSM] = sm
+            sm_i[a, S_PENDCONN] = sm_i[sm, S_CUR]
+            key = (sm << 21) | a
+            if key in links:
+                links[key] += 1
+            else:
+                links[key] = 1
+            # The caller now waits until some SM links back to it.
+            sm_i[sm, S_WK] = ON_LINK
+            sm_i[sm, S_WQ] = -1
+            sm_f[sm, SF_WT] = t
+            linked = False
+        elif op == DECLARE:
+            q_i[a, Q_CAP] = n
+            q_i[a, Q_FLOW] = 1 if flags_col[i] & 1 else 0
+        if linked and wk == ON_LINK:
+            sm_i[sm, S_WK] = NOT_WAITING
+        if sm_i[sm, S_ISEND]:
+            c1 = sm_i[sm, S_CUR] + 1
+            if ends_i[c1, 2] < 0:
+                ends_i[c1, 2] = meta[M_ENDSEQ]
+                meta[M_ENDSEQ] += 1
+            _drop(meta, pend, ends_i[c1, 0])
+            if new != NONE:
+                ni[new, N_RC] += 1
+            ends_i[c1, 0] = new
+            ends_i[c1, 1] = sm
+            ends_t[c1] = t
+        # ---- references this record gave up ----
+        for k in range(meta[M_NPEND]):
+            x = _decref(ni, free, meta, pend[k])
+            if x <= -2:
+                _summary_decref(meta, ints, ints2, sums, -2 - x)
+        meta[M_NPEND] = 0
+    return OK, nrec
 
 
 # ---------------------------------------------------------------------------
