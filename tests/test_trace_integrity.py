@@ -477,3 +477,18 @@ def test_the_unedited_analysed_sidecar_predicts(analysed, tmp_path, capsys):
     (tmp_path / "t.cpt.run.json").write_text(json.dumps(side))
     code, err = cli(predict_args(scenario, tmp_path / "t.cpt"), capsys)
     assert code == 0, err
+
+
+def test_a_window_preamble_naming_undefined_ids_is_refused():
+    from cpasim.predict.window import Window, WindowSource
+
+    trace = TRACES / "model_tcp_stream.cpt"
+    sms = len(read_cpt(trace).read_names().sms)
+    rows = np.zeros(2, RECORD_DTYPE)
+    rows["op"] = BEGIN
+    rows["sm"][1] = sms + 5  # beyond the trace's SMs and the window's origins
+    window = Window(0.0, 1.0, sms, (), rows)
+    with pytest.raises(CpasimError, match=r"preamble in its sidecar\): record 2 .*never defined"):
+        WindowSource(trace, window)
+    rows["sm"][1] = 0
+    assert WindowSource(trace, Window(0.0, 1.0, sms, (), rows)).key.sizes()[0] == sms
