@@ -418,3 +418,77 @@ def test_an_edited_sidecar_digest_is_refused(recorded, tmp_path, capsys):
     (tmp_path / "t.cpt.run.json").write_text(json.dumps(side))
     code, err = cli(predict_args(scenario, trace), capsys)
     assert_one_line_error(code, err, "describes another trace")
+
+
+@pytest.fixture(scope="module")
+def analysed(recorded, tmp_path_factory):
+    """The trace ``a.cpt`` with the sidecar its first prediction completed."""
+    scenario, a, _ = recorded
+    root = tmp_path_factory.mktemp("analysed")
+    trace = root / "t.cpt"
+    shutil.copy(a, trace)
+    shutil.copy(a.with_name(a.name + ".run.json"), root / "t.cpt.run.json")
+    res = CliRunner().invoke(cpasim.cli.app, predict_args(scenario, trace))
+    assert res.exit_code == 0, res.output
+    side = json.loads((root / "t.cpt.run.json").read_text())
+    assert side["analysed"] is True
+    return scenario, trace, side
+
+
+def _edit(side: dict, dotted: str, value) -> dict:
+    side = json.loads(json.dumps(side))
+    *parents, last = dotted.split(".")
+    node = side
+    for name in parents:
+        node = node[name]
+    node[last] = value
+    return side
+
+
+SIDECAR_EDITS = {
+    "result null": ("result", None),
+    "goodput a string": ("result.goodput_bps", "fast"),
+    "goodput infinite": ("result.goodput_bps", float("inf")),
+    "unknown workload": ("result.workload", "bulk"),
+    "analysis start a string": ("result.analysis_start", "tx:App"),
+    "latency a string": ("result.latency_ns", "x"),
+    "analysed a string": ("analysed", "yes"),
+    "path a list": ("path", []),
+    "critical path a string": ("path.critical_path_ns", {"": "x"}),
+    "most critical without numbers": ("path.most_critical", [{"name": 5}]),
+    "loops of numbers": ("path.loops", [1]),
+    "state means of null": ("state_means", {"a": None}),
+    "window half there": ("window", {"t0": 0}),
+}
+
+
+@pytest.mark.parametrize("edit", SIDECAR_EDITS)
+def test_an_edited_sidecar_is_one_line(analysed, tmp_path, capsys, edit):
+    scenario, trace, side = analysed
+    shutil.copy(trace, tmp_path / "t.cpt")
+    (tmp_path / "t.cpt.run.json").write_text(json.dumps(_edit(side, *SIDECAR_EDITS[edit])))
+    code, err = cli(predict_args(scenario, tmp_path / "t.cpt"), capsys)
+    assert_one_line_error(code, err, "t.cpt.run.json: malformed run sidecar")
+
+
+def test_the_unedited_analysed_sidecar_predicts(analysed, tmp_path, capsys):
+    scenario, trace, side = analysed
+    shutil.copy(trace, tmp_path / "t.cpt")
+    (tmp_path / "t.cpt.run.json").write_text(json.dumps(side))
+    code, err = cli(predict_args(scenario, tmp_path / "t.cpt"), capsys)
+    assert code == 0, err
+
+
+def test_a_window_preamble_naming_undefined_ids_is_refused():
+    from cpasim.predict.window import Window, WindowSource
+
+    trace = TRACES / "model_tcp_stream.cpt"
+    sms = len(read_cpt(trace).read_names().sms)
+    rows = np.zeros(2, RECORD_DTYPE)
+    rows["op"] = BEGIN
+    rows["sm"][1] = sms + 5  # beyond the trace's SMs and the window's origins
+    window = Window(0.0, 1.0, sms, (), rows)
+    with pytest.raises(CpasimError, match=r"preamble in its sidecar\): record 2 .*never defined"):
+        WindowSource(trace, window)
+    rows["sm"][1] = 0
+    assert WindowSource(trace, Window(0.0, 1.0, sms, (), rows)).key.sizes()[0] == sms

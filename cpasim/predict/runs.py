@@ -400,6 +400,108 @@ def _window_run(cfg: Config, trace: Path, start, end) -> WindowRun | None:
     return WindowRun(window, path, active)
 
 
+# -- the sidecar's shape ---------------------------------------------------------------
+# A sidecar is ours, but a file: an edited or damaged one is refused with the field at
+# fault, before any of it is used.  A schema is a type, a tuple of allowed schemas, a
+# list [item schema], a dict of fields (extra fields allowed), or ``(dict, value)``
+# for a mapping of names to values.
+_NUM, _INT, _NONE = "number", "integer", type(None)
+_NAMES = (dict, _NUM)
+_PATH = {
+    "critical_path_ns": _NAMES,
+    "bottleneck": (str, _NONE),
+    "share": _NUM,
+    "most_critical": [{"name": str, "share": _NUM, "time_ns": _NUM, "waiting_share": _NUM}],
+    "loops": [{"edge": str, "count": _NUM}],
+    "busy_ns": _NAMES,
+}
+_RESULT = {
+    "workload": str,
+    "analysis_start": [str],
+    "analysis_end": [str],
+    "goodput_bps": _NUM,
+    "latency_ns": (_NONE, {"mean": (_NUM, _NONE)}),
+}
+_WINDOW = {
+    "t0": _NUM,
+    "t_measure": _NUM,
+    "sms": _INT,
+    "origins": [[str]],
+    "preamble": [[_INT]],
+    "path": _PATH,
+    "state_active": _NAMES,
+}
+_ANALYSED = {
+    "result": _RESULT,
+    "path": _PATH,
+    "state_means": _NAMES,
+    "state_active": _NAMES,
+    "window": (_NONE, _WINDOW),
+}
+
+
+def _fits(value, schema) -> str | None:
+    """Where ``value`` breaks ``schema`` (a dotted field, or ``""`` for itself); None if
+    it fits."""
+    if schema == _NUM:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return None if ok and math.isfinite(value) else ""
+    if schema == _INT:
+        return None if isinstance(value, int) and not isinstance(value, bool) else ""
+    if isinstance(schema, type):
+        return None if isinstance(value, schema) else ""
+    if isinstance(schema, list):
+        if not isinstance(value, list):
+            return ""
+        for i, item in enumerate(value):
+            where = _fits(item, schema[0])
+            if where is not None:
+                return f"[{i}]{where}"
+        return None
+    if isinstance(schema, tuple) and schema[:1] == (dict,):
+        if not isinstance(value, dict):
+            return ""
+        for name, item in value.items():
+            if _fits(item, schema[1]) is not None:
+                return f".{shown(name, 40)}"
+        return None
+    if isinstance(schema, tuple):
+        return None if any(_fits(value, s) is None for s in schema) else ""
+    if not isinstance(value, dict):
+        return ""
+    for name, field_schema in schema.items():
+        if name not in value:
+            if name == "busy_ns":  # older analyses have none
+                continue
+            return f".{name}"
+        where = _fits(value[name], field_schema)
+        if where is not None:
+            return f".{name}{where}"
+    return None
+
+
+def _check_sidecar(data: dict, side: Path) -> None:
+    schema = _ANALYSED if data.get("analysed") is True else {"result": _RESULT}
+    where = None if isinstance(data.get("analysed"), bool) else ".analysed"
+    where = where or _fits(data, schema)
+    result = data.get("result")
+    if where is None and result["workload"] not in METRICS:
+        where = ".result.workload"
+    if where is None and (len(result["analysis_start"]) != 2 or len(result["analysis_end"]) != 2):
+        where = ".result.analysis_start"
+    window = data.get("window") if data.get("analysed") else None
+    if where is None and window is not None:
+        if any(len(o) != 3 for o in window["origins"]):
+            where = ".window.origins"
+        elif any(len(r) != 5 for r in window["preamble"]):
+            where = ".window.preamble"
+    if where is not None:
+        raise CpasimError(
+            f"{side}: malformed run sidecar (field {where.lstrip('.')}); record the trace "
+            "again with 'cpasim run --trace'"
+        )
+
+
 def load_run(cfg: Config, trace: Path) -> TracedRun:
     """The run recorded in ``trace``, checked to belong to ``cfg``."""
     trace = Path(trace)
@@ -433,12 +535,10 @@ def load_run(cfg: Config, trace: Path) -> TracedRun:
             f"the scenario and --set options resolve to {cfg.digest}; predict from a trace "
             "of this configuration (or pass a new --trace path to record one)"
         )
-    if not data.get("analysed", True):
+    _check_sidecar(data, side)
+    if not data["analysed"]:
         # Recorded by a plain traced run: analyse it once, keep the analysis beside it.
-        try:
-            return analysed_run(cfg, trace, data["result"], digest=digest)
-        except (KeyError, TypeError) as exc:
-            raise CpasimError(f"{side}: malformed run sidecar (missing {exc})") from None
+        return analysed_run(cfg, trace, data["result"], digest=digest)
     try:
         return TracedRun(
             cfg=cfg,
@@ -449,8 +549,8 @@ def load_run(cfg: Config, trace: Path) -> TracedRun:
             state_active={k: float(v) for k, v in data["state_active"].items()},
             window=WindowRun.from_json(data["window"]) if data["window"] is not None else None,
         )
-    except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise CpasimError(f"{side}: malformed run sidecar (missing {exc})") from None
+    except (KeyError, TypeError, AttributeError, ValueError, OverflowError) as exc:
+        raise CpasimError(f"{side}: malformed run sidecar ({shown(exc)})") from None
 
 
 def baseline(cfg: Config, trace: Path | None, workdir: Path, *, progress: bool = False):

@@ -32,6 +32,7 @@ from cpasim.errors import CpasimError
 from cpasim.predict.snapshot import origin_names, preamble
 from cpasim.trace.columnar import read_cpt
 from cpasim.trace.records import RECORD_DTYPE, TraceKey, TraceSource
+from cpasim.trace.validate import check_chunk
 
 
 class Prefix(TraceSource):
@@ -159,6 +160,8 @@ class WindowSource(TraceSource):
         for name in window.origins:
             self.key.intern_sm(*name)
         self.name = f"{trace} (from {window.t0:g} ns)"
+        # The preamble comes from the run's sidecar: it obeys the rules of any trace.
+        check_chunk(window.rows, self.key, f"{trace} (the window's preamble in its sidecar)")
 
     def chunks(self) -> Iterator[np.ndarray]:
         yield self.window.rows

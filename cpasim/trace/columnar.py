@@ -17,6 +17,10 @@ The crc32 of each block covers its tag, its length and its payload.  Block tags:
 - ``END``: u64 total records and u64 number of RECS blocks.  A file is valid only
   with its footer: a file whose writer did not close it reads as truncated.
 
+:class:`CptWriter` writes beside its path under a fresh temporary name and renames
+the file into place when it closes (:mod:`cpasim.files`): a reader of that path
+never meets an unfinished trace, and a failed run leaves the old one there.
+
 Writer and reader hold one chunk at a time, so memory does not depend on trace length.
 """
 

@@ -350,7 +350,8 @@ class Tracer:
 
     @classmethod
     def to_file(cls, env, path: str | Path, **kwargs) -> Tracer:
-        """Stream the trace into a columnar ``.cpt`` file (valid once closed)."""
+        """Stream the trace into a columnar ``.cpt`` file (it appears at ``path`` once
+        the tracer is closed)."""
         from cpasim.trace.columnar import CptWriter
 
         return cls(env, CptWriter(path), **kwargs)
