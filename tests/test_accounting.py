@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _cpu(since: float, until: float) -> tuple[simpy.Environment, Cpu]:
     env = simpy.Environment()
     params = load_scenario(None, sets=["cpu.freq=1GHz"]).host("tx").cpu  # 1 ns per cycle
-    cpu = Cpu(env, "tx", params, NULL_TRACER)
+    cpu = Cpu(env, "tx", params=params, tracer=NULL_TRACER)
     cpu.start_measuring(since, until)
     return env, cpu
 
