@@ -31,7 +31,7 @@ from decimal import (
     localcontext,
 )
 
-from cpasim.errors import CpasimError
+from cpasim.errors import CpasimError, shown
 
 TIME, RATE, SIZE, FREQ = "time", "rate", "size", "freq"
 DIMENSIONS = (TIME, RATE, SIZE, FREQ)
@@ -131,13 +131,13 @@ def _internal(value: object, dimension: str, what: str) -> Decimal:
         match = _NUMBER.fullmatch(value)
         if match is None:
             raise CpasimError(
-                f"{what} = {value!r}: expected a {dimension} such as {_EXAMPLE[dimension]!r}"
+                f"{what} = {show(value)}: expected a {dimension} such as {_EXAMPLE[dimension]!r}"
             )
         number, unit = Decimal(match.group(1)), match.group(2)
         si = number * _unit_factor(unit, dimension, value, what)
     else:
         if value != value or value in (float("inf"), float("-inf")):
-            raise CpasimError(f"{what} = {value!r}: expected a finite {dimension}")
+            raise CpasimError(f"{what} = {show(value)}: expected a finite {dimension}")
         # repr() is the shortest string that reads back as the same float, so
         # 0.00035 s becomes exactly 350000 ns rather than 349999.99999999994.
         si = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
@@ -156,29 +156,30 @@ def _unit_factor(unit: str, dimension: str, text: str, what: str) -> Decimal:
         else:
             hint = f"unknown unit {unit!r}"
         raise CpasimError(
-            f"{what} = {text!r}: {hint}; expected a {dimension} such as {_EXAMPLE[dimension]!r}"
+            f"{what} = {show(text)}: {hint}; expected a {dimension} such as {_EXAMPLE[dimension]!r}"
         )
     dim, prefix, base = split
     if dim != dimension:
         raise CpasimError(
-            f"{what} = {text!r}: that is a {dim}, "
+            f"{what} = {show(text)}: that is a {dim}, "
             f"expected a {dimension} such as {_EXAMPLE[dimension]!r}"
         )
     allowed = _PREFIXES[dimension]
     if prefix not in allowed:
         kind = "binary " if prefix in _BINARY else ""
         raise CpasimError(
-            f"{what} = {text!r}: {kind}prefix {prefix!r} is not allowed on a {dimension}; "
+            f"{what} = {show(text)}: {kind}prefix {prefix!r} is not allowed on a {dimension}; "
             f"use one of {', '.join(repr(p) for p in allowed if p)}"
         )
     return Decimal(allowed[prefix]) * _BASES[dimension][base]
 
 
 def show(value: object) -> str:
-    """A raw scenario value as an error message quotes it (TOML spelling for booleans)."""
+    """A raw scenario value as an error message quotes it (TOML spelling for booleans;
+    a long value cut, control characters escaped: :func:`cpasim.errors.shown`)."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    return "a table" if isinstance(value, dict) else repr(value)
+    return "a table" if isinstance(value, dict) else shown(repr(value))
 
 
 # Writing quantities back: the largest prefix whose text reads back exactly.

@@ -349,3 +349,13 @@ def test_plot_file_that_is_not_what_it_says(capsys, tmp_path, name, content, exp
     path.write_bytes(content)
     line = refused(capsys, "plot", str(path), "--x", "a", "--y", "b")
     assert str(path) in line and expected in line
+
+
+def test_a_huge_quantity_is_quoted_cut_short():
+    """A 2 MB scenario value is named, not echoed whole, in its error line."""
+    from cpasim.errors import CpasimError
+    from cpasim.units import RATE, parse_quantity
+
+    with pytest.raises(CpasimError) as err:
+        parse_quantity("1" * 2_000_000 + "x", RATE, what="link.rate")
+    assert len(str(err.value)) < 300 and "2,000,003 characters" in str(err.value)

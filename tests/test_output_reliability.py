@@ -371,6 +371,15 @@ for _ in run_processes(time.sleep, [600, 600], 2):
 """
 
 
+DASK_PARENT = """
+import time
+from cpasim.sweeps.executors import run_dask
+print("started", flush=True)
+for _ in run_dask(time.sleep, [600, 600], "local", 2):
+    pass
+"""
+
+
 def _session(sid: int) -> list[int]:
     """Live processes of the session ``sid`` (not zombies)."""
     found = []
@@ -385,9 +394,12 @@ def _session(sid: int) -> list[int]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
-def test_sweep_workers_end_when_the_sweep_is_killed(tmp_path):
+@pytest.mark.parametrize("script", [PARENT, pytest.param(DASK_PARENT, marks=pytest.mark.slow)])
+def test_sweep_workers_end_when_the_sweep_is_killed(tmp_path, script):
+    """Local workers (+ forkserver) and a local Dask cluster's workers (+ resource
+    tracker) end once the sweep is killed with SIGKILL."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", PARENT],
+        [sys.executable, "-c", script],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -397,7 +409,8 @@ def test_sweep_workers_end_when_the_sweep_is_killed(tmp_path):
     try:
         assert proc.stdout.readline().strip() == "started"
         deadline = time.monotonic() + 60
-        while len(_session(proc.pid)) < 4 and time.monotonic() < deadline:  # + forkserver, 2
+        # The sweep, two workers and the forkserver (Dask: the resource tracker).
+        while len(_session(proc.pid)) < 4 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert len(_session(proc.pid)) >= 4, _session(proc.pid)
         os.kill(proc.pid, signal.SIGKILL)
