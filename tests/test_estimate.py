@@ -97,3 +97,19 @@ def test_huge_run_warns_first_and_stops_cleanly_on_ctrl_c(tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert err.strip() == "cpasim: run interrupted, no result" and out == ""
+
+
+@pytest.mark.parametrize("command", ["predict", "validate", "ladder"])
+def test_predictions_warn_of_a_huge_baseline_before_it_runs(command, tmp_path, capsys):
+    """predict, validate and ladder simulate (and trace) a baseline: the same warning,
+    before anything else can fail (here a refused --change or --out)."""
+    from cpasim.cli import main
+
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    refused = ["--out", str(taken)] if command == "ladder" else ["--change", "link.rate=fast"]
+    scenario = str(Path(__file__).resolve().parent.parent / "scenarios" / "tcp-stream.toml")
+    with pytest.raises(SystemExit) as done:
+        main([command, scenario, "--set", "workload.connections=100000", *refused])
+    assert done.value.code == 2
+    assert "100,000 connections" in capsys.readouterr().err

@@ -16,6 +16,7 @@ import typer
 
 from cpasim import runfolder
 from cpasim.errors import CpasimError
+from cpasim.estimate import estimate
 from cpasim.series import check_path, default_interval, parse_interval
 
 OutOpt = Annotated[
@@ -85,3 +86,12 @@ def finish(outputs: Outputs, cfg, result, result_json: dict) -> None:
     if outputs.out is not None:
         runfolder.write_config(outputs.out, cfg)
         runfolder.write_result(outputs.out, result_json)
+
+
+def warn_if_huge(cfg, trace_suffix: str | None = None) -> None:
+    """Before simulating ``cfg``: one warning line on stderr with the estimate when the
+    run (or its trace, recorded with ``trace_suffix``) looks huge
+    (:mod:`cpasim.estimate`)."""
+    size = estimate(cfg, trace_suffix).warning()
+    if size is not None:
+        typer.echo(f"cpasim: warning: {size}", err=True)

@@ -11,6 +11,7 @@ import typer
 
 from cpasim import runfolder
 from cpasim.cli import app
+from cpasim.cli import outputs as outs
 from cpasim.cli.outputs import OutOpt, OverwriteOpt
 from cpasim.config import load_scenario
 from cpasim.errors import CpasimError
@@ -80,6 +81,7 @@ def _configs(
     """The scenario with its ``--set``s, and the same with the ``--change``s applied
     (``predictable``: refused before any simulation if the table cannot predict it)."""
     cfg = load_scenario(scenario, sets=list(sets or []))
+    outs.warn_if_huge(cfg, ".cpt")  # the baseline is traced
     return cfg, changed_config(cfg, parse_changes(change or []), predictable=predictable)
 
 
@@ -199,6 +201,7 @@ def ladder_cmd(
     With --out DIR: DIR/config.toml, DIR/result.json (what --json prints),
     DIR/ladder.md and DIR/ladder.png unless --markdown/--plot say otherwise."""
     cfg = load_scenario(scenario, sets=list(set_ or []))
+    outs.warn_if_huge(cfg, ".cpt")
     if out_dir is not None:
         runfolder.prepare(out_dir, overwrite)
         plot = runfolder.artefact_path(out_dir, LADDER_PLOT, plot)

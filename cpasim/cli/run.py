@@ -14,7 +14,6 @@ from cpasim.capture import DEFAULT_SNAPLEN, PcapSpec
 from cpasim.cli import app
 from cpasim.cli import outputs as outs
 from cpasim.config import load_scenario
-from cpasim.estimate import estimate
 from cpasim.model.cpu import CATEGORIES
 from cpasim.predict.runs import write_run_record
 from cpasim.simulate import Result, simulate
@@ -62,9 +61,7 @@ def run_cmd(
     if pcap is not None:  # a bare file name goes into the run folder
         pcap = runfolder.artefact_path(plan.out, runfolder.CAPTURE, pcap)
     capture = PcapSpec(pcap, pcap_side, snaplen) if pcap is not None else None
-    size = estimate(cfg, trace.suffix.lower() if trace is not None else None).warning()
-    if size is not None:
-        print(f"cpasim: warning: {size}", file=sys.stderr)
+    outs.warn_if_huge(cfg, trace.suffix.lower() if trace is not None else None)
     try:
         result = simulate(
             cfg, trace_path=trace, progress=progress, series=plan.interval_ns, pcap=capture
