@@ -359,3 +359,13 @@ def test_a_huge_quantity_is_quoted_cut_short():
     with pytest.raises(CpasimError) as err:
         parse_quantity("1" * 2_000_000 + "x", RATE, what="link.rate")
     assert len(str(err.value)) < 300 and "2,000,003 characters" in str(err.value)
+
+
+def test_fit_params_says_a_capture_was_cut_short(tmp_path):
+    """calibrate fit --params reads its targets through read_targets: the cut is noted."""
+    from cpasim.calibrate.fit import read_targets
+
+    path = _capture(tmp_path)
+    assert read_targets(str(path))[0].note is None
+    path.write_bytes(path.read_bytes()[:-20])
+    assert "cut short in the middle of" in read_targets(str(path))[0].note

@@ -72,6 +72,7 @@ class Target:
     measured: float
     source: str  # the measurement as given on the command line
     overrides: dict[str, str] = field(default_factory=dict)
+    note: str | None = None  # what the reader said of its file (a capture cut short)
 
     def __post_init__(self) -> None:
         # Residuals are relative to the measurement: zero or NaN leaves nothing to fit.
@@ -156,8 +157,9 @@ def read_targets(spec: str) -> list[Target]:
     path = Path(path_text)
     head = head_bytes(path)
     if is_capture(head):
-        report = inspect_capture(read_capture(path))
-        return [Target("goodput_bps", report.goodput_bps, spec, overrides)]
+        cap = read_capture(path)
+        report = inspect_capture(cap)
+        return [Target("goodput_bps", report.goodput_bps, spec, overrides, cap.cut_short)]
     if head.lstrip()[:1] == b"{":
         run = read_iperf(path)
         totals = run.received or run.sent

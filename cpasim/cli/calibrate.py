@@ -155,6 +155,9 @@ def _fit_params(cfg, measurements: list[str], params: str, max_simulations: int)
     from cpasim.simulate import simulate
 
     targets = [t for m in measurements for t in read_targets(m)]
+    for t in targets:
+        if t.note is not None:
+            typer.echo(f"cpasim: warning: {t.source}: {t.note}", err=True)
     keys = [k.strip() for k in params.split(",") if k.strip()]
     if not keys:
         raise CpasimError("--params: expected at least one parameter key")
