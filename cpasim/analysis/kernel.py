@@ -1500,6 +1500,85 @@ def _end(ni, meta, pend, sm_i, ends_i, ends_t, sm, new, t):
     ends_t[c1] = t
 
 
+@njit(cache=True, inline="always")
+def _queue_candidate(
+    ni, nf, meta, pend, warn_ev, warn_cnt, rs_i, rs_t, q_i, q_f, cand, sm_i, sm_f, factors,
+    sm, op, a, n, t, wk, rec,
+):  # fmt: skip
+    """What a queue op offers as a dependency: ``(ok, n, best, its SM, edge
+    weight, edgewise, connection)``.  A ``deq``/``peek`` takes its units (``n``
+    becomes how many; ``ok`` false if more than held, see :func:`_units_taken`)
+    and depends on the latest; an ``enq``/``reserve`` into a bounded queue on
+    the unit whose slot it reuses.  The connection is the one the taken units
+    belong to (the SM's own otherwise).  Also adds the time the SM waited on the
+    queue to its total."""
+    best = NONE
+    bsm = -1
+    w2 = 0.0
+    edgewise = False
+    conn = sm_i[sm, S_CUR]
+    waited = t - sm_f[sm, SF_WT]
+    if op in (DEQ, PEEK):
+        n = _units_taken(meta, warn_ev, warn_cnt, q_i, sm, op, a, n, rec)
+        if n < 0:
+            return False, n, best, bsm, w2, edgewise, conn
+        if n:
+            best, bsm, w2, edgewise, conn = _take_dep(
+                ni, nf, meta, pend, rs_i, rs_t, q_i, q_f, cand, sm_i, sm_f, factors,
+                sm, op, a, n, t, wk,
+            )  # fmt: skip
+        if wk == ON_EMPTY and sm_i[sm, S_WQ] == a:
+            q_f[a, QF_WENS] += waited
+    elif op in (ENQ, RESERVE):
+        if q_i[a, Q_CAP] >= 0 and n > 0:
+            best, bsm, w2, edgewise = _slot_dep(
+                nf, meta, rs_i, rs_t, q_i, q_f, cand, sm_i, sm_f, factors, sm, a, n, wk, t
+            )
+        if wk == ON_FULL and sm_i[sm, S_WQ] == a:
+            q_f[a, QF_WFNS] += waited
+    return True, n, best, bsm, w2, edgewise, conn
+
+
+@njit(cache=True, inline="always")
+def _effects(
+    ni, meta, pend, warn_ev, warn_cnt, rs_i, rs_t, q_i, q_f, sm_i, sm_f, flags,
+    sm, op, a, n, t, rec, new, wk,
+):  # fmt: skip
+    """What the record does to its queue and to the SM's wait, once its node
+    ``new`` is known (state transitions were counted before): ``(ok, wait
+    kind)``; ``ok`` false for a resize the queue cannot take (details in
+    ``meta``).  ``n`` is, for a ``deq``/``peek``, the units it took."""
+    if op == ENQ:
+        if n > 0:
+            _put(ni, rs_i, rs_t, q_i, q_f, a, n, new, t, sm_i[sm, S_CUR], sm)
+            if q_i[a, Q_CAP] >= 0:
+                _trim_freed(meta, pend, rs_i, q_i, a)
+        wk = _stop_waiting(sm_i, sm, a, wk, ON_FULL)
+    elif op == RESERVE:
+        wk = _stop_waiting(sm_i, sm, a, wk, ON_FULL)
+    elif op in (DEQ, PEEK):
+        if op == DEQ and q_i[a, Q_CAP] >= 0 and n:
+            # The freed slots remember who freed them (one more reference).
+            head = q_i[a, Q_HEAD]
+            if new != NONE:
+                ni[new, N_RC] += 1
+            _ring_push(rs_i, rs_t, q_i, a, FREED, head - n, head, new, -1, sm, t)
+        wk = _stop_waiting(sm_i, sm, a, wk, ON_EMPTY)
+    elif op in (WAIT_EMPTY, WAIT_FULL):
+        wk = _wait(meta, warn_ev, warn_cnt, q_i, sm_i, sm_f, sm, op, a, n, t, rec)
+    elif op == RESIZE:
+        if not _resize(meta, pend, rs_i, rs_t, q_i, q_f, a, n, t, sm):
+            meta[M_ERR_Q] = a
+            meta[M_ERR_N] = n
+            return False, wk
+    elif op == LINK:
+        _link(ni, meta, pend, sm_i, sm_f, sm, a, new, t)
+    elif op == DECLARE:
+        q_i[a, Q_CAP] = n
+        q_i[a, Q_FLOW] = 1 if flags & 1 else 0
+    return True, wk
+
+
 @njit(cache=True)
 def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, cold):
     """The records of one chunk whose first record is number ``base + 1``.
@@ -1568,33 +1647,14 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
             dep, dcp, dcode = _linked_dep(
                 sm_i, nf, codes, inter_cache, started, meta, pend, inter, layers, sconns, sm
             )
-        # the candidate a queue op offers (best node, its SM, edge weight)
-        best = NONE
-        bsm = -1
-        w2 = 0.0
-        edgewise = False
-        took = 0
-        if op in (DEQ, PEEK):
-            n = _units_taken(meta, warn_ev, warn_cnt, q_i, sm, op, a, n, rec)
-            if n < 0:
-                return ERR_SHORT, i
-            took = n
-            if n:
-                best, bsm, w2, edgewise, conn = _take_dep(
-                    ni, nf, meta, pend, rs_i, rs_t, q_i, q_f, cand, sm_i, sm_f, factors,
-                    sm, op, a, n, t, wk,
-                )  # fmt: skip
-                if conn != sm_i[sm, S_CUR]:
-                    _switch(sm_i, layers, sconns, started, meta, pend, sm, conn)
-            if wk == ON_EMPTY and sm_i[sm, S_WQ] == a:
-                q_f[a, QF_WENS] += t - sm_f[sm, SF_WT]
-        elif op in (ENQ, RESERVE):
-            if q_i[a, Q_CAP] >= 0 and n > 0:
-                best, bsm, w2, edgewise = _slot_dep(
-                    nf, meta, rs_i, rs_t, q_i, q_f, cand, sm_i, sm_f, factors, sm, a, n, wk, t
-                )
-            if wk == ON_FULL and sm_i[sm, S_WQ] == a:
-                q_f[a, QF_WFNS] += t - sm_f[sm, SF_WT]
+        ok, n, best, bsm, w2, edgewise, conn = _queue_candidate(
+            ni, nf, meta, pend, warn_ev, warn_cnt, rs_i, rs_t, q_i, q_f, cand, sm_i, sm_f,
+            factors, sm, op, a, n, t, wk, rec,
+        )  # fmt: skip
+        if not ok:
+            return ERR_SHORT, i
+        if conn != sm_i[sm, S_CUR]:
+            _switch(sm_i, layers, sconns, started, meta, pend, sm, conn)
         elif op == IDENTIFY:
             _switch(sm_i, layers, sconns, started, meta, pend, sm, a)
         if _later(nf, q_i, a, edgewise, best, w2, dep, dcp, dw):
@@ -1614,42 +1674,17 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
             ni[new, N_RC] += 1
         _drop(meta, pend, node)
         sm_i[sm, S_NODE] = new
-        # ---- effects of the record (state transitions were counted above) ----
-        if op == ENQ:
-            if n > 0:
-                _put(ni, rs_i, rs_t, q_i, q_f, a, n, new, t, sm_i[sm, S_CUR], sm)
-                if q_i[a, Q_CAP] >= 0:
-                    _trim_freed(meta, pend, rs_i, q_i, a)
-            wk = _stop_waiting(sm_i, sm, a, wk, ON_FULL)
-        elif op == RESERVE:
-            wk = _stop_waiting(sm_i, sm, a, wk, ON_FULL)
-        elif op in (DEQ, PEEK):
-            if op == DEQ and q_i[a, Q_CAP] >= 0 and took:
-                # The freed slots remember who freed them (one more reference).
-                head = q_i[a, Q_HEAD]
-                if new != NONE:
-                    ni[new, N_RC] += 1
-                _ring_push(rs_i, rs_t, q_i, a, FREED, head - took, head, new, -1, sm, t)
-            wk = _stop_waiting(sm_i, sm, a, wk, ON_EMPTY)
-        elif op in (WAIT_EMPTY, WAIT_FULL):
-            wk = _wait(meta, warn_ev, warn_cnt, q_i, sm_i, sm_f, sm, op, a, n, t, rec)
-        elif op == RESIZE:
-            if not _resize(meta, pend, rs_i, rs_t, q_i, q_f, a, n, t, sm):
-                meta[M_ERR_Q] = a
-                meta[M_ERR_N] = n
-                return ERR_RESIZE, i
-        elif op == LINK:
-            _link(ni, meta, pend, sm_i, sm_f, sm, a, new, t)
+        # ---- effects of the record ----
+        ok, wk = _effects(
+            ni, meta, pend, warn_ev, warn_cnt, rs_i, rs_t, q_i, q_f, sm_i, sm_f, flags_col[i],
+            sm, op, a, n, t, rec, new, wk,
+        )  # fmt: skip
+        if not ok:
+            return ERR_RESIZE, i
+        if op == LINK:
             key = (sm << 21) | a
-            if key in links:
-                links[key] += 1
-            else:
-                links[key] = 1
-            linked = False
-        elif op == DECLARE:
-            q_i[a, Q_CAP] = n
-            q_i[a, Q_FLOW] = 1 if flags_col[i] & 1 else 0
-        if linked and wk == ON_LINK:
+            links[key] = links[key] + 1 if key in links else 1
+        elif linked and wk == ON_LINK:
             sm_i[sm, S_WK] = NOT_WAITING
         if sm_i[sm, S_ISEND]:
             _end(ni, meta, pend, sm_i, ends_i, ends_t, sm, new, t)
