@@ -23,8 +23,15 @@ replace them), but :func:`run` works on plain views of them: a typed-list
 lookup, or the atomic reference count numba keeps on every array it passes
 to a helper, costs more than a whole record.  Before each record :func:`run`
 checks that every array has room for what the record may add, else grows
-them (:func:`_grow`) and takes fresh views.  Arrays sized by the trace key
-are grown by the caller between chunks.
+them: :func:`_grow` returns fresh views of every growable array and
+:func:`run` rebinds all of them, so no view outlives its array.  Arrays
+sized by the trace key are grown by the caller between chunks.
+
+:func:`run` is a sequence of named steps, one per phase of a record (its
+intra edge, the transition or queue edge it counts, its dependency, its
+node, its effects), inlined by numba.  The steps take the arrays one by one:
+a tuple of them, or a typed dict or list the step does not always use, costs
+reference-count operations on every record.
 """
 
 from __future__ import annotations
