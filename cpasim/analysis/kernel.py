@@ -23,8 +23,15 @@ replace them), but :func:`run` works on plain views of them: a typed-list
 lookup, or the atomic reference count numba keeps on every array it passes
 to a helper, costs more than a whole record.  Before each record :func:`run`
 checks that every array has room for what the record may add, else grows
-them (:func:`_grow`) and takes fresh views.  Arrays sized by the trace key
-are grown by the caller between chunks.
+them: :func:`_grow` returns fresh views of every growable array and
+:func:`run` rebinds all of them, so no view outlives its array.  Arrays
+sized by the trace key are grown by the caller between chunks.
+
+:func:`run` is a sequence of named steps, one per phase of a record (its
+intra edge, the transition or queue edge it counts, its dependency, its
+node, its effects), inlined by numba.  The steps take the arrays one by one:
+a tuple of them, or a typed dict or list the step does not always use, costs
+reference-count operations on every record.
 """
 
 from __future__ import annotations
@@ -1104,7 +1111,7 @@ def _move_ring(i2, f1, meta, q_i, q, r, newcap):
 
 
 @njit(cache=True)
-def _grow(hot, meta, q_i):
+def _grow_arrays(hot, meta, q_i):
     """Grow whatever :func:`_room` found too small for the next record."""
     i2, f2, i1, f1 = hot
     nfree = meta[M_NFREE]
@@ -1158,7 +1165,11 @@ def _grow(hot, meta, q_i):
 
 @njit(cache=True, inline="always")
 def _views(hot):
-    """Views of the growable arrays for :func:`run` (see :func:`_view`)."""
+    """Views of the growable arrays for :func:`run` (see :func:`_view`).
+
+    Only :func:`run`'s start and :func:`_grow` call this: every view a record
+    uses comes from one of them, so none outlives the array it shows.
+    """
     i2, f2, i1, f1 = hot
     return (
         _view(i2[I2_NI]),
@@ -1181,8 +1192,18 @@ def _views(hot):
     )
 
 
+@njit(cache=True, inline="always")
+def _grow(hot, meta, q_i):
+    """Grow what the next record needs and return fresh views of every growable
+    array: the caller rebinds all of them, so a view of a replaced array
+    cannot survive a grow.  (Inlined, so that the compiler sees the views carry
+    no reference count: otherwise each use of one in the loop counts.)"""
+    _grow_arrays(hot, meta, q_i)
+    return _views(hot)
+
+
 # ---------------------------------------------------------------------------
-# the pass
+# the pass, one step per phase of a record
 
 
 @njit(cache=True, inline="always")
@@ -1225,41 +1246,368 @@ def _room(pend, codes, tr_i, qe, warn_ev, cell_i, cand, meta, q_i, op, a):
     return ok
 
 
+@njit(cache=True, inline="always")
+def _intra(sm_i, sm_f, cell_i, cell_f, codes, meta, sm, cell, t, rec):
+    """The SM's time in its state since its last record (NaN at its first), that
+    time weighted by the (SM, state) ``cell``'s factor, and the intra edge's code
+    (``CriticalPathPass._prepare``); notes ``t`` as the SM's last record."""
+    dt = t - sm_f[sm, SF_LAST] if sm_i[sm, S_HASLAST] else np.nan
+    w = dt * cell_f[cell, X_FAC]
+    ic = cell_i[cell, 0]
+    if ic < 0:
+        ic = _add_code(codes, meta, K_INTRA, sm, sm_i[sm, S_STATE], 0)
+        cell_i[cell, 0] = ic
+    sm_f[sm, SF_LAST] = t
+    sm_i[sm, S_HASLAST] = 1
+    sm_i[sm, S_LASTREC] = rec
+    return dt, w, ic
+
+
+@njit(cache=True, inline="always")
+def _transition_cached(tr_cache, sm_i, sm, a):
+    """The index of the transition a ``begin`` of state ``a + 1`` makes, if cached
+    (else -1), and its cache slot."""
+    frm = sm_i[sm, S_FROM]
+    si = sm_i[sm, S_STATE]
+    to = a + 1
+    slot = (((sm * 1000003 + frm) * 1000003 + si) * 1000003 + to) & (CACHE - 1)
+    if tr_cache[slot, 0] == (sm << 32) | frm and tr_cache[slot, 1] == (si << 32) | to:
+        return tr_cache[slot, 2], slot
+    return -1, slot
+
+
+@njit(cache=True, inline="always")
+def _begin(sm_i, sm_f, tr_i, tr_f, sm, a, t, k):
+    """``begin``: count transition ``k`` and the time spent in the state left,
+    and enter state ``a + 1``."""
+    spent = t - sm_f[sm, SF_ENTER] if sm_i[sm, S_HASENTER] else 0.0
+    tr_i[k, 4] += 1
+    tr_f[k] += spent
+    sm_i[sm, S_FROM] = sm_i[sm, S_STATE]
+    sm_i[sm, S_STATE] = a + 1
+    sm_i[sm, S_CELL] = tr_i[k, 5]
+    sm_f[sm, SF_ENTER] = t
+    sm_i[sm, S_HASENTER] = 1
+
+
+@njit(cache=True, inline="always")
+def _queue_edge_cached(qe_cache, sm, a, op):
+    """Who adds to (enq, reserve, resize) and takes from (deq, peek) each queue:
+    the index of this (SM, queue, direction) if cached (else -1), its key and
+    cache slot."""
+    key = (sm << 22) | (a << 1) | (1 if op in (DEQ, PEEK) else 0)
+    # (Not from ``key``: its low bits, which the slot keeps, leave out the SM.)
+    slot = ((sm * 1000003 + a) * 1000003 + op) & (CACHE - 1)
+    if qe_cache[slot, 0] == key:
+        return qe_cache[slot, 1], key, slot
+    return -1, key, slot
+
+
+@njit(cache=True, inline="always")
+def _linked_dep(sm_i, nf, codes, inter_cache, started, meta, pend, inter, layers, sconns, sm):
+    """The dependency a pending link gives the SM: ``(dep, dcp, dcode)``.  The
+    linked node is held until the end of the record."""
+    dep = sm_i[sm, S_PEND]
+    dsm = sm_i[sm, S_PENDSM]
+    pconn = sm_i[sm, S_PENDCONN]
+    sm_i[sm, S_LINKED] = 0
+    sm_i[sm, S_PEND] = NONE
+    _drop(meta, pend, dep)
+    if pconn >= 0 and pconn != sm_i[sm, S_CUR]:
+        _switch(sm_i, layers, sconns, started, meta, pend, sm, pconn)
+    if dep == NONE:
+        return dep, 0.0, -1
+    return dep, nf[dep, F_CP], _inter_code(codes, inter_cache, meta, inter, dsm, sm, 0)
+
+
+@njit(cache=True, inline="always")
+def _take_dep(
+    ni, nf, meta, pend, rs_i, rs_t, q_i, q_f, cand, sm_i, sm_f, factors, sm, op, a, n, t, wk
+):
+    """``deq``/``peek`` of ``n > 0`` units: take them (``deq``); the candidate
+    the taker depends on ``(best, its SM, edge weight, edgewise)`` and the
+    connection the units belong to."""
+    p0 = q_i[a, Q_HEAD]
+    cur = sm_i[sm, S_CUR]
+    edgewise = q_i[a, Q_EDGEWISE] != 0
+    meta[M_NCAND] = 0
+    best, bsm, newest, cur = _take(
+        ni, nf, meta, pend, rs_i, rs_t, q_i, q_f, a, n, op == DEQ, cur, t, edgewise, cand
+    )
+    extra = q_i[a, Q_EXTRA]
+    if extra and q_i[a, Q_CAP] < 0:
+        # Credit what-if: the unit k positions earlier feeds this one.
+        meta[M_NCAND] = 0
+        lo = p0 - extra
+        best, bsm = _shifted(nf, rs_i, q_i, a, lo, lo + n, cur, edgewise, cand, meta)
+    c = 0.0
+    if wk == ON_EMPTY and sm_i[sm, S_WQ] == a and newest > sm_f[sm, SF_WT]:
+        c = t - newest
+        q_f[a, QF_CSUM] += c
+        q_i[a, Q_COMMN] += 1
+        if c > q_f[a, QF_CMAX]:
+            q_f[a, QF_CMAX] = c
+    w2 = c * q_f[a, QF_COMM]
+    if edgewise:
+        best, bsm, w2 = _edge_pick(cand, meta, nf, sm_i, q_i, factors, a, sm, cur, c)
+    return best, bsm, w2, edgewise, cur
+
+
+@njit(cache=True, inline="always")
+def _slot_dep(nf, meta, rs_i, rs_t, q_i, q_f, cand, sm_i, sm_f, factors, sm, a, n, wk, t):
+    """``enq``/``reserve`` of ``n > 0`` units into a bounded queue: the candidate
+    the adder depends on (whose slot it reuses): ``(best, its SM, edge weight,
+    edgewise)``."""
+    waiting = wk == ON_FULL and sm_i[sm, S_WQ] == a
+    since = sm_f[sm, SF_WT] if waiting else np.inf
+    edgewise = q_i[a, Q_EDGEWISE] != 0
+    meta[M_NCAND] = 0
+    best, bsm, freed_t, has = _slots(nf, rs_i, rs_t, q_i, a, n, since, edgewise, cand, meta)
+    c = t - freed_t if has else 0.0
+    w2 = c * q_f[a, QF_COMM]
+    if edgewise:
+        best, bsm, w2 = _edge_pick(cand, meta, nf, sm_i, q_i, factors, a, sm, -1, c)
+    return best, bsm, w2, edgewise
+
+
+@njit(cache=True, inline="always")
+def _later(nf, q_i, a, edgewise, best, w2, dep, dcp, dw):
+    """Whether queue ``a``'s candidate ``best`` (not through a broken queue) ends
+    later than the dependency so far."""
+    if best == NONE or not (edgewise or not q_i[a, Q_BROKEN]):
+        return False
+    return dep == NONE or nf[best, F_CP] + w2 > dcp + dw
+
+
+@njit(cache=True, inline="always")
+def _node(ni, nf, free, meta, cell_f, node, dt, wk, cell, w, ic, dep, dcp, dw, dcode):
+    """The record's path node: the later of the intra edge from the SM's ``node``
+    and the dependency (the loser's code and margin kept); ``NONE`` if it has
+    neither.  Adds the time to the cell's active or waiting total."""
+    if dt == dt:  # not the SM's first record
+        if wk:
+            w_in = 0.0
+            wd = dt
+            cell_f[cell, X_WAIT] += dt
+        else:
+            w_in = w
+            wd = 0.0
+            cell_f[cell, X_ACT] += dt
+        if node != NONE:
+            icp = nf[node, F_CP] + w_in
+            depth = ni[node, N_DEPTH] + 1
+            if dep == NONE:
+                return _new_node(ni, nf, free, meta, node, depth, ic, w_in, wd, icp, -1, 0.0)
+            bcp = dcp + dw
+            if bcp > icp:
+                depth = ni[dep, N_DEPTH] + 1
+                return _new_node(ni, nf, free, meta, dep, depth, dcode, dw, 0.0, bcp, ic, bcp - icp)
+            return _new_node(ni, nf, free, meta, node, depth, ic, w_in, wd, icp, dcode, icp - bcp)
+    if dep != NONE:
+        depth = ni[dep, N_DEPTH] + 1
+        return _new_node(ni, nf, free, meta, dep, depth, dcode, dw, 0.0, dcp + dw, -1, 0.0)
+    return NONE
+
+
+@njit(cache=True)
+def _start_path(ni, nf, free, meta, codes, sm_i, started, ints, ints2, floats, sums, sm, t):
+    """The first node of a path: cp = 0 at a start SM's first record (a new
+    summary as its root)."""
+    started[sm_i[sm, S_CUR] + 1] = 1
+    s = _new_summary(meta, ints, ints2, floats, sums, t)
+    code = sm_i[sm, S_STARTID]
+    if code < 0:
+        code = _add_code(codes, meta, K_START, sm, 0, 0)
+        sm_i[sm, S_STARTID] = code
+    new = _new_node(ni, nf, free, meta, -2 - s, 0, code, 0.0, 0.0, 0.0, -1, 0.0)
+    ints2[0][s, SM_RC] += 1
+    return new
+
+
+@njit(cache=True, inline="always")
+def _link(ni, meta, pend, sm_i, sm_f, sm, a, new, t):
+    """``link``: SM ``a``'s next record depends on this one (``new``, one more
+    reference); the caller waits until some SM links back to it."""
+    sm_i[a, S_LINKED] = 1
+    _drop(meta, pend, sm_i[a, S_PEND])
+    if new != NONE:
+        ni[new, N_RC] += 1
+    sm_i[a, S_PEND] = new
+    sm_i[a, S_PENDSM] = sm
+    sm_i[a, S_PENDCONN] = sm_i[sm, S_CUR]
+    sm_i[sm, S_WK] = ON_LINK
+    sm_i[sm, S_WQ] = -1
+    sm_f[sm, SF_WT] = t
+
+
+@njit(cache=True, inline="always")
+def _units_taken(meta, warn_ev, warn_cnt, q_i, sm, op, a, n, rec):
+    """How many units a ``deq``/``peek`` of ``n`` takes (``n < 0``: all held);
+    more than held is an error (``-1``, details in ``meta``) unless lenient,
+    which warns and takes what is held."""
+    held = q_i[a, Q_TAIL] - q_i[a, Q_HEAD]
+    if n < 0:
+        return held
+    if n > held:
+        if not meta[M_LENIENT]:
+            meta[M_ERR_SM] = sm
+            meta[M_ERR_OP] = op
+            meta[M_ERR_Q] = a
+            meta[M_ERR_N] = n
+            meta[M_ERR_HELD] = held
+            return -1
+        _warn(meta, warn_ev, warn_cnt, W_SHORT, a, rec, held, n, 0, sm, op)
+        return held
+    return n
+
+
+@njit(cache=True, inline="always")
+def _wait(meta, warn_ev, warn_cnt, q_i, sm_i, sm_f, sm, op, a, n, t, rec):
+    """``wait_empty``/``wait_full``: the SM now waits on queue ``a`` (a wait the
+    queue's content does not explain is a warning); returns the new wait kind."""
+    held = q_i[a, Q_TAIL] - q_i[a, Q_HEAD]
+    if op == WAIT_EMPTY:
+        q_i[a, Q_WE] += 1
+        if held >= n:
+            _warn(meta, warn_ev, warn_cnt, W_EMPTY, a, rec, held, n, 0, sm, op)
+        wk = ON_EMPTY
+    else:
+        q_i[a, Q_WF] += 1
+        cap = q_i[a, Q_CAP]
+        if cap < 0 or held + n <= cap:
+            _warn(meta, warn_ev, warn_cnt, W_FULL, a, rec, held, n, cap, sm, op)
+        wk = ON_FULL
+    sm_i[sm, S_WK] = wk
+    sm_i[sm, S_WQ] = a
+    sm_f[sm, SF_WT] = t
+    return wk
+
+
+@njit(cache=True, inline="always")
+def _stop_waiting(sm_i, sm, a, wk, on):
+    """The SM's wait of kind ``on`` on queue ``a`` (if that is its wait) is over."""
+    if wk == on and sm_i[sm, S_WQ] == a:
+        sm_i[sm, S_WK] = NOT_WAITING
+        return NOT_WAITING
+    return wk
+
+
+@njit(cache=True, inline="always")
+def _end(ni, meta, pend, sm_i, ends_i, ends_t, sm, new, t):
+    """A record of an end SM: ``new`` is, for now, its connection's end."""
+    c1 = sm_i[sm, S_CUR] + 1
+    if ends_i[c1, 2] < 0:
+        ends_i[c1, 2] = meta[M_ENDSEQ]
+        meta[M_ENDSEQ] += 1
+    _drop(meta, pend, ends_i[c1, 0])
+    if new != NONE:
+        ni[new, N_RC] += 1
+    ends_i[c1, 0] = new
+    ends_i[c1, 1] = sm
+    ends_t[c1] = t
+
+
+@njit(cache=True, inline="always")
+def _queue_candidate(
+    ni, nf, meta, pend, warn_ev, warn_cnt, rs_i, rs_t, q_i, q_f, cand, sm_i, sm_f, factors,
+    sm, op, a, n, t, wk, rec,
+):  # fmt: skip
+    """What a queue op offers as a dependency: ``(ok, n, best, its SM, edge
+    weight, edgewise, connection)``.  A ``deq``/``peek`` takes its units (``n``
+    becomes how many; ``ok`` false if more than held, see :func:`_units_taken`)
+    and depends on the latest; an ``enq``/``reserve`` into a bounded queue on
+    the unit whose slot it reuses.  The connection is the one the taken units
+    belong to (the SM's own otherwise).  Also adds the time the SM waited on the
+    queue to its total."""
+    best = NONE
+    bsm = -1
+    w2 = 0.0
+    edgewise = False
+    conn = sm_i[sm, S_CUR]
+    waited = t - sm_f[sm, SF_WT]
+    if op in (DEQ, PEEK):
+        n = _units_taken(meta, warn_ev, warn_cnt, q_i, sm, op, a, n, rec)
+        if n < 0:
+            return False, n, best, bsm, w2, edgewise, conn
+        if n:
+            best, bsm, w2, edgewise, conn = _take_dep(
+                ni, nf, meta, pend, rs_i, rs_t, q_i, q_f, cand, sm_i, sm_f, factors,
+                sm, op, a, n, t, wk,
+            )  # fmt: skip
+        if wk == ON_EMPTY and sm_i[sm, S_WQ] == a:
+            q_f[a, QF_WENS] += waited
+    elif op in (ENQ, RESERVE):
+        if q_i[a, Q_CAP] >= 0 and n > 0:
+            best, bsm, w2, edgewise = _slot_dep(
+                nf, meta, rs_i, rs_t, q_i, q_f, cand, sm_i, sm_f, factors, sm, a, n, wk, t
+            )
+        if wk == ON_FULL and sm_i[sm, S_WQ] == a:
+            q_f[a, QF_WFNS] += waited
+    return True, n, best, bsm, w2, edgewise, conn
+
+
+@njit(cache=True, inline="always")
+def _effects(
+    ni, meta, pend, warn_ev, warn_cnt, rs_i, rs_t, q_i, q_f, sm_i, sm_f, flags,
+    sm, op, a, n, t, rec, new, wk,
+):  # fmt: skip
+    """What the record does to its queue and to the SM's wait, once its node
+    ``new`` is known (state transitions were counted before): ``(ok, wait
+    kind)``; ``ok`` false for a resize the queue cannot take (details in
+    ``meta``).  ``n`` is, for a ``deq``/``peek``, the units it took."""
+    if op == ENQ:
+        if n > 0:
+            _put(ni, rs_i, rs_t, q_i, q_f, a, n, new, t, sm_i[sm, S_CUR], sm)
+            if q_i[a, Q_CAP] >= 0:
+                _trim_freed(meta, pend, rs_i, q_i, a)
+        wk = _stop_waiting(sm_i, sm, a, wk, ON_FULL)
+    elif op == RESERVE:
+        wk = _stop_waiting(sm_i, sm, a, wk, ON_FULL)
+    elif op in (DEQ, PEEK):
+        if op == DEQ and q_i[a, Q_CAP] >= 0 and n:
+            # The freed slots remember who freed them (one more reference).
+            head = q_i[a, Q_HEAD]
+            if new != NONE:
+                ni[new, N_RC] += 1
+            _ring_push(rs_i, rs_t, q_i, a, FREED, head - n, head, new, -1, sm, t)
+        wk = _stop_waiting(sm_i, sm, a, wk, ON_EMPTY)
+    elif op in (WAIT_EMPTY, WAIT_FULL):
+        wk = _wait(meta, warn_ev, warn_cnt, q_i, sm_i, sm_f, sm, op, a, n, t, rec)
+    elif op == RESIZE:
+        if not _resize(meta, pend, rs_i, rs_t, q_i, q_f, a, n, t, sm):
+            meta[M_ERR_Q] = a
+            meta[M_ERR_N] = n
+            return False, wk
+    elif op == LINK:
+        _link(ni, meta, pend, sm_i, sm_f, sm, a, new, t)
+    elif op == DECLARE:
+        q_i[a, Q_CAP] = n
+        q_i[a, Q_FLOW] = 1 if flags & 1 else 0
+    return True, wk
+
+
 @njit(cache=True)
 def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, cold):
     """The records of one chunk whose first record is number ``base + 1``.
 
     Returns ``(status, i)``: ``OK``, or an error at record ``i`` with details
-    in ``meta``.
+    in ``meta``.  Each record: make room, what follows from the records alone,
+    its dependency, its node, its effects, then the references it gave up.
+
+    The typed dicts and lists (reference counted) are only handed to helpers on
+    the paths that need them: an inlined step taking one costs two atomic
+    operations per record even where it does not use it.
     """
     sm_i, sm_f, started = _view(keyed.sm_i), _view(keyed.sm_f), _view(keyed.started)
     ends_i, ends_t = _view(keyed.ends_i), _view(keyed.ends_t)
     q_i, q_f, warn_cnt = _view(keyed.q_i), _view(keyed.q_f), _view(keyed.warn_cnt)
-    (
-        ni,
-        nf,
-        free,
-        pend,
-        codes,
-        tr_i,
-        tr_f,
-        qe,
-        warn_ev,
-        rs_i,
-        rs_t,
-        tr_cache,
-        qe_cache,
-        inter_cache,
-        cell_i,
-        cell_f,
-        cand,
-    ) = _views(hot)
     factors = _view(keyed.factors)
     meta = _view(meta)
     ints, ints2, floats, sums, dicts = cold
     inter, qe_dict, links, cells, facs, layers, sconns = dicts[1:]
+    (ni, nf, free, pend, codes, tr_i, tr_f, qe, warn_ev, rs_i, rs_t,
+     tr_cache, qe_cache, inter_cache, cell_i, cell_f, cand) = _views(hot)  # fmt: skip
     nrec = len(t_col)
-    nan = np.nan
     for i in range(nrec):
         rec = base + i + 1
         if rec >= meta[M_NEXTCOMMIT]:
@@ -1274,67 +1622,25 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
         a = np.int64(a_col[i])
         n = n_col[i]
         if not _room(pend, codes, tr_i, qe, warn_ev, cell_i, cand, meta, q_i, op, a):
-            _grow(hot, meta, q_i)
-            (
-                ni,
-                nf,
-                free,
-                pend,
-                codes,
-                tr_i,
-                tr_f,
-                qe,
-                warn_ev,
-                rs_i,
-                rs_t,
-                tr_cache,
-                qe_cache,
-                inter_cache,
-                cell_i,
-                cell_f,
-                cand,
-            ) = _views(hot)
+            (ni, nf, free, pend, codes, tr_i, tr_f, qe, warn_ev, rs_i, rs_t, tr_cache,
+             qe_cache, inter_cache, cell_i, cell_f, cand) = _grow(hot, meta, q_i)  # fmt: skip
         # ---- what follows from the records alone (CriticalPathPass._prepare) ----
-        dt = t - sm_f[sm, SF_LAST] if sm_i[sm, S_HASLAST] else nan
-        si = sm_i[sm, S_STATE]
         cell = sm_i[sm, S_CELL]
         if cell < 0:
-            cell = _cell(cell_i, cell_f, meta, cells, facs, sm, si)
+            cell = _cell(cell_i, cell_f, meta, cells, facs, sm, sm_i[sm, S_STATE])
             sm_i[sm, S_CELL] = cell
-        w = dt * cell_f[cell, X_FAC]
-        ic = cell_i[cell, 0]
-        if ic < 0:
-            ic = _add_code(codes, meta, K_INTRA, sm, si, 0)
-            cell_i[cell, 0] = ic
-        sm_f[sm, SF_LAST] = t
-        sm_i[sm, S_HASLAST] = 1
-        sm_i[sm, S_LASTREC] = rec
+        dt, w, ic = _intra(sm_i, sm_f, cell_i, cell_f, codes, meta, sm, cell, t, rec)
         if op == BEGIN:
-            frm = sm_i[sm, S_FROM]
-            spent = t - sm_f[sm, SF_ENTER] if sm_i[sm, S_HASENTER] else 0.0
-            to = a + 1
-            slot = (((sm * 1000003 + frm) * 1000003 + si) * 1000003 + to) & (CACHE - 1)
-            if tr_cache[slot, 0] == (sm << 32) | frm and tr_cache[slot, 1] == (si << 32) | to:
-                k = tr_cache[slot, 2]
-            else:
+            k, slot = _transition_cached(tr_cache, sm_i, sm, a)
+            if k < 0:
+                frm, si = sm_i[sm, S_FROM], sm_i[sm, S_STATE]
                 k = _transition_index(
-                    tr_i, tr_f, tr_cache, meta, dicts, cell_i, cell_f, sm, frm, si, to, slot
+                    tr_i, tr_f, tr_cache, meta, dicts, cell_i, cell_f, sm, frm, si, a + 1, slot
                 )
-            tr_i[k, 4] += 1
-            tr_f[k] += spent
-            sm_i[sm, S_STATE] = a + 1
-            sm_i[sm, S_CELL] = tr_i[k, 5]
-            sm_i[sm, S_FROM] = si
-            sm_f[sm, SF_ENTER] = t
-            sm_i[sm, S_HASENTER] = 1
+            _begin(sm_i, sm_f, tr_i, tr_f, sm, a, t, k)
         elif op < WAIT_EMPTY:
-            # Who adds to (enq, reserve, resize) and takes from (deq, peek) each queue.
-            key = (sm << 22) | (a << 1) | (1 if op in (DEQ, PEEK) else 0)
-            # (Not from ``key``: its low bits, which the slot keeps, leave out the SM.)
-            slot = ((sm * 1000003 + a) * 1000003 + op) & (CACHE - 1)
-            if qe_cache[slot, 0] == key:
-                k = qe_cache[slot, 1]
-            else:
+            k, key, slot = _queue_edge_cached(qe_cache, sm, a, op)
+            if k < 0:
                 k = _qedge_index(qe, qe_cache, meta, qe_dict, key, slot)
             qe[k, 1] += 1
         # ---- dependencies (and connection switches) ----
@@ -1345,232 +1651,50 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
         dcode = -1
         linked = sm_i[sm, S_LINKED] != 0
         if linked:
-            dep = sm_i[sm, S_PEND]
-            dsm = sm_i[sm, S_PENDSM]
-            pconn = sm_i[sm, S_PENDCONN]
-            sm_i[sm, S_LINKED] = 0
-            sm_i[sm, S_PEND] = NONE
-            _drop(meta, pend, dep)  # held until the end of the record
-            if pconn >= 0 and pconn != sm_i[sm, S_CUR]:
-                _switch(sm_i, layers, sconns, started, meta, pend, sm, pconn)
-            if dep != NONE:
-                dcp = nf[dep, F_CP]
-                dcode = _inter_code(codes, inter_cache, meta, inter, dsm, sm, 0)
-        took = 0
-        if op in (DEQ, PEEK):
-            held = q_i[a, Q_TAIL] - q_i[a, Q_HEAD]
-            if n < 0:
-                n = held
-            elif n > held:
-                if not meta[M_LENIENT]:
-                    meta[M_ERR_SM] = sm
-                    meta[M_ERR_OP] = op
-                    meta[M_ERR_Q] = a
-                    meta[M_ERR_N] = n
-                    meta[M_ERR_HELD] = held
-                    return ERR_SHORT, i
-                _warn(meta, warn_ev, warn_cnt, W_SHORT, a, rec, held, n, 0, sm, op)
-                n = held
-            took = n
-            if n:
-                p0 = q_i[a, Q_HEAD]
-                cur = sm_i[sm, S_CUR]
-                edgewise = q_i[a, Q_EDGEWISE] != 0
-                meta[M_NCAND] = 0
-                best, bsm, newest, ncur = _take(
-                    ni,
-                    nf,
-                    meta,
-                    pend,
-                    rs_i,
-                    rs_t,
-                    q_i,
-                    q_f,
-                    a,
-                    n,
-                    op == DEQ,
-                    cur,
-                    t,
-                    edgewise,
-                    cand,
-                )
-                if ncur != cur:
-                    _switch(sm_i, layers, sconns, started, meta, pend, sm, ncur)
-                    cur = ncur
-                extra = q_i[a, Q_EXTRA]
-                if extra and q_i[a, Q_CAP] < 0:
-                    # Credit what-if: the unit k positions earlier feeds this one.
-                    meta[M_NCAND] = 0
-                    lo = p0 - extra
-                    best, bsm = _shifted(nf, rs_i, q_i, a, lo, lo + n, cur, edgewise, cand, meta)
-                c = 0.0
-                if wk == ON_EMPTY and sm_i[sm, S_WQ] == a and newest > sm_f[sm, SF_WT]:
-                    c = t - newest
-                    q_f[a, QF_CSUM] += c
-                    q_i[a, Q_COMMN] += 1
-                    if c > q_f[a, QF_CMAX]:
-                        q_f[a, QF_CMAX] = c
-                w2 = c * q_f[a, QF_COMM]
-                if edgewise:
-                    best, bsm, w2 = _edge_pick(cand, meta, nf, sm_i, q_i, factors, a, sm, cur, c)
-                if best != NONE and (edgewise or not q_i[a, Q_BROKEN]):
-                    bcp = nf[best, F_CP]
-                    if dep == NONE or bcp + w2 > dcp + dw:
-                        dep = best
-                        dcp = bcp
-                        dw = w2
-                        dcode = _inter_code(codes, inter_cache, meta, inter, bsm, sm, a + 1)
-            if wk == ON_EMPTY and sm_i[sm, S_WQ] == a:
-                q_f[a, QF_WENS] += t - sm_f[sm, SF_WT]
-        elif op in (ENQ, RESERVE):
-            if q_i[a, Q_CAP] >= 0 and n > 0:
-                waiting = wk == ON_FULL and sm_i[sm, S_WQ] == a
-                since = sm_f[sm, SF_WT] if waiting else np.inf
-                edgewise = q_i[a, Q_EDGEWISE] != 0
-                meta[M_NCAND] = 0
-                best, bsm, freed_t, has = _slots(
-                    nf, rs_i, rs_t, q_i, a, n, since, edgewise, cand, meta
-                )
-                c = t - freed_t if has else 0.0
-                w2 = c * q_f[a, QF_COMM]
-                if edgewise:
-                    best, bsm, w2 = _edge_pick(cand, meta, nf, sm_i, q_i, factors, a, sm, -1, c)
-                if best != NONE and (edgewise or not q_i[a, Q_BROKEN]):
-                    bcp = nf[best, F_CP]
-                    if dep == NONE or bcp + w2 > dcp + dw:
-                        dep = best
-                        dcp = bcp
-                        dw = w2
-                        dcode = _inter_code(codes, inter_cache, meta, inter, bsm, sm, a + 1)
-            if wk == ON_FULL and sm_i[sm, S_WQ] == a:
-                q_f[a, QF_WFNS] += t - sm_f[sm, SF_WT]
+            dep, dcp, dcode = _linked_dep(
+                sm_i, nf, codes, inter_cache, started, meta, pend, inter, layers, sconns, sm
+            )
+        ok, n, best, bsm, w2, edgewise, conn = _queue_candidate(
+            ni, nf, meta, pend, warn_ev, warn_cnt, rs_i, rs_t, q_i, q_f, cand, sm_i, sm_f,
+            factors, sm, op, a, n, t, wk, rec,
+        )  # fmt: skip
+        if not ok:
+            return ERR_SHORT, i
+        if conn != sm_i[sm, S_CUR]:
+            _switch(sm_i, layers, sconns, started, meta, pend, sm, conn)
         elif op == IDENTIFY:
             _switch(sm_i, layers, sconns, started, meta, pend, sm, a)
-        # ---- the intra-SM edge and the node ----
+        if _later(nf, q_i, a, edgewise, best, w2, dep, dcp, dw):
+            dep = best
+            dcp = nf[best, F_CP]
+            dw = w2
+            dcode = _inter_code(codes, inter_cache, meta, inter, bsm, sm, a + 1)
+        # ---- the intra-SM edge and the node (the SM holds one reference) ----
         node = sm_i[sm, S_NODE]
-        new = NONE
-        if dt == dt:  # not the SM's first record
-            if wk:
-                w_in = 0.0
-                wd = dt
-                cell_f[cell, X_WAIT] += dt
-            else:
-                w_in = w
-                wd = 0.0
-                cell_f[cell, X_ACT] += dt
-            if node != NONE:
-                icp = nf[node, F_CP] + w_in
-                depth = ni[node, N_DEPTH] + 1
-                if dep != NONE:
-                    bcp = dcp + dw
-                    if bcp > icp:
-                        depth = ni[dep, N_DEPTH] + 1
-                        margin = bcp - icp
-                        new = _new_node(
-                            ni, nf, free, meta, dep, depth, dcode, dw, 0.0, bcp, ic, margin
-                        )
-                    else:
-                        margin = icp - bcp
-                        new = _new_node(
-                            ni, nf, free, meta, node, depth, ic, w_in, wd, icp, dcode, margin
-                        )
-                else:
-                    new = _new_node(ni, nf, free, meta, node, depth, ic, w_in, wd, icp, -1, 0.0)
-        if new == NONE:
-            if dep != NONE:
-                depth = ni[dep, N_DEPTH] + 1
-                new = _new_node(ni, nf, free, meta, dep, depth, dcode, dw, 0.0, dcp + dw, -1, 0.0)
-            elif node == NONE and sm_i[sm, S_ISSTART] and not started[sm_i[sm, S_CUR] + 1]:
-                # The first node of a path: cp = 0 at a start SM's first record.
-                started[sm_i[sm, S_CUR] + 1] = 1
-                s = _new_summary(meta, ints, ints2, floats, sums, t)
-                code = sm_i[sm, S_STARTID]
-                if code < 0:
-                    code = _add_code(codes, meta, K_START, sm, 0, 0)
-                    sm_i[sm, S_STARTID] = code
-                new = _new_node(ni, nf, free, meta, -2 - s, 0, code, 0.0, 0.0, 0.0, -1, 0.0)
-                ints2[0][s, SM_RC] += 1
+        new = _node(ni, nf, free, meta, cell_f, node, dt, wk, cell, w, ic, dep, dcp, dw, dcode)
+        start = new == NONE and node == NONE and sm_i[sm, S_ISSTART]
+        if start and not started[sm_i[sm, S_CUR] + 1]:
+            new = _start_path(
+                ni, nf, free, meta, codes, sm_i, started, ints, ints2, floats, sums, sm, t
+            )
         if new != NONE:
             ni[new, N_RC] += 1
         _drop(meta, pend, node)
         sm_i[sm, S_NODE] = new
-        # ---- effects of the record (state transitions were counted above) ----
-        if op == ENQ:
-            if n > 0:
-                _put(ni, rs_i, rs_t, q_i, q_f, a, n, new, t, sm_i[sm, S_CUR], sm)
-                if q_i[a, Q_CAP] >= 0:
-                    _trim_freed(meta, pend, rs_i, q_i, a)
-            if wk == ON_FULL and sm_i[sm, S_WQ] == a:
-                sm_i[sm, S_WK] = NOT_WAITING
-                wk = NOT_WAITING
-        elif op == RESERVE:
-            if wk == ON_FULL and sm_i[sm, S_WQ] == a:
-                sm_i[sm, S_WK] = NOT_WAITING
-                wk = NOT_WAITING
-        elif op in (DEQ, PEEK):
-            if op == DEQ and q_i[a, Q_CAP] >= 0 and took:
-                head = q_i[a, Q_HEAD]
-                if new != NONE:
-                    ni[new, N_RC] += 1
-                _ring_push(rs_i, rs_t, q_i, a, FREED, head - took, head, new, -1, sm, t)
-            if wk == ON_EMPTY and sm_i[sm, S_WQ] == a:
-                sm_i[sm, S_WK] = NOT_WAITING
-                wk = NOT_WAITING
-        elif op in (WAIT_EMPTY, WAIT_FULL):
-            held = q_i[a, Q_TAIL] - q_i[a, Q_HEAD]
-            if op == WAIT_EMPTY:
-                q_i[a, Q_WE] += 1
-                if held >= n:
-                    _warn(meta, warn_ev, warn_cnt, W_EMPTY, a, rec, held, n, 0, sm, op)
-                wk = ON_EMPTY
-            else:
-                q_i[a, Q_WF] += 1
-                cap = q_i[a, Q_CAP]
-                if cap < 0 or held + n <= cap:
-                    _warn(meta, warn_ev, warn_cnt, W_FULL, a, rec, held, n, cap, sm, op)
-                wk = ON_FULL
-            sm_i[sm, S_WK] = wk
-            sm_i[sm, S_WQ] = a
-            sm_f[sm, SF_WT] = t
-        elif op == RESIZE:
-            if not _resize(meta, pend, rs_i, rs_t, q_i, q_f, a, n, t, sm):
-                meta[M_ERR_Q] = a
-                meta[M_ERR_N] = n
-                return ERR_RESIZE, i
-        elif op == LINK:
-            sm_i[a, S_LINKED] = 1
-            _drop(meta, pend, sm_i[a, S_PEND])
-            if new != NONE:
-                ni[new, N_RC] += 1
-            sm_i[a, S_PEND] = new
-            sm_i[a, S_PENDSM] = sm
-            sm_i[a, S_PENDCONN] = sm_i[sm, S_CUR]
+        # ---- effects of the record ----
+        ok, wk = _effects(
+            ni, meta, pend, warn_ev, warn_cnt, rs_i, rs_t, q_i, q_f, sm_i, sm_f, flags_col[i],
+            sm, op, a, n, t, rec, new, wk,
+        )  # fmt: skip
+        if not ok:
+            return ERR_RESIZE, i
+        if op == LINK:
             key = (sm << 21) | a
-            if key in links:
-                links[key] += 1
-            else:
-                links[key] = 1
-            # The caller now waits until some SM links back to it.
-            sm_i[sm, S_WK] = ON_LINK
-            sm_i[sm, S_WQ] = -1
-            sm_f[sm, SF_WT] = t
-            linked = False
-        elif op == DECLARE:
-            q_i[a, Q_CAP] = n
-            q_i[a, Q_FLOW] = 1 if flags_col[i] & 1 else 0
-        if linked and wk == ON_LINK:
+            links[key] = links[key] + 1 if key in links else 1
+        elif linked and wk == ON_LINK:
             sm_i[sm, S_WK] = NOT_WAITING
         if sm_i[sm, S_ISEND]:
-            c1 = sm_i[sm, S_CUR] + 1
-            if ends_i[c1, 2] < 0:
-                ends_i[c1, 2] = meta[M_ENDSEQ]
-                meta[M_ENDSEQ] += 1
-            _drop(meta, pend, ends_i[c1, 0])
-            if new != NONE:
-                ni[new, N_RC] += 1
-            ends_i[c1, 0] = new
-            ends_i[c1, 1] = sm
-            ends_t[c1] = t
+            _end(ni, meta, pend, sm_i, ends_i, ends_t, sm, new, t)
         # ---- references this record gave up ----
         for k in range(meta[M_NPEND]):
             x = _decref(ni, free, meta, pend[k])
