@@ -167,19 +167,22 @@ class Port:
         gap_ns = IFG * 8e9 / rate
         line_free = 0.0  # the end of the last frame's inter-frame gap
         sm.begin("idle")
+        # Set by the system after the link was built, before this process first runs.
+        since = self.link.measure_from
         while True:
             frame = fifo.take_now(1, sm)[0] if fifo.items else (yield fifo.get(sm))
             sm.begin("transmit")
             # The frame has arrived once its last bit is on the wire; the gap after
             # it only keeps the next frame back (a frame sent back to back waits out
             # the rest of its predecessor's gap in this same stretch).
-            wb = wire_bytes(frame.length)
-            ns = transmit_ns(frame.length, rate)
+            arrived = frame_bytes(frame.length) + PREAMBLE_SFD  # transmit_ns's bytes
+            wb = arrived + IFG  # wire_bytes
+            ns = arrived * 8e9 / rate
             wait = line_free - env._now
             yield env.timeout(ns + wait if wait > 0 else ns)
             # The frame and its gap hold the line; the part before the warm-up's end
             # (measure_from) is left out.
-            early = self.link.measure_from - (env._now - ns)
+            early = since - (env._now - ns)
             busy = ns + gap_ns
             stats.busy_ns += busy if early <= 0 else max(0.0, busy - early)
             stats.bytes += wb
