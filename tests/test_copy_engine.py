@@ -173,35 +173,6 @@ def test_a_small_descriptor_ring_makes_the_reader_wait_for_descriptors():
     assert small.stats.read > 0
 
 
-@pytest.mark.parametrize(
-    "sets",
-    [
-        ENGINE,
-        IO_BUS,
-        [*ENGINE, "hosts.rx.copy_engine.wait=sleep", "hosts.rx.copy_engine.ring=8"],
-        [*ENGINE, "memory.bandwidth=20Gbps", "link.rate=10Gbps", "link.delay=350us"],
-        ["memory.bandwidth=8Gbps", "workload.kind=udp_stream", "nic.csum_offload=false"],
-    ],
-)
-def test_identity_invariant_with_memory_and_engine(sets):
-    """Every wait of the engine, its reader and the memory is explained (annotations.md)."""
-    from cpasim.analysis import analyze
-    from cpasim.trace import Tracer
-
-    kept = {}
-
-    def tracer(env):
-        kept["t"] = Tracer.in_memory(env)
-        return kept["t"]
-
-    cfg = load_scenario(None, sets=["sim.duration=4ms", "sim.warmup=0ms", *sets])
-    r = simulate(cfg, tracer=tracer)
-    a = analyze(kept["t"].source(), r.analysis_start, r.analysis_end)
-    assert a.reachable
-    assert a.critical_path_ns == pytest.approx(a.elapsed_ns, rel=1e-9)
-    assert a.warnings == []
-
-
 @pytest.mark.parametrize("sets", [ENGINE, IO_BUS, [*ENGINE, "link.loss=0.02", "sim.seed=3"]])
 def test_bytes_are_conserved_with_the_engine(sets):
     system = _system("sim.duration=20ms", *sets)

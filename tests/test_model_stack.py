@@ -258,6 +258,21 @@ def test_udp_large_datagrams_are_fragmented_on_the_wire():
             "nic.rx_latency=5us",
         ],
         ["workload.kind=webserver", "workload.file_size_min=20kB", "workload.file_size_max=60kB"],
+        # The copy engine, its reader and the memory (cpasim.model.copy_engine, memory).
+        ["hosts.rx.copy_engine.enabled=true"],
+        ["hosts.rx.copy_engine.enabled=true", "hosts.rx.copy_engine.location=io_bus"],
+        [
+            "hosts.rx.copy_engine.enabled=true",
+            "hosts.rx.copy_engine.wait=sleep",
+            "hosts.rx.copy_engine.ring=8",
+        ],
+        [
+            "hosts.rx.copy_engine.enabled=true",
+            "memory.bandwidth=20Gbps",
+            "link.rate=10Gbps",
+            "link.delay=350us",
+        ],
+        ["memory.bandwidth=8Gbps", "workload.kind=udp_stream", "nic.csum_offload=false"],
     ],
 )
 def test_identity_invariant_critical_path_equals_elapsed_time(sets):
