@@ -138,7 +138,6 @@ def test_nice_interval():
 
 
 def test_plot_draws_a_series(tmp_path, capsys):
-    pytest.importorskip("matplotlib")
     path = tmp_path / "s.csv"
     cpasim.run(STREAM, FILLED, series=path, interval="250us")
     with pytest.raises(SystemExit) as exc:

@@ -234,7 +234,6 @@ def test_csv_is_valid_after_every_append_even_when_columns_grow(tmp_path):
 
 
 def test_parquet_is_written_at_the_end_and_resumable(tmp_path):
-    pytest.importorskip("pyarrow")
     points = grid_points(repeat=2)
     out = tmp_path / "s.parquet"
     full = run(points)
