@@ -140,6 +140,20 @@ def _wrap(text: str, width: int = 22) -> str:
     return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) or text
 
 
+def _label(ax, bar, text: str, **style) -> None:
+    """``text`` just above the top of ``bar``."""
+    ax.annotate(
+        text,
+        (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+        xytext=(0, 2),
+        textcoords="offset points",
+        ha="center",
+        va="bottom",
+        fontsize=8,
+        **style,
+    )
+
+
 def draw(lad: Ladder):
     """Grouped bars like figure 6.2, named: per configuration the change that made
     it, its predictions (each with its error against the re-simulation) and the
@@ -173,30 +187,13 @@ def draw(lad: Ladder):
                 xs, ys, width, color=colours[(src - 1) % 10], label=f"predicted from config {src}"
             )
             for bar, err in zip(bars, errs, strict=True):
-                ax.annotate(
-                    f"{err:+.1%}" if err == err else "n/a",
-                    (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                    xytext=(0, 2),
-                    textcoords="offset points",
-                    ha="center",
-                    va="bottom",
-                    fontsize=8,
-                )
+                _label(ax, bar, f"{err:+.1%}" if err == err else "n/a")
     xs = [r.index - 0.4 + (n - 0.5) * width for r in lad.rungs]
     bars = ax.bar(
         xs, [r.actual / scale for r in lad.rungs], width, color="black", label="re-simulated"
     )
     for bar, r in zip(bars, lad.rungs, strict=True):
-        ax.annotate(
-            _fmt(lad.metric, r.actual),
-            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-            xytext=(0, 2),
-            textcoords="offset points",
-            ha="center",
-            va="bottom",
-            fontsize=8,
-            fontweight="bold",
-        )
+        _label(ax, bar, _fmt(lad.metric, r.actual), fontweight="bold")
     ax.axhline(lad.rungs[0].actual / scale, linestyle=":", color="grey", label="baseline")
     ax.set_ylim(0, top / scale * 1.18)
     ticks = []

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from cpasim.errors import CpasimError, shown
-from cpasim.files import OutputFile, write_error
+from cpasim.files import OutputFile
 from cpasim.trace.records import (
     BEGIN,
     DECLARE,
@@ -244,8 +244,8 @@ def write_jsonl(source: TraceSource, path: str | Path, *, partial: bool = False)
     ``partial``: keep the file under a partial name instead of replacing ``path``
     (:meth:`cpasim.files.OutputFile.keep_partial`); returns where the file is.
     """
-    out = OutputFile(path, "trace file")
-    try:
+    # OutputFile removes the temporary file on any error, and names the file on OSError.
+    with OutputFile(path, "trace file") as out:
         with out.open("w", encoding="utf-8") as fh:
             for chunk in source.chunks():
                 key = source.key
@@ -253,10 +253,6 @@ def write_jsonl(source: TraceSource, path: str | Path, *, partial: bool = False)
                     json.dumps(record_to_dict(row, key), separators=(",", ":")) + "\n"
                     for row in chunk
                 )
-    except OSError as exc:
-        out.discard()
-        raise write_error(out.path, exc, "trace file") from None
-    except BaseException:
-        out.discard()
-        raise
-    return out.keep_partial() if partial else out.commit()
+        if partial:
+            return out.keep_partial()
+    return out.path
