@@ -60,10 +60,14 @@ STAGED = 2
 
 
 class CopyEngine:
-    """The copy engine of one host and the driver side of its use (module docstring)."""
+    """The copy engine of one host and the driver side of its use (module docstring):
+    ``params`` is the host's ``copy_engine`` section, ``bus_mmio_latency`` what a
+    register access on the I/O bus stalls the CPU (``pcie.mmio_latency``)."""
 
-    def __init__(self, env, sys: str, hc, tracer, cpu, bus, memory) -> None:
-        p = hc.copy_engine
+    def __init__(
+        self, env, sys: str, tracer, *, params, bus_mmio_latency, cpu, bus, memory
+    ) -> None:
+        p = params
         self.env = env
         self.cpu = cpu
         self.bus = bus if p.location == "io_bus" else None
@@ -74,9 +78,9 @@ class CopyEngine:
         self.copy_size = p.copy_size
         self.desc_size = p.desc_size
         self.spin = p.wait == "spin"
-        mmio_ns = hc.pcie.mmio_latency if self.bus is not None else p.mmio_latency
+        mmio_ns = bus_mmio_latency if self.bus is not None else p.mmio_latency
         self.c_mmio = mmio_ns / cpu.ns_per_cycle
-        self.c_desc = hc.cpu.cost.descriptor
+        self.c_desc = cpu.cost.descriptor
         self.sm = tracer.sm(sys, "Copy Engine", "0")
         q = (env, tracer, sys)
         self.free = TracedContainer(*q, "Copy desc free", "0", init=p.ring, conn_flow=False)

@@ -47,7 +47,16 @@ class Host:
         )
         self.engine = None
         if hc.copy_engine.enabled:
-            self.engine = CopyEngine(env, sys, hc, tracer, self.cpu, self.dev.bus, self.memory)
+            self.engine = CopyEngine(
+                env,
+                sys,
+                tracer,
+                params=hc.copy_engine,
+                bus_mmio_latency=hc.pcie.mmio_latency,
+                cpu=self.cpu,
+                bus=self.dev.bus,
+                memory=self.memory,
+            )
         self.ip = IpLayer(
             env, sys, params=hc.ip, mtu=self.mtu, tracer=tracer, cpu=self.cpu, dev=self.dev
         )
