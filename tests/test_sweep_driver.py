@@ -321,3 +321,17 @@ def test_summary_table_prints_names_literally_with_display_units():
     assert "goodput (Gb/s)" in text and "0.94" in text
     assert "latency.mean (µs)" in text and "2.5" in text
     assert "goodput_bps" not in text
+
+
+def test_without_worker_processes_the_points_run_here(monkeypatch, capsys):
+    """Where a process pool cannot start (no semaphores, no /dev/shm), the sweep says
+    so in one line and runs every point in this process."""
+
+    def no_pool(*args, **kwargs):
+        raise OSError("no semaphores")
+
+    monkeypatch.setattr(executors, "ProcessPoolExecutor", no_pool)
+    got = dict(executors.run_processes(abs, [-1, -2, -3], 2))
+    assert got == {0: 1, 1: 2, 2: 3}
+    err = capsys.readouterr().err
+    assert err == "cpasim: worker processes unavailable (no semaphores); running in this process\n"
