@@ -152,11 +152,11 @@ def test_the_2613_send_path_costs_what_its_states_say(netfilter):
     assert u["buffer"] * elapsed >= buffer * ns
 
 
-def test_a_2613_run_keeps_the_identity_invariant_and_the_call_on_the_path():
-    """The shipped scenario (the seed's sender) on PCIe x4, briefly."""
+def _shipped_path(*sets):
+    """The shipped scenario (PCIe x1 unless ``sets`` say otherwise), briefly: its
+    trace's records and its critical path."""
     cfg = load_scenario(
-        ROOT / "scenarios" / "udp-stream.toml",
-        sets=["sim.duration=5ms", "sim.warmup=1ms", "hosts.tx.pcie.lanes=4"],
+        ROOT / "scenarios" / "udp-stream.toml", sets=["sim.duration=5ms", "sim.warmup=1ms", *sets]
     )
     holder = {}
 
@@ -166,8 +166,14 @@ def test_a_2613_run_keeps_the_identity_invariant_and_the_call_on_the_path():
 
     res = simulate(cfg, tracer=make)
     a = analyze(holder["t"].source(), res.analysis_start, res.analysis_end)
-    assert a.path.critical_path_ns == pytest.approx(a.path.elapsed_ns, rel=1e-9)
-    names = [m["name"] for m in a.path.most_critical]
+    return list(_records(holder["t"])), a.path
+
+
+def test_a_2613_run_keeps_the_identity_invariant_and_the_call_on_the_path():
+    """The shipped scenario (the seed's sender) on PCIe x4, briefly."""
+    _, path = _shipped_path("hosts.tx.pcie.lanes=4")
+    assert path.critical_path_ns == pytest.approx(path.elapsed_ns, rel=1e-9)
+    names = [m["name"] for m in path.most_critical]
     assert "tx:App:ip_push_pending_frames" in names
     assert not any(name.startswith("tx:NIC") for name in names)
 
@@ -180,3 +186,24 @@ def test_a_2613_datagram_that_fits_a_frame_leaves_its_checksum_to_the_nic():
     copy = 10 * (c.copy + c.copy_per_byte * 1000)
     busy = res.cpu_utilization["tx"]["copy"] * res.sim_time_ns
     assert busy == pytest.approx(copy * 1e9 / cfg.tx.cpu.freq, rel=1e-9)
+
+
+M5_FETCH = ["hosts.tx.nic.tx_fetch_threshold=0", "hosts.tx.nic.desc_fetch_batch=64"]
+
+
+def test_a_fetch_asked_by_a_plain_call_leaves_its_wait_active_and_on_the_path():
+    """nic.tx_fetch_request = call (M5's signalling): no request records, the engine's
+    Wait is never a wait record, and a path that reaches a fetch runs back through
+    the Wait before it; asked through the queue, the same engine's Wait is waiting
+    and off the path."""
+    fetch = ("tx", "TX Desc Fetch")
+    recs, path = _shipped_path(*M5_FETCH, "hosts.tx.nic.tx_fetch_request=call")
+    # (The receiver's NIC, asked through the queue, keeps its own.)
+    assert not any(w == "TX fetch request" for _t, _op, sm, w, _n in recs if sm[0] == "tx")
+    assert any(sm == fetch and op == "begin" and w == "Wait" for _t, op, sm, w, _n in recs)
+    assert path.critical_path_ns == pytest.approx(path.elapsed_ns, rel=1e-9)
+    assert path.most_critical[0]["name"] == "tx:TX Desc Fetch:Wait"
+    asked_by_queue, queued = _shipped_path(*M5_FETCH)
+    assert any(w == "TX fetch request" for _t, _op, sm, w, _n in asked_by_queue if sm[0] == "tx")
+    assert queued.critical_path_ns == pytest.approx(queued.elapsed_ns, rel=1e-9)
+    assert "tx:TX Desc Fetch:Wait" not in [m["name"] for m in queued.most_critical]

@@ -173,6 +173,7 @@ MATTERS: dict[str, Case] = {
     "nic.rx_latency": Case("5us"),
     "nic.tx_desc_cache": Case("64"),
     "nic.tx_fetch_threshold": Case("56", ("nic.tx_desc_cache=64",), "tx_desc_cache"),
+    "nic.tx_fetch_request": Case("call", ("nic.tx_desc_cache=64",), "tx_desc_cache"),
     # workload: request/response over UDP
     "workload.response_size": Case("4KiB", RPC, "rpc"),
     # memory

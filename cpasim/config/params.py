@@ -343,6 +343,14 @@ class NicParams:
         hi=65536,
         unit="descriptors",
     )
+    tx_fetch_request: str = param(
+        "queue",
+        ENUM,
+        "with tx_desc_cache: how the transmit engine asks the fetch engine; queue = "
+        "through a request queue (the engine's idle time is waiting); call = by a plain "
+        "call, as M5's IGbE did, so the engine's Wait is active time on the path",
+        choices=("queue", "call"),
+    )
     tx_fifo: int = param("48KiB", SIZE, "on-NIC transmit FIFO", lo="64B", hi="64MiB")
     rx_fifo: int = param(
         "48KiB", SIZE, "on-NIC receive FIFO (frames dropped when full)", lo="64B", hi="64MiB"

@@ -19,10 +19,24 @@ cache holds ``nic.tx_fetch_threshold`` unused descriptors or fewer.
     the ``TX desc cache``, where the transmit engine waits for them when it
     ran dry (its ``Wait``).
 
-The request is a credit queue, so the analyzer sees who asked: the engine's
-idle time between fetches is waiting, and a transmit engine that waits for
-its cache depends on the fetch (its bus time, its round trip) and, through
-the request, on the transmit engine that asked.
+How the engine is asked (``nic.tx_fetch_request``):
+
+``queue`` (default)
+    The request is a credit queue, so the analyzer sees who asked: the
+    engine's idle time between fetches is waiting, and a transmit engine that
+    waits for its cache depends on the fetch (its bus time, its round trip)
+    and, through the request, on the transmit engine that asked.
+``call``
+    As M5's ``IGbE``: ``fetchDescriptors`` is a plain call, made by the
+    transmit engine when its cache runs low and by the driver's doorbell (the
+    ``TDT`` register write), and leaves no record.  The engine's ``Wait``
+    after a fetch (M5: ``anBegin("Wait")`` in ``fetchComplete``) is then
+    active time with no dependency to explain its end, so a path that reaches
+    a fetch runs back through the whole ``Wait`` before it, as the seed's
+    analysis did ("57% in the Wait state ... a state that waits for commands
+    from the Transmit state machine").  The doorbell's call is what M5's
+    register write did; with it the cache is topped up whenever the driver
+    posts, without it only when the transmit engine asks.
 """
 
 from __future__ import annotations
@@ -43,10 +57,19 @@ class TxDescFetch:
         self.sm = tracer.sm(sys, "TX Desc Fetch", "0")
         # Both carry descriptors of any connection: no connection ids.
         self.cache = TracedContainer(env, tracer, sys, "TX desc cache", "0", conn_flow=False)
-        self.requests = TracedContainer(env, tracer, sys, "TX fetch request", "0", conn_flow=False)
         self.used = 0  # taken by the transmit engine, not written back yet
         self.asked = False  # a request is pending or a fetch outstanding
-        env.process(self._run())
+        if params.tx_fetch_request == "call":
+            self.env = env
+            self.wake = None  # the event the idle engine waits on, untraced
+            self.ask = self._call
+            rings.doorbell = self._call
+            env.process(self._run_called())
+        else:
+            self.requests = TracedContainer(
+                env, tracer, sys, "TX fetch request", "0", conn_flow=False
+            )
+            env.process(self._run())
 
     def low(self) -> bool:
         """The cache holds few enough unused descriptors to ask for more."""
@@ -57,25 +80,47 @@ class TxDescFetch:
         self.asked = True
         self.requests.give(1, sm)
 
+    def _call(self, sm) -> None:
+        """``ask`` with ``nic.tx_fetch_request = "call"``: a plain call, no record."""
+        self.asked = True
+        if self.wake is not None:
+            self.wake.succeed()
+            self.wake = None
+
     def _run(self):
-        sm, ring, requests, cache = self.sm, self.rings.tx_ring, self.requests, self.cache
+        sm, requests = self.sm, self.requests
         sm.begin("Wait")
         while True:
             if requests.level:
                 requests.grab(1, sm)
             else:
                 yield requests.get(1, sm)
-            room = min(self.batch, self.size - int(cache.level) - self.used)
-            if room < 1:  # every entry in use: the next write-back frees some
-                self.asked = False
-                continue
-            if ring.level:
-                k = ring.grab(room, sm)
-            else:
-                yield ring.get(1, sm)
-                k = 1 + ring.grab(room - 1, sm)
-            sm.begin("DMA descriptors")
-            yield from self.bus.dma_read(sm, k * self.desc_size)
+            yield from self._fetch()
+
+    def _run_called(self):
+        sm = self.sm
+        sm.begin("Wait")
+        while True:
+            if not self.asked:
+                # No wait record: the idle time stays this state's active time.
+                self.wake = self.env.event()
+                yield self.wake
+            yield from self._fetch()
+
+    def _fetch(self):
+        """One request served: ``DMA descriptors`` into the cache, back to ``Wait``."""
+        sm, ring, cache = self.sm, self.rings.tx_ring, self.cache
+        room = min(self.batch, self.size - int(cache.level) - self.used)
+        if room < 1:  # every entry in use: the next write-back frees some
             self.asked = False
-            cache.give(k, sm)
-            sm.begin("Wait")
+            return
+        if ring.level:
+            k = ring.grab(room, sm)
+        else:
+            yield ring.get(1, sm)
+            k = 1 + ring.grab(room - 1, sm)
+        sm.begin("DMA descriptors")
+        yield from self.bus.dma_read(sm, k * self.desc_size)
+        self.asked = False
+        cache.give(k, sm)
+        sm.begin("Wait")

@@ -67,6 +67,9 @@ class Rings:
         self.tx_done = credits("TX done", 0)
         self.rx_free = credits("RX free desc", params.rx_ring)
         self.rx_ring = TracedStore(env, tracer, sys, "RX ring", "0")
+        #: Called with the driver's SM after each doorbell, when the NIC reacts to the
+        #: tail write itself (M5's IGbE fetches descriptors on it); None = it does not.
+        self.doorbell = None
 
 
 class Driver:
@@ -114,7 +117,7 @@ class Driver:
 
     def _xmit(self):
         sm, q, rings, cpu = self.tx_sm, self.qdisc, self.rings, self.cpu
-        free = rings.tx_free
+        free, doorbell = rings.tx_free, rings.doorbell
         sm.begin("idle")
         while True:
             first = q.take_now(1, sm)[0] if q.items else (yield q.get(sm))
@@ -132,6 +135,8 @@ class Driver:
             yield cpu.work("driver", self.c_desc * len(batch) + self.c_mmio)
             rings.tx_pkts.extend(batch)
             rings.tx_ring.give(len(batch), sm)
+            if doorbell is not None:
+                doorbell(sm)
             cpu.release(sm)
             sm.begin("idle")
 

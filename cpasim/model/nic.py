@@ -11,8 +11,9 @@ Host-memory structures it shares with the driver are in
     with ``nic.tx_desc_cache`` > 0 it reads none itself: a fetch engine of its
     own (``TX Desc Fetch``, :mod:`cpasim.model.desc_fetch`) keeps a cache of
     that many entries filled, asked whenever the cache holds
-    ``nic.tx_fetch_threshold`` unused descriptors or fewer, and ``Wait`` is
-    then for that cache (``TX desc cache``) when it ran dry;
+    ``nic.tx_fetch_threshold`` unused descriptors or fewer (and, with
+    ``nic.tx_fetch_request = "call"``, by the driver's doorbell), and ``Wait``
+    is then for that cache (``TX desc cache``) when it ran dry;
     ``DMA packet`` — reads the frame (MAC header + IP packet; a TSO
     super-segment once, its headers replicated on the NIC);
     ``controller`` — with ``nic.tx_latency``, the controller's own time per
