@@ -37,6 +37,13 @@ def _json(cfg, **kw):
             "ip.send_path=2.6.13",
             "ip.netfilter=true",
         ],
+        # The fetch engine asked by plain calls (untraced events).
+        [
+            "workload.kind=udp_stream",
+            "link.loss=0.01",
+            "nic.tx_desc_cache=64",
+            "nic.tx_fetch_request=call",
+        ],
         ["workload.kind=pingpong"],
         [
             "workload.kind=webserver",
