@@ -36,7 +36,10 @@ How the engine is asked (``nic.tx_fetch_request``):
     analysis did ("57% in the Wait state ... a state that waits for commands
     from the Transmit state machine").  The doorbell's call is what M5's
     register write did; with it the cache is topped up whenever the driver
-    posts, without it only when the transmit engine asks.
+    posts, without it only when the transmit engine asks.  ``cpasim predict``
+    has no row for this ``Wait`` (idle time is no work a change of the bus or
+    the clock scales): from such a trace it keeps the ``Wait`` as recorded, so
+    predictions want ``queue``.
 """
 
 from __future__ import annotations
