@@ -347,8 +347,9 @@ class NicParams:
         "queue",
         ENUM,
         "with tx_desc_cache: how the transmit engine asks the fetch engine; queue = "
-        "through a request queue (the engine's idle time is waiting); call = by a plain "
-        "call, as M5's IGbE did, so the engine's Wait is active time on the path",
+        "through a request queue (the engine's idle time is waiting); call = by plain "
+        "calls from the transmit engine and the driver's doorbell, as M5's IGbE did, so "
+        "the engine's Wait is active time on the path",
         choices=("queue", "call"),
     )
     tx_fifo: int = param("48KiB", SIZE, "on-NIC transmit FIFO", lo="64B", hi="64MiB")
