@@ -178,6 +178,10 @@ MATTERS: dict[str, Case] = {
     # memory
     "memory.bandwidth": Case("1Gbps"),
     "memory.latency": Case("1us", ("memory.bandwidth=100Gbps",), "memory.bandwidth"),
+    "memory.load_window": Case(
+        "100us", ("memory.bandwidth=4Gbps", "memory.latency=1us"), "memory.bandwidth"
+    ),
+    "memory.dma_holds": Case("true", ("memory.bandwidth=10Gbps",), "memory.bandwidth"),
     # the DMA copy engine: its keys act only with copy_engine.enabled
     "copy_engine.enabled": Case("true"),
     "copy_engine.location": Case("io_bus", COPY_ENGINE),

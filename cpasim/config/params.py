@@ -542,6 +542,25 @@ class MemoryParams:
         lo=0,
         hi="1ms",
     )
+    # A memory controller's latency grows with its load (the loaded-latency curve);
+    # the copy's traffic then slows every device read burst, not only one it meets.
+    load_window: float = param(
+        "0ns",
+        TIME,
+        "with memory.bandwidth set: time over which the memory's occupancy by CPU copies, "
+        "checksums and the copy engine is averaged; a device read's memory latency "
+        "(memory.latency and, on legacy PCI, each burst's bus.pci_read_wait) grows to "
+        "latency / (1 - occupancy); 0 = latency independent of load",
+        lo=0,
+        hi="1s",
+    )
+    dma_holds: bool = param(
+        False,
+        BOOL,
+        "with memory.bandwidth set: a device DMA occupies the memory for its whole I/O-bus "
+        "transfer, not only its bytes at memory.bandwidth (a bridge that streams at the bus's "
+        "pace; transfers in series, as seed 001's latency model T = ... + S/Be assumes)",
+    )
 
 
 @dataclass(frozen=True)

@@ -120,7 +120,7 @@ class Cpu:
         ``cpu.memory``); the core stalls, so the extra counts as busy."""
         k = self.ns_per_cycle
         own = cycles * k
-        ns = self.memory.access(nbytes, own)
+        ns = self.memory.copy_access(nbytes, own)
         return cycles if ns == own else ns / k  # unstretched: exactly the cycles given
 
     def busy_total(self) -> float:
