@@ -64,6 +64,7 @@ MATTERS: dict[str, Case] = {
     "workload.file_size_max": Case("300kB", WEB, "webserver"),
     "workload.request_size": Case("64KiB", WEB, "webserver"),
     "workload.think_time": Case("500us", WEB, "webserver"),
+    "workload.file_copy": Case("true", UDP, "udp_stream"),
     # link
     "link.rate": Case("100Mbps"),
     "link.delay": Case("200us"),
@@ -98,6 +99,7 @@ MATTERS: dict[str, Case] = {
     "tcp.delayed_ack": Case("false"),
     "tcp.delack_timeout": Case("1ms", PINGPONG),
     "tcp.nagle": Case("false", ("workload.write_size=100B",)),
+    "tcp.csum_copy": Case("false", (*NO_CSUM, "memory.bandwidth=2Gbps"), "memory.bandwidth"),
     "tcp.cc": Case("bbr"),
     "tcp.sack": Case("false", LOSSY),
     "tcp.recovery": Case("dupack", LOSSY_LONG),

@@ -138,6 +138,13 @@ class WorkloadParams:
         "256B", SIZE, "rpc response size (one UDP datagram)", lo=1, hi="1MiB"
     )
     think_time: float = param(0, TIME, "webserver client pause between requests", lo=0, hi="1000s")
+    file_copy: bool = param(
+        False,
+        BOOL,
+        "the webserver and udp_stream senders read() each response chunk (write_size) or "
+        "datagram from a cached file into their buffer before sending it: a system call and "
+        "a kernel->user copy (cpu.cost.copy_recv_per_byte); false = the data is in place",
+    )
 
 
 @dataclass(frozen=True)
@@ -256,6 +263,13 @@ class TcpParams:
     delayed_ack: bool = param(True, BOOL, "ACK every second segment or on the delack timer")
     delack_timeout: float = param("40ms", TIME, "delayed-ACK timer", lo="1us", hi="10s")
     nagle: bool = param(True, BOOL, "hold small segments while data is unacknowledged")
+    csum_copy: bool = param(
+        True,
+        BOOL,
+        "a send's software checksum (nic.csum_offload = false) is computed while copying "
+        "(csum_and_copy_from_user; TCP and UDP); false = a pass of its own that reads the "
+        "bytes from memory again, with memory.bandwidth set (seed 001's HTTP proxy)",
+    )
     cc: str = param(
         "cubic",
         ENUM,
