@@ -38,6 +38,7 @@ SLOW_CPU = ("cpu.freq=1GHz",)
 RPC = ("workload.kind=rpc",)
 SEND_2613 = (*UDP, "ip.send_path=2.6.13", "ip.netfilter=true")
 COPY_ENGINE = ("copy_engine.enabled=true",)
+CACHE = ("cpu.cache.size=512KiB",)
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,12 @@ MATTERS: dict[str, Case] = {
     "cpu.cost.fragment": Case("8000", UDP),
     "cpu.cost.reassemble": Case("8000", UDP),
     "cpu.cost.user": Case("20000"),
+    # the data cache: its keys act only with cpu.cache.size
+    "cpu.cache.size": Case("512KiB"),
+    "cpu.cache.line": Case("64B", CACHE, "cpu.cache.size"),
+    "cpu.cache.word": Case("4B", CACHE, "cpu.cache.size"),
+    "cpu.cache.miss_penalty": Case("50", CACHE, "cpu.cache.size"),
+    "cpu.cache.working_set": Case("1MiB", CACHE, "cpu.cache.size"),
     "cpu.cost.copy_send_per_byte": Case("5"),
     "cpu.cost.copy_recv_per_byte": Case("5"),
     "cpu.cost.send_call": Case("20000"),

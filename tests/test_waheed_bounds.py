@@ -28,23 +28,22 @@ descriptors and the client's requests and ACKs take the rest of the memory); at
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import pytest
 
+from cpasim.calibrate.reference import read_reference
 from cpasim.config import load_scenario
 from cpasim.simulate import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+WAHEED = {f.quantity: f.value for f in read_reference(ROOT / "calibration/seeds/waheed_bounds.csv")}
+
+
 def seed(quantity: str) -> float:
-    with (ROOT / "calibration" / "seeds" / "waheed_bounds.csv").open() as f:
-        for row in csv.DictReader(line for line in f if not line.startswith("#")):
-            if row["quantity"] == quantity:
-                return float(row["value"])
-    raise KeyError(quantity)
+    return WAHEED[quantity]
 
 
 BI_MBPS = seed("internal_bus_bandwidth Bi")

@@ -521,6 +521,50 @@ class CpuCostParams:
 
 
 @dataclass(frozen=True)
+class CpuCacheParams:
+    """The CPU's data cache as seed 001 models it (:mod:`cpasim.model.cache`): misses
+    stretch the cycle costs; off unless ``size`` is set."""
+
+    size: int = param(
+        0,
+        SIZE,
+        "data cache size: per-byte costs x (1 + MR*MP) and per-packet work pays its header "
+        "lines' misses; 0 = costs as given (no cache model)",
+        lo=0,
+        hi="1GiB",
+    )
+    # Seed 001's example: a 32-byte line of 16 words, MR = 1/16, and MP = 10.
+    line: int = param(
+        "32B", SIZE, "cache line length L (with cpu.cache.size set)", lo="4B", hi="4KiB"
+    )
+    word: int = param(
+        "2B",
+        SIZE,
+        "width W of one access in a pass over data: a sequential pass misses W/L of them "
+        "(with cpu.cache.size set)",
+        lo="1B",
+        hi="64B",
+    )
+    miss_penalty: float = param(
+        10.0,
+        FLOAT,
+        "stall per miss MP beyond the access's own cycle (with cpu.cache.size set)",
+        lo=0,
+        hi=10_000,
+        unit="cycles",
+    )
+    working_set: int = param(
+        0,
+        SIZE,
+        "bytes of data the copies and checksums pass over again and again (files served, "
+        "application buffers): the share beyond the cache misses; 0 = every byte is new "
+        "(a stream of PDUs: MR = W/L), with cpu.cache.size set",
+        lo=0,
+        hi="1TiB",
+    )
+
+
+@dataclass(frozen=True)
 class CpuParams:
     cores: int = param(1, INT, "CPU cores", lo=1, hi=1024)
     irq_cores: int = param(
@@ -533,6 +577,7 @@ class CpuParams:
     )
     freq: float = param("4GHz", FREQ, "clock; scales every cycle cost", lo="1MHz", hi="100GHz")
     cost: CpuCostParams = section(CpuCostParams)
+    cache: CpuCacheParams = section(CpuCacheParams)
 
 
 @dataclass(frozen=True)
