@@ -21,9 +21,9 @@ series"), on an ideal legacy PCI bus of Be = width × clock (no burst overhead o
 read wait, as the forms assume).  The bounds are computed from those parameters.
 Figures: the seed's Bi = 3200 MB/s (the measured router's internal bus) and
 Be = 1066 MB/s (PCI-X 133 MHz × 64 bit), from calibration/seeds/waheed_bounds.csv.
-Achieved: at 100 GHz, HTTP 94.6% and RTP 96.0% of their bounds (headers,
+Achieved: at 100 GHz, HTTP 94.5% and RTP 96.0% of their bounds (headers,
 descriptors and the client's requests and ACKs take the rest of the memory); at
-4 GHz below both.
+4 GHz 92.3% and 81.7%.
 """
 
 from __future__ import annotations
@@ -103,14 +103,16 @@ def test_rate_stays_below_the_bound_and_approaches_it_as_cpu_costs_vanish(kind):
     slow, _ = share_of_bound(kind, "cpu.freq=4GHz")
     fast, _ = share_of_bound(kind, "cpu.freq=100GHz")
     assert 0 < slow <= fast <= 1.0
-    assert fast >= 0.93  # achieved 0.946 (http), 0.960 (rtp)
+    assert fast >= 0.93  # achieved 0.945 (http), 0.960 (rtp)
 
 
-@pytest.mark.parametrize("kind", ["http", "rtp"])
-def test_a_buffering_bridge_is_not_bound_by_transfers_in_series(kind):
+def test_a_buffering_bridge_is_not_bound_by_transfers_in_series():
     # Without memory.dma_holds the DMA takes only its bytes' share of the memory
     # and overlaps the copies: the serial bound no longer holds, the pipelined one
     # does, min(Bi / (k + 1), Be), the DMA being one more pass over the memory.
+    # Achieved: RTP 1.35 times its serial bound.  (The web server, 1.003 times,
+    # is held by its request-response turns before the memory binds.)
+    kind = "rtp"
     share, cfg = share_of_bound(kind, "cpu.freq=100GHz", "hosts.tx.memory.dma_holds=false")
     assert share > 1.0
     bi = cfg.tx.memory.bandwidth / 8
