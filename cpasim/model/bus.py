@@ -180,9 +180,11 @@ class Bus:
 
 class MemoryBus(Bus):
     """The I/O bus of a host whose memory is modelled (:mod:`cpasim.model.memory`):
-    each DMA also takes its bytes' share of the memory, and holds its channel until
-    both are done.  A host without ``memory.bandwidth`` gets a plain :class:`Bus`, so
-    the memory costs nothing there."""
+    each DMA also takes its bytes' share of the memory (its whole transfer with
+    ``memory.dma_holds``), and holds its channel until both are done; with
+    ``memory.load_window`` a read's memory latency is stretched by the memory's
+    load.  A host without ``memory.bandwidth`` gets a plain :class:`Bus`, so the
+    memory costs nothing there."""
 
     def __init__(self, env, sys: str, timing: BusTiming, tracer, memory):
         super().__init__(env, sys, timing, tracer)
