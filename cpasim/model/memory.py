@@ -73,19 +73,12 @@ class Memory:
     def access(self, nbytes: int, own_ns: float) -> float:
         """Reserve ``nbytes`` of transfer for an access made now that takes ``own_ns`` by
         itself; returns how long it takes with the memory's share (at least ``own_ns``)."""
-        now = self.env._now
-        free_at = self.free_at
-        start = free_at if free_at > now else now
-        ns = nbytes * self.ns_per_byte
-        self.free_at = end = start + ns
-        self.busy_ns += ns
-        self.bytes += nbytes
-        done = end - now
-        return done if done > own_ns else own_ns
+        return self.hold(nbytes, nbytes * self.ns_per_byte, own_ns)
 
     def hold(self, nbytes: int, ns: float, own_ns: float) -> float:
-        """:meth:`access` for a DMA of ``nbytes`` that holds the memory for ``ns``, its
-        transfer on the I/O bus (``memory.dma_holds``)."""
+        """:meth:`access` for an access of ``nbytes`` that keeps the memory busy for
+        ``ns``: its bytes' time, or a DMA's whole transfer on the I/O bus
+        (``memory.dma_holds``)."""
         now = self.env._now
         free_at = self.free_at
         start = free_at if free_at > now else now
