@@ -12,9 +12,10 @@
   the wire.  Achieved: within 0.6% (tolerance 3%; the rest is host and bus
   latency).
 * Seed 001 (Waheed 2003) peak-throughput bounds, approached as CPU cost → 0.
-  What this model can express: the I/O bus bandwidth Be (legacy PCI, shared by
-  both directions, width × clock).  It has no memory bus, so the internal
-  bandwidth Bi of the HTTP and RTP forms is infinite here and
+  Here the I/O bus bandwidth Be (legacy PCI, shared by both directions,
+  width × clock) without a modelled memory (tests/test_waheed_bounds.py sets
+  ``memory.bandwidth`` to Bi), so the internal bandwidth Bi of the HTTP and RTP
+  forms is infinite here and
   Bi·Be/(5Be + Bi) and Bi·Be/(4Be + Bi) both tend to Be: a server's response
   bytes cross its I/O bus once.  IP forwarding's Be/2 (every byte crosses the
   bus twice) is expressed by an echo server (ping-pong with several

@@ -51,6 +51,22 @@ def _json(cfg, **kw):
             "workload.file_size_max=100kB",
             "workload.file_size_min=10kB",
         ],
+        # The memory's latency under load, DMA in series, the data cache, file reads.
+        [
+            "workload.kind=webserver",
+            "workload.connections=3",
+            "workload.file_size_max=100kB",
+            "workload.file_size_min=10kB",
+            "workload.file_copy=true",
+            "bus.kind=pci",
+            "memory.bandwidth=8Gbps",
+            "memory.load_window=50us",
+            "memory.dma_holds=true",
+            "cpu.cache.size=256KiB",
+            "cpu.cache.working_set=1MiB",
+            "nic.csum_offload=false",
+            "tcp.csum_copy=false",
+        ],
     ],
 )
 def test_same_seed_same_results_and_tracing_changes_nothing(sets, tmp_path):

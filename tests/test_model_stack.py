@@ -273,6 +273,18 @@ def test_udp_large_datagrams_are_fragmented_on_the_wire():
             "link.delay=350us",
         ],
         ["memory.bandwidth=8Gbps", "workload.kind=udp_stream", "nic.csum_offload=false"],
+        # The memory's latency under load on legacy PCI, DMA in series, the data
+        # cache and file reads (cpasim.model.memory, cache; app's file read).
+        [
+            "memory.bandwidth=8Gbps",
+            "memory.load_window=50us",
+            "memory.dma_holds=true",
+            "bus.kind=pci",
+            "cpu.cache.size=256KiB",
+            "workload.kind=udp_stream",
+            "workload.file_copy=true",
+            "nic.csum_offload=false",
+        ],
     ],
 )
 def test_identity_invariant_critical_path_equals_elapsed_time(sets):

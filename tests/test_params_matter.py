@@ -38,6 +38,7 @@ SLOW_CPU = ("cpu.freq=1GHz",)
 RPC = ("workload.kind=rpc",)
 SEND_2613 = (*UDP, "ip.send_path=2.6.13", "ip.netfilter=true")
 COPY_ENGINE = ("copy_engine.enabled=true",)
+CACHE = ("cpu.cache.size=512KiB",)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ MATTERS: dict[str, Case] = {
     "workload.file_size_max": Case("300kB", WEB, "webserver"),
     "workload.request_size": Case("64KiB", WEB, "webserver"),
     "workload.think_time": Case("500us", WEB, "webserver"),
+    "workload.file_copy": Case("true", UDP, "udp_stream"),
     # link
     "link.rate": Case("100Mbps"),
     "link.delay": Case("200us"),
@@ -98,6 +100,7 @@ MATTERS: dict[str, Case] = {
     "tcp.delayed_ack": Case("false"),
     "tcp.delack_timeout": Case("1ms", PINGPONG),
     "tcp.nagle": Case("false", ("workload.write_size=100B",)),
+    "tcp.csum_copy": Case("false", (*NO_CSUM, "memory.bandwidth=2Gbps"), "memory.bandwidth"),
     "tcp.cc": Case("bbr"),
     "tcp.sack": Case("false", LOSSY),
     "tcp.recovery": Case("dupack", LOSSY_LONG),
@@ -161,6 +164,12 @@ MATTERS: dict[str, Case] = {
     "cpu.cost.fragment": Case("8000", UDP),
     "cpu.cost.reassemble": Case("8000", UDP),
     "cpu.cost.user": Case("20000"),
+    # the data cache: its keys act only with cpu.cache.size
+    "cpu.cache.size": Case("512KiB"),
+    "cpu.cache.line": Case("64B", CACHE, "cpu.cache.size"),
+    "cpu.cache.word": Case("4B", CACHE, "cpu.cache.size"),
+    "cpu.cache.miss_penalty": Case("50", CACHE, "cpu.cache.size"),
+    "cpu.cache.working_set": Case("1MiB", CACHE, "cpu.cache.size"),
     "cpu.cost.copy_send_per_byte": Case("5"),
     "cpu.cost.copy_recv_per_byte": Case("5"),
     "cpu.cost.send_call": Case("20000"),
@@ -179,6 +188,10 @@ MATTERS: dict[str, Case] = {
     # memory
     "memory.bandwidth": Case("1Gbps"),
     "memory.latency": Case("1us", ("memory.bandwidth=100Gbps",), "memory.bandwidth"),
+    "memory.load_window": Case(
+        "100us", ("memory.bandwidth=4Gbps", "memory.latency=1us"), "memory.bandwidth"
+    ),
+    "memory.dma_holds": Case("true", ("memory.bandwidth=10Gbps",), "memory.bandwidth"),
     # the DMA copy engine: its keys act only with copy_engine.enabled
     "copy_engine.enabled": Case("true"),
     "copy_engine.location": Case("io_bus", COPY_ENGINE),

@@ -138,6 +138,13 @@ class WorkloadParams:
         "256B", SIZE, "rpc response size (one UDP datagram)", lo=1, hi="1MiB"
     )
     think_time: float = param(0, TIME, "webserver client pause between requests", lo=0, hi="1000s")
+    file_copy: bool = param(
+        False,
+        BOOL,
+        "the webserver and udp_stream senders read() each response chunk (write_size) or "
+        "datagram from a cached file into their buffer before sending it: a system call and "
+        "a kernel->user copy (cpu.cost.copy_recv_per_byte); false = the data is in place",
+    )
 
 
 @dataclass(frozen=True)
@@ -256,6 +263,13 @@ class TcpParams:
     delayed_ack: bool = param(True, BOOL, "ACK every second segment or on the delack timer")
     delack_timeout: float = param("40ms", TIME, "delayed-ACK timer", lo="1us", hi="10s")
     nagle: bool = param(True, BOOL, "hold small segments while data is unacknowledged")
+    csum_copy: bool = param(
+        True,
+        BOOL,
+        "a send's software checksum (nic.csum_offload = false) is computed while copying "
+        "(csum_and_copy_from_user; TCP and UDP); false = a pass of its own that reads the "
+        "bytes from memory again, with memory.bandwidth set (seed 001's HTTP proxy)",
+    )
     cc: str = param(
         "cubic",
         ENUM,
@@ -516,6 +530,50 @@ class CpuCostParams:
 
 
 @dataclass(frozen=True)
+class CpuCacheParams:
+    """The CPU's data cache as seed 001 models it (:mod:`cpasim.model.cache`): misses
+    stretch the cycle costs; off unless ``size`` is set."""
+
+    size: int = param(
+        0,
+        SIZE,
+        "data cache size: per-byte costs x (1 + MR*MP) and per-packet work pays its header "
+        "lines' misses; 0 = costs as given (no cache model)",
+        lo=0,
+        hi="1GiB",
+    )
+    # Seed 001's example: a 32-byte line of 16 words, MR = 1/16, and MP = 10.
+    line: int = param(
+        "32B", SIZE, "cache line length L (with cpu.cache.size set)", lo="4B", hi="4KiB"
+    )
+    word: int = param(
+        "2B",
+        SIZE,
+        "width W of one access in a pass over data: a sequential pass misses W/L of them "
+        "(with cpu.cache.size set)",
+        lo="1B",
+        hi="64B",
+    )
+    miss_penalty: float = param(
+        10.0,
+        FLOAT,
+        "stall per miss MP beyond the access's own cycle (with cpu.cache.size set)",
+        lo=0,
+        hi=10_000,
+        unit="cycles",
+    )
+    working_set: int = param(
+        0,
+        SIZE,
+        "bytes of data the copies and checksums pass over again and again (files served, "
+        "application buffers): the share beyond the cache misses; 0 = every byte is new "
+        "(a stream of PDUs: MR = W/L), with cpu.cache.size set",
+        lo=0,
+        hi="1TiB",
+    )
+
+
+@dataclass(frozen=True)
 class CpuParams:
     cores: int = param(1, INT, "CPU cores", lo=1, hi=1024)
     irq_cores: int = param(
@@ -528,6 +586,7 @@ class CpuParams:
     )
     freq: float = param("4GHz", FREQ, "clock; scales every cycle cost", lo="1MHz", hi="100GHz")
     cost: CpuCostParams = section(CpuCostParams)
+    cache: CpuCacheParams = section(CpuCacheParams)
 
 
 @dataclass(frozen=True)
@@ -550,6 +609,25 @@ class MemoryParams:
         "with memory.bandwidth set; CPU copies have theirs in cpu.cost",
         lo=0,
         hi="1ms",
+    )
+    # A memory controller's latency grows with its load (the loaded-latency curve);
+    # the copy's traffic then slows every device read burst, not only one it meets.
+    load_window: float = param(
+        "0ns",
+        TIME,
+        "with memory.bandwidth set: time over which the memory's occupancy by CPU copies, "
+        "checksums and the copy engine is averaged; a device read's memory latency "
+        "(memory.latency and, on legacy PCI, each burst's bus.pci_read_wait) grows to "
+        "latency / (1 - occupancy); 0 = latency independent of load",
+        lo=0,
+        hi="1s",
+    )
+    dma_holds: bool = param(
+        False,
+        BOOL,
+        "with memory.bandwidth set: a device DMA occupies the memory for its whole I/O-bus "
+        "transfer, not only its bytes at memory.bandwidth (a bridge that streams at the bus's "
+        "pace; transfers in series, as seed 001's latency model T = ... + S/Be assumes)",
     )
 
 

@@ -25,6 +25,11 @@ the call's copy.
   are log-uniform in [``file_size_min``, ``file_size_max``] from the run's
   generator.  The response length reaches the client with the request's answer
   (as a Content-Length header would), not as bytes of its own.
+
+With ``workload.file_copy`` the webserver and the ``udp_stream`` source read
+their data from a file in the page cache before sending it (``file read``: a
+system call and a kernel→user copy through memory), as a server without
+``sendfile`` or a media streamer does: one more copy per byte sent.
 """
 
 from __future__ import annotations
@@ -71,6 +76,14 @@ class AppStats:
         return max(0, min(want, self.target - self.written))
 
 
+def file_read(sm, cpu, nbytes: int):
+    """A ``read()`` of ``nbytes`` from a cached file into the app's buffer."""
+    copy = cpu.cycles("copy_recv", nbytes)
+    if copy and cpu.memory is not None:  # read and write each byte
+        copy = cpu.stall(copy, 2 * nbytes)
+    yield cpu.spend(sm, "file read", stack=cpu.cycles("syscall"), copy=copy)
+
+
 # -- tcp_stream ------------------------------------------------------------------------------
 def tcp_source(sm, cpu, sock, wl, stats, conn):
     sm.identify(conn)
@@ -101,6 +114,8 @@ def udp_source(sm, cpu, sock, wl, stats, conn):
         if n == 0:
             return
         yield from cpu.take(sm)
+        if wl.file_copy:
+            yield from file_read(sm, cpu, n)
         yield from sock.sendto(sm, n, user=cpu.cycles("user"))
         cpu.release(sm)
         stats.written += n
@@ -192,6 +207,8 @@ class WebServer:
         self.want = dict.fromkeys(socks, "r")  # what each connection waits for: r / w
         self.req_got = dict.fromkeys(socks, 0)
         self.remaining = dict.fromkeys(socks, 0)
+        # Bytes of the response read from its file and not yet written (file_copy).
+        self.buffered = dict.fromkeys(socks, 0)
         for i, sock in socks.items():
             sock.conn.notify = self._notifier(i)
 
@@ -237,9 +254,19 @@ class WebServer:
                     size = self._file_size()
                     self.sizes[i].append(size)
                     self.remaining[i] = size
-                n = yield from sock.write(
-                    sm, self.remaining[i], block=False, user=cpu.cycles("user")
-                )
+                if not wl.file_copy:
+                    n = yield from sock.write(
+                        sm, self.remaining[i], block=False, user=cpu.cycles("user")
+                    )
+                else:  # the next chunk is read from the file once the last is sent
+                    if self.buffered[i] == 0:
+                        chunk = min(self.remaining[i], wl.write_size)
+                        yield from file_read(sm, cpu, chunk)
+                        self.buffered[i] = chunk
+                    n = yield from sock.write(
+                        sm, self.buffered[i], block=False, user=cpu.cycles("user")
+                    )
+                    self.buffered[i] -= n
                 self.remaining[i] -= n
                 if n == 0:
                     self.want[i] = "w"

@@ -180,13 +180,16 @@ class Bus:
 
 class MemoryBus(Bus):
     """The I/O bus of a host whose memory is modelled (:mod:`cpasim.model.memory`):
-    each DMA also takes its bytes' share of the memory, and holds its channel until
-    both are done.  A host without ``memory.bandwidth`` gets a plain :class:`Bus`, so
-    the memory costs nothing there."""
+    each DMA also takes its bytes' share of the memory (its whole transfer with
+    ``memory.dma_holds``), and holds its channel until both are done; with
+    ``memory.load_window`` a read's memory latency is stretched by the memory's
+    load.  A host without ``memory.bandwidth`` gets a plain :class:`Bus`, so the
+    memory costs nothing there."""
 
     def __init__(self, env, sys: str, timing: BusTiming, tracer, memory):
         super().__init__(env, sys, timing, tracer)
         self.memory = memory
+        self._read_latency: dict[int, float] = {}  # by size: the target's memory wait
 
     # Bus's two methods written out with the memory's share in the hold: a hook
     # inside Bus would cost every run a call per DMA, memory or not.
@@ -199,9 +202,21 @@ class MemoryBus(Bus):
         if not pool.acquire_now(sm):
             yield pool.acquire(sm)
         mem = self.memory
-        yield self.env.timeout(mem.access(nbytes, occ.wait_ns + occ.down_ns) + mem.latency)
+        data, latency = occ.down_ns, mem.latency
+        if mem.loaded:  # the memory's part of the read waits longer under load
+            extra = mem.read_stretch() - 1.0
+            if extra:
+                rl = self._read_latency.get(nbytes)
+                if rl is None:
+                    rl = self._read_latency[nbytes] = self.timing.read_latency_ns(nbytes)
+                data += extra * rl  # a PCI burst holds the bus through its target's wait
+                latency += extra * latency
+        own = occ.wait_ns + data
+        # With dma_holds the memory streams at the bus's pace for the whole transfer.
+        held = mem.hold(nbytes, data, own) if mem.dma_holds else mem.access(nbytes, own)
+        yield self.env.timeout(held + latency)
         pool.release(sm)
-        self._count(occ, False, occ.down_ns)
+        self._count(occ, False, data)
 
     def dma_write(self, sm, nbytes: int, then: int = 0):
         occ = self._writes.get(nbytes)
@@ -218,7 +233,11 @@ class MemoryBus(Bus):
         if not pool.acquire_now(sm):
             yield pool.acquire(sm)
         # Posted: the memory's latency delays nobody, its bandwidth does.
-        yield self.env.timeout(self.memory.access(nbytes + then, busy))
+        mem = self.memory
+        if mem.dma_holds:
+            yield self.env.timeout(mem.hold(nbytes + then, busy, busy))
+        else:
+            yield self.env.timeout(mem.access(nbytes + then, busy))
         pool.release(sm)
         if more is None:
             self._count(occ, True, occ.up_ns)

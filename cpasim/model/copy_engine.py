@@ -171,7 +171,7 @@ class CopyEngine:
                 yield env.timeout(self.latency)
                 sm.begin("copy")
                 if memory is not None:
-                    own = memory.access(2 * n, own) + memory.latency
+                    own = memory.copy_access(2 * n, own) + memory.latency
                 yield env.timeout(own)
             else:
                 sm.begin("DMA descriptor")

@@ -15,7 +15,8 @@ Costs are cycles, turned into time by ``cpu.freq``; each is a fixed part plus,
 where declared, a per-byte part (``cost.<name>`` + ``cost.<name>_per_byte`` ×
 bytes); ``copy_send`` and ``copy_recv`` are ``copy`` with the per-byte cost of
 their direction (``cost.copy_send_per_byte``, ``cost.copy_recv_per_byte``; by
-default ``cost.copy_per_byte``).  Busy time is accounted to the seed's
+default ``cost.copy_per_byte``).  With ``cpu.cache.size`` set the data cache's
+misses stretch them (:mod:`cpasim.model.cache`).  Busy time is accounted to the seed's
 categories (copy, stack, driver, interrupt, buffer, user) from ``measure_from``
 on; idle is what is left.
 """
@@ -26,6 +27,7 @@ import copy
 import weakref
 
 from cpasim.errors import CpasimError
+from cpasim.model.cache import Cache
 from cpasim.trace import TracedPool
 
 CATEGORIES = ("copy", "stack", "driver", "interrupt", "buffer", "user")
@@ -54,13 +56,18 @@ class Cpu:
         self.measure_from = 0.0
         self.measure_until = float("inf")
         self._costs: dict[str, tuple[float, float]] = {}  # name -> (fixed, per byte)
+        # The data cache's misses, folded into each cost as it is first priced.
+        self.cache = Cache(params.cache) if params.cache.size else None
         # The copies of each direction: copy_per_byte unless the direction has its own.
         cost = params.cost
         for name, per_byte in (
             ("copy_send", cost.copy_send_per_byte),
             ("copy_recv", cost.copy_recv_per_byte),
         ):
-            self._costs[name] = (cost.copy, cost.copy_per_byte if per_byte < 0 else per_byte)
+            fixed, per_byte = cost.copy, cost.copy_per_byte if per_byte < 0 else per_byte
+            if self.cache is not None:
+                fixed, per_byte = self.cache.price(name, fixed, per_byte)
+            self._costs[name] = (fixed, per_byte)
         # The host's Memory when memory.bandwidth is set: copies and checksums then
         # take their bytes' share of it (stall).
         self.memory = None
@@ -111,7 +118,10 @@ class Cpu:
             per_byte = getattr(self.cost, name + "_per_byte", None)
             if fixed is None and per_byte is None:
                 raise KeyError(f"no CPU cost cpu.cost.{name} or cpu.cost.{name}_per_byte")
-            cost = self._costs[name] = (fixed or 0.0, per_byte or 0.0)
+            cost = (fixed or 0.0, per_byte or 0.0)
+            if self.cache is not None:
+                cost = self.cache.price(name, *cost)
+            self._costs[name] = cost
         return cost[0] + cost[1] * nbytes
 
     def stall(self, cycles: float, nbytes: int) -> float:
@@ -120,7 +130,7 @@ class Cpu:
         ``cpu.memory``); the core stalls, so the extra counts as busy."""
         k = self.ns_per_cycle
         own = cycles * k
-        ns = self.memory.access(nbytes, own)
+        ns = self.memory.copy_access(nbytes, own)
         return cycles if ns == own else ns / k  # unstretched: exactly the cycles given
 
     def busy_total(self) -> float:

@@ -14,7 +14,7 @@ from cpasim.model.copy_engine import CopyEngine
 from cpasim.model.cpu import Cpu
 from cpasim.model.device import NetDevice
 from cpasim.model.ip import IpLayer
-from cpasim.model.memory import Memory
+from cpasim.model.memory import make_memory
 from cpasim.model.socket import TcpSocket, UdpSocket
 from cpasim.model.tcp import TcpConnection
 from cpasim.model.udp import UdpEndpoint
@@ -30,7 +30,7 @@ class Host:
         self.cpu = Cpu(env, sys, params=self.hc.cpu, tracer=tracer)
         hc = self.hc
         # No memory object unless asked for: an unmodelled memory costs nothing.
-        self.memory = Memory(env, hc.memory) if hc.memory.bandwidth else None
+        self.memory = make_memory(env, hc.memory)
         self.cpu.memory = self.memory
         self.dev = NetDevice(
             env,

@@ -97,6 +97,12 @@ class BusTiming(ABC):
     def mmio_write(self) -> Occupancy:
         """The CPU writes one device register (a doorbell)."""
 
+    def read_latency_ns(self, nbytes: int) -> float:
+        """Of a read of ``nbytes``, the time the bus waits for the target to fetch
+        from memory (what grows with the memory's load); none beyond
+        ``memory.latency`` unless the bus says so."""
+        return 0.0
+
 
 @dataclass(frozen=True)
 class PcieTiming(BusTiming):
@@ -182,3 +188,7 @@ class PciTiming(BusTiming):
 
     def mmio_write(self) -> Occupancy:
         return Occupancy(0.0, self._ns(MMIO_BYTES, self.overhead), 0, MMIO_BYTES, 0.0)
+
+    def read_latency_ns(self, nbytes: int) -> float:
+        # Each burst is a read of its own, the bridge fetching it from memory.
+        return ceil_div(nbytes, self.burst) * self.read_wait * 1e9 / self.clock

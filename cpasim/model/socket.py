@@ -28,7 +28,9 @@ Copies cost ``cpu.cost.copy`` plus ``copy_send_per_byte`` (user→kernel) or
 copy reads and writes its bytes and a software checksum reads them through the
 host's memory (:mod:`cpasim.model.memory`), which stretches them while the
 memory is busy with others; a copy that costs no cycles is no copy (a zero-copy
-path) and moves nothing through memory.
+path) and moves nothing through memory.  A send's software checksum is computed
+in the copy (``csum_and_copy_from_user``: the bytes cross the memory twice) unless
+``tcp.csum_copy`` is false, when it is a pass of its own that reads them again.
 """
 
 from __future__ import annotations
@@ -87,8 +89,8 @@ class TcpSocket:
                 copy = cpu.cycles("copy_send", k)
                 if c.sw_csum:
                     copy += cpu.cycles("csum", k)
-                if copy and cpu.memory is not None:  # read and write each byte (sum: cached)
-                    copy = cpu.stall(copy, 2 * k)
+                if copy and cpu.memory is not None:  # read and write each byte
+                    copy = cpu.stall(copy, c.send_touch * k)
                 yield cpu.spend(
                     sm,
                     "TcpSendMsg: copy",
@@ -175,7 +177,7 @@ class UdpSocket:
         if ep.sw_csum:
             copy += cpu.cycles("csum", nbytes)
         if copy and cpu.memory is not None:
-            copy = cpu.stall(copy, 2 * nbytes)
+            copy = cpu.stall(copy, ep.send_touch * nbytes)
         yield cpu.spend(
             sm,
             "UdpSendMsg: copy",

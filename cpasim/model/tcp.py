@@ -110,6 +110,9 @@ class TcpConnection:
         self.sndbuf_size = bufs.sndbuf  # free + unacked + in copy
         self.delack_timeout = tp.delack_timeout
         self.sw_csum = not csum_offload
+        # Bytes a send copy moves through memory per byte: read and write, and a read
+        # more when the software checksum is a pass of its own (tcp.csum_copy = false).
+        self.send_touch = 3 if self.sw_csum and not tp.csum_copy else 2
         # SACK is used only when both ends permit it (negotiated on the SYNs).
         sack = tp.sack and peer_sack
         # The classic RFC sender when asked for (reno|newreno without SACK or pacing),

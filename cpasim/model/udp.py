@@ -32,6 +32,8 @@ class UdpEndpoint:
         self.mtu = mtu
         self.sw_csum = not csum_offload
         tp = params
+        # As TcpConnection.send_touch: a separate checksum pass reads the bytes again.
+        self.send_touch = 3 if self.sw_csum and not tp.csum_copy else 2
         self.fixed = tp.rmem > 0
         if self.fixed:
             self.rmem = tp.rmem
