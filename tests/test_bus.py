@@ -183,6 +183,21 @@ def test_bus_timing_from_config():
     assert rx.kind == "pci" and rx.width == 8 and rx.clock == 33e6
 
 
+def test_an_on_die_nic_crosses_m5s_bus():
+    # Seed 004's figure 6.6(b) puts the NIC on die, between L1 and L2; its simulator's
+    # bus (M5, defaults kept) moves a 64-byte block per transaction at 64 B per 1 GHz
+    # cycle, each paying one header cycle: 2 ns per block, both directions shared.
+    cfg = load_scenario(None, sets=["hosts.rx.bus.kind=on_die"])
+    t = bus_timing(cfg.host("rx").bus, cfg.host("rx").pcie)
+    assert t.kind == "on_die" and t.shared
+    assert t.dma_write(1514).up_ns == pytest.approx(math.ceil(1514 / 64) * 2)
+    occ = t.dma_read(1514)
+    assert occ.down_ns == pytest.approx(math.ceil(1514 / 64) * 2) and occ.wait_ns == 0
+    tracer = Tracer.in_memory(simpy.Environment())
+    bus = Bus(simpy.Environment(), "rx", t, tracer)
+    assert bus.up is bus.down
+
+
 def test_busy_time_before_the_measurement_window_is_left_out():
     """An access that began in the warm-up counts only its part after it."""
     env = simpy.Environment()

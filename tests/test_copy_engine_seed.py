@@ -52,11 +52,13 @@ def _gbps(run) -> float:
     return run.result["goodput_bps"] / 1e9
 
 
-# (model - seed) / seed achieved: -0.3% (fitted), -4.2%, +4.6% (held out).
+# (model - seed) / seed achieved: -0.3% (fitted), -4.2%, +1.9% (held out; on die the
+# NIC is on die too, as the seed's figure 6.6(b): 4.584 Gb/s, before with the NIC on
+# PCIe x4 4.71, +4.6%).
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("system", "rel"),
-    [("copy engine: none", 0.01), ("copy engine on I/O bus", 0.05), ("copy engine on-die", 0.05)],
+    [("copy engine: none", 0.01), ("copy engine on I/O bus", 0.05), ("copy engine on-die", 0.02)],
 )
 def test_received_bandwidth_matches_the_seed(runs, system, rel):
     assert _gbps(runs[system]) == pytest.approx(seed_gbps(system), rel=rel)
@@ -114,9 +116,12 @@ def test_on_the_io_bus_the_named_bottleneck_is_the_engine(runs):
 @pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
-    reason="the seed names the communication with the engine; the model's top loop is "
-    "the engine's completions, but the most critical state is rx:NIC RX:DMA packet (the "
-    "reader's backlog waits for the frames behind it) in a receive-window loop",
+    reason="the seed names the communication with the engine; with the NIC on die the "
+    "model's commonest loops are the engine's completions and the send window (39 and 31 "
+    "in 20 ms), but 82% of the path is propagation (tx:Link:propagate 41.7%, the most "
+    "critical state): the stream is receive-window limited, the receiver's core 91% busy "
+    "(stack 65%: the fitted 5470 cycles per packet), so the path can run through the "
+    "window loop and be as long as the run; the engine's states hold 1.2%",
 )
 def test_on_die_the_named_bottleneck_is_the_engine_communication(runs):
     assert runs["copy engine on-die"].path.bottleneck.startswith(
@@ -127,7 +132,7 @@ def test_on_die_the_named_bottleneck_is_the_engine_communication(runs):
 @pytest.mark.slow
 def test_more_copy_descriptors_predicted_and_validated(tmp_path):
     """--capacity on the engine's descriptor queue: a ring that binds (4 descriptors per
-    batch) grown to 16, predicted from the trace and re-simulated: 2.1% apart."""
+    batch) grown to 16, predicted from the trace and re-simulated: 1.3% apart."""
     from cpasim.predict.predict import predict
     from cpasim.predict.runs import traced_run
     from cpasim.predict.validate import relative_error
@@ -161,7 +166,7 @@ def _what_if(tmp_path, base_sets: list[str], change: dict[str, str]) -> tuple[fl
 
 @pytest.mark.slow
 def test_a_slower_engine_predicted_and_validated(tmp_path):
-    # On die at 10 instead of 40 Gb/s: predicted 3710 Mb/s, re-simulated 3670 (1.1%).
+    # On die at 10 instead of 40 Gb/s: predicted 3725 Mb/s, re-simulated 3696 (0.8%).
     predicted, actual = _what_if(
         tmp_path, CONFIGS["copy engine on-die"], {"hosts.rx.copy_engine.rate": "10Gbps"}
     )

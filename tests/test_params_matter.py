@@ -33,6 +33,7 @@ LOSSY = ("link.loss=0.02",)
 LOSSY_LONG = (*LOSSY, "sim.duration=10ms", "sim.seed=3")
 SHAPED = ("bottleneck.rate=500Mbps",)
 PCI = ("bus.kind=pci",)
+ON_DIE = ("bus.kind=on_die",)
 NO_CSUM = ("nic.csum_offload=false",)
 SLOW_CPU = ("cpu.freq=1GHz",)
 RPC = ("workload.kind=rpc",)
@@ -144,6 +145,8 @@ MATTERS: dict[str, Case] = {
     "bus.pci_burst": Case("64B", PCI, "bus.kind = pci"),
     "bus.pci_burst_overhead": Case("5", PCI, "bus.kind = pci"),
     "bus.pci_read_wait": Case("5", PCI, "bus.kind = pci"),
+    "bus.on_die_width": Case("1B", ON_DIE, "bus.kind = on_die"),
+    "bus.on_die_clock": Case("10MHz", ON_DIE, "bus.kind = on_die"),
     # cpu
     "cpu.cores": Case("2", ("workload.connections=2", *SLOW_CPU)),
     "cpu.irq_cores": Case("1", ("cpu.cores=2",)),

@@ -433,7 +433,13 @@ class PcieParams:
 
 @dataclass(frozen=True)
 class BusParams:
-    kind: str = param("pcie", ENUM, "I/O bus between NIC and memory", choices=("pcie", "pci"))
+    kind: str = param(
+        "pcie",
+        ENUM,
+        "I/O bus between NIC and memory; on_die: the NIC on the processor die, on the "
+        "interconnect between L1 and L2 (seed 004's figure 6.6b)",
+        choices=("pcie", "pci", "on_die"),
+    )
     pci_width: int = param(
         64, INT, "legacy PCI (bus.kind = pci) data width", choices=(32, 64), unit="bit"
     )
@@ -458,6 +464,14 @@ class BusParams:
         "legacy PCI (bus.kind = pci) extra cycles per read burst (target latency)",
         lo=0,
         unit="cycles",
+    )
+    # M5's bus model (seed 004's simulator), whose defaults the seed kept: a shared,
+    # half-duplex channel of 64 bytes at 1 GHz, one header cycle per 64-byte block.
+    on_die_width: int = param(
+        "64B", SIZE, "on-die interconnect (bus.kind = on_die) bytes per cycle", lo="1B", hi="1KiB"
+    )
+    on_die_clock: float = param(
+        "1GHz", FREQ, "on-die interconnect (bus.kind = on_die) clock", lo="1MHz", hi="10GHz"
     )
 
 

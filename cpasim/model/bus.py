@@ -4,7 +4,8 @@ PCIe is full duplex: ``PCIe up`` (device → host: DMA writes, read requests) an
 ``PCIe down`` (host → device: read completions with data, MMIO writes) are
 each a :class:`~cpasim.trace.TracedPool` of one unit, shared by packet data,
 descriptors and doorbells.  Legacy PCI is one half-duplex ``PCI bus`` pool
-used by both directions.
+used by both directions; a NIC on the processor die (``bus.kind = "on_die"``) one
+``On-die bus`` pool, the interconnect between L1 and L2 as M5's bus models it.
 
 A bus access is done *by* the state machine that needs it (NIC TX in ``DMA
 packet``, NIC RX, the descriptor fetches and write-backs): it takes the
@@ -30,6 +31,11 @@ from __future__ import annotations
 from cpasim.model.pcie import BusTiming, Occupancy, PcieTiming, PciTiming
 from cpasim.trace import TracedPool
 
+#: M5's bus (seed 004's simulator): a transaction carries one 64-byte cache block
+#: and pays one header cycle.
+ON_DIE_BLOCK = 64
+ON_DIE_HEADER_CYCLES = 1.0
+
 
 def bus_timing(bus, pcie) -> BusTiming:
     """Timing of the I/O bus from a host's ``bus`` and ``pcie`` config sections."""
@@ -41,6 +47,17 @@ def bus_timing(bus, pcie) -> BusTiming:
             burst=b.pci_burst,
             overhead=b.pci_burst_overhead,
             read_wait=b.pci_read_wait,
+        )
+    if bus.kind == "on_die":
+        # M5's bus: a shared channel moving a 64-byte block per transaction, each
+        # paying one header cycle; a read waits for nothing beyond its transfer.
+        return PciTiming(
+            width=bus.on_die_width,
+            clock=bus.on_die_clock,
+            burst=ON_DIE_BLOCK,
+            overhead=ON_DIE_HEADER_CYCLES,
+            read_wait=0.0,
+            kind="on_die",
         )
     p = pcie
     return PcieTiming(
@@ -101,7 +118,8 @@ class Bus:
         self.stats = BusStats()
         self.measure_from = 0.0
         if timing.shared:
-            self.up = self.down = TracedPool(env, tracer, sys, "PCI bus", "0", size=1)
+            name = "On-die bus" if timing.kind == "on_die" else "PCI bus"
+            self.up = self.down = TracedPool(env, tracer, sys, name, "0", size=1)
         else:
             self.up = TracedPool(env, tracer, sys, "PCIe up", "0", size=1)
             self.down = TracedPool(env, tracer, sys, "PCIe down", "0", size=1)

@@ -158,13 +158,16 @@ class PcieTiming(BusTiming):
 
 @dataclass(frozen=True)
 class PciTiming(BusTiming):
+    """A shared bus of ``width`` bytes per ``clock`` cycle: legacy PCI, or the on-die
+    interconnect (``kind = "on_die"``), which M5 models the same way."""
+
     width: int  # bytes per cycle
     clock: float  # Hz
     burst: int  # bytes
     overhead: float  # cycles per burst
     read_wait: float  # extra cycles per read burst
+    kind: str = "pci"
 
-    kind = "pci"
     shared = True
 
     def __post_init__(self) -> None:
