@@ -259,11 +259,27 @@ def check(flat: dict[str, Any], where: str) -> None:
             f"{where}: workload.processes ({flat['workload.processes']}) must not exceed "
             f"hosts.tx.cpu.cores ({flat['hosts.tx.cpu.cores']})"
         )
-    if flat["workload.kind"] == "udp_stream" and flat["workload.message_size"] > MAX_UDP_PAYLOAD:
+    kind = flat["workload.kind"]
+    if kind in ("udp_stream", "udp_gbn") and flat["workload.message_size"] > MAX_UDP_PAYLOAD:
         raise CpasimError(
             f"{where}: workload.message_size ({flat['workload.message_size']} B) exceeds the "
-            f"largest UDP datagram ({MAX_UDP_PAYLOAD} B) for workload.kind = udp_stream"
+            f"largest UDP datagram ({MAX_UDP_PAYLOAD} B) for workload.kind = {kind}"
         )
+    if flat["workload.duplex"] and kind not in ("udp_stream", "udp_gbn"):
+        raise CpasimError(
+            f"{where}: workload.duplex: expected workload.kind = udp_stream or udp_gbn, got {kind}"
+        )
+    if kind == "udp_gbn":
+        if flat["workload.receive"] != "poll":
+            raise CpasimError(
+                f"{where}: workload.kind = udp_gbn: expected workload.receive = poll (the "
+                "reliable layer reads its sequence numbers from the polled buffer pool)"
+            )
+        if flat["workload.ack_every"] > flat["workload.window"]:
+            raise CpasimError(
+                f"{where}: workload.ack_every ({flat['workload.ack_every']}) must not exceed "
+                f"workload.window ({flat['workload.window']})"
+            )
     if flat["workload.kind"] == "rpc":
         for key in ("workload.request_size", "workload.response_size"):
             if flat[key] > MAX_UDP_PAYLOAD:

@@ -8,7 +8,19 @@ the call's copy.
 
 * ``tcp_stream``: tx writes ``write_size`` bytes per call as fast as it can
   (until ``workload.bytes``, if set); rx reads ``read_size`` per call.
-* ``udp_stream``: tx sends ``message_size`` datagrams; rx receives them.
+* ``udp_stream``: tx sends ``message_size`` datagrams; rx receives them.  With
+  ``workload.receive = "poll"`` every UDP receiver here picks datagrams up from
+  a user-mapped pool without a system call (Directed Point, seed 002).
+* ``udp_gbn``: seed 002's user-level reliable layer over polled UDP, Go-Back-N:
+  tx sends ``message_size`` datagrams numbered in order, at most ``window``
+  unacknowledged, picking up the acknowledgements between sends; after
+  ``retransmit_timeout`` without progress it goes back to the oldest
+  unacknowledged one.  rx accepts only the next datagram in order and
+  acknowledges (a ``GBN_ACK``-byte datagram carrying the next number it expects)
+  every ``ack_every`` of them, and at once on one out of order.  Each datagram
+  sent or picked up costs ``cpu.cost.reliable`` of protocol work.
+* ``workload.duplex`` (``udp_stream``, ``udp_gbn``): each host also runs the
+  sender of a stream to the other (connection ``r<i>``), as its own process.
 * ``pingpong``: tx writes ``message_size`` bytes, reads as many back, and
   records the round trip; rx echoes.
 * ``rpc``: request/response over UDP: tx (the client) sends a ``request_size``
@@ -32,6 +44,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
+from cpasim.protocol import GBN_ACK
 from cpasim.trace import TracedStore
 
 
@@ -108,11 +121,86 @@ def udp_source(sm, cpu, sock, wl, stats, conn):
 
 def udp_sink(sm, cpu, sock, wl, stats, conn):
     sm.identify(conn)
+    receive = udp_receiver(sock, wl)
     while True:
         yield from cpu.take(sm)
-        n = yield from sock.recvfrom(sm, user=cpu.cycles("user"))
+        n = yield from receive(sm, user=cpu.cycles("user"))
         cpu.release(sm)
         stats.delivered(n, conn)
+
+
+def udp_receiver(sock, wl):
+    """The UDP receive call of ``workload.receive``: a generator function returning the
+    payload bytes of the next datagram."""
+    if wl.receive != "poll":
+        return sock.recvfrom
+
+    copy_out = wl.copy_out
+
+    def pick(sm, *, user: float = 0.0):
+        pkt = yield from sock.poll(sm, user=user, copy_out=copy_out)
+        return pkt.payload
+
+    return pick
+
+
+# -- udp_gbn ---------------------------------------------------------------------------------
+def gbn_source(sm, cpu, sock, wl, stats, conn):
+    sm.identify(conn)
+    env = cpu.env
+    reliable, rto, size = cpu.cost.reliable, wl.retransmit_timeout, wl.message_size
+    base = nxt = top = 0  # oldest unacknowledged, next to send, next new one
+    deadline = math.inf  # when the oldest unacknowledged is sent again
+
+    def acked(seq: int) -> None:
+        nonlocal base, deadline
+        if seq > base:
+            base = seq
+            deadline = env._now + rto if base < nxt else math.inf
+
+    while True:
+        yield from cpu.take(sm)
+        while sock.pending():  # the acknowledgements that arrived meanwhile
+            ack = yield from sock.poll(sm, user=reliable)
+            acked(ack.seq)
+        new = stats.sent_budget(size) if nxt == top else size
+        if nxt < base + wl.window and new:
+            yield from sock.sendto(sm, new, user=reliable, seq=nxt)
+            if nxt == top:
+                stats.written += new
+                top += 1
+            if nxt == base:
+                deadline = env._now + rto
+            nxt += 1
+        elif base == top:  # a sized run: everything sent was acknowledged
+            cpu.release(sm)
+            return
+        else:  # window full: wait for an acknowledgement or the timeout
+            ack = yield from sock.poll(sm, user=reliable, deadline=deadline)
+            if ack is None:
+                nxt = base  # go back N
+                deadline = env._now + rto
+            else:
+                acked(ack.seq)
+        cpu.release(sm)
+
+
+def gbn_sink(sm, cpu, sock, wl, stats, conn):
+    sm.identify(conn)
+    reliable = cpu.cost.reliable
+    expected = unacked = 0
+    while True:
+        yield from cpu.take(sm)
+        pkt = yield from sock.poll(sm, user=reliable, copy_out=wl.copy_out)
+        in_order = pkt.seq == expected
+        if in_order:
+            expected += 1
+            unacked += 1
+            stats.delivered(pkt.payload, conn)
+        if unacked >= wl.ack_every or not in_order:
+            unacked = 0
+            yield from sock.sendto(sm, GBN_ACK, user=reliable, seq=expected)
+        cpu.release(sm)
 
 
 # -- pingpong --------------------------------------------------------------------------------
@@ -152,21 +240,23 @@ def ping_server(sm, cpu, sock, wl, stats, conn):
 def rpc_client(sm, cpu, sock, wl, stats, conn):
     sm.identify(conn)
     env = cpu.env
+    receive = udp_receiver(sock, wl)
     while True:
         started = env._now
         yield from cpu.take(sm)
         yield from sock.sendto(sm, wl.request_size, user=cpu.cycles("user"))
         stats.written += wl.request_size
-        yield from sock.recvfrom(sm)
+        yield from receive(sm)
         cpu.release(sm)
         stats.latency(started)
 
 
 def rpc_server(sm, cpu, sock, wl, stats, conn):
     sm.identify(conn)
+    receive = udp_receiver(sock, wl)
     while True:
         yield from cpu.take(sm)
-        n = yield from sock.recvfrom(sm)
+        n = yield from receive(sm)
         stats.delivered(n, conn)
         yield from sock.sendto(sm, wl.response_size, user=cpu.cycles("user"))
         cpu.release(sm)
