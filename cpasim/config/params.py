@@ -166,8 +166,9 @@ class WorkloadParams:
     ack_every: int = param(
         8, INT, "udp_gbn: the receiver acknowledges every this many datagrams", lo=1, hi=1_000_000
     )
+    # Long enough for ack_every datagrams to cross a 100 Mb/s link and be acknowledged.
     retransmit_timeout: float = param(
-        "1ms",
+        "10ms",
         TIME,
         "udp_gbn: the sender goes back to its oldest unacknowledged datagram "
         "after this long without an acknowledgement",
