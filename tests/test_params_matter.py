@@ -39,7 +39,7 @@ RPC = ("workload.kind=rpc",)
 SEND_2613 = (*UDP, "ip.send_path=2.6.13", "ip.netfilter=true")
 COPY_ENGINE = ("copy_engine.enabled=true",)
 POLL = (*UDP, "workload.receive=poll")
-GBN = ("workload.kind=udp_gbn", "workload.receive=poll")
+GBN = ("workload.kind=udp_gbn",)
 
 
 @dataclass(frozen=True)

@@ -142,23 +142,24 @@ class WorkloadParams:
     receive: str = param(
         "syscall",
         ENUM,
-        "how UDP datagrams reach the application (udp_stream, rpc, udp_gbn): syscall = "
+        "how UDP datagrams reach the application (udp_stream, rpc): syscall = "
         "recvfrom(); poll = the kernel's receive path copies each datagram into a "
         "user-mapped buffer pool (cpu.cost.copy_recv_per_byte, in udp_rcv) and the "
-        "application picks it up without a system call (cpu.cost.poll)",
+        "application picks it up without a system call (cpu.cost.poll); udp_gbn always polls",
         choices=("syscall", "poll"),
     )
     copy_out: bool = param(
         False,
         BOOL,
-        "workload.receive = poll: the receiver copies each datagram out of the pool into "
+        "polled receive (workload.receive = poll, udp_gbn): the receiver copies each "
+        "datagram out of the pool into "
         "its own buffer (cpu.cost.poll_per_byte) instead of consuming it in place",
     )
     duplex: bool = param(
         False,
         BOOL,
         "udp_stream and udp_gbn: each host also streams to the other (connection r<i> "
-        "from rx to tx), a sending and a receiving process per host",
+        "from rx to tx), a sending and a receiving process per host; other kinds ignore it",
     )
     window: int = param(
         32, INT, "udp_gbn: datagrams the sender may have unacknowledged", lo=1, hi=1_000_000

@@ -11,7 +11,8 @@ the call's copy.
 * ``udp_stream``: tx sends ``message_size`` datagrams; rx receives them.  With
   ``workload.receive = "poll"`` every UDP receiver here picks datagrams up from
   a user-mapped pool without a system call (Directed Point, seed 002).
-* ``udp_gbn``: seed 002's user-level reliable layer over polled UDP, Go-Back-N:
+* ``udp_gbn``: seed 002's user-level reliable layer over polled UDP (whatever
+  ``workload.receive`` says: it reads sequence numbers from the pool), Go-Back-N:
   tx sends ``message_size`` datagrams numbered in order, at most ``window``
   unacknowledged, picking up the acknowledgements between sends; after
   ``retransmit_timeout`` without progress it goes back to the oldest

@@ -84,11 +84,11 @@ class System:
             conn = f"c{i}"
             if kind in UDP_APPS:
                 send, recv = UDP_APPS[kind]
-                poll = wl.receive == "poll"
+                poll = wl.receive == "poll" or kind == "udp_gbn"  # DP's layer reads the pool
                 a, b = tx.open_udp(i, poll=poll), rx.open_udp(i, poll=poll)
                 env.process(send(self._app_sm("tx", i), tx.cpu, a, wl, stats, conn))
                 env.process(recv(self._app_sm("rx", i), rx.cpu, b, wl, stats, conn))
-                if wl.duplex:  # the stream the other way: rx sends to tx
+                if wl.duplex and kind != "rpc":  # the stream the other way: rx sends to tx
                     back = f"r{i}"
                     c = rx.open_udp(i, poll=poll, name=back)
                     d = tx.open_udp(i, poll=poll, name=back)
