@@ -637,17 +637,15 @@ _GR_1024 = (
 )
 
 
-def _costs_line(f: Fit) -> str:
-    hz = float(f.system.settings["cpu.freq"].removesuffix("MHz")) * 1e6
-    v = {k: f.values.get(k, f.system.settings.get(k)) for k in DP_COSTS}
-    costs = ", ".join(
-        f"{k.removeprefix('cpu.cost.')} = {float(x):.4g}" for k, x in v.items() if x is not None
-    )
-    return f"Costs (cycles at {hz / 1e6:.0f} MHz; cycles per byte for *_per_byte): {costs}."
-
-
 def _value(f: Fit, key: str) -> float:
-    return float(f.values.get(key, f.system.settings.get(key)))
+    """A setting of ``f``'s scenario as written (fitted, shared or fixed)."""
+    return float(load_scenario(SCENARIOS / f.system.scenario).value(key))
+
+
+def _costs_line(f: Fit) -> str:
+    hz = _value(f, "cpu.freq")
+    costs = ", ".join(f"{k.removeprefix('cpu.cost.')} = {_value(f, k):.4g}" for k in DP_COSTS)
+    return f"Costs (cycles at {hz / 1e6:.0f} MHz; cycles per byte for *_per_byte): {costs}."
 
 
 def _findings_up(f: Fit) -> list[str]:
@@ -1367,7 +1365,9 @@ def main(argv: list[str]) -> int:
             system = _with_settings(system, {k: float(f"{up_values[k]:.6g}") for k in shared})
         if name in ("GEDP-UP", "FEDP"):
             smp = load_scenario(SCENARIOS / SYSTEMS["GEDP-SMP"].scenario)
-            smp_values = {k: float(smp.value(k)) for k in SHARED_FROM_SMP} | smp_values
+            smp_values = {
+                k: float(f"{float(smp.value(k)):.6g}") for k in SHARED_FROM_SMP
+            } | smp_values
             system = _with_settings(system, smp_values)
         if name == "Mosberger-RPC":
             # The same machines and path cost per µs of Tp as the TCP/IP fit.
@@ -1380,7 +1380,7 @@ def main(argv: list[str]) -> int:
         if name == "GEDP-UP":
             up_values = f.values
         if name == "GEDP-SMP":
-            smp_values = {k: f.values[k] for k in SHARED_FROM_SMP}
+            smp_values = {k: float(f"{f.values[k]:.6g}") for k in SHARED_FROM_SMP}
             if fits and fits[0].system.name == "GEDP-UP":  # fitted with the old value
                 fits[0] = _remeasure(fits[0], smp_values)
         if name == "Mosberger":
