@@ -51,7 +51,7 @@ RESIDUALS = {
         "gr @1024 B": -0.178,
         "gr @1500 B": -0.025,
         "L @1 B": +0.025,
-        "bandwidth_raw_max": -0.105,
+        "bandwidth_raw_max": +0.043,
         "bandwidth_flow_control": -0.034,
     },
     "GEDP-SMP": {
@@ -135,10 +135,6 @@ _DP_GR = (
 GAPS = {
     ("GEDP-UP", "gr @1024 B"): _DP_GR,
     ("GEDP-SMP", "gr @1024 B"): _DP_GR,
-    ("GEDP-UP", "bandwidth_raw_max"): "held out, -10.5%: 67.3 MB/s against 75.2: the "
-    "receiving CPU's kernel work per frame is about the PCI bus's pace (gs 18.73 us), the "
-    "polling application gets the core only between frames, and the pool overflows, "
-    "dropping frames whose interrupt was paid (67-68 MB/s in runs of 14 to 104 ms)",
     ("GEDP-SMP", "bidirectional_per_process"): "held out, -14%: 49.9 MB/s against 58: a "
     "host's PCI bus carries a frame's read (18.76 us) and a frame's write (~10.3 us) one "
     "after the other, 1472 B per 29 us each way; the paper's bus does better with both",

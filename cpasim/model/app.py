@@ -10,7 +10,8 @@ the call's copy.
   (until ``workload.bytes``, if set); rx reads ``read_size`` per call.
 * ``udp_stream``: tx sends ``message_size`` datagrams; rx receives them.  With
   ``workload.receive = "poll"`` every UDP receiver here picks datagrams up from
-  a user-mapped pool without a system call (Directed Point, seed 002).
+  a user-mapped pool without a system call (Directed Point, seed 002); the
+  stream's receiver then drains the pool each time it has the core.
 * ``udp_gbn``: seed 002's user-level reliable layer over polled UDP (whatever
   ``workload.receive`` says: it reads sequence numbers from the pool), Go-Back-N:
   tx sends ``message_size`` datagrams numbered in order, at most ``window``
@@ -122,12 +123,27 @@ def udp_source(sm, cpu, sock, wl, stats, conn):
 
 def udp_sink(sm, cpu, sock, wl, stats, conn):
     sm.identify(conn)
-    receive = udp_receiver(sock, wl)
     while True:
         yield from cpu.take(sm)
-        n = yield from receive(sm, user=cpu.cycles("user"))
+        n = yield from sock.recvfrom(sm, user=cpu.cycles("user"))
         cpu.release(sm)
         stats.delivered(n, conn)
+
+
+def poll_sink(sm, cpu, sock, wl, stats, conn):
+    """udp_stream's receiver with ``workload.receive = "poll"``: a polling loop, which
+    once it has the core picks up every datagram in the pool (there is no system call
+    at which it would give the core up)."""
+    sm.identify(conn)
+    user, copy_out = cpu.cycles("user"), wl.copy_out
+    while True:
+        yield from cpu.take(sm)
+        while True:
+            pkt = yield from sock.poll(sm, user=user, copy_out=copy_out)
+            stats.delivered(pkt.payload, conn)
+            if not sock.pending():
+                break
+        cpu.release(sm)
 
 
 def udp_receiver(sock, wl):

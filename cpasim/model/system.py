@@ -85,6 +85,8 @@ class System:
             if kind in UDP_APPS:
                 send, recv = UDP_APPS[kind]
                 poll = wl.receive == "poll" or kind == "udp_gbn"  # DP's layer reads the pool
+                if poll and kind == "udp_stream":
+                    recv = app.poll_sink
                 a, b = tx.open_udp(i, poll=poll), rx.open_udp(i, poll=poll)
                 env.process(send(self._app_sm("tx", i), tx.cpu, a, wl, stats, conn))
                 env.process(recv(self._app_sm("rx", i), rx.cpu, b, wl, stats, conn))
