@@ -8,14 +8,21 @@
 
 Each paper's figures are measured in cpasim the way the paper measured them:
 
-* DP one-way latency: a 1-byte ping-pong, half the mean round trip.
+* DP one-way latency: a 1-byte ping-pong of polled UDP datagrams (rpc), half
+  the mean round trip; L: the same with every CPU cost set to zero (what is
+  left is NIC, bus and wire: LogP's network latency).
 * DP raw bandwidth: a stream of single-frame datagrams (1472 B, the largest a
-  1500 B MTU carries under UDP/IP), goodput at the receiver.
-* DP gs, gr: the stream's time per datagram (in a steady stream the sender's
-  and the receiver's gaps are the same period, the slower stage's).
-* DP Os, Or: CPU busy time per datagram on the sending / receiving host.
-* DP L: half the 1-byte round trip with every CPU cost set to zero (what
-  is left is NIC, bus and wire: LogP's network latency).
+  1500 B MTU carries under UDP/IP), goodput at the receiver; with flow control
+  the same over the Go-Back-N layer (udp_gbn); bidirectional: both hosts
+  streaming (workload.duplex), goodput per direction.
+* DP gs: the stream's time per frame sent; gr: the slower of the wire and the
+  receiving host's I/O bus per frame (a receive-only figure: in a steady stream
+  the sender's and the receiver's gaps are one period, the slowest stage's).
+* DP Os: the sender's CPU busy time per datagram of the stream, less interrupt
+  entry and exit; Or: the receiver's busy time per datagram, less Ur, of a
+  stream whose sender pauses between datagrams (one message on its own); Ur:
+  the receiving application's busy time per pick-up; Ur_copy_extra: what
+  copying a full datagram out of the pool adds per round trip of a ping-pong.
 * Mosberger round trip: a 1-byte TCP ping-pong on 10 Mb/s Ethernet; the
   versions (BAD ... ALL) differ only in the protocol path's processing time Tp
   (Table 9), so each version scales the per-packet protocol costs by its Tp.
@@ -27,7 +34,9 @@ least squares (:func:`cpasim.calibrate.fit.log_least_squares`: relative
 residuals, a 10 % finite-difference step because the simulator is piecewise
 constant) on a subset of the figures; every other figure is held out, or marked
 derived from fitted values where it follows from values fitted elsewhere (DP's
-gs: cpasim's PCI defaults were fitted to it).  The fitted values are written
+gs: cpasim's PCI defaults were fitted to it).  A cost that one figure alone fixes
+(DP's cpu.cost.poll: Ur times the clock) is set from it in closed form, and the
+report says how; its figure counts as fitted.  The fitted values are written
 into ``scenarios/*.toml``
 and every residual into ``calibration/OLDER_SEEDS.md``.
 """
