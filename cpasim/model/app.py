@@ -19,8 +19,9 @@ the call's copy.
   ``retransmit_timeout`` without progress it goes back to the oldest
   unacknowledged one.  rx accepts only the next datagram in order and
   acknowledges (a ``GBN_ACK``-byte datagram carrying the next number it expects)
-  every ``ack_every`` of them, and at once on one out of order.  Each datagram
-  sent or picked up costs ``cpu.cost.reliable`` of protocol work.
+  every ``ack_every`` of them, and at once on one out of order (so the last few
+  of a sized run are acknowledged once the timeout has sent them again).  Each
+  datagram sent or picked up costs ``cpu.cost.reliable`` of protocol work.
 * ``workload.duplex`` (``udp_stream``, ``udp_gbn``): each host also runs the
   sender of a stream to the other (connection ``r<i>``), as its own process.
 * ``pingpong``: tx writes ``message_size`` bytes, reads as many back, and
