@@ -420,7 +420,14 @@ def test_params_prefix_and_json():
     assert wmem["unit"] == "B" and wmem["default"] == 0 and wmem["per_host"] is True
     assert wmem["default_text"] == "0B"
     kind = json.loads(CliRunner().invoke(cpasim.cli.app, _argv("workload.kind", "--json")).output)
-    assert kind[0]["choices"] == ["tcp_stream", "udp_stream", "pingpong", "rpc", "webserver"]
+    assert kind[0]["choices"] == [
+        "tcp_stream",
+        "udp_stream",
+        "pingpong",
+        "rpc",
+        "webserver",
+        "udp_gbn",
+    ]
 
 
 def test_params_resolved_scenario():

@@ -40,6 +40,8 @@ RPC = ("workload.kind=rpc",)
 SEND_2613 = (*UDP, "ip.send_path=2.6.13", "ip.netfilter=true")
 COPY_ENGINE = ("copy_engine.enabled=true",)
 CACHE = ("cpu.cache.size=512KiB",)
+POLL = (*UDP, "workload.receive=poll")
+GBN = ("workload.kind=udp_gbn",)
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,18 @@ MATTERS: dict[str, Case] = {
     "nic.tx_fetch_request": Case("call", ("nic.tx_desc_cache=64",), "tx_desc_cache"),
     # workload: request/response over UDP
     "workload.response_size": Case("4KiB", RPC, "rpc"),
+    # workload: Directed Point's polled receive, its reliable layer, two-way streams
+    "workload.receive": Case("poll", UDP, "udp_stream"),
+    "workload.duplex": Case("true", UDP, "udp_stream"),
+    "workload.window": Case("1", (*GBN, "workload.ack_every=1"), "udp_gbn"),
+    "workload.ack_every": Case("1", GBN, "udp_gbn"),
+    "workload.retransmit_timeout": Case("50us", (*GBN, "link.loss=0.02"), "udp_gbn"),
+    "cpu.cost.poll": Case("20000", POLL, "workload.receive = poll"),
+    "cpu.cost.poll_per_byte": Case("5", (*POLL, "workload.copy_out=true"), "workload.copy_out"),
+    "workload.copy_out": Case(
+        "true", (*POLL, "cpu.cost.poll_per_byte=5"), "workload.receive = poll"
+    ),
+    "cpu.cost.reliable": Case("20000", GBN, "workload.kind = udp_gbn"),
     # memory
     "memory.bandwidth": Case("1Gbps"),
     "memory.latency": Case("1us", ("memory.bandwidth=100Gbps",), "memory.bandwidth"),

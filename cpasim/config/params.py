@@ -121,7 +121,7 @@ class WorkloadParams:
         "tcp_stream",
         ENUM,
         "traffic pattern",
-        choices=("tcp_stream", "udp_stream", "pingpong", "rpc", "webserver"),
+        choices=("tcp_stream", "udp_stream", "pingpong", "rpc", "webserver", "udp_gbn"),
     )
     bytes: int = param(0, SIZE, "bytes to transfer; 0 = run for sim.duration", lo=0)
     write_size: int = param("64KiB", SIZE, "bytes per application write()", lo=1, hi="1GiB")
@@ -144,6 +144,44 @@ class WorkloadParams:
         "the webserver and udp_stream senders read() each response chunk (write_size) or "
         "datagram from a cached file into their buffer before sending it: a system call and "
         "a kernel->user copy (cpu.cost.copy_recv_per_byte); false = the data is in place",
+    )
+    # Directed Point (seed 002): a receiver that polls user-mapped token buffers.
+    receive: str = param(
+        "syscall",
+        ENUM,
+        "how UDP datagrams reach the application (udp_stream, rpc): syscall = "
+        "recvfrom(); poll = the kernel's receive path copies each datagram into a "
+        "user-mapped buffer pool (cpu.cost.copy_recv_per_byte, in udp_rcv) and the "
+        "application picks it up without a system call (cpu.cost.poll); udp_gbn always polls",
+        choices=("syscall", "poll"),
+    )
+    copy_out: bool = param(
+        False,
+        BOOL,
+        "polled receive (workload.receive = poll, udp_gbn): the receiver copies each "
+        "datagram out of the pool into "
+        "its own buffer (cpu.cost.poll_per_byte) instead of consuming it in place",
+    )
+    duplex: bool = param(
+        False,
+        BOOL,
+        "udp_stream and udp_gbn: each host also streams to the other (connection r<i> "
+        "from rx to tx), a sending and a receiving process per host; other kinds ignore it",
+    )
+    window: int = param(
+        32, INT, "udp_gbn: datagrams the sender may have unacknowledged", lo=1, hi=1_000_000
+    )
+    ack_every: int = param(
+        8, INT, "udp_gbn: the receiver acknowledges every this many datagrams", lo=1, hi=1_000_000
+    )
+    # Long enough for ack_every datagrams to cross a 100 Mb/s link and be acknowledged.
+    retransmit_timeout: float = param(
+        "10ms",
+        TIME,
+        "udp_gbn: the sender goes back to its oldest unacknowledged datagram "
+        "after this long without an acknowledgement",
+        lo="1us",
+        hi="1000s",
     )
 
 
@@ -541,6 +579,30 @@ class CpuCostParams:
         unit="cycles/B",
     )
     user: float = param(200.0, FLOAT, "application work per call", lo=0, unit="cycles")
+    # Seed 002's Ur: a message picked up from the token buffer pool, in user space.
+    poll: float = param(
+        30.0,
+        FLOAT,
+        "picking one datagram up from the user-mapped buffer pool (workload.receive = poll)",
+        lo=0,
+        unit="cycles",
+    )
+    poll_per_byte: float = param(
+        0.0,
+        FLOAT,
+        "per byte copied out of the buffer pool on pick-up (workload.receive = poll, "
+        "workload.copy_out)",
+        lo=0,
+        unit="cycles/B",
+    )
+    reliable: float = param(
+        2500.0,
+        FLOAT,
+        "user-level reliable layer per datagram sent and per datagram received "
+        "(workload.kind = udp_gbn)",
+        lo=0,
+        unit="cycles",
+    )
 
 
 @dataclass(frozen=True)

@@ -259,10 +259,18 @@ def check(flat: dict[str, Any], where: str) -> None:
             f"{where}: workload.processes ({flat['workload.processes']}) must not exceed "
             f"hosts.tx.cpu.cores ({flat['hosts.tx.cpu.cores']})"
         )
-    if flat["workload.kind"] == "udp_stream" and flat["workload.message_size"] > MAX_UDP_PAYLOAD:
+    kind = flat["workload.kind"]
+    if kind in ("udp_stream", "udp_gbn") and flat["workload.message_size"] > MAX_UDP_PAYLOAD:
         raise CpasimError(
             f"{where}: workload.message_size ({flat['workload.message_size']} B) exceeds the "
-            f"largest UDP datagram ({MAX_UDP_PAYLOAD} B) for workload.kind = udp_stream"
+            f"largest UDP datagram ({MAX_UDP_PAYLOAD} B) for workload.kind = {kind}"
+        )
+    if kind == "udp_gbn" and flat["workload.ack_every"] > flat["workload.window"]:
+        # Each window would end in a retransmission timeout: its last datagrams are never
+        # acknowledged.
+        raise CpasimError(
+            f"{where}: workload.ack_every ({flat['workload.ack_every']}) must not exceed "
+            f"workload.window ({flat['workload.window']})"
         )
     if flat["workload.kind"] == "rpc":
         for key in ("workload.request_size", "workload.response_size"):

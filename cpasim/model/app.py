@@ -8,7 +8,22 @@ the call's copy.
 
 * ``tcp_stream``: tx writes ``write_size`` bytes per call as fast as it can
   (until ``workload.bytes``, if set); rx reads ``read_size`` per call.
-* ``udp_stream``: tx sends ``message_size`` datagrams; rx receives them.
+* ``udp_stream``: tx sends ``message_size`` datagrams; rx receives them.  With
+  ``workload.receive = "poll"`` every UDP receiver here picks datagrams up from
+  a user-mapped pool without a system call (Directed Point, seed 002); the
+  stream's receiver then drains the pool each time it has the core.
+* ``udp_gbn``: seed 002's user-level reliable layer over polled UDP (whatever
+  ``workload.receive`` says: it reads sequence numbers from the pool), Go-Back-N:
+  tx sends ``message_size`` datagrams numbered in order, at most ``window``
+  unacknowledged, picking up the acknowledgements between sends; after
+  ``retransmit_timeout`` without progress it goes back to the oldest
+  unacknowledged one.  rx accepts only the next datagram in order and
+  acknowledges (a ``GBN_ACK``-byte datagram carrying the next number it expects)
+  every ``ack_every`` of them, and at once on one out of order (so the last few
+  of a sized run are acknowledged once the timeout has sent them again).  Each
+  datagram sent or picked up costs ``cpu.cost.reliable`` of protocol work.
+* ``workload.duplex`` (``udp_stream``, ``udp_gbn``): each host also runs the
+  sender of a stream to the other (connection ``r<i>``), as its own process.
 * ``pingpong``: tx writes ``message_size`` bytes, reads as many back, and
   records the round trip; rx echoes.
 * ``rpc``: request/response over UDP: tx (the client) sends a ``request_size``
@@ -37,6 +52,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
+from cpasim.protocol import GBN_ACK
 from cpasim.trace import TracedStore
 
 
@@ -130,6 +146,96 @@ def udp_sink(sm, cpu, sock, wl, stats, conn):
         stats.delivered(n, conn)
 
 
+def poll_sink(sm, cpu, sock, wl, stats, conn):
+    """udp_stream's receiver with ``workload.receive = "poll"``: a polling loop, which
+    once it has the core picks up every datagram in the pool (there is no system call
+    at which it would give the core up)."""
+    sm.identify(conn)
+    user, copy_out = cpu.cycles("user"), wl.copy_out
+    while True:
+        yield from cpu.take(sm)
+        while True:
+            pkt = yield from sock.poll(sm, user=user, copy_out=copy_out)
+            stats.delivered(pkt.payload, conn)
+            if not sock.pending():
+                break
+        cpu.release(sm)
+
+
+def udp_receiver(sock, wl):
+    """The UDP receive call of ``workload.receive``: a generator function returning the
+    payload bytes of the next datagram."""
+    if wl.receive != "poll":
+        return sock.recvfrom
+
+    copy_out = wl.copy_out
+
+    def pick(sm, *, user: float = 0.0):
+        pkt = yield from sock.poll(sm, user=user, copy_out=copy_out)
+        return pkt.payload
+
+    return pick
+
+
+# -- udp_gbn ---------------------------------------------------------------------------------
+def gbn_source(sm, cpu, sock, wl, stats, conn):
+    sm.identify(conn)
+    env = cpu.env
+    reliable, rto, size = cpu.cost.reliable, wl.retransmit_timeout, wl.message_size
+    base = nxt = top = 0  # oldest unacknowledged, next to send, next new one
+    deadline = math.inf  # when the oldest unacknowledged is sent again
+
+    def acked(seq: int) -> None:
+        nonlocal base, deadline
+        if seq > base:
+            base = seq
+            deadline = env._now + rto if base < nxt else math.inf
+
+    while True:
+        yield from cpu.take(sm)
+        while sock.pending():  # the acknowledgements that arrived meanwhile
+            ack = yield from sock.poll(sm, user=reliable)
+            acked(ack.seq)
+        new = stats.sent_budget(size) if nxt == top else size
+        if nxt < base + wl.window and new:
+            yield from sock.sendto(sm, new, user=reliable, seq=nxt)
+            if nxt == top:
+                stats.written += new
+                top += 1
+            if nxt == base:
+                deadline = env._now + rto
+            nxt += 1
+        elif base == top:  # a sized run: everything sent was acknowledged
+            cpu.release(sm)
+            return
+        else:  # window full: wait for an acknowledgement or the timeout
+            ack = yield from sock.poll(sm, user=reliable, deadline=deadline)
+            if ack is None:
+                nxt = base  # go back N
+                deadline = env._now + rto
+            else:
+                acked(ack.seq)
+        cpu.release(sm)
+
+
+def gbn_sink(sm, cpu, sock, wl, stats, conn):
+    sm.identify(conn)
+    reliable = cpu.cost.reliable
+    expected = unacked = 0
+    while True:
+        yield from cpu.take(sm)
+        pkt = yield from sock.poll(sm, user=reliable, copy_out=wl.copy_out)
+        in_order = pkt.seq == expected
+        if in_order:
+            expected += 1
+            unacked += 1
+            stats.delivered(pkt.payload, conn)
+        if unacked >= wl.ack_every or not in_order:
+            unacked = 0
+            yield from sock.sendto(sm, GBN_ACK, user=reliable, seq=expected)
+        cpu.release(sm)
+
+
 # -- pingpong --------------------------------------------------------------------------------
 def _read_exactly(sm, sock, nbytes):
     got = 0
@@ -167,21 +273,23 @@ def ping_server(sm, cpu, sock, wl, stats, conn):
 def rpc_client(sm, cpu, sock, wl, stats, conn):
     sm.identify(conn)
     env = cpu.env
+    receive = udp_receiver(sock, wl)
     while True:
         started = env._now
         yield from cpu.take(sm)
         yield from sock.sendto(sm, wl.request_size, user=cpu.cycles("user"))
         stats.written += wl.request_size
-        yield from sock.recvfrom(sm)
+        yield from receive(sm)
         cpu.release(sm)
         stats.latency(started)
 
 
 def rpc_server(sm, cpu, sock, wl, stats, conn):
     sm.identify(conn)
+    receive = udp_receiver(sock, wl)
     while True:
         yield from cpu.take(sm)
-        n = yield from sock.recvfrom(sm)
+        n = yield from receive(sm)
         stats.delivered(n, conn)
         yield from sock.sendto(sm, wl.response_size, user=cpu.cycles("user"))
         cpu.release(sm)

@@ -86,7 +86,7 @@ class Host:
         self.ip.register("tcp", conn.conn, conn)
         return TcpSocket(conn, self.cpu, self.engine)
 
-    def open_udp(self, idx: int) -> UdpSocket:
+    def open_udp(self, idx: int, *, poll: bool = False, name: str = "") -> UdpSocket:
         ep = UdpEndpoint(
             self.env,
             self.sys,
@@ -97,6 +97,8 @@ class Host:
             tracer=self.tracer,
             cpu=self.cpu,
             ip=self.ip,
+            poll=poll,
+            name=name,
         )
         self.udp.append(ep)
         self.ip.register("udp", ep.conn, ep)

@@ -21,7 +21,10 @@ entered in the caller's SM:
   (``ip_fragment``, ``nf_hook``, ``ip_push_pending_frames`` into the ``qdisc``);
   with ``ip.send_path = "2.6.13"``, ``alloc_skb``, ``do_csum_partial_copy_from_user``
   and ``ip_push_pending_frames`` as :mod:`cpasim.model.ip_send` describes;
-* UDP ``recvfrom()``: ``sk_wait_data``, ``UdpRecvMsg: copy``.
+* UDP ``recvfrom()``: ``sk_wait_data``, ``UdpRecvMsg: copy``;
+* polled pick-up (``workload.receive = "poll"``, no system call): ``poll_wait``
+  (nothing in the pool yet; no wake-up cost), ``dp_pickup`` (``cpu.cost.poll``,
+  plus ``poll_per_byte`` per byte with ``workload.copy_out``).
 
 Copies cost ``cpu.cost.copy`` plus ``copy_send_per_byte`` (user→kernel) or
 ``copy_recv_per_byte`` (kernel→user) per byte.  With ``memory.bandwidth`` set, a
@@ -34,6 +37,8 @@ in the copy (``csum_and_copy_from_user``: the bytes cross the memory twice) unle
 """
 
 from __future__ import annotations
+
+import math
 
 #: Segments a ``write()`` copies before it lets waiting kernel work have the core.
 COPY_SEGMENTS = 4
@@ -167,8 +172,9 @@ class UdpSocket:
         self.ep = endpoint
         self.cpu = cpu
 
-    def sendto(self, sm, nbytes: int, *, user: float = 0.0):
-        """Send one datagram of ``nbytes`` payload bytes (blocks while the qdisc is full)."""
+    def sendto(self, sm, nbytes: int, *, user: float = 0.0, seq: int | None = None):
+        """Send one datagram of ``nbytes`` payload bytes (blocks while the qdisc is full);
+        ``seq``: a user-level protocol's sequence number it carries."""
         ep, cpu = self.ep, self.cpu
         if ep.ip.ip_send is not None:  # Linux 2.6.13's path (cpasim.model.ip_send)
             yield from ep.ip.ip_send.sendmsg(sm, ep.datagram(nbytes), user=user)
@@ -185,7 +191,7 @@ class UdpSocket:
             copy=copy,
             buffer=cpu.cycles("skb_alloc"),
         )
-        yield from ep.send(sm, nbytes)
+        yield from ep.send(sm, nbytes, seq)
 
     def recvfrom(self, sm, *, user: float = 0.0):
         """Wait for one datagram and copy it out; returns its payload bytes."""
@@ -209,3 +215,39 @@ class UdpSocket:
             buffer=cpu.cycles("skb_free"),
         )
         return nbytes
+
+    def poll(self, sm, *, user: float = 0.0, copy_out: bool = False, deadline: float = math.inf):
+        """Pick up the next datagram from the user-mapped pool (``workload.receive =
+        "poll"``), copying it out with ``copy_out``; returns its
+        :class:`~cpasim.model.packet.Packet`, or None if none came by ``deadline``.
+
+        DP's receiver checks the pool in user space: no system call, no block and
+        wake-up.  While the pool is empty the poller lets the kernel's receive work
+        have the core (as the interrupt preempts it) and is not counted busy."""
+        ep, cpu = self.ep, self.cpu
+        if ep.rcvq.items:
+            (pkt,) = ep.rcvq.take_now(1, sm)
+        else:
+            sm.begin("poll_wait")
+            got = ep.rcvq.get(sm)
+            if deadline == math.inf:
+                pkt = yield from cpu.block(sm, got)
+            else:
+                env = cpu.env
+                yield from cpu.block(sm, got | env.timeout(max(0.0, deadline - env._now)))
+                if not got.triggered:
+                    got.cancel()
+                    return None
+                pkt = got.value
+        ep.rcv_bytes -= ep.charge(pkt.payload)
+        yield cpu.spend(
+            sm,
+            "dp_pickup",
+            user=cpu.cost.poll + user,
+            copy=cpu.cost.poll_per_byte * pkt.payload if copy_out else 0.0,
+        )
+        return pkt
+
+    def pending(self) -> int:
+        """Datagrams waiting in the pool (a poll that finds them costs no wait)."""
+        return len(self.ep.rcvq.items)

@@ -28,6 +28,13 @@ ANALYSIS_ENDS = {
     "pingpong": (("tx", "App"), ("rx", "App")),
     "rpc": (("tx", "App"), ("rx", "App")),
     "webserver": (("rx", "App"), ("rx", "App")),
+    "udp_gbn": (("tx", "App"), ("rx", "App")),
+}
+#: The UDP workloads: kind -> (sender, receiver) processes.
+UDP_APPS = {
+    "udp_stream": (app.udp_source, app.udp_sink),
+    "rpc": (app.rpc_client, app.rpc_server),
+    "udp_gbn": (app.gbn_source, app.gbn_sink),
 }
 
 
@@ -75,15 +82,22 @@ class System:
         kind = wl.kind
         for i in range(wl.connections):
             conn = f"c{i}"
-            if kind in ("udp_stream", "rpc"):
-                a, b = tx.open_udp(i), rx.open_udp(i)
-                send, recv = (
-                    (app.udp_source, app.udp_sink)
-                    if kind == "udp_stream"
-                    else (app.rpc_client, app.rpc_server)
-                )
+            if kind in UDP_APPS:
+                send, recv = UDP_APPS[kind]
+                poll = wl.receive == "poll" or kind == "udp_gbn"  # DP's layer reads the pool
+                if poll and kind == "udp_stream":
+                    recv = app.poll_sink
+                a, b = tx.open_udp(i, poll=poll), rx.open_udp(i, poll=poll)
                 env.process(send(self._app_sm("tx", i), tx.cpu, a, wl, stats, conn))
                 env.process(recv(self._app_sm("rx", i), rx.cpu, b, wl, stats, conn))
+                if wl.duplex and kind != "rpc":  # the stream the other way: rx sends to tx
+                    back = f"r{i}"
+                    c = rx.open_udp(i, poll=poll, name=back)
+                    d = tx.open_udp(i, poll=poll, name=back)
+                    sm = self.tracer.sm("rx", "App", back)
+                    env.process(send(sm, rx.cpu, c, wl, stats, back))
+                    sm = self.tracer.sm("tx", "App", back)
+                    env.process(recv(sm, tx.cpu, d, wl, stats, back))
                 continue
             # Each side starts with the window the other's handshake offered.
             mtu = self.cfg.link.mtu

@@ -46,6 +46,7 @@ _INSTANCE = re.compile(r"#\w+")
 METRICS = {
     "tcp_stream": ("goodput_bps", True),
     "udp_stream": ("goodput_bps", True),
+    "udp_gbn": ("goodput_bps", True),
     "pingpong": ("latency_ns", False),
     "rpc": ("latency_ns", False),
     "webserver": ("latency_ns", False),
