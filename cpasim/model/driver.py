@@ -53,20 +53,21 @@ class Rings:
     Descriptor credits never carry connection ids.
     """
 
-    def __init__(self, env, sys: str, tracer, *, params):
-        """``params``: the host's ``nic`` section (the rings' sizes)."""
+    def __init__(self, env, sys: str, tracer, *, params, inst: str = "0"):
+        """``params``: the host's ``nic`` section (the rings' sizes); ``inst``: the
+        interface's instance."""
 
         # Free descriptors are credit queues (declared unbounded, initial resize to the
         # ring size), so capacity(+k) on them means k more ring entries.
         def credits(name: str, init: int) -> TracedContainer:
-            return TracedContainer(env, tracer, sys, name, "0", init=init, conn_flow=False)
+            return TracedContainer(env, tracer, sys, name, inst, init=init, conn_flow=False)
 
         self.tx_free = credits("TX free desc", params.tx_ring)
         self.tx_ring = credits("TX ring", 0)
         self.tx_pkts: deque = deque()  # the packets behind tx_ring's descriptors, in order
         self.tx_done = credits("TX done", 0)
         self.rx_free = credits("RX free desc", params.rx_ring)
-        self.rx_ring = TracedStore(env, tracer, sys, "RX ring", "0")
+        self.rx_ring = TracedStore(env, tracer, sys, "RX ring", inst)
 
 
 class Driver:
@@ -87,9 +88,11 @@ class Driver:
         qdisc,
         rx_out,
         stats,
+        inst: str = "0",
     ):
         """``params``: the host's ``driver`` section; ``mmio_latency``: the core's stall per
-        doorbell (``pcie.mmio_latency``); costs come from ``cpu``."""
+        doorbell (``pcie.mmio_latency``); costs come from ``cpu``; ``inst``: the
+        interface's instance."""
         self.env = env
         self.cpu = cpu
         self.bus = bus
@@ -106,9 +109,9 @@ class Driver:
         self.c_alloc = cpu.cycles("skb_alloc")
         self.c_free = cpu.cycles("skb_free")
         self.c_mmio = mmio_latency / cpu.ns_per_cycle
-        self.tx_sm = tracer.sm(sys, "Driver TX", "0")
-        self.isr_sm = tracer.sm(sys, "ISR", "0")
-        self.napi_sm = tracer.sm(sys, "NAPI", "0")
+        self.tx_sm = tracer.sm(sys, "Driver TX", inst)
+        self.isr_sm = tracer.sm(sys, "ISR", inst)
+        self.napi_sm = tracer.sm(sys, "NAPI", inst)
         env.process(self._xmit())
         env.process(self._interrupts())
 
