@@ -1010,7 +1010,7 @@ def _show(key, value: float) -> str:
 def report_text(fits: list[Fit]) -> str:
     out = [
         "# The older seeds' figures in cpasim: Directed Point (002), Mosberger (000), "
-        "Makineni (003)",
+        "Makineni (003), Waheed (001)",
         "",
         "Re-create with `.venv/bin/python calibration/fit_older_seeds.py` (about six "
         "minutes, most of it Makineni's fit; `--check` re-measures the scenarios as they "
@@ -1072,6 +1072,17 @@ def report_text(fits: list[Fit]) -> str:
     return "\n".join(out) + "\n"
 
 
+#: The report's sections written by hand (scenarios with no fitted value), from this
+#: heading to the end: kept as they are when the report is rewritten.
+HAND_WRITTEN = "\n## Waheed"
+
+
+def _hand_written() -> str:
+    text = REPORT.read_text() if REPORT.exists() else ""
+    at = text.find(HAND_WRITTEN)
+    return text[at:] if at >= 0 else ""
+
+
 def main(argv: list[str]) -> int:
     only = [a for a in argv if not a.startswith("-")]
     unknown = [a for a in only if a not in SYSTEMS]
@@ -1085,7 +1096,7 @@ def main(argv: list[str]) -> int:
             worst = max(abs(residual(f.model[t.key], t.value)) for t in f.system.targets)
             print(f"{f.system.name}: worst residual {worst:.1%}")
         if not only:
-            REPORT.write_text(report_text(fits))
+            REPORT.write_text(report_text(fits) + _hand_written())
         return 0
     fits = []
     up_values: dict[str, float] = {}
@@ -1117,7 +1128,7 @@ def main(argv: list[str]) -> int:
         worst = max(abs(residual(f.model[t.key], t.value)) for t in system.targets)
         print(f"{name}: {f.values} worst residual {worst:.1%}", flush=True)
     if not only:
-        REPORT.write_text(report_text(fits))
+        REPORT.write_text(report_text(fits) + _hand_written())
     return 0
 
 
