@@ -246,3 +246,12 @@ def test_estimate_capture_and_series_with_three_hosts(tmp_path):
         {"topology.kind": "forward", "hosts.fw.pcie.gen": 1, "hosts.fw.pcie.lanes": 1}
     )
     assert estimate(slow_fw).rate_bps < estimate(direct).rate_bps
+
+
+def test_a_run_through_the_forwarding_host_is_the_same_traced_or_not():
+    over = {"topology.kind": "forward", "sim.duration": "3ms", "sim.warmup": "1ms"}
+    plain = cpasim.run(ROOT / "scenarios" / "tcp-stream.toml", over).to_json()
+    traced = cpasim.run(ROOT / "scenarios" / "tcp-stream.toml", over, trace=True).to_json()
+    for out in (plain, traced):
+        out.pop("wall_s")
+    assert plain == traced

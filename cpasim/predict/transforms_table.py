@@ -145,7 +145,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from cpasim.analysis import Transforms
-from cpasim.config import ALL_HOSTS, HOSTS, Config, spec_of
+from cpasim.config import ALL_HOSTS, FORWARDER, HOSTS, Config, spec_of
 from cpasim.errors import CpasimError
 from cpasim.model.bus_rules import BUS_STATES, READ, read_round_trip_ns
 from cpasim.model.pcie import pcie_bytes_per_ns
@@ -615,12 +615,14 @@ def check_keys(keys) -> None:
             )
 
 
-def _as_given(full_keys) -> list[str]:
-    """Changed keys as a user writes them: ``tcp.cc`` when both hosts' changed."""
+def _as_given(full_keys, hosts=ALL_HOSTS) -> list[str]:
+    """Changed keys as a user writes them: ``tcp.cc`` when every host's (of ``hosts``,
+    the run's) changed."""
     out: list[str] = []
     for full in full_keys:
         host, key = _split(full)
-        if host is not None and all(f"hosts.{h}.{key}" in full_keys for h in spec_of(full).hosts):
+        mine = [h for h in spec_of(full).hosts if h in hosts]
+        if host is not None and all(f"hosts.{h}.{key}" in full_keys for h in mine):
             full = key
         if full not in out:
             out.append(full)
@@ -680,7 +682,11 @@ def plan_change(old: Config, new: Config, state_means: Mapping[str, float] | Non
     it a rule's factor applies to the whole state.
     """
     diffs = old.changes(new)
-    check_keys(_as_given(diffs))
+    hosts = ALL_HOSTS
+    if old.topology.kind != "forward":  # no forwarding host: its keys change nothing
+        hosts = HOSTS
+        diffs = {k: v for k, v in diffs.items() if _split(k)[0] != FORWARDER}
+    check_keys(_as_given(diffs, hosts))
     # Group per (rule, host): several keys of one rule (gen + lanes) act together.
     touched: dict[tuple[int, str | None], list[str]] = {}
     for full in diffs:
