@@ -255,3 +255,22 @@ def test_a_run_through_the_forwarding_host_is_the_same_traced_or_not():
     for out in (plain, traced):
         out.pop("wall_s")
     assert plain == traced
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        ["hosts.tx.cpu.freq=2GHz", "hosts.rx.cpu.freq=2GHz"],
+        ["topology.kind=forward", "hosts.tx.cpu.freq=2GHz", "hosts.rx.cpu.freq=2GHz"],
+        ["topology.kind=forward", "hosts.fw.cpu.freq=2GHz", "cpu.cost.forward=300"],
+    ],
+)
+def test_resolved_scenario_with_a_forwarding_host_key_loads_back(tmp_path, sets):
+    cfg = load_scenario(None, sets=sets)
+    path = tmp_path / "resolved.toml"
+    path.write_text(cfg.to_toml())
+    assert load_scenario(path).digest == cfg.digest
+    # An unprefixed key is answered for the hosts of the run.
+    if cfg.topology.kind == "direct":
+        assert cfg.value("cpu.freq") == 2e9
+        assert "[hosts.fw" not in cfg.to_toml()

@@ -12,6 +12,7 @@ from typing import Any
 from cpasim.config import resolve
 from cpasim.config.params import (
     ALL_HOSTS,
+    FORWARDER,
     GLOBAL_SECTIONS,
     SPECS,
     BottleneckParams,
@@ -93,16 +94,17 @@ class Config:
 
     def value(self, key: str) -> Any:
         """One resolved value.  A per-host key without prefix (``tcp.wmem``) is answered
-        only when every host that has it agrees."""
+        only when every host of the run (the forwarding host only with
+        ``topology.kind = "forward"``) that has it agrees."""
         if key in self._flat:
             return self._flat[key]
         full, _ = resolve.targets(key, "config")
+        if self.topology.kind != "forward":  # the forwarding host is not in the run
+            full = [k for k in full if not k.startswith(f"hosts.{FORWARDER}.")] or full
         values = {self._flat[k] for k in full}
         if len(values) != 1:
             spec = SPECS[key]
-            per_host = ", ".join(
-                f"{h}: {spec.format(self._flat[f'hosts.{h}.{key}'])}" for h in spec.hosts
-            )
+            per_host = ", ".join(f"{k.split('.')[1]}: {spec.format(self._flat[k])}" for k in full)
             raise CpasimError(
                 f"{key} differs between hosts ({per_host}); ask for hosts.<host>.{key}"
             )
@@ -151,6 +153,7 @@ class Config:
         """
         shared: list[tuple[str, str]] = []
         per_host: list[tuple[str, str]] = []
+        forward = self.topology.kind == "forward"
         for key, spec in SPECS.items():
             if not spec.per_host:
                 shared.append((key, _toml_value(spec, self._flat[key])))
@@ -160,6 +163,8 @@ class Config:
                 shared.append((key, _toml_value(spec, values[0])))
             else:
                 for h, v in zip(spec.hosts, values, strict=True):
+                    if h == FORWARDER and not forward and v == spec.default:
+                        continue  # no forwarding host in the run: its default goes unsaid
                     per_host.append((f"hosts.{h}.{key}", _toml_value(spec, v)))
         lines = [f"# cpasim scenario, fully resolved; digest {self.digest}"]
         if self.source:

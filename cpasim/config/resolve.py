@@ -361,13 +361,13 @@ def _check_topology(flat: dict[str, Any], where: str) -> None:
                     "the hosts; set one of them"
                 )
         return
-    # Without a forwarding host its keys change nothing: one set apart from the end
-    # hosts (which a key without prefix sets alike) is a mistake.
+    # Without a forwarding host its keys change nothing: one set apart from its
+    # default and from the end hosts (which a key without prefix sets alike) is a mistake.
     for full, value in flat.items():
         if full.startswith(fw):
             key = full[len(fw) :]
             ends = [flat[f"hosts.{h}.{key}"] for h in HOSTS if f"hosts.{h}.{key}" in flat]
-            if value not in (ends or [SPECS[key].default]):
+            if value != SPECS[key].default and value not in ends:
                 raise CpasimError(
                     f'{where}: {full} is set, but topology.kind = "direct" has no '
                     f'forwarding host (set topology.kind = "forward")'
