@@ -10,8 +10,9 @@
 * Seed 001 (Waheed 2003, slide 17): IP forwarding ≤ Be/2, Be = the I/O bus's
   width × clock.  With an ideal bus (no burst overhead, no read wait) and the
   forwarding host's CPU cost falling, the forwarded rate rises towards Be/2 and
-  never passes it; at a 100 GHz clock it is 91.6% of Be/2 (the rest: MAC headers,
-  descriptors, and frames written in and then dropped at the full qdisc).
+  never passes it: while the core limits it is the core's closed form (cycles
+  per packet / clock; within 0.7%), at a 100 GHz clock 91.5% of Be/2 (the rest:
+  MAC headers, descriptors, and frames written in that find the qdisc full).
 * Seed 001, slide 18, held out: ``scenarios/waheed-router.toml`` (nothing fitted
   to it) forwards 3521 Mb/s, 82.6% of the seed's 4264 Mb/s bound, against the
   measured router's 3600 Mb/s = 84% (−2.2%).
@@ -139,16 +140,29 @@ IDEAL_PCIX = [
 ]
 
 
+def _cpu_bound_bps(cfg) -> float:
+    """The forwarded rate fw's one core sustains: per packet the forwarding path, a
+    descriptor and a buffer each way, and the transmit doorbell's stall (interrupts,
+    shared by many packets, left out)."""
+    cost, freq = cfg.fw.cpu.cost, cfg.fw.cpu.freq
+    cycles = cost.forward + 2 * cost.descriptor + cost.skb_alloc + cost.skb_free
+    cycles += cfg.fw.pcie.mmio_latency * freq / 1e9
+    return freq / cycles * cfg.link.mtu * 8
+
+
 @pytest.mark.slow
 def test_forwarding_approaches_half_the_bus_bandwidth_as_cpu_cost_vanishes():
     shares = []
     for freq in ("1GHz", "4GHz", "100GHz"):
         cfg = load_scenario(ROUTER, sets=[*IDEAL_PCIX, f"hosts.fw.cpu.freq={freq}"])
         be = cfg.fw.bus.pci_width * cfg.fw.bus.pci_clock  # bit/s
-        shares.append(_forwarded_bps(simulate(cfg), cfg) / (be / 2))
+        forwarded = _forwarded_bps(simulate(cfg), cfg)
+        shares.append(forwarded / (be / 2))
+        if freq != "100GHz":  # the core limits: its closed form (achieved: -0.7%, 0.0%)
+            assert forwarded == pytest.approx(_cpu_bound_bps(cfg), rel=0.02)
     assert all(0 < s <= 1.0 for s in shares)
-    assert shares == sorted(shares) and shares[0] < 0.5 * shares[-1]
-    assert shares[-1] >= 0.9  # achieved 0.916
+    assert shares == sorted(shares)
+    assert shares[-1] >= 0.9  # achieved 0.915
 
 
 #: Achieved: (model − seed) / seed for the held-out router, calibration/OLDER_SEEDS.md.

@@ -109,6 +109,7 @@ class Driver:
         self.c_alloc = cpu.cycles("skb_alloc")
         self.c_free = cpu.cycles("skb_free")
         self.c_mmio = mmio_latency / cpu.ns_per_cycle
+        self.busy = False  # Driver TX holds a packet it has not posted yet
         self.tx_sm = tracer.sm(sys, "Driver TX", inst)
         self.isr_sm = tracer.sm(sys, "ISR", inst)
         self.napi_sm = tracer.sm(sys, "NAPI", inst)
@@ -121,6 +122,7 @@ class Driver:
         sm.begin("idle")
         while True:
             first = q.take_now(1, sm)[0] if q.items else (yield q.get(sm))
+            self.busy = True  # a packet taken and not posted: whoever posts waits behind
             if not free.grab(1, sm):
                 sm.begin("ring full")
                 yield free.get(1, sm)
@@ -130,13 +132,19 @@ class Driver:
             more = min(len(q.items), int(free.level), self.tx_batch - 1)
             batch = [first, *q.take_now(more, sm)]
             free.grab(more, sm)
-            # Descriptor writes and the doorbell in one stretch of work.
-            self.bus.mmio_write()
-            yield cpu.work("driver", self.c_desc * len(batch) + self.c_mmio)
-            rings.tx_pkts.extend(batch)
-            rings.tx_ring.give(len(batch), sm)
+            yield from self.post(sm, cpu, batch)
+            self.busy = False
             cpu.release(sm)
             sm.begin("idle")
+
+    def post(self, sm, cpu, batch):
+        """Generator: ``sm``, holding a core of ``cpu`` and the descriptors' credits,
+        writes ``batch``'s descriptors and rings the doorbell, in one stretch of work;
+        the packets are then the NIC's (``TX ring``)."""
+        self.bus.mmio_write()
+        yield cpu.work("driver", self.c_desc * len(batch) + self.c_mmio)
+        self.rings.tx_pkts.extend(batch)
+        self.rings.tx_ring.give(len(batch), sm)
 
     def _interrupts(self):
         isr, napi, line = self.isr_sm, self.napi_sm, self.irq.line

@@ -17,10 +17,18 @@ sent out of the other one)
     ``nf_hook`` — with ``ip.netfilter``: the FORWARD hook (``cpu.cost.netfilter``);
     ``ip_forward`` — ``ip_rcv``, the route lookup, the TTL and header checksum
     update and ``ip_output`` (``cpu.cost.forward``, category ``stack``);
-    ``dev_queue_xmit`` — the packet into the other interface's ``qdisc``; a
-    full queue drops it (reason ``qdisc_full``), as Linux's forwarding path
-    does: no socket waits behind a router's queue;
-    then it gives the core back.
+    ``dev_queue_xmit`` — the packet to the other interface: when its ``qdisc``
+    is empty, its ``Driver TX`` holds no packet and its ring has a free
+    descriptor, the driver's transmit runs here, in the forwarding softirq, as
+    Linux's ``qdisc_run`` does (``xmit``: the descriptor and the doorbell,
+    ``cpu.cost.descriptor`` and the core's ``pcie.mmio_latency``, category
+    ``driver``); otherwise the packet waits in the ``qdisc`` for ``Driver TX``
+    (a full ring: Linux's ``net_tx_action`` once the clean-up frees
+    descriptors), and a full queue drops it (reason ``qdisc_full``), as Linux's
+    forwarding path does: no socket waits behind a router's queue;
+    then it gives the core back.  (Left to ``Driver TX``, every transmit would
+    wait for a core behind the receive side's next poll, and a saturated core
+    would forward a fraction of what it can.)
 
 The packet is the one received (Linux reuses the skb): its buffer was allocated
 by the receiving interface's NAPI (``cpu.cost.skb_alloc``) and is freed by the
@@ -77,7 +85,8 @@ class Forwarder:
             env.process(self._forward(tracer.sm(sys, "IP Forward", inst), src, dst))
 
     def _forward(self, sm, src: NetDevice, dst: NetDevice):
-        backlog, qdisc = src.rx_out, dst.qdisc
+        backlog, qdisc, driver = src.rx_out, dst.qdisc, dst.driver
+        free = dst.rings.tx_free
         cpu = self.cpu.softirq()
         while True:
             sm.begin("Wait")
@@ -88,7 +97,11 @@ class Forwarder:
                     yield cpu.spend(sm, "nf_hook", stack=self.c_netfilter)
                 yield cpu.spend(sm, "ip_forward", stack=self.c_forward)
                 sm.begin("dev_queue_xmit")
-                if len(qdisc.items) < qdisc.capacity:
+                # Straight to the ring only with nothing queued before it (order kept).
+                if not qdisc.items and not driver.busy and free.grab(1, sm):
+                    sm.begin("xmit")
+                    yield from driver.post(sm, cpu, [pkt])
+                elif len(qdisc.items) < qdisc.capacity:
                     qdisc.put_now(pkt, sm)
                 else:
                     self.dropped += 1

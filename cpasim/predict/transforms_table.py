@@ -420,6 +420,7 @@ _DMA_STATES = tuple(
 _CPU_TARGETS = (
     *(Target("{sys}:*:" + s) for s in CPU_STATES),
     Target("{sys}:Driver TX:xmit", _mmio),
+    Target("{sys}:IP Forward:xmit", _mmio),  # the forwarding host's direct transmit
     # A poll stalls on the RX doorbell only when it took packets; its mean per
     # entry cannot say how many did, so the stall is scaled with the cycles.
     Target("{sys}:NAPI:poll"),
