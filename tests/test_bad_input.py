@@ -111,7 +111,6 @@ def test_scenario_file_refused(capsys, tmp_path, text, expected):
         (["hosts.tx.cpu.cost.forward=100"], "a key of the forwarding host only"),
         # A key of the forwarding host without one.
         (["hosts.fw.cpu.freq=1GHz"], 'topology.kind = "direct" has no forwarding host'),
-        (["cpu.cost.forward=10"], 'topology.kind = "direct" has no forwarding host'),
         (["topology.kind=forward", "bottleneck.rate=100Mbps"], "the forwarding host is the"),
         (["topology.kind=forward", "hosts.fw.nic.rx_fifo=1KiB"], "cannot hold one frame"),
         (["hosts.gw.cpu.freq=1GHz"], "expected one of tx, rx, fw"),

@@ -288,3 +288,9 @@ def test_resolved_scenario_with_a_forwarding_host_key_loads_back(tmp_path, sets)
     if cfg.topology.kind == "direct":
         assert cfg.value("cpu.freq") == 2e9
         assert "[hosts.fw" not in cfg.to_toml()
+
+
+def test_every_cost_zero_is_accepted_without_a_forwarding_host():
+    """A key of the forwarding host only cannot tell a mistake from "every cost 0"."""
+    cfg = load_scenario(None, sets=["cpu.cost.forward=0", "cpu.cost.interrupt=0"])
+    assert cfg.topology.kind == "direct" and cfg.fw.cpu.cost.forward == 0

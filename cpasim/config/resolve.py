@@ -362,12 +362,13 @@ def _check_topology(flat: dict[str, Any], where: str) -> None:
                 )
         return
     # Without a forwarding host its keys change nothing: one set apart from its
-    # default and from the end hosts (which a key without prefix sets alike) is a mistake.
+    # default and from the end hosts (which a key without prefix sets alike) is a
+    # mistake.  Its own keys (cpu.cost.forward) cannot tell: "every cost 0" sets them.
     for full, value in flat.items():
         if full.startswith(fw):
             key = full[len(fw) :]
             ends = [flat[f"hosts.{h}.{key}"] for h in HOSTS if f"hosts.{h}.{key}" in flat]
-            if value != SPECS[key].default and value not in ends:
+            if ends and value != SPECS[key].default and value not in ends:
                 raise CpasimError(
                     f'{where}: {full} is set, but topology.kind = "direct" has no '
                     f'forwarding host (set topology.kind = "forward")'

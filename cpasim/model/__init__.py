@@ -5,6 +5,6 @@ Host software stack: :mod:`~cpasim.model.packet`, :mod:`~cpasim.model.cpu`,
 (with the env-free rules in :mod:`~cpasim.model.tcp_rules`),
 :mod:`~cpasim.model.udp`, :mod:`~cpasim.model.ip`, :mod:`~cpasim.model.host`;
 device path: qdisc, driver, NIC, bus, link, device; a forwarding host between the
-two: :mod:`~cpasim.model.forwarder`; the whole world: :mod:`~cpasim.model.system`; the SimPy environment a run drives it on:
-:mod:`~cpasim.model.kernel`.
+two: :mod:`~cpasim.model.forwarder`; the whole world: :mod:`~cpasim.model.system`;
+the SimPy environment a run drives it on: :mod:`~cpasim.model.kernel`.
 """
