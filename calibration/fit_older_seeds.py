@@ -644,8 +644,8 @@ rates are held out against their bounds.
 Headers, descriptors and the client's requests and ACKs take the rest of the memory.
 Without `memory.dma_holds` (a bridge that buffers, the DMA overlapping the copies) the
 serial bound does not hold: RTP reaches 1.35 times it, below the pipelined
-min(Bi/5, Be).  IP forwarding's Be/2 and the measured router's 84% need a forwarding
-host, which this model's two-host topology does not have.
+min(Bi/5, Be).  IP forwarding's Be/2 and the measured router's 84% are the
+forwarding host's (`topology.kind = "forward"`; the Waheed section below).
 
 **Cache model** (`cpu.cache.*`; `cpasim/model/cache.py`): the seed's formulas,
 checked, not fitted: MR = W/L for a sequential pass over new data (a 32-byte line of
@@ -1405,6 +1405,17 @@ def report_text(fits: list[Fit]) -> str:
     return "\n".join(out) + "\n"
 
 
+#: The report's sections written by hand (scenarios with no fitted value), from this
+#: heading to the end: kept as they are when the report is rewritten.
+HAND_WRITTEN = "\n## Waheed"
+
+
+def _hand_written() -> str:
+    text = REPORT.read_text() if REPORT.exists() else ""
+    at = text.find(HAND_WRITTEN)
+    return text[at:] if at >= 0 else ""
+
+
 def main(argv: list[str]) -> int:
     only = [a for a in argv if not a.startswith("-")]
     unknown = [a for a in only if a not in SYSTEMS]
@@ -1418,7 +1429,7 @@ def main(argv: list[str]) -> int:
             worst = max(abs(residual(f.model[t.key], t.value)) for t in f.system.targets)
             print(f"{f.system.name}: worst residual {worst:.1%}")
         if not only:
-            REPORT.write_text(report_text(fits))
+            REPORT.write_text(report_text(fits) + _hand_written())
         return 0
     fits = []
     up_values: dict[str, float] = {}
@@ -1461,7 +1472,7 @@ def main(argv: list[str]) -> int:
         worst = max(abs(residual(f.model[t.key], t.value)) for t in system.targets)
         print(f"{name}: {f.values} worst residual {worst:.1%}", flush=True)
     if not only:
-        REPORT.write_text(report_text(fits))
+        REPORT.write_text(report_text(fits) + _hand_written())
     return 0
 
 

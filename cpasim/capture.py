@@ -152,12 +152,12 @@ class PcapTap:
         except BaseException:
             self.discard()
             raise
-        link = system.link
         side, peer = self.side, PEER[self.side]
         # TSecr needs what each host last received, so both receivers report;
-        # only the tapped host's frames are written.
-        link.port(side).tap(self._sent, self._arrived)
-        link.port(peer).tap(None, self._peer_arrived)
+        # only the tapped host's frames are written.  Through a forwarding host
+        # each end host's port is on its own link, and a frame keeps its addresses.
+        system.port(side).tap(self._sent, self._arrived)
+        system.port(peer).tap(None, self._peer_arrived)
 
     # -- the file --------------------------------------------------------------------------
     def _open(self) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from cpasim.config.params import HOSTS
+from cpasim.config.params import FORWARDER, HOSTS
 from cpasim.protocol import MAC_HEADER_FCS, mss_for, wire_bytes
 from cpasim.units import RATE, TIME, human
 
@@ -80,7 +80,8 @@ def estimate(cfg, trace_suffix: str | None = None) -> Estimate:
     rate = cfg.link.rate
     if cfg.bottleneck.rate:
         rate = min(rate, cfg.bottleneck.rate * wire / (mtu + cfg.bottleneck.overhead))
-    rate = min(rate, *(_cpu_bound(cfg, h, mss, wire) for h in HOSTS), _bus_bound(cfg, mtu, wire))
+    hosts = (*HOSTS, FORWARDER) if cfg.topology.kind == "forward" else HOSTS
+    rate = min(rate, *(_cpu_bound(cfg, h, mss, wire) for h in hosts), _bus_bound(cfg, mtu, wire))
     if wl.kind in ("tcp_stream", "webserver"):
         rate = min(rate, _window_bound(cfg, mss, wire))
     per_s = rate / (8 * wire)  # data frames per second
@@ -119,11 +120,15 @@ def _bus_bound(cfg, mtu: int, wire: int) -> float:
     from cpasim.model.bus import bus_timing
 
     rates = []
-    for host, access in (("tx", "dma_read"), ("rx", "dma_write")):
+    crossings = [("tx", ("dma_read",)), ("rx", ("dma_write",))]
+    if cfg.topology.kind == "forward":  # in and out again over the forwarding host's bus
+        crossings.append((FORWARDER, ("dma_write", "dma_read")))
+    for host, accesses in crossings:
         hc = cfg.host(host)
         timing = bus_timing(hc.bus, hc.pcie)
-        occ = getattr(timing, access)(mtu + MAC_HEADER_FCS)
-        busy = occ.up_ns + occ.down_ns if timing.shared else max(occ.up_ns, occ.down_ns)
+        occs = [getattr(timing, a)(mtu + MAC_HEADER_FCS) for a in accesses]
+        up, down = sum(o.up_ns for o in occs), sum(o.down_ns for o in occs)
+        busy = up + down if timing.shared else max(up, down)
         rates.append(wire * 8e9 / busy if busy > 0 else math.inf)
     return min(rates)
 
@@ -133,8 +138,11 @@ def _cpu_bound(cfg, host: str, mss: int, wire: int) -> float:
     work alone; infinite when that work costs nothing."""
     cpu = cfg.host(host).cpu
     cost = cpu.cost
-    per_packet = cost.tx_packet if host == "tx" else cost.rx_packet
-    cycles = (cost.copy_per_byte + cost.csum_per_byte) * mss + per_packet
+    if host == FORWARDER:  # a descriptor and a buffer each way, the forwarding path
+        cycles = cost.forward + 2 * cost.descriptor + cost.skb_alloc + cost.skb_free
+    else:
+        per_packet = cost.tx_packet if host == "tx" else cost.rx_packet
+        cycles = (cost.copy_per_byte + cost.csum_per_byte) * mss + per_packet
     if cycles <= 0:
         return math.inf
     return cpu.cores * cpu.freq / cycles * wire * 8

@@ -89,28 +89,35 @@ def _tcp_columns(host: str, c) -> list[tuple[str, Callable[[], float]]]:
     ]
 
 
+def _device_columns(h: str, dev, nic_params, caps: dict[str, float]) -> list:
+    """The queues of one network device, named after ``h``; their capacities into ``caps``."""
+    rings, nic = dev.rings, dev.nic
+    q, tx_fifo = dev.qdisc, nic.tx_fifo
+    caps[f"{h}.qdisc_pkts"] = q.capacity
+    caps[f"{h}.tx_ring_desc"] = nic_params.tx_ring
+    caps[f"{h}.rx_ring_pkts"] = nic_params.rx_ring
+    caps[f"{h}.tx_fifo_frames"] = tx_fifo.capacity
+    caps[f"{h}.rx_fifo_bytes"] = nic.rx_fifo_size
+    return [
+        (f"{h}.qdisc_pkts", lambda q=q: float(len(q.items))),
+        (f"{h}.tx_ring_desc", lambda r=rings: float(r.tx_ring.level)),
+        (f"{h}.rx_ring_pkts", lambda r=rings: float(len(r.rx_ring.items))),
+        (f"{h}.tx_fifo_frames", lambda f=tx_fifo: float(len(f.items))),
+        (f"{h}.rx_fifo_bytes", lambda n=nic: float(n.rx_fifo_bytes)),
+        # Received packets NAPI handed up, waiting for the stack (no bound modelled).
+        (f"{h}.rx_backlog_pkts", lambda b=dev.rx_out: float(len(b.items))),
+    ]
+
+
 def _queue_columns(system) -> tuple[list, dict[str, float]]:
     """Every queue's occupancy, and the capacity of those that have one."""
     cols: list[tuple[str, Callable[[], float]]] = []
     caps: dict[str, float] = {}
     for h, host in system.hosts.items():
-        dev, cfg = host.dev, host.hc.nic
-        rings, nic = dev.rings, dev.nic
-        q, tx_fifo = dev.qdisc, nic.tx_fifo
-        cols += [
-            (f"{h}.qdisc_pkts", lambda q=q: float(len(q.items))),
-            (f"{h}.tx_ring_desc", lambda r=rings: float(r.tx_ring.level)),
-            (f"{h}.rx_ring_pkts", lambda r=rings: float(len(r.rx_ring.items))),
-            (f"{h}.tx_fifo_frames", lambda f=tx_fifo: float(len(f.items))),
-            (f"{h}.rx_fifo_bytes", lambda n=nic: float(n.rx_fifo_bytes)),
-            # Received packets NAPI handed up, waiting for the stack (no bound modelled).
-            (f"{h}.rx_backlog_pkts", lambda b=dev.rx_out: float(len(b.items))),
-        ]
-        caps[f"{h}.qdisc_pkts"] = q.capacity
-        caps[f"{h}.tx_ring_desc"] = cfg.tx_ring
-        caps[f"{h}.rx_ring_pkts"] = cfg.rx_ring
-        caps[f"{h}.tx_fifo_frames"] = tx_fifo.capacity
-        caps[f"{h}.rx_fifo_bytes"] = nic.rx_fifo_size
+        # A forwarding host's interfaces are named as the analyzer names their
+        # instances: fw (the one facing tx) and fw#1.
+        for i, dev in enumerate(host.devices):
+            cols += _device_columns(f"{h}#{i}" if i else h, dev, host.hc.nic, caps)
     for box in system.bottlenecks:
         name = f"bottleneck.{box.name}_bytes"
         if box.fq is not None:

@@ -23,7 +23,7 @@ from cpasim.capture import PcapSpec, PcapTap
 from cpasim.errors import CpasimError
 from cpasim.files import check_writable, write_error
 from cpasim.model.kernel import Kernel
-from cpasim.model.system import ANALYSIS_ENDS, HOSTS, System
+from cpasim.model.system import ANALYSIS_ENDS, System
 from cpasim.trace import NULL_TRACER, TRACE_SUFFIXES, Tracer, write_trace
 from cpasim.trace.columnar import CptWriter
 from cpasim.units import TIME, human
@@ -270,8 +270,8 @@ class _Runner:
     def _snapshot(self) -> dict:
         s = self.system
         return {
-            "link": s.link.stats.snapshot(),
-            "bus": {h: s.hosts[h].dev.stats.bus.snapshot() for h in HOSTS},
+            "link": s.link_stats.snapshot(),
+            "bus": {h: host.bus.stats.snapshot() for h, host in s.hosts.items()},
             "bottleneck": {b.name: b.stats.busy_ns for b in s.bottlenecks},
             "memory": {h: m.busy_ns for h, m in self._memories().items()},
         }
@@ -356,7 +356,7 @@ class _Runner:
             )
         frames = {
             name: d.frames - self.warm["link"][name]["frames"]
-            for name, d in s.link.stats.directions.items()
+            for name, d in s.link_stats.directions.items()
         }
         return Result(
             goodput_bps=stats.read_measured * 8e9 / elapsed if elapsed > 0 else 0.0,
@@ -364,11 +364,12 @@ class _Runner:
                 conn: n * 8e9 / elapsed if elapsed > 0 else 0.0
                 for conn, n in sorted(stats.measured_by_conn.items())
             },
-            link_utilization=s.link.stats.utilization(elapsed, self.warm["link"]),
+            link_utilization=s.link_stats.utilization(elapsed, self.warm["link"]),
             io_bus_utilization={
-                h: s.hosts[h].dev.stats.bus.utilization(elapsed, self.warm["bus"][h]) for h in HOSTS
+                h: host.bus.stats.utilization(elapsed, self.warm["bus"][h])
+                for h, host in s.hosts.items()
             },
-            cpu_utilization={h: s.hosts[h].cpu.utilization(elapsed) for h in HOSTS},
+            cpu_utilization={h: host.cpu.utilization(elapsed) for h, host in s.hosts.items()},
             latency_ns=latency,
             drops=s.drops(),
             retransmits=s.retransmits(),

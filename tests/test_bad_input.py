@@ -99,6 +99,31 @@ def test_scenario_file_refused(capsys, tmp_path, text, expected):
     assert str(path) in line and expected in line
 
 
+# --- the forwarding host -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sets", "expected"),
+    [
+        # The forwarding host runs no sockets: TCP's keys are not its.
+        (["topology.kind=forward", "hosts.fw.tcp.wmem=1MiB"], "the forwarding host fw has no"),
+        (["hosts.fw.copy_engine.enabled=true"], "the forwarding host fw has no"),
+        (["hosts.tx.cpu.cost.forward=100"], "a key of the forwarding host only"),
+        # A key of the forwarding host without one.
+        (["hosts.fw.cpu.freq=1GHz"], 'topology.kind = "direct" has no forwarding host'),
+        (["topology.kind=forward", "bottleneck.rate=100Mbps"], "the forwarding host is the"),
+        (["topology.kind=forward", "hosts.fw.nic.rx_fifo=1KiB"], "cannot hold one frame"),
+        (["hosts.gw.cpu.freq=1GHz"], "expected one of tx, rx, fw"),
+    ],
+)
+def test_forwarding_host_key_refused(capsys, sets, expected):
+    argv = ["run", TCP, "--set", "sim.duration=1ms", "--set", "sim.warmup=0ms"]
+    for s in sets:
+        argv += ["--set", s]
+    line = refused(capsys, *argv)
+    assert expected in line, line
+
+
 # --- captures ----------------------------------------------------------------------------
 
 sys.path.insert(0, str(ROOT / "tests" / "captures"))

@@ -24,7 +24,9 @@
   approach them set the per-burst overhead and read wait to 0; goodput must
   stay below the bound at every CPU speed and come within 15% of it at 100 GHz
   (achieved: 90% of Be/2 forwarding, 92% of Be serving; headers, descriptors
-  and ACKs use the rest of the bus).
+  and ACKs use the rest of the bus).  The same bound through a forwarding host
+  (``topology.kind = "forward"``), and seed 001's measured router, are in
+  ``tests/test_forwarding.py``.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 import cpasim.cli
 from cpasim.config import Config, load_scenario, parameters
-from cpasim.config.params import HOSTS, SPECS, HostParams
+from cpasim.config.params import FORWARDER, HOSTS, SPECS, HostParams
 from cpasim.errors import CpasimError
 
 HERE = Path(__file__).parent
@@ -74,14 +74,17 @@ def test_defaults():
     assert isinstance(cfg.tx, HostParams)
 
 
-def test_flat_has_every_key_for_both_hosts():
+def test_flat_has_every_key_for_every_host_that_has_it():
     flat = load_scenario(None).flat()
     for s in parameters():
         if s.per_host:
-            assert {f"hosts.{h}.{s.key}" for h in HOSTS} <= flat.keys()
+            assert {f"hosts.{h}.{s.key}" for h in s.hosts} <= flat.keys()
+            assert set(s.hosts) in ({*HOSTS}, {*HOSTS, FORWARDER}, {FORWARDER})
         else:
             assert s.key in flat
-    assert len(flat) == sum(2 if s.per_host else 1 for s in parameters())
+    assert len(flat) == sum(len(s.hosts) if s.per_host else 1 for s in parameters())
+    # The forwarding host runs no sockets: none of TCP's keys, all of its devices'.
+    assert "hosts.fw.tcp.wmem" not in flat and "hosts.fw.nic.rx_ring" in flat
 
 
 # --- good scenarios -------------------------------------------------------------------
@@ -311,10 +314,14 @@ def test_digest_changes_when_any_value_changes():
     base = load_scenario(None, sets=["sim.warmup=1ms", "nic.itr=fixed"])
     digests = {base.digest}
     for key, spec in SPECS.items():
-        full = f"hosts.rx.{key}" if spec.per_host else key
+        host = "rx" if "rx" in spec.hosts else FORWARDER
+        full = f"hosts.{host}.{key}" if spec.per_host else key
         # A fixed buffer, once set, holds at least one segment.
         other = 65536 if key in ("tcp.wmem", "tcp.rmem") else _other_value(spec, base.value(full))
-        cfg = base.with_values({full: other})
+        values = {full: other}
+        if spec.hosts == (FORWARDER,):  # a key of the forwarding host only: with one
+            values["topology.kind"] = "forward"
+        cfg = base.with_values(values)
         assert cfg.digest not in digests, key
         digests.add(cfg.digest)
     assert len(digests) == len(SPECS) + 1
@@ -336,7 +343,7 @@ def _valid_values(spec):
 @st.composite
 def _assignment(draw):
     spec = draw(st.sampled_from(parameters()))
-    key = f"hosts.{draw(st.sampled_from(HOSTS))}.{spec.key}" if spec.per_host else spec.key
+    key = f"hosts.{draw(st.sampled_from(spec.hosts))}.{spec.key}" if spec.per_host else spec.key
     return key, spec, draw(_valid_values(spec))
 
 

@@ -42,6 +42,7 @@ COPY_ENGINE = ("copy_engine.enabled=true",)
 CACHE = ("cpu.cache.size=512KiB",)
 POLL = (*UDP, "workload.receive=poll")
 GBN = ("workload.kind=udp_gbn",)
+FORWARD = ("topology.kind=forward",)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,9 @@ MATTERS: dict[str, Case] = {
     "sim.duration": Case("2ms"),
     "sim.warmup": Case("2ms"),
     "sim.seed": Case("7", LOSSY),
+    # topology: a forwarding host between tx and rx
+    "topology.kind": Case("forward"),
+    "cpu.cost.forward": Case("20000", FORWARD, "forwarding host"),
     # workload
     "workload.kind": Case("udp_stream"),
     "workload.bytes": Case("100kB"),
@@ -232,12 +236,9 @@ def _observed(sets) -> dict:
 
 def _check(key: str, case: Case) -> None:
     spec = SPECS[key]
-    changed = load_scenario(None, sets=[*SHORT, *case.base, f"{key}={case.value}"]).value(
-        key if not spec.per_host else f"hosts.tx.{key}"
-    )
-    before = load_scenario(None, sets=[*SHORT, *case.base]).value(
-        key if not spec.per_host else f"hosts.tx.{key}"
-    )
+    full = key if not spec.per_host else f"hosts.{spec.hosts[0]}.{key}"
+    changed = load_scenario(None, sets=[*SHORT, *case.base, f"{key}={case.value}"]).value(full)
+    before = load_scenario(None, sets=[*SHORT, *case.base]).value(full)
     assert changed != before, f"{key}={case.value} is the set-up's own value"
     assert case.doc in spec.doc, f"{key}: its doc should say it needs {case.doc!r}"
     assert _observed([*case.base, f"{key}={case.value}"]) != _observed(case.base), (

@@ -276,6 +276,8 @@ BBR_BOTTLENECK = (
         ("webserver", ()),
         ("tcp_stream", BBR_BOTTLENECK),
         ("tcp_stream", (*BBR_BOTTLENECK, "bottleneck.aqm=fq_codel")),
+        # Through a forwarding host: its forwarding path and direct transmit.
+        ("tcp_stream", ("topology.kind=forward", "ip.netfilter=true")),
     ],
 )
 def test_every_timed_state_is_in_the_table(kind, sets, tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from cpasim.cli import app
-from cpasim.config import HOSTS, load_scenario, parameters
+from cpasim.config import ALL_HOSTS, load_scenario, parameters
 from cpasim.config.resolve import spec_of
 from cpasim.errors import CpasimError
 
@@ -17,7 +17,7 @@ from cpasim.errors import CpasimError
 def _generic(key: str) -> str:
     """``hosts.tx.tcp.wmem`` -> ``tcp.wmem``; other keys unchanged."""
     parts = key.split(".", 2)
-    if len(parts) == 3 and parts[0] == "hosts" and parts[1] in HOSTS:
+    if len(parts) == 3 and parts[0] == "hosts" and parts[1] in ALL_HOSTS:
         return parts[2]
     return key
 
@@ -87,6 +87,7 @@ def params(
                 "choices": list(s.choices) if s.choices is not None else None,
                 "doc": s.doc,
                 "per_host": s.per_host,
+                "hosts": list(s.hosts),
             }
             for s in specs
         ]
@@ -95,13 +96,16 @@ def params(
     rows = [["key", "scope", "type", "default", "range", "doc"]]
     for s in specs:
         kind = f"{s.type}[{s.unit}]" if s.unit else s.type
-        scope = "per host" if s.per_host else "global"
+        scope = "global"
+        if s.per_host:
+            scope = "per host" if len(s.hosts) > 1 else f"{s.hosts[0]} only"
         rows.append([s.key, scope, kind, s.format(s.default), s.range_text(), s.doc])
     typer.echo(_table(rows))
     typer.echo(
         "\nQuantities take units ('10Gbps', '350us', '64KiB', '4GHz'); plain numbers are in "
-        "seconds, bit/s, bytes, Hz.\nPer-host keys set both hosts; hosts.tx.<key> or "
-        "hosts.rx.<key> sets one."
+        "seconds, bit/s, bytes, Hz.\nPer-host keys set every host that has them (the forwarding "
+        "host fw, with topology.kind=forward, has only its devices', IP's, CPU's, bus' and "
+        "memory's); hosts.tx.<key>, hosts.rx.<key> or hosts.fw.<key> sets one."
     )
 
 

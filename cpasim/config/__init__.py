@@ -8,10 +8,12 @@
 
 from cpasim.config.config import Config
 from cpasim.config.load import load_scenario, parse_set, scenario_config
-from cpasim.config.params import HOSTS, HostParams, ParamSpec, parameters
+from cpasim.config.params import ALL_HOSTS, FORWARDER, HOSTS, HostParams, ParamSpec, parameters
 from cpasim.config.resolve import spec_of
 
 __all__ = [
+    "ALL_HOSTS",
+    "FORWARDER",
     "HOSTS",
     "Config",
     "HostParams",

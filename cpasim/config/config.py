@@ -11,25 +11,29 @@ from typing import Any
 
 from cpasim.config import resolve
 from cpasim.config.params import (
+    ALL_HOSTS,
+    FORWARDER,
     GLOBAL_SECTIONS,
-    HOSTS,
     SPECS,
     BottleneckParams,
     HostParams,
     LinkParams,
     SimParams,
+    TopologyParams,
     WorkloadParams,
 )
 from cpasim.errors import CpasimError
 
 
-def _build(cls: type, prefix: str, flat: Mapping[str, Any]) -> Any:
+def _build(cls: type, prefix: str, flat: Mapping[str, Any], host: str | None = None) -> Any:
+    """A section from the flat keys under ``prefix``; for ``host``, a key the host does
+    not have (:func:`~cpasim.config.params.hosts_of`) keeps its declared default."""
     kwargs = {}
     for f in dataclasses.fields(cls):
         key = prefix + f.name
         if f.metadata.get("section"):
-            kwargs[f.name] = _build(f.default_factory, key + ".", flat)
-        else:
+            kwargs[f.name] = _build(f.default_factory, key + ".", flat, host)
+        elif host is None or key in flat:
             kwargs[f.name] = flat[key]
     return cls(**kwargs)
 
@@ -50,10 +54,12 @@ class Config:
 
     sim: SimParams
     workload: WorkloadParams
+    topology: TopologyParams
     link: LinkParams
     bottleneck: BottleneckParams
     tx: HostParams
     rx: HostParams
+    fw: HostParams  # the forwarding host (topology.kind = "forward")
     source: str | None = field(default=None, compare=False)
     digest: str = field(init=False, compare=False)
     _flat: dict[str, Any] = field(init=False, repr=False, compare=False, hash=False)
@@ -62,8 +68,8 @@ class Config:
         flat: dict[str, Any] = {}
         for name in GLOBAL_SECTIONS:
             flat.update(_flatten(getattr(self, name), name + "."))
-        for host in HOSTS:
-            flat.update(_flatten(getattr(self, host), f"hosts.{host}."))
+        for host in ALL_HOSTS:
+            flat.update(_flatten(getattr(self, host), f"hosts.{host}.", host))
         object.__setattr__(self, "_flat", flat)
         object.__setattr__(self, "digest", _digest(flat))
 
@@ -71,15 +77,15 @@ class Config:
     def from_flat(cls, flat: Mapping[str, Any], source: str | None = None) -> Config:
         """A Config from already validated full keys (see :mod:`cpasim.config.resolve`)."""
         sections = {name: _build(sec, name + ".", flat) for name, sec in GLOBAL_SECTIONS.items()}
-        hosts = {h: _build(HostParams, f"hosts.{h}.", flat) for h in HOSTS}
+        hosts = {h: _build(HostParams, f"hosts.{h}.", flat, h) for h in ALL_HOSTS}
         return cls(**sections, **hosts, source=source)
 
     # --- reading ----------------------------------------------------------------------
 
     def host(self, name: str) -> HostParams:
-        """The parameters of host ``name`` (``"tx"`` or ``"rx"``)."""
-        if name not in HOSTS:
-            raise CpasimError(f"unknown host {name!r}: expected one of {', '.join(HOSTS)}")
+        """The parameters of host ``name`` (``"tx"``, ``"rx"`` or the forwarding ``"fw"``)."""
+        if name not in ALL_HOSTS:
+            raise CpasimError(f"unknown host {name!r}: expected one of {', '.join(ALL_HOSTS)}")
         return getattr(self, name)
 
     def flat(self) -> dict[str, Any]:
@@ -88,16 +94,17 @@ class Config:
 
     def value(self, key: str) -> Any:
         """One resolved value.  A per-host key without prefix (``tcp.wmem``) is answered
-        only when both hosts agree."""
+        only when every host of the run (the forwarding host only with
+        ``topology.kind = "forward"``) that has it agrees."""
         if key in self._flat:
             return self._flat[key]
         full, _ = resolve.targets(key, "config")
+        if self.topology.kind != "forward":  # the forwarding host is not in the run
+            full = [k for k in full if not k.startswith(f"hosts.{FORWARDER}.")] or full
         values = {self._flat[k] for k in full}
         if len(values) != 1:
             spec = SPECS[key]
-            per_host = ", ".join(
-                f"{h}: {spec.format(self._flat[f'hosts.{h}.{key}'])}" for h in HOSTS
-            )
+            per_host = ", ".join(f"{k.split('.')[1]}: {spec.format(self._flat[k])}" for k in full)
             raise CpasimError(
                 f"{key} differs between hosts ({per_host}); ask for hosts.<host>.{key}"
             )
@@ -141,20 +148,23 @@ class Config:
     def to_toml(self) -> str:
         """A complete scenario file that loads back to this digest.
 
-        Per-host values both hosts share are written once without prefix; the rest
-        under ``[hosts.tx.*]`` / ``[hosts.rx.*]``.
+        Per-host values every host that has the key shares are written once without
+        prefix; the rest under ``[hosts.tx.*]``, ``[hosts.rx.*]``, ``[hosts.fw.*]``.
         """
         shared: list[tuple[str, str]] = []
         per_host: list[tuple[str, str]] = []
+        forward = self.topology.kind == "forward"
         for key, spec in SPECS.items():
             if not spec.per_host:
                 shared.append((key, _toml_value(spec, self._flat[key])))
                 continue
-            values = [self._flat[f"hosts.{h}.{key}"] for h in HOSTS]
+            values = [self._flat[f"hosts.{h}.{key}"] for h in spec.hosts]
             if all(v == values[0] for v in values):
                 shared.append((key, _toml_value(spec, values[0])))
             else:
-                for h, v in zip(HOSTS, values, strict=True):
+                for h, v in zip(spec.hosts, values, strict=True):
+                    if h == FORWARDER and not forward and v == spec.default:
+                        continue  # no forwarding host in the run: its default goes unsaid
                     per_host.append((f"hosts.{h}.{key}", _toml_value(spec, v)))
         lines = [f"# cpasim scenario, fully resolved; digest {self.digest}"]
         if self.source:
@@ -166,13 +176,15 @@ class Config:
 _QUANTITY_KINDS = ("time", "rate", "size", "freq")
 
 
-def _flatten(section: Any, prefix: str) -> dict[str, Any]:
+def _flatten(section: Any, prefix: str, host: str | None = None, key: str = "") -> dict[str, Any]:
+    """Full key -> value of a section; of a ``host``'s, only the keys it has."""
     flat: dict[str, Any] = {}
     for f in dataclasses.fields(section):
         value = getattr(section, f.name)
+        name = key + f.name
         if f.metadata.get("section"):
-            flat.update(_flatten(value, prefix + f.name + "."))
-        else:
+            flat.update(_flatten(value, prefix + f.name + ".", host, name + "."))
+        elif host is None or host in SPECS[name].hosts:
             flat[prefix + f.name] = value
     return flat
 

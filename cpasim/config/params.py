@@ -5,9 +5,11 @@ Each section is a frozen dataclass; each parameter is a field made by
 Defaults and bounds are written as a user would write them (``"20ms"``) and
 stored in cpasim's internal units (ns, bit/s, bytes, Hz, cycles).
 
-Global sections (``sim``, ``workload``, ``link``, ``bottleneck``) exist once.  The sections of
-:class:`HostParams` exist once per host: a scenario key without a host prefix
-(``tcp.wmem``) sets both hosts, ``hosts.tx.tcp.wmem`` one of them.
+Global sections (``sim``, ``workload``, ``topology``, ``link``, ``bottleneck``) exist once.
+The sections of :class:`HostParams` exist once per host: a scenario key without a host
+prefix (``tcp.wmem``) sets every host that has the key, ``hosts.tx.tcp.wmem`` one of
+them.  The forwarding host ``fw`` (``topology.kind = "forward"``) has only the keys of
+what it runs (:func:`hosts_of`): its devices, IP forwarding, CPU, bus and memory.
 
 To add a parameter, add one field to its section below; loading, ``--set``,
 ``cpasim params``, the digest and ``to_toml`` all pick it up from here.
@@ -22,7 +24,12 @@ from typing import Any
 from cpasim import units
 from cpasim.protocol import ETHERNET_FRAMING, MAC_HEADER, TCP_TIMESTAMPS
 
+#: The end hosts: every workload runs between them.
 HOSTS = ("tx", "rx")
+#: The forwarding host between them with ``topology.kind = "forward"``.
+FORWARDER = "fw"
+#: Every host a scenario configures (``hosts.<h>.*``).
+ALL_HOSTS = (*HOSTS, FORWARDER)
 
 # Kinds of parameter.  Quantities are parsed by cpasim.units; the rest by type.
 TIME, RATE, SIZE, FREQ = units.TIME, units.RATE, units.SIZE, units.FREQ
@@ -43,6 +50,7 @@ class ParamSpec:
     choices: tuple | None
     doc: str
     per_host: bool
+    hosts: tuple[str, ...] = ()  # per-host keys: the hosts that have it (:func:`hosts_of`)
 
     def format(self, value: Any) -> str:
         """Human text for a value of this parameter, as it would be written in TOML."""
@@ -182,6 +190,19 @@ class WorkloadParams:
         "after this long without an acknowledgement",
         lo="1us",
         hi="1000s",
+    )
+
+
+@dataclass(frozen=True)
+class TopologyParams:
+    """How the hosts are joined (:mod:`cpasim.model.system`)."""
+
+    kind: str = param(
+        "direct",
+        ENUM,
+        "direct = tx and rx back to back on one link; forward = a forwarding host fw "
+        "between them (two NICs on its one I/O bus, IP forwarding), a link on each side",
+        choices=("direct", "forward"),
     )
 
 
@@ -604,6 +625,16 @@ class CpuCostParams:
         unit="cycles",
     )
 
+    # Not fitted: of the order of the IP part of cpasim's receive and send paths.
+    forward: float = param(
+        1000.0,
+        FLOAT,
+        "forwarding host: IP forwarding per packet (ip_rcv, route lookup, TTL and header "
+        "checksum update, ip_output to the other device's queue)",
+        lo=0,
+        unit="cycles",
+    )
+
 
 @dataclass(frozen=True)
 class CpuCacheParams:
@@ -784,9 +815,46 @@ class HostParams:
 GLOBAL_SECTIONS: dict[str, type] = {
     "sim": SimParams,
     "workload": WorkloadParams,
+    "topology": TopologyParams,
     "link": LinkParams,
     "bottleneck": BottleneckParams,
 }
+
+
+#: Per-host keys (and key prefixes, ending in ``.``) of the forwarding host: it runs
+#: no sockets, TCP or copy engine, and it neither segments nor checksums what it
+#: forwards, so only its devices, IP's netfilter, its CPU's clock, cores and the
+#: costs of the forwarding path, its bus and its memory.
+_FORWARDER_KEYS = (
+    "ip.netfilter",
+    "qdisc.",
+    "driver.",
+    "nic.",
+    "pcie.",
+    "bus.",
+    "memory.",
+    "cpu.cores",
+    "cpu.freq",
+    "cpu.cost.interrupt",
+    "cpu.cost.descriptor",
+    "cpu.cost.skb_alloc",
+    "cpu.cost.skb_free",
+    "cpu.cost.netfilter",
+    "cpu.cost.forward",
+)
+_NOT_FORWARDER = ("nic.tso", "nic.csum_offload")
+#: Per-host keys only the forwarding host has.
+_FORWARDER_ONLY = ("cpu.cost.forward",)
+
+
+def hosts_of(key: str) -> tuple[str, ...]:
+    """The hosts that have per-host key ``key`` (without its ``hosts.<h>.`` prefix)."""
+    if key in _FORWARDER_ONLY:
+        return (FORWARDER,)
+    forwarder = key not in _NOT_FORWARDER and any(
+        key == k or (k.endswith(".") and key.startswith(k)) for k in _FORWARDER_KEYS
+    )
+    return ALL_HOSTS if forwarder else HOSTS
 
 
 def _walk(cls: type, prefix: str, per_host: bool) -> list[ParamSpec]:
@@ -808,6 +876,7 @@ def _walk(cls: type, prefix: str, per_host: bool) -> list[ParamSpec]:
                 choices=meta["choices"],
                 doc=meta["doc"],
                 per_host=per_host,
+                hosts=hosts_of(key) if per_host else (),
             )
         )
     return specs

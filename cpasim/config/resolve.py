@@ -17,7 +17,18 @@ from collections.abc import Iterable
 from typing import Any
 
 from cpasim import units
-from cpasim.config.params import BOOL, ENUM, FLOAT, HOSTS, INT, QUANTITIES, SPECS, ParamSpec
+from cpasim.config.params import (
+    ALL_HOSTS,
+    BOOL,
+    ENUM,
+    FLOAT,
+    FORWARDER,
+    HOSTS,
+    INT,
+    QUANTITIES,
+    SPECS,
+    ParamSpec,
+)
 from cpasim.errors import CpasimError
 from cpasim.protocol import MAX_UDP_PAYLOAD, frame_bytes, mss_for
 from cpasim.units import show
@@ -32,8 +43,10 @@ _HOST_KEYS = [k for k, s in SPECS.items() if s.per_host]
 def default_flat() -> dict[str, Any]:
     """Every full key with its declared default."""
     flat = {k: SPECS[k].default for k in _GLOBAL_KEYS}
-    for host in HOSTS:
-        flat.update({f"hosts.{host}.{k}": SPECS[k].default for k in _HOST_KEYS})
+    for host in ALL_HOSTS:
+        flat.update(
+            {f"hosts.{host}.{k}": SPECS[k].default for k in _HOST_KEYS if host in SPECS[k].hosts}
+        )
     return flat
 
 
@@ -58,7 +71,7 @@ def targets(key: str, where: str) -> tuple[list[str], ParamSpec]:
     if key in SPECS:
         spec = SPECS[key]
         if spec.per_host:
-            return [f"hosts.{h}.{key}" for h in HOSTS], spec
+            return [f"hosts.{h}.{key}" for h in spec.hosts], spec
         return [key], spec
     if key.startswith("hosts.") or key == "hosts":
         parts = key.split(".", 2)
@@ -67,14 +80,25 @@ def targets(key: str, where: str) -> tuple[list[str], ParamSpec]:
                 f"{where}: {key!r} needs a parameter key after it, e.g. 'hosts.rx.cpu.cores'"
             )
         host, rest = parts[1], parts[2]
-        if host not in HOSTS:
+        if host not in ALL_HOSTS:
             raise CpasimError(
-                f"{where}: unknown host {host!r} in {key!r}: expected one of {', '.join(HOSTS)}"
+                f"{where}: unknown host {host!r} in {key!r}: expected one of {', '.join(ALL_HOSTS)}"
             )
         if rest in SPECS and SPECS[rest].per_host:
+            if host not in SPECS[rest].hosts:
+                raise CpasimError(f"{where}: {key!r}: {_not_on(host, rest)}")
             return [key], SPECS[rest]
         raise CpasimError(_unknown(key, where, rest, _HOST_KEYS, f"hosts.{host}."))
     raise CpasimError(_unknown(key, where, key, list(SPECS), ""))
+
+
+def _not_on(host: str, key: str) -> str:
+    if host == FORWARDER:
+        return (
+            f"the forwarding host {FORWARDER} has no {key} (it runs no sockets or TCP and "
+            "only forwards): expected a key of its devices, IP, CPU, bus or memory"
+        )
+    return f"{key} is a key of the forwarding host only: expected hosts.{FORWARDER}.{key}"
 
 
 def _unknown(key: str, where: str, lookup: str, candidates: list[str], prefix: str) -> str:
@@ -233,7 +257,7 @@ def flatten_toml(doc: dict[str, Any], where: str) -> list[tuple[str, Any]]:
 
 def _host_leaf(key: str) -> bool:
     parts = key.split(".", 2)
-    return len(parts) == 3 and parts[0] == "hosts" and parts[1] in HOSTS and parts[2] in SPECS
+    return len(parts) == 3 and parts[0] == "hosts" and parts[1] in ALL_HOSTS and parts[2] in SPECS
 
 
 def check(flat: dict[str, Any], where: str) -> None:
@@ -285,6 +309,7 @@ def check(flat: dict[str, Any], where: str) -> None:
                 f"{where}: workload.kind = rpc needs a lossless link (link.loss = "
                 f"{flat['link.loss']}): a lost request or reply is never sent again"
             )
+    _check_topology(flat, where)
     if flat["bottleneck.rate"] or flat["bottleneck.reverse_rate"]:
         packet = mtu + flat["bottleneck.overhead"]
         if flat["bottleneck.queue"] < packet:
@@ -315,6 +340,9 @@ def check(flat: dict[str, Any], where: str) -> None:
                     f"{where}: {h}{buf} ({flat[h + buf]} B) is smaller than one MSS "
                     f"({mss} B from link.mtu = {mtu} B and {h}tcp.timestamps)"
                 )
+    forward = flat["topology.kind"] == "forward"
+    for host in ALL_HOSTS if forward else HOSTS:
+        h = f"hosts.{host}."
         frame = frame_bytes(mtu)
         for fifo in ("nic.tx_fifo", "nic.rx_fifo"):
             if flat[h + fifo] < frame:
@@ -328,6 +356,31 @@ def check(flat: dict[str, Any], where: str) -> None:
                 f"{where}: {h}nic.throttle_usecs applies only with nic.itr=fixed "
                 f"(nic.itr is {itr!r})"
             )
+
+
+def _check_topology(flat: dict[str, Any], where: str) -> None:
+    fw = f"hosts.{FORWARDER}."
+    if flat["topology.kind"] == "forward":
+        for key in ("bottleneck.rate", "bottleneck.reverse_rate"):
+            if flat[key]:
+                raise CpasimError(
+                    f"{where}: {key} ({_fmt(key, flat[key])}) cannot be used with "
+                    f'topology.kind = "forward": the forwarding host is the router between '
+                    "the hosts; set one of them"
+                )
+        return
+    # Without a forwarding host its keys change nothing: one set apart from its
+    # default and from the end hosts (which a key without prefix sets alike) is a
+    # mistake.  Its own keys (cpu.cost.forward) cannot tell: "every cost 0" sets them.
+    for full, value in flat.items():
+        if full.startswith(fw):
+            key = full[len(fw) :]
+            ends = [flat[f"hosts.{h}.{key}"] for h in HOSTS if f"hosts.{h}.{key}" in flat]
+            if ends and value != SPECS[key].default and value not in ends:
+                raise CpasimError(
+                    f'{where}: {full} is set, but topology.kind = "direct" has no '
+                    f'forwarding host (set topology.kind = "forward")'
+                )
 
 
 def _fmt(key: str, value: Any) -> str:

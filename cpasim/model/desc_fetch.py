@@ -50,16 +50,16 @@ from cpasim.trace import TracedContainer
 class TxDescFetch:
     """The ``TX Desc Fetch`` state machine and its cache (see the module docstring)."""
 
-    def __init__(self, env, sys: str, tracer, *, params, bus, rings):
+    def __init__(self, env, sys: str, tracer, *, params, bus, rings, inst: str = "0"):
         self.bus = bus
         self.rings = rings
         self.desc_size = params.desc_size
         self.batch = params.desc_fetch_batch
         self.size = params.tx_desc_cache
         self.threshold = params.tx_fetch_threshold
-        self.sm = tracer.sm(sys, "TX Desc Fetch", "0")
+        self.sm = tracer.sm(sys, "TX Desc Fetch", inst)
         # Both carry descriptors of any connection: no connection ids.
-        self.cache = TracedContainer(env, tracer, sys, "TX desc cache", "0", conn_flow=False)
+        self.cache = TracedContainer(env, tracer, sys, "TX desc cache", inst, conn_flow=False)
         self.used = 0  # taken by the transmit engine, not written back yet
         self.asked = False  # a request is pending or a fetch outstanding
         if params.tx_fetch_request == "call":
@@ -70,7 +70,7 @@ class TxDescFetch:
             env.process(self._run_called())
         else:
             self.requests = TracedContainer(
-                env, tracer, sys, "TX fetch request", "0", conn_flow=False
+                env, tracer, sys, "TX fetch request", inst, conn_flow=False
             )
             env.process(self._run())
 

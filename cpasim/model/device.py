@@ -52,27 +52,52 @@ class DeviceStats:
         }
 
 
+def make_bus(env, sys: str, tracer, *, bus, pcie, memory=None) -> Bus:
+    """Host ``sys``'s I/O bus from its ``bus`` and ``pcie`` sections; with ``memory`` (the
+    host's :class:`~cpasim.model.memory.Memory`) each DMA also takes its share of it."""
+    if memory is None:
+        return Bus(env, sys, bus_timing(bus, pcie), tracer)
+    return MemoryBus(env, sys, bus_timing(bus, pcie), tracer, memory)
+
+
 class NetDevice:
     """The device path of host ``sys``: its ``nic``, ``driver``, ``qdisc``, ``pcie`` and
     ``bus`` config sections, the host's ``cpu`` and ``port``, its end of the link, and
-    ``memory``, the host's :class:`~cpasim.model.memory.Memory` if modelled."""
+    ``memory``, the host's :class:`~cpasim.model.memory.Memory` if modelled.
+
+    A host with several interfaces (the forwarding host) builds one per interface,
+    each with its own ``inst`` (the instance of all its state machines and queues),
+    on the one I/O bus it passes as ``io_bus``."""
 
     def __init__(
-        self, env, sys: str, tracer, *, nic, driver, qdisc, pcie, bus, cpu, port, memory=None
+        self,
+        env,
+        sys: str,
+        tracer,
+        *,
+        nic,
+        driver,
+        qdisc,
+        pcie,
+        bus,
+        cpu,
+        port,
+        memory=None,
+        inst: str = "0",
+        io_bus: Bus | None = None,
     ):
         self.sys = sys
         self.csum_offload = nic.csum_offload
         self.tso = nic.tso
         self.stats = DeviceStats()
-        if memory is None:
-            self.bus = Bus(env, sys, bus_timing(bus, pcie), tracer)
-        else:  # DMA also takes its share of the host's memory (memory.bandwidth)
-            self.bus = MemoryBus(env, sys, bus_timing(bus, pcie), tracer, memory)
+        if io_bus is None:
+            io_bus = make_bus(env, sys, tracer, bus=bus, pcie=pcie, memory=memory)
+        self.bus = io_bus
         self.stats.bus = self.bus.stats
-        self.qdisc = make_qdisc(env, sys, qdisc, tracer)
-        self.rx_out = TracedStore(env, tracer, sys, "RX backlog", "0")
-        self.rings = Rings(env, sys, tracer, params=nic)
-        self.irq = InterruptUnit(env, sys, tracer, params=nic, stats=self.stats)
+        self.qdisc = make_qdisc(env, sys, qdisc, tracer, inst)
+        self.rx_out = TracedStore(env, tracer, sys, "RX backlog", inst)
+        self.rings = Rings(env, sys, tracer, params=nic, inst=inst)
+        self.irq = InterruptUnit(env, sys, tracer, params=nic, stats=self.stats, inst=inst)
         self.nic = Nic(
             env,
             sys,
@@ -83,6 +108,7 @@ class NetDevice:
             irq=self.irq,
             stats=self.stats,
             port=port,
+            inst=inst,
         )
         self.driver = Driver(
             env,
@@ -97,4 +123,26 @@ class NetDevice:
             qdisc=self.qdisc,
             rx_out=self.rx_out,
             stats=self.stats,
+            inst=inst,
         )
+
+
+def host_device(
+    env, sys: str, tracer, hc, *, cpu, port, memory, inst: str = "0", io_bus: Bus | None = None
+) -> NetDevice:
+    """A :class:`NetDevice` with host ``sys``'s sections of ``hc`` (its HostParams)."""
+    return NetDevice(
+        env,
+        sys,
+        tracer,
+        nic=hc.nic,
+        driver=hc.driver,
+        qdisc=hc.qdisc,
+        pcie=hc.pcie,
+        bus=hc.bus,
+        cpu=cpu,
+        port=port,
+        memory=memory,
+        inst=inst,
+        io_bus=io_bus,
+    )

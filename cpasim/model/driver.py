@@ -53,20 +53,21 @@ class Rings:
     Descriptor credits never carry connection ids.
     """
 
-    def __init__(self, env, sys: str, tracer, *, params):
-        """``params``: the host's ``nic`` section (the rings' sizes)."""
+    def __init__(self, env, sys: str, tracer, *, params, inst: str = "0"):
+        """``params``: the host's ``nic`` section (the rings' sizes); ``inst``: the
+        interface's instance."""
 
         # Free descriptors are credit queues (declared unbounded, initial resize to the
         # ring size), so capacity(+k) on them means k more ring entries.
         def credits(name: str, init: int) -> TracedContainer:
-            return TracedContainer(env, tracer, sys, name, "0", init=init, conn_flow=False)
+            return TracedContainer(env, tracer, sys, name, inst, init=init, conn_flow=False)
 
         self.tx_free = credits("TX free desc", params.tx_ring)
         self.tx_ring = credits("TX ring", 0)
         self.tx_pkts: deque = deque()  # the packets behind tx_ring's descriptors, in order
         self.tx_done = credits("TX done", 0)
         self.rx_free = credits("RX free desc", params.rx_ring)
-        self.rx_ring = TracedStore(env, tracer, sys, "RX ring", "0")
+        self.rx_ring = TracedStore(env, tracer, sys, "RX ring", inst)
         #: Called with the driver's SM after each doorbell, when the NIC reacts to the
         #: tail write itself (M5's IGbE fetches descriptors on it); None = it does not.
         self.doorbell = None
@@ -90,9 +91,11 @@ class Driver:
         qdisc,
         rx_out,
         stats,
+        inst: str = "0",
     ):
         """``params``: the host's ``driver`` section; ``mmio_latency``: the core's stall per
-        doorbell (``pcie.mmio_latency``); costs come from ``cpu``."""
+        doorbell (``pcie.mmio_latency``); costs come from ``cpu``; ``inst``: the
+        interface's instance."""
         self.env = env
         self.cpu = cpu
         self.bus = bus
@@ -109,18 +112,20 @@ class Driver:
         self.c_alloc = cpu.cycles("skb_alloc")
         self.c_free = cpu.cycles("skb_free")
         self.c_mmio = mmio_latency / cpu.ns_per_cycle
-        self.tx_sm = tracer.sm(sys, "Driver TX", "0")
-        self.isr_sm = tracer.sm(sys, "ISR", "0")
-        self.napi_sm = tracer.sm(sys, "NAPI", "0")
+        self.busy = False  # Driver TX holds a packet it has not posted yet
+        self.tx_sm = tracer.sm(sys, "Driver TX", inst)
+        self.isr_sm = tracer.sm(sys, "ISR", inst)
+        self.napi_sm = tracer.sm(sys, "NAPI", inst)
         env.process(self._xmit())
         env.process(self._interrupts())
 
     def _xmit(self):
         sm, q, rings, cpu = self.tx_sm, self.qdisc, self.rings, self.cpu
-        free, doorbell = rings.tx_free, rings.doorbell
+        free = rings.tx_free
         sm.begin("idle")
         while True:
             first = q.take_now(1, sm)[0] if q.items else (yield q.get(sm))
+            self.busy = True  # a packet taken and not posted: whoever posts waits behind
             if not free.grab(1, sm):
                 sm.begin("ring full")
                 yield free.get(1, sm)
@@ -130,15 +135,22 @@ class Driver:
             more = min(len(q.items), int(free.level), self.tx_batch - 1)
             batch = [first, *q.take_now(more, sm)]
             free.grab(more, sm)
-            # Descriptor writes and the doorbell in one stretch of work.
-            self.bus.mmio_write()
-            yield cpu.work("driver", self.c_desc * len(batch) + self.c_mmio)
-            rings.tx_pkts.extend(batch)
-            rings.tx_ring.give(len(batch), sm)
-            if doorbell is not None:
-                doorbell(sm)
+            yield from self.post(sm, cpu, batch)
+            self.busy = False
             cpu.release(sm)
             sm.begin("idle")
+
+    def post(self, sm, cpu, batch):
+        """Generator: ``sm``, holding a core of ``cpu`` and the descriptors' credits,
+        writes ``batch``'s descriptors and rings the doorbell, in one stretch of work;
+        the packets are then the NIC's (``TX ring``)."""
+        self.bus.mmio_write()
+        yield cpu.work("driver", self.c_desc * len(batch) + self.c_mmio)
+        rings = self.rings
+        rings.tx_pkts.extend(batch)
+        rings.tx_ring.give(len(batch), sm)
+        if rings.doorbell is not None:
+            rings.doorbell(sm)
 
     def _interrupts(self):
         isr, napi, line = self.isr_sm, self.napi_sm, self.irq.line

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from cpasim.model.copy_engine import CopyEngine
 from cpasim.model.cpu import Cpu
-from cpasim.model.device import NetDevice
+from cpasim.model.device import host_device
 from cpasim.model.ip import IpLayer
 from cpasim.model.memory import make_memory
 from cpasim.model.socket import TcpSocket, UdpSocket
@@ -32,19 +32,9 @@ class Host:
         # No memory object unless asked for: an unmodelled memory costs nothing.
         self.memory = make_memory(env, hc.memory)
         self.cpu.memory = self.memory
-        self.dev = NetDevice(
-            env,
-            sys,
-            tracer,
-            nic=hc.nic,
-            driver=hc.driver,
-            qdisc=hc.qdisc,
-            pcie=hc.pcie,
-            bus=hc.bus,
-            cpu=self.cpu,
-            port=port,
-            memory=self.memory,
-        )
+        self.dev = host_device(env, sys, tracer, hc, cpu=self.cpu, port=port, memory=self.memory)
+        self.bus = self.dev.bus
+        self.devices = (self.dev,)
         self.engine = None
         if hc.copy_engine.enabled:
             self.engine = CopyEngine(

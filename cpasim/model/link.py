@@ -8,7 +8,10 @@ of which the frame has arrived after the preamble and the frame itself
 gap only holds the next frame back.
 
 Each host owns one :class:`Port` (``link.port("tx")``); its NetDevice attaches
-its TX FIFO and its receiver.  Per port:
+its TX FIFO and its receiver.  With ``topology.kind = "forward"`` there are two
+links, tx–fw and fw–rx, and the forwarding host has a port on each: its
+interface ``0`` faces tx, ``1`` faces rx, and the port's state machines take
+that instance (``fw:MAC#1``, carriers ``fw:Link#1.k``).  Per port:
 
 ``MAC`` (``sys:MAC:0``)
     ``idle`` — waits on the NIC's ``TX FIFO`` for a frame;
@@ -40,6 +43,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from cpasim.model.nic import instance
 from cpasim.protocol import IFG, PREAMBLE_SFD, frame_bytes, wire_bytes
 
 #: Carriers kept per frame in flight.  A carrier is reused only after the
@@ -83,7 +87,8 @@ class DirectionStats:
 
 @dataclass
 class LinkStats:
-    """Per direction: ``tx_to_rx`` and ``rx_to_tx``."""
+    """Per direction: ``tx_to_rx`` and ``rx_to_tx`` (with a forwarding host, the four
+    directions of its two links: ``tx_to_fw``, ``fw_to_tx``, ``fw_to_rx``, ``rx_to_fw``)."""
 
     directions: dict[str, DirectionStats] = field(default_factory=dict)
 
@@ -100,18 +105,19 @@ class LinkStats:
 
 
 class Port:
-    """One end of the link: the MAC of host ``sys`` and its carriers."""
+    """One end of the link: the MAC of host ``sys``'s interface ``inst`` and its carriers."""
 
     #: What carries this port's frames; :meth:`tap` swaps in one that reports them.
     carrier_class: type[_Carrier]
 
-    def __init__(self, link: Link, sys: str, peer: str):
+    def __init__(self, link: Link, sys: str, peer: str, inst: str = "0"):
         self.link = link
         self.env = link.env
         self.sys = sys
         self.peer = peer
+        self.inst = inst
         self.stats = link.stats.directions.setdefault(f"{sys}_to_{peer}", DirectionStats())
-        self.mac = link.tracer.sm(sys, "MAC", "0")
+        self.mac = link.tracer.sm(sys, "MAC", inst)
         self.receiver = None  # set by attach(): has arrive(frame, sm)
         # Where frames sent from this port are offered (the peer's receiver, or a
         # bottleneck in between), and what feeds this port's receiver (the peer
@@ -195,7 +201,7 @@ class Port:
         in_flight = self._carriers - len(self._free)
         if len(self._free) > (SPARE_CARRIERS - 1) * in_flight:
             return self._free.popleft()
-        carrier = self.carrier_class(self, str(self._carriers))
+        carrier = self.carrier_class(self, instance(self.inst, self._carriers))
         self._carriers += 1
         return carrier
 
@@ -272,10 +278,22 @@ class _TappedReceiver:
 
 
 class Link:
-    """Full-duplex Ethernet between hosts ``tx`` and ``rx``; ``params`` is the ``link``
-    section."""
+    """Full-duplex Ethernet between two hosts; ``params`` is the ``link`` section.
 
-    def __init__(self, env, *, params, tracer, rng):
+    ``ends``: the two hosts' (name, interface instance), tx and rx by default;
+    ``stats``: the counters to add this link's directions to (a forwarding
+    topology's two links share one :class:`LinkStats`)."""
+
+    def __init__(
+        self,
+        env,
+        *,
+        params,
+        tracer,
+        rng,
+        ends: tuple[tuple[str, str], tuple[str, str]] = (("tx", "0"), ("rx", "0")),
+        stats: LinkStats | None = None,
+    ):
         self.env = env
         self.tracer = tracer
         self.rng = rng
@@ -283,11 +301,12 @@ class Link:
         self.delay = params.delay
         self.mtu = params.mtu
         self.loss = params.loss
-        self.stats = LinkStats()
+        self.stats = LinkStats() if stats is None else stats
         # Busy time before this (the warm-up) is left out: a frame serialized across
         # it counts only its part after it (set by the system).
         self.measure_from = 0.0
-        self.ports = {"tx": Port(self, "tx", "rx"), "rx": Port(self, "rx", "tx")}
+        (a, a_inst), (b, b_inst) = ends
+        self.ports = {a: Port(self, a, b, a_inst), b: Port(self, b, a, b_inst)}
         for port in self.ports.values():
             port.source = self.ports[port.peer]
 

@@ -67,6 +67,13 @@ from cpasim.model.moderation import ARM, FIRE, AdaptiveItr, Moderation
 from cpasim.protocol import MAC_HEADER, frame_bytes
 from cpasim.trace import TracedStore
 
+
+def instance(inst: str, k: int) -> str:
+    """The instance of the ``k``-th of many SMs (countdowns, link carriers) of interface
+    ``inst``: ``k`` on interface ``0``, ``inst.k`` on another (a forwarding host's second)."""
+    return str(k) if inst == "0" else f"{inst}.{k}"
+
+
 #: Countdown instances kept per running countdown, reused round the pool, so
 #: that the chain linking one instance's countdowns in the trace does not hold
 #: back a what-if (as with the link's carriers).
@@ -76,17 +83,18 @@ SPARE_TIMERS = 16
 class InterruptUnit:
     """Interrupt moderation of one NIC and the ``IRQ`` line to the host."""
 
-    def __init__(self, env, sys: str, tracer, *, params, stats):
-        """``params``: the host's ``nic`` section."""
+    def __init__(self, env, sys: str, tracer, *, params, stats, inst: str = "0"):
+        """``params``: the host's ``nic`` section; ``inst``: the interface's instance."""
         self.env = env
         self.sys = sys
+        self.inst = inst
         self.tracer = tracer
         self.stats = stats
         # Adaptive throttling re-tunes the rule's gap at the end of every NAPI session.
         self.itr = AdaptiveItr() if params.itr == "adaptive" else None
         gap = self.itr.gap if self.itr is not None else params.throttle_usecs
         self.rule = Moderation(params.coalesce_frames, params.coalesce_usecs, gap)
-        self.line = TracedStore(env, tracer, sys, "IRQ", "0")
+        self.line = TracedStore(env, tracer, sys, "IRQ", inst)
         self._free: deque[_Timer] = deque()
         self._timers = 0
 
@@ -118,7 +126,7 @@ class InterruptUnit:
             if len(self._free) > (SPARE_TIMERS - 1) * running:
                 timer = self._free.popleft()
             else:
-                timer = _Timer(self, str(self._timers))
+                timer = _Timer(self, instance(self.inst, self._timers))
                 self._timers += 1
             timer.start(self.rule.arm_id, self.rule.deadline, sm)
 
@@ -158,7 +166,7 @@ class Nic:
 
     ``params`` is the host's ``nic`` section; ``port`` its end of the link."""
 
-    def __init__(self, env, sys: str, tracer, *, params, bus, rings, irq, stats, port):
+    def __init__(self, env, sys: str, tracer, *, params, bus, rings, irq, stats, port, inst="0"):
         self.env = env
         self.bus = bus
         self.rings = rings
@@ -173,19 +181,21 @@ class Nic:
             tracer,
             sys,
             "TX FIFO",
-            "0",
+            inst,
             capacity=max(1, params.tx_fifo // frame_bytes(port.link.mtu)),
         )
-        self.rx_fifo = TracedStore(env, tracer, sys, "RX FIFO", "0")
+        self.rx_fifo = TracedStore(env, tracer, sys, "RX FIFO", inst)
         self.rx_fifo_size = params.rx_fifo
         self.rx_fifo_bytes = 0
         self.tx_cached = 0  # TX descriptors fetched and not processed yet
         self.rx_cached = 0  # RX descriptors fetched and not used yet
-        self.tx_sm = tracer.sm(sys, "NIC TX", "0")
-        self.rx_sm = tracer.sm(sys, "NIC RX", "0")
+        self.tx_sm = tracer.sm(sys, "NIC TX", inst)
+        self.rx_sm = tracer.sm(sys, "NIC RX", inst)
         self.port = port
         if params.tx_desc_cache:
-            self.fetch = TxDescFetch(env, sys, tracer, params=params, bus=bus, rings=rings)
+            self.fetch = TxDescFetch(
+                env, sys, tracer, params=params, bus=bus, rings=rings, inst=inst
+            )
             env.process(self._transmit_cached())
         else:
             self.fetch = None

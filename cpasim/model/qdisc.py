@@ -10,6 +10,6 @@ from __future__ import annotations
 from cpasim.trace import TracedStore
 
 
-def make_qdisc(env, sys: str, params, tracer) -> TracedStore:
-    """The ``qdisc`` queue of host ``sys``; ``params`` is ``hc.qdisc``."""
-    return TracedStore(env, tracer, sys, "qdisc", "0", capacity=params.len)
+def make_qdisc(env, sys: str, params, tracer, inst: str = "0") -> TracedStore:
+    """The ``qdisc`` queue of host ``sys``'s interface ``inst``; ``params`` is ``hc.qdisc``."""
+    return TracedStore(env, tracer, sys, "qdisc", inst, capacity=params.len)

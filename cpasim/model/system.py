@@ -5,6 +5,10 @@ them, the workload.
 given SimPy environment and tracer, and starts the application processes of
 ``workload.kind`` (see :mod:`cpasim.model.app`).  Running it is the business
 of :func:`cpasim.simulate.simulate`.
+
+``topology.kind = "forward"`` puts the forwarding host ``fw``
+(:mod:`cpasim.model.forwarder`) between tx and rx: a link tx–fw and a link
+fw–rx, both of the ``link`` section, counted together in ``link_stats``.
 """
 
 from __future__ import annotations
@@ -13,10 +17,12 @@ from collections import deque
 
 import numpy as np
 
+from cpasim.config import FORWARDER
 from cpasim.model import app, bottleneck
 from cpasim.model.app import AppStats, WebServer
+from cpasim.model.forwarder import INTERFACES, Forwarder
 from cpasim.model.host import Host
-from cpasim.model.link import Link
+from cpasim.model.link import Link, LinkStats
 from cpasim.model.sockbuf import syn_window
 
 HOSTS = ("tx", "rx")
@@ -44,27 +50,64 @@ class System:
         self.env = env
         self.tracer = tracer
         self.rng = np.random.default_rng(cfg.sim.seed)
-        self.link = Link(env, params=cfg.link, tracer=tracer, rng=self.rng)
-        # Before the hosts attach to the link: they are wired through it.
-        self.bottlenecks = bottleneck.build(
-            env, params=cfg.bottleneck, link=self.link, tracer=tracer
-        )
-        self.hosts = {h: Host(env, h, cfg, tracer, self.link.port(h)) for h in HOSTS}
+        if cfg.topology.kind == "forward":
+            self._forwarding_hosts()
+        else:
+            self.link = Link(env, params=cfg.link, tracer=tracer, rng=self.rng)
+            self.links = (self.link,)
+            self.link_stats = self.link.stats
+            # Before the hosts attach to the link: they are wired through it.
+            self.bottlenecks = bottleneck.build(
+                env, params=cfg.bottleneck, link=self.link, tracer=tracer
+            )
+            self.hosts = {h: Host(env, h, cfg, tracer, self.link.port(h)) for h in HOSTS}
         # Busy time is counted over the measured interval only: from the warm-up to
         # sim.duration (a sized run's end is not known in advance: not clipped there).
         since = cfg.sim.warmup
         until = cfg.sim.duration if cfg.workload.bytes == 0 else float("inf")
-        self.link.measure_from = since
+        for link in self.links:
+            link.measure_from = since
         for box in self.bottlenecks:
             box.measure_from, box.measure_until = since, until
         for host in self.hosts.values():
             host.cpu.start_measuring(since, until)
-            host.dev.bus.measure_from = since
+            host.bus.measure_from = since
         self.stats = AppStats(env, warmup=cfg.sim.warmup, target=cfg.workload.bytes)
         self.servers: list[WebServer] = []
         self._web_socks: dict = {}  # webserver: connection index -> server-side socket
         self._web_sizes: dict = {}  # connection index -> response lengths for the client
         self._start_workload()
+
+    def _forwarding_hosts(self) -> None:
+        """tx – fw – rx: a link on each side of the forwarding host, one set of counters."""
+        env, cfg, tracer, fw = self.env, self.cfg, self.tracer, FORWARDER
+        self.link_stats = LinkStats()
+        sides = [
+            Link(
+                env,
+                params=cfg.link,
+                tracer=tracer,
+                rng=self.rng,
+                ends=ends,
+                stats=self.link_stats,
+            )
+            for ends in (
+                (("tx", "0"), (fw, INTERFACES[0])),
+                ((fw, INTERFACES[1]), ("rx", "0")),
+            )
+        ]
+        self.links = tuple(sides)
+        self.link = sides[0]
+        self.bottlenecks = []  # the configuration refuses one with a forwarding host
+        self.hosts = {
+            "tx": Host(env, "tx", cfg, tracer, sides[0].port("tx")),
+            "rx": Host(env, "rx", cfg, tracer, sides[1].port("rx")),
+            fw: Forwarder(env, cfg, tracer, (sides[0].port(fw), sides[1].port(fw))),
+        }
+
+    def port(self, host: str):
+        """End host ``host``'s port: its end of the link it is on."""
+        return next(link.port(host) for link in self.links if host in link.ports)
 
     @property
     def tx(self) -> Host:
@@ -138,12 +181,12 @@ class System:
             self.env.process(server.run())
 
     def drops(self) -> dict[str, int]:
-        """Dropped packets by reason over both hosts, plus frames lost on the link."""
+        """Dropped packets by reason over the hosts, plus frames lost on the links."""
         out: dict[str, int] = {}
         for host in self.hosts.values():
             for reason, n in host.drops().items():
                 out[reason] = out.get(reason, 0) + n
-        out["link_loss"] = sum(d.lost for d in self.link.stats.directions.values())
+        out["link_loss"] = sum(d.lost for d in self.link_stats.directions.values())
         for box in self.bottlenecks:  # none without a bottleneck: the keys stay absent
             for reason, n in box.stats.drops.items():
                 out[reason] = out.get(reason, 0) + n

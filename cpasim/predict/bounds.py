@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from cpasim.analysis import Transforms
 from cpasim.analysis.transforms import NameSet
-from cpasim.config import HOSTS, Config
+from cpasim.config import ALL_HOSTS, Config
 from cpasim.model.bus_rules import BUS_STATES, READ, WRITE
 from cpasim.predict.transforms_table import CPU_PATTERNS, Lookup
 
@@ -77,7 +77,7 @@ def holding(active: Mapping[str, float]) -> dict[str, float]:
     """The entries of ``active`` (``sys:sm:state`` → ns) whose state holds one of the
     :data:`RESOURCES`, whatever the configuration: all :func:`busy` reads of them."""
     out = {}
-    for host in HOSTS:
+    for host in ALL_HOSTS:
         hosted = [name for name in active if name.startswith(f"{host}:")]
         names = NameSet.of_states(_parts(name) for name in hosted)
         patterns = [p.format(sys=host) for res in RESOURCES for p in res.patterns]
@@ -96,13 +96,15 @@ def busy(cfg: Config, tf: Transforms, active: Mapping[str, float]) -> dict[str, 
     """
     flat = cfg.flat()
     out = {}
-    for host in HOSTS:
+    for host in ALL_HOSTS:
 
         def v(key, host=host):
             return flat.get(f"hosts.{host}.{key}", flat.get(key))
 
         # Every resource pattern names its host: the other host's states never match.
         hosted = [(_parts(name), ns) for name, ns in active.items() if name.startswith(f"{host}:")]
+        if not hosted:  # a host the run does not have (the forwarding host, direct)
+            continue
         names = NameSet.of_states(parts for parts, _ in hosted)
         factors = tf.state_factors(names)
         for res in RESOURCES:

@@ -47,8 +47,11 @@ keys                             transform amount (old → new)
 ================================ ========= ==================================================
 
 ``{sys}`` is the host whose key changed (``hosts.tx.tcp.wmem`` → ``tx``; a key
-without host prefix changes both hosts and so maps to both), ``{peer}`` the
-other host.  Capacity amounts are in the queue's own units (bytes for the
+without host prefix changes every host that has it and so maps to all), ``{peer}``
+the other end host.  The forwarding host (``hosts.fw.*``) takes the rows of what it
+has: its CPU (``ip_forward`` is one of its cycle states), cores, PCIe, rings, FIFO
+and queue; its two interfaces' queues are one pattern (``fw:qdisc`` covers
+``fw:qdisc#1``).  Capacity amounts are in the queue's own units (bytes for the
 byte-credit socket queues, frames for the TX FIFO).  Only growth is
 predictable: the analyzer cannot shrink a queue without reordering causality.
 
@@ -142,7 +145,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from cpasim.analysis import Transforms
-from cpasim.config import HOSTS, Config, spec_of
+from cpasim.config import ALL_HOSTS, FORWARDER, HOSTS, Config, spec_of
 from cpasim.errors import CpasimError
 from cpasim.model.bus_rules import BUS_STATES, READ, read_round_trip_ns
 from cpasim.model.pcie import pcie_bytes_per_ns
@@ -178,6 +181,7 @@ CPU_STATES = (
     "tcp_retransmit_skb",
     "udp_rcv",
     "nf_hook",
+    "ip_forward",
     "ip_fragment",
     "ip_defrag",
     # Linux 2.6.13's UDP send path (ip.send_path, cpasim.model.ip_send).
@@ -416,6 +420,7 @@ _DMA_STATES = tuple(
 _CPU_TARGETS = (
     *(Target("{sys}:*:" + s) for s in CPU_STATES),
     Target("{sys}:Driver TX:xmit", _mmio),
+    Target("{sys}:IP Forward:xmit", _mmio),  # the forwarding host's direct transmit
     # A poll stalls on the RX doorbell only when it took packets; its mean per
     # entry cannot say how many did, so the stall is scaled with the cycles.
     Target("{sys}:NAPI:poll"),
@@ -587,7 +592,7 @@ def predictable_keys() -> list[str]:
 def _split(full_key: str) -> tuple[str | None, str]:
     """``hosts.tx.tcp.wmem`` → ``("tx", "tcp.wmem")``; ``link.rate`` → ``(None, "link.rate")``."""
     parts = full_key.split(".", 2)
-    if parts[0] == "hosts" and len(parts) == 3 and parts[1] in HOSTS:
+    if parts[0] == "hosts" and len(parts) == 3 and parts[1] in ALL_HOSTS:
         return parts[1], parts[2]
     return None, full_key
 
@@ -611,12 +616,14 @@ def check_keys(keys) -> None:
             )
 
 
-def _as_given(full_keys) -> list[str]:
-    """Changed keys as a user writes them: ``tcp.cc`` when both hosts' changed."""
+def _as_given(full_keys, hosts=ALL_HOSTS) -> list[str]:
+    """Changed keys as a user writes them: ``tcp.cc`` when every host's (of ``hosts``,
+    the run's) changed."""
     out: list[str] = []
     for full in full_keys:
         host, key = _split(full)
-        if host is not None and all(f"hosts.{h}.{key}" in full_keys for h in HOSTS):
+        mine = [h for h in spec_of(full).hosts if h in hosts]
+        if host is not None and all(f"hosts.{h}.{key}" in full_keys for h in mine):
             full = key
         if full not in out:
             out.append(full)
@@ -676,7 +683,11 @@ def plan_change(old: Config, new: Config, state_means: Mapping[str, float] | Non
     it a rule's factor applies to the whole state.
     """
     diffs = old.changes(new)
-    check_keys(_as_given(diffs))
+    hosts = ALL_HOSTS
+    if old.topology.kind != "forward":  # no forwarding host: its keys change nothing
+        hosts = HOSTS
+        diffs = {k: v for k, v in diffs.items() if _split(k)[0] != FORWARDER}
+    check_keys(_as_given(diffs, hosts))
     # Group per (rule, host): several keys of one rule (gen + lanes) act together.
     touched: dict[tuple[int, str | None], list[str]] = {}
     for full in diffs:
@@ -696,7 +707,8 @@ def plan_change(old: Config, new: Config, state_means: Mapping[str, float] | Non
         if why_not:
             raise Refused(f"cannot predict {label} {old_text} → {new_text}: {why_not}")
         amount = rule.amount(lo, ln)
-        peer = None if host is None else next(h for h in HOSTS if h != host)
+        # The forwarding host has no keys of a {peer} row (TCP's): no peer.
+        peer = None if host not in HOSTS else next(h for h in HOSTS if h != host)
         for target in rule.targets:
             pattern = target.pattern.format(sys=host or "*", peer=peer or "*")
             if rule.kind == BOUND:
