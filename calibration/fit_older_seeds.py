@@ -1119,7 +1119,8 @@ def mosberger_rpc() -> System:
 def _findings_makineni(f: Fit) -> list[str]:
     return [
         "LSO benefit = TX Hz/bit without LSO / with LSO (the paper's own 0.53 / 0.212 = "
-        f"2.5): {_res(f, 'lso_benefit @65536 B')}, held out, as TX with LSO at 64 KB "
+        f"2.5): {_res(f, 'lso_benefit @65536 B')}, derived from fitted values (TX without "
+        "LSO is fitted), the gap of TX with LSO at 64 KB, held out "
         f"({_res(f, 'cpu_per_bit TX (LSO) @65536 B')}).  What LSO saves comes from the "
         "per-super-segment cost shape: with nic.tso a write allocates one buffer per "
         "super-segment and hands TCP whole super-segments (tcp_sendmsg's size goal), so "
@@ -1130,11 +1131,12 @@ def _findings_makineni(f: Fit) -> list[str]:
         "The held-out pair leans on copy_per_byte, which the four fitted figures do not "
         "tell apart from tx_packet (both act at TX 64 KB without LSO): it stays at "
         "cpasim's 0.5 cycles/B; at 0.37 cycles/B (where a fit with it free ended) TX "
-        "with LSO is +12% instead.  Of what is left, the ACKs are the most: one per two "
+        "with LSO was +12% (measured before a write's first segments left early).  Of what is left, the ACKs are the most: one per two "
         "segments at cpasim's default cpu.cost.ack (1500 cycles, not fitted: at TX 64 KB "
         "without LSO it acts together with tx_packet) take a fifth of the sender's CPU, "
-        "and a super-segment averages 7.5 segments, not 44: TCP sends as soon as the "
-        "ACKs open the window (two segments each) instead of waiting for a full one.",
+        "and super-segments are far shorter than 44 segments: TCP sends as soon as the "
+        "ACKs open the window (two segments each) instead of waiting for a full one, "
+        "and a write's first segments leave as soon as they are copied (tcp_push_one).",
         "RX at 64 KB: receive copies of their own (cpu.cost.copy_recv_per_byte = "
         f"{f.values['cpu.cost.copy_recv_per_byte']:.2f} cycles/B against copy_per_byte's 0.5: "
         "the copy reads what the NIC wrote to memory, slide 12's compulsory misses).  "

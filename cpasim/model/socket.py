@@ -113,6 +113,15 @@ class TcpSocket:
                 if goal == c.mss or room == 0 or n == 0:
                     c.queue_data(sm, held)
                     held = 0
+                elif not c.linux and held >= c.mss and c.send_head_free():
+                    # Linux 2.6.18's tcp_sendmsg: a tail buffer holding an MSS that is
+                    # also the send head goes out at once if the window lets its first
+                    # segment go (tcp_push_one: no TSO deferral), whole segments of it;
+                    # the rest stays in the buffer.  Linux 6's waits for size_goal.
+                    push = held // c.mss * c.mss
+                    c.queue_data(sm, push)
+                    held -= push
+                    room = goal - held if held else 0
                 if n > 0 and cpu.cores.get_queue:
                     cpu.release(sm)
                     sm.begin("preempted")  # runnable, waiting for the core: no CPU work

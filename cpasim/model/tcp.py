@@ -209,6 +209,11 @@ class TcpConnection:
         self.bytes_queued += nbytes
         self.sendq.put_now(nbytes, sm)
 
+    def send_head_free(self) -> bool:
+        """Would a buffer queued now be the send head, with room in the window for
+        its first segment?  (Nothing handed to TcpSend waits unsent.)"""
+        return self.unsent == 0 and not self.sendq.items and self.window.level >= self.mss
+
     def copy_out(self, sm, nbytes: int, taken: int = 0) -> int:
         """A read() takes up to ``nbytes`` from the receive buffer (``taken`` of them
         taken already, by a blocking get) to copy them out; returns the bytes taken."""
