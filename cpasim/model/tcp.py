@@ -9,7 +9,9 @@ State machines (instance = connection index):
 ``TcpSend``
     The transmit engine (``tcp_write_xmit``).  ``Wait`` for unsent bytes in the
     ``Send queue`` (put there by the application's ``write()``) — waits there too
-    while Nagle holds a small segment — then for credits of the ``Send window``
+    while Nagle holds a small segment, or (classic sender with ``nic.tso``) while
+    2.6.18's TSO deferral holds a send head the window cannot take whole, until an
+    ACK or a timeout re-decides — then for credits of the ``Send window``
     (min(cwnd, peer's window) − bytes in flight), then a core;
     ``tcp_write_xmit`` takes as many whole segments as the window allows (up to
     64 KiB), builds them (MSS segments, or one TSO super-segment with
