@@ -9,7 +9,9 @@ State machines (instance = connection index):
 ``TcpSend``
     The transmit engine (``tcp_write_xmit``).  ``Wait`` for unsent bytes in the
     ``Send queue`` (put there by the application's ``write()``) — waits there too
-    while Nagle holds a small segment — then for credits of the ``Send window``
+    while Nagle holds a small segment, or (classic sender with ``nic.tso``) while
+    2.6.18's TSO deferral holds a send head the window cannot take whole, until an
+    ACK or a timeout re-decides — then for credits of the ``Send window``
     (min(cwnd, peer's window) − bytes in flight), then a core;
     ``tcp_write_xmit`` takes as many whole segments as the window allows (up to
     64 KiB), builds them (MSS segments, or one TSO super-segment with
@@ -69,6 +71,11 @@ from cpasim.trace import TracedContainer, TracedStore
 
 #: A TSO super-segment carries at most this many IP bytes (Linux: 64 KiB).
 TSO_MAX_BYTES = 65535
+#: Linux 2.6.18's ``tcp_tso_should_defer``: a window of this many bytes is a full TSO
+#: frame's worth, and a deferred send goes once a ``sysctl_tcp_tso_win_divisor``'th
+#: (default 3) of min(cwnd, peer's window) is free.
+TSO_DEFER_FULL = 65536
+TSO_WIN_DIVISOR = 3
 
 
 class TcpConnection:
@@ -140,6 +147,8 @@ class TcpConnection:
                 dupack_threshold=tp.dupack_threshold,
             )
         self.paced = self.linux and self.sender.needs_pacing
+        # The classic sender with TSO defers as 2.6.18 does (tcp_tso_should_defer).
+        self.tso_defer = tso and not self.linux
         self.sack_max = sack_blocks_max(tp.timestamps) if sack else 0
         self.receiver = Receiver(mss=mss, delayed_ack=tp.delayed_ack, sack=sack)
 
@@ -169,6 +178,7 @@ class TcpConnection:
         self.nospace = False  # a write() found the send buffer full (SOCK_NOSPACE)
         self.bytes_queued = 0  # bytes the application handed over, in all
         self.nagle_hold = False
+        self.tso_deferred = False  # TcpSend waits for an ACK to open more of the window
         self.small_end = 0  # end sequence of the last sub-MSS segment sent (Minshall)
         self._win_ev = None  # a Send window get that may have taken credits already
         self._win_n = 0
@@ -295,7 +305,7 @@ class TcpConnection:
         sm.identify(self.conn)
         core = False
         while True:
-            if self.unsent == 0 or self.nagle_hold:
+            if self.unsent == 0 or self.nagle_hold or self.tso_deferred:
                 if core:
                     cpu.release(sm)
                     core = False
@@ -305,11 +315,14 @@ class TcpConnection:
                 self.unsent += yield self.sendq.get(sm)
                 for n in self.sendq.take_now(len(self.sendq.items), sm):
                     self.unsent += n
-                self.nagle_hold = False
+                self.nagle_hold = self.tso_deferred = False
                 continue
             seg = min(self.unsent, self.maxseg)
             if seg < mss and self.nagle and self.small_end > sender.snd_una:
                 self.nagle_hold = True  # the ACK of the earlier small segment wakes us
+                continue
+            if self.tso_defer and seg > mss and self._tso_should_defer():
+                self.tso_deferred = True  # the next ACK (or timeout) wakes us
                 continue
             if self.paced:
                 # tcp_pacing_check: the next packet leaves when the pacing clock says.
@@ -372,6 +385,21 @@ class TcpConnection:
             if self.rto_deadline is None or (self.linux and sender.probe_armed()):
                 self._restart_rto(sm)
 
+    def _tso_should_defer(self) -> bool:
+        """Linux 2.6.18's ``tcp_tso_should_defer`` for a send head of more than one
+        segment: in ``TCP_CA_Open``, hold it back while the window free is less than
+        a full TSO frame and less than a third of min(cwnd, peer's window), so that
+        the ACK clock's openings of two segments add up to larger super-segments
+        instead of leaving one by one.  No deferral timer in 2.6.18: the next ACK
+        re-decides, and with nothing in flight the whole window is free."""
+        sender = self.sender
+        if not sender.ca_open:
+            return False
+        limit = int(self.window.level)  # min(send window, congestion window) left
+        if limit >= TSO_DEFER_FULL:
+            return False
+        return limit < sender.window() // TSO_WIN_DIVISOR
+
     def _segment(self, seq: int, n: int, now: float, retrans: bool = False) -> Packet:
         segs = -(-n // self.mss)
         r = self.receiver
@@ -406,6 +434,9 @@ class TcpConnection:
             self.window.give(target - level, sm)
         elif target < level:
             self.window.resize(target, sm)
+        if self.tso_deferred:  # tcp_data_snd_check: a deferred send head is decided again
+            self.tso_deferred = False
+            self.sendq.put_now(0, sm)
 
     # -- incoming segments (run by IP Recv, holding a core) ------------------------------
     def receive(self, sm, pkt: Packet):

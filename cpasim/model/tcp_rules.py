@@ -101,6 +101,11 @@ class RenoSender:
         """New bytes that may be sent now."""
         return max(0, self.window() - self.flight)
 
+    @property
+    def ca_open(self) -> bool:
+        """Linux's ``TCP_CA_Open``: no duplicate ACKs, no fast recovery, no RTO hole left."""
+        return not self.dupacks and not self.in_recovery and self.snd_una >= self.rto_recover
+
     def on_send(self, nbytes: int, now: float) -> int:
         """Record ``nbytes`` of new data sent; returns its first sequence number."""
         seq = self.snd_nxt
