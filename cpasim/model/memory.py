@@ -53,6 +53,12 @@ import math
 MAX_LOAD = 0.9
 
 
+def send_touch(sw_csum: bool, csum_copy: bool) -> int:
+    """Bytes a send copy moves through memory per byte copied: read and write, and one
+    read more when the software checksum is a pass of its own (``tcp.csum_copy`` false)."""
+    return 3 if sw_csum and not csum_copy else 2
+
+
 class Memory:
     """The memory bandwidth of one host (see the module docstring)."""
 

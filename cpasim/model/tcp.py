@@ -56,6 +56,7 @@ shrinking window),
 from __future__ import annotations
 
 from cpasim.model import cc
+from cpasim.model.memory import send_touch
 from cpasim.model.packet import ACK, Packet
 from cpasim.model.sockbuf import SocketBuffers
 from cpasim.model.tcp_linux import TIMEOUT_MIN_NS, LinuxSender
@@ -117,9 +118,7 @@ class TcpConnection:
         self.sndbuf_size = bufs.sndbuf  # free + unacked + in copy
         self.delack_timeout = tp.delack_timeout
         self.sw_csum = not csum_offload
-        # Bytes a send copy moves through memory per byte: read and write, and a read
-        # more when the software checksum is a pass of its own (tcp.csum_copy = false).
-        self.send_touch = 3 if self.sw_csum and not tp.csum_copy else 2
+        self.send_touch = send_touch(self.sw_csum, tp.csum_copy)
         # SACK is used only when both ends permit it (negotiated on the SYNs).
         sack = tp.sack and peer_sack
         # The classic RFC sender when asked for (reno|newreno without SACK or pacing),

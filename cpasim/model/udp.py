@@ -21,6 +21,7 @@ application picks it up without a system call (:meth:`UdpSocket.poll`).
 
 from __future__ import annotations
 
+from cpasim.model.memory import send_touch
 from cpasim.model.packet import Packet
 from cpasim.model.sockbuf import SOCK_MIN_RCVBUF, setsockopt_buf
 from cpasim.protocol import IP_HEADER, UDP_HEADER
@@ -42,8 +43,7 @@ class UdpEndpoint:
         self.mtu = mtu
         self.sw_csum = not csum_offload
         tp = params
-        # As TcpConnection.send_touch: a separate checksum pass reads the bytes again.
-        self.send_touch = 3 if self.sw_csum and not tp.csum_copy else 2
+        self.send_touch = send_touch(self.sw_csum, tp.csum_copy)
         self.fixed = tp.rmem > 0
         if self.fixed:
             self.rmem = tp.rmem
@@ -97,18 +97,23 @@ class UdpEndpoint:
             csum = cpu.stall(csum, pkt.length)
         yield cpu.spend(sm, "udp_rcv", stack=cpu.cycles("rx_packet"), copy=csum)
         charge = self.charge(pkt.payload)
-        if (self.rcv_bytes + charge if self.fixed else self.rcv_bytes) > self.rmem:
+        if self._full(charge):
             self.drops["udp_rcvbuf"] += 1
             return
         self.rcv_bytes += charge
         self.rcvq.put_now(pkt.payload, sm)
+
+    def _full(self, charge: int) -> bool:
+        """The receive buffer turns away a datagram charged ``charge`` bytes (Linux's
+        rule: only once what is already charged exceeds it)."""
+        return (self.rcv_bytes + charge if self.fixed else self.rcv_bytes) > self.rmem
 
     def _receive_pool(self, sm, pkt: Packet):
         """``udp_rcv`` of a polled endpoint: copy into the user-mapped pool, free the
         kernel buffer, queue the packet (dropped when the pool is full)."""
         cpu = self.cpu
         charge = self.charge(pkt.payload)
-        full = (self.rcv_bytes + charge if self.fixed else self.rcv_bytes) > self.rmem
+        full = self._full(charge)
         copy = 0.0 if full else cpu.cycles("copy_recv", pkt.payload)
         if self.sw_csum:
             copy += cpu.cycles("csum", pkt.length)
