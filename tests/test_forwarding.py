@@ -294,3 +294,15 @@ def test_every_cost_zero_is_accepted_without_a_forwarding_host():
     """A key of the forwarding host only cannot tell a mistake from "every cost 0"."""
     cfg = load_scenario(None, sets=["cpu.cost.forward=0", "cpu.cost.interrupt=0"])
     assert cfg.topology.kind == "direct" and cfg.fw.cpu.cost.forward == 0
+
+
+def test_the_forwarding_hosts_memory_is_built_as_an_end_hosts():
+    # memory.load_window gives fw the memory whose reads wait longer under load, as on tx/rx.
+    from cpasim.model.memory import LoadedMemory, Memory
+
+    loaded = [*UDP_THROUGH, "memory.bandwidth=3200MBps", "memory.load_window=100us"]
+    system, _ = _system(loaded)
+    assert type(system.hosts["fw"].memory) is LoadedMemory
+    assert type(system.hosts["tx"].memory) is LoadedMemory
+    system, _ = _system([*UDP_THROUGH, "memory.bandwidth=3200MBps"])
+    assert type(system.hosts["fw"].memory) is Memory

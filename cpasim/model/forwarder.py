@@ -41,7 +41,7 @@ from __future__ import annotations
 from cpasim.config import FORWARDER
 from cpasim.model.cpu import Cpu
 from cpasim.model.device import NetDevice, host_device, make_bus
-from cpasim.model.memory import Memory
+from cpasim.model.memory import make_memory
 
 #: The forwarding host's interfaces: the one facing tx, the one facing rx.
 INTERFACES = ("0", "1")
@@ -59,7 +59,7 @@ class Forwarder:
         self.sys = sys = FORWARDER
         self.hc = hc = cfg.host(sys)
         self.cpu = Cpu(env, sys, params=hc.cpu, tracer=tracer)
-        self.memory = Memory(env, hc.memory) if hc.memory.bandwidth else None
+        self.memory = make_memory(env, hc.memory)
         self.cpu.memory = self.memory
         self.bus = make_bus(env, sys, tracer, bus=hc.bus, pcie=hc.pcie, memory=self.memory)
         self.devices = tuple(
