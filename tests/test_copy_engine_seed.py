@@ -64,6 +64,44 @@ def test_received_bandwidth_matches_the_seed(runs, system, rel):
     assert _gbps(runs[system]) == pytest.approx(seed_gbps(system), rel=rel)
 
 
+# The seed's on-die analysis shows no window loop, so its run was not window-limited;
+# the scenario's 768 KiB buffers are (chosen so that no configuration loses a frame).
+# With buffers that do not limit, and an RX ring that holds the start-up burst, the
+# model's on-die receiver is CPU-bound and faster than the seed's.
+UNLIMITED = ["tcp.rmem=1536KiB", "tcp.wmem=1536KiB", "hosts.rx.nic.rx_ring=4096"]
+
+
+@pytest.fixture(scope="module")
+def on_die_unlimited():
+    from cpasim.simulate import simulate
+
+    return simulate(
+        load_scenario(SCENARIO, sets=[*SHORT, *CONFIGS["copy engine on-die"], *UNLIMITED])
+    )
+
+
+@pytest.mark.slow
+def test_on_die_without_the_window_limit_the_receiver_is_cpu_bound(runs, on_die_unlimited):
+    r = on_die_unlimited
+    assert sum(r.drops.values()) == 0
+    assert r.cpu_utilization["rx"]["idle"] < 0.05
+    assert r.goodput_bps > runs["copy engine on-die"].result["goodput_bps"]
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="5.29 Gb/s against 4.5 (+17%): without the window limit the on-die receiver "
+    "is CPU-bound (core 97.7% busy: stack 68.5%, spinning on the engine 16%); its "
+    "per-segment cost was fitted on the run without an engine, and the model's "
+    "communication with the engine (200 ns per descriptor, 20 ns registers, not "
+    "fitted) costs the core less than the seed's analysis implies (calibration/SEEDS.md)",
+)
+def test_on_die_without_the_window_limit_matches_the_seed(on_die_unlimited):
+    got = on_die_unlimited.goodput_bps / 1e9
+    assert got == pytest.approx(seed_gbps("copy engine on-die"), rel=0.10)
+
+
 @pytest.mark.slow
 def test_the_engine_on_the_io_bus_is_slower_and_on_die_faster(runs):
     none, io, die = (_gbps(runs[name]) for name, _ in fit.CONFIGS)
