@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from cpasim.cli import main
+from cpasim.config import load_scenario
+from cpasim.errors import CpasimError
 
 ROOT = Path(__file__).resolve().parent.parent
 TCP = str(ROOT / "scenarios" / "tcp-stream.toml")
@@ -122,6 +124,22 @@ def test_forwarding_host_key_refused(capsys, sets, expected):
         argv += ["--set", s]
     line = refused(capsys, *argv)
     assert expected in line, line
+
+
+def test_end_hosts_set_one_by_one_leave_the_absent_forwarder_alone(tmp_path):
+    """A key without prefix sets the forwarding host too; setting the end hosts one by
+    one afterwards is not a forwarding-host key, on the command line, in an override or
+    in the resolved scenario written back (rx-copy-engine: [pcie] lanes = 4, tx 16)."""
+    scenario = ROOT / "scenarios" / "rx-copy-engine.toml"
+    cfg = load_scenario(scenario, sets=["hosts.rx.pcie.lanes=8"])
+    assert (cfg.tx.pcie.lanes, cfg.rx.pcie.lanes) == (16, 8)
+    assert load_scenario(scenario).with_overrides({"hosts.rx.pcie.lanes": "8"}) == cfg
+    path = tmp_path / "resolved.toml"
+    path.write_text(cfg.to_toml())
+    assert load_scenario(path).digest == cfg.digest
+    # Named with its prefix it is still refused.
+    with pytest.raises(CpasimError, match="has no forwarding host"):
+        cfg.with_overrides({"hosts.fw.pcie.lanes": "2"})
 
 
 # --- captures ----------------------------------------------------------------------------

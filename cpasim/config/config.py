@@ -127,8 +127,10 @@ class Config:
         entries = [
             (k, resolve.parse_text(v) if isinstance(v, str) else v) for k, v in overrides.items()
         ]
-        flat = resolve.apply(self._flat, entries, where)
-        resolve.check(flat, where)
+        # This config passed its checks: only what these entries name can clash now.
+        fw: set[str] = set()
+        flat = resolve.apply(self._flat, entries, where, explicit=fw)
+        resolve.check(flat, where, fw)
         return Config.from_flat(flat, self.source)
 
     def with_values(self, values: Mapping[str, Any], *, where: str = "override") -> Config:
@@ -139,8 +141,10 @@ class Config:
             _, spec = resolve.targets(key, where)
             text = spec.format(value) if spec.type in _QUANTITY_KINDS else value
             entries.append((key, text))
-        flat = resolve.apply(self._flat, entries, where)
-        resolve.check(flat, where)
+        # This config passed its checks: only what these entries name can clash now.
+        fw: set[str] = set()
+        flat = resolve.apply(self._flat, entries, where, explicit=fw)
+        resolve.check(flat, where, fw)
         return Config.from_flat(flat, self.source)
 
     # --- writing ----------------------------------------------------------------------
@@ -161,6 +165,18 @@ class Config:
             values = [self._flat[f"hosts.{h}.{key}"] for h in spec.hosts]
             if all(v == values[0] for v in values):
                 shared.append((key, _toml_value(spec, values[0])))
+            elif (
+                not forward
+                and FORWARDER in spec.hosts
+                and (fw := self._flat[f"hosts.{FORWARDER}.{key}"]) != spec.default
+            ):
+                # A value the absent forwarding host inherited is written without
+                # prefix, as a scenario sets it, so that it loads back as inherited;
+                # the end hosts that differ follow under their own prefix.
+                shared.append((key, _toml_value(spec, fw)))
+                for h, v in zip(spec.hosts, values, strict=True):
+                    if h != FORWARDER and v != fw:
+                        per_host.append((f"hosts.{h}.{key}", _toml_value(spec, v)))
             else:
                 for h, v in zip(spec.hosts, values, strict=True):
                     if h == FORWARDER and not forward and v == spec.default:

@@ -19,14 +19,15 @@ def load_scenario(path: str | Path | None = None, sets: Iterable[str] = ()) -> C
     flat = resolve.default_flat()
     source = None if path is None else str(path)
     where = "scenario"
+    fw: set[str] = set()
     if path is not None:
         where = source
-        flat = resolve.apply(flat, read_entries(path), source, once=True)
+        flat = resolve.apply(flat, read_entries(path), source, once=True, explicit=fw)
     for text in sets:
         key, value = parse_set(text)
-        flat = resolve.apply(flat, [(key, value)], "--set")
+        flat = resolve.apply(flat, [(key, value)], "--set", explicit=fw)
         where = f"{source} with --set" if source else "--set"
-    resolve.check(flat, where)
+    resolve.check(flat, where, fw)
     return Config.from_flat(flat, source)
 
 
@@ -44,10 +45,10 @@ def scenario_config(
         cfg = scenario
     elif isinstance(scenario, Mapping):
         where = "scenario dict"
-        flat = resolve.apply(
-            resolve.default_flat(), resolve.flatten_toml(dict(scenario), where), where, once=True
-        )
-        resolve.check(flat, where)
+        fw: set[str] = set()
+        entries = resolve.flatten_toml(dict(scenario), where)
+        flat = resolve.apply(resolve.default_flat(), entries, where, once=True, explicit=fw)
+        resolve.check(flat, where, fw)
         cfg = Config.from_flat(flat, None)
     elif scenario is None or isinstance(scenario, str | Path):
         cfg = load_scenario(scenario)

@@ -206,11 +206,19 @@ def loads_toml(text: str, what: str) -> dict[str, Any]:
 
 
 def apply(
-    flat: dict[str, Any], entries: Entries, where: str, *, once: bool = False
+    flat: dict[str, Any],
+    entries: Entries,
+    where: str,
+    *,
+    once: bool = False,
+    explicit: set[str] | None = None,
 ) -> dict[str, Any]:
     """``flat`` with one layer of raw entries applied (validated); ``flat`` is not changed.
 
     ``once``: a key may appear only once in this layer (a scenario file).
+    ``explicit``: updated with the forwarding host's full keys this layer names with
+    its ``hosts.fw.`` prefix, less those a key without prefix sets after them (what
+    :func:`check` may hold against a run without a forwarding host).
     """
     generic: list[tuple[list[str], Any]] = []
     specific: list[tuple[list[str], Any]] = []
@@ -226,6 +234,10 @@ def apply(
     for full, value in generic + specific:
         for k in full:
             out[k] = value
+    if explicit is not None:
+        fw = f"hosts.{FORWARDER}."
+        explicit.difference_update(k for full, _ in generic for k in full)
+        explicit.update(k for full, _ in specific for k in full if k.startswith(fw))
     return out
 
 
@@ -260,8 +272,11 @@ def _host_leaf(key: str) -> bool:
     return len(parts) == 3 and parts[0] == "hosts" and parts[1] in ALL_HOSTS and parts[2] in SPECS
 
 
-def check(flat: dict[str, Any], where: str) -> None:
-    """Combinations of values that cannot work; each message names every key involved."""
+def check(flat: dict[str, Any], where: str, explicit: Iterable[str] = ()) -> None:
+    """Combinations of values that cannot work; each message names every key involved.
+
+    ``explicit``: the forwarding host's keys the layers checked named with its prefix
+    (see :func:`apply`)."""
     mtu = flat["link.mtu"]
     duration, warmup = flat["sim.duration"], flat["sim.warmup"]
     if flat["workload.bytes"] == 0 and warmup >= duration:
@@ -309,7 +324,7 @@ def check(flat: dict[str, Any], where: str) -> None:
                 f"{where}: workload.kind = rpc needs a lossless link (link.loss = "
                 f"{flat['link.loss']}): a lost request or reply is never sent again"
             )
-    _check_topology(flat, where)
+    _check_topology(flat, where, explicit)
     if flat["bottleneck.rate"] or flat["bottleneck.reverse_rate"]:
         packet = mtu + flat["bottleneck.overhead"]
         if flat["bottleneck.queue"] < packet:
@@ -358,7 +373,7 @@ def check(flat: dict[str, Any], where: str) -> None:
             )
 
 
-def _check_topology(flat: dict[str, Any], where: str) -> None:
+def _check_topology(flat: dict[str, Any], where: str, explicit: Iterable[str]) -> None:
     fw = f"hosts.{FORWARDER}."
     if flat["topology.kind"] == "forward":
         for key in ("bottleneck.rate", "bottleneck.reverse_rate"):
@@ -369,12 +384,13 @@ def _check_topology(flat: dict[str, Any], where: str) -> None:
                     "the hosts; set one of them"
                 )
         return
-    # Without a forwarding host its keys change nothing: one set apart from its
-    # default and from the end hosts (which a key without prefix sets alike) is a
-    # mistake.  Its own keys (cpu.cost.forward) cannot tell: "every cost 0" sets them.
-    for full, value in flat.items():
+    # Without a forwarding host its keys change nothing: one named with its prefix
+    # and set apart from its default and from the end hosts is a mistake.  A value it
+    # inherited from a key without prefix is not (the end hosts may have been set one
+    # by one since), nor are its own keys (cpu.cost.forward): "every cost 0" sets them.
+    for full in sorted(explicit):
         if full.startswith(fw):
-            key = full[len(fw) :]
+            value, key = flat[full], full[len(fw) :]
             ends = [flat[f"hosts.{h}.{key}"] for h in HOSTS if f"hosts.{h}.{key}" in flat]
             if ends and value != SPECS[key].default and value not in ends:
                 raise CpasimError(
