@@ -148,11 +148,13 @@ def test_cpu_time_never_exceeds_the_cores_while_spinning():
     [
         ("copy_engine.location", "io_bus", ENGINE),
         ("copy_engine.latency", "2us", ENGINE),
+        ("copy_engine.completion_latency", "2us", ENGINE),
         ("copy_engine.rate", "2Gbps", ENGINE),
         ("copy_engine.ring", "8", (*ENGINE, "link.rate=10Gbps")),
         ("copy_engine.batch", "1", ENGINE),
         ("copy_engine.copy_size", "512B", ENGINE),
         ("copy_engine.desc_size", "1KiB", IO_BUS),
+        ("copy_engine.desc_size", "4KiB", ENGINE),
         ("copy_engine.mmio_latency", "5us", ENGINE),
         ("copy_engine.wait", "sleep", ENGINE),
         ("memory.bandwidth", "2Gbps", ()),

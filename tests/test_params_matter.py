@@ -217,6 +217,7 @@ MATTERS: dict[str, Case] = {
     "copy_engine.enabled": Case("true"),
     "copy_engine.location": Case("io_bus", COPY_ENGINE),
     "copy_engine.latency": Case("5us", COPY_ENGINE),
+    "copy_engine.completion_latency": Case("5us", COPY_ENGINE),
     "copy_engine.rate": Case("1Gbps", COPY_ENGINE),
     "copy_engine.batch": Case("2", COPY_ENGINE),
     "copy_engine.copy_size": Case("256B", COPY_ENGINE),

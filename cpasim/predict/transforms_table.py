@@ -42,7 +42,6 @@ keys                             transform amount (old → new)
 ``nic.rx_ring``                  capacity  ``{sys}:RX free desc`` + (new − old) descriptors
 ``nic.tx_fifo``                  capacity  ``{sys}:TX FIFO`` + growth in full-size frames
 ``copy_engine.ring``             capacity  ``{sys}:Copy desc free`` + (new − old) descriptors
-``copy_engine.rate``             scale     an on-die engine's ``{sys}:Copy Engine:copy`` × old/new
 ``qdisc.len``                    capacity  ``{sys}:qdisc`` + (new − old) packets
 ================================ ========= ==================================================
 
@@ -128,6 +127,9 @@ re-simulated figures with the prediction marked as refused:
 ``tcp.rmem_max``                 fixed capacity (``tcp.sndbuf``/``tcp.rcvbuf`` = 0,
 ``tcp.wmem_default``             autotuned, are refused by their rows for the same
 ``tcp.wmem_max``                 reason)
+``copy_engine.rate``             a copy's read and write last their DMA's time or
+                                 their bytes at the rate, whichever is longer (0 =
+                                 no limit, gem5's engine): no one factor
 ================================ ==================================================
 
 Not in the table (structure changes the trace cannot express; re-simulate
@@ -203,7 +205,7 @@ CPU_STATES = (
 #: ``bottleneck.rate``, ``bottleneck.overhead``: see "Pacing");
 #: ``Bottleneck:serialize`` with its direction's rate and the overhead.  The
 #: bottleneck's ``Wait`` (an empty queue) is waiting, with no active time.
-FIXED_TIME_STATES = ("think", "countdown", "armed", "set-up")
+FIXED_TIME_STATES = ("think", "countdown", "armed", "set-up", "report")
 
 #: Keys no transform models, each with the reason ``predict`` gives (see the
 #: module docstring, "Refused keys").
@@ -229,6 +231,11 @@ REFUSED: dict[str, str] = {
     "bottleneck.aqm": (
         "an AQM drops packets by their time in the queue: it changes which packets are "
         "lost, not how long a step takes" + _RESIMULATE
+    ),
+    "copy_engine.rate": (
+        "a copy engine's reads and writes last as long as their DMA or their bytes at this "
+        "rate, whichever is longer (0 = no limit): no one factor of the trace's states"
+        + _RESIMULATE
     ),
     "tcp.moderate_rcvbuf": _AUTOTUNING,
     "tcp.rmem_default": _AUTOTUNING,
@@ -541,13 +548,6 @@ RULES: tuple[Rule, ...] = (
         (Target("{sys}:RX free desc"),),
         _growth("nic.rx_ring"),
         "more posted RX buffers",
-    ),
-    Rule(
-        ("copy_engine.rate",),
-        SCALE,
-        (Target("{sys}:Copy Engine:copy"),),
-        lambda old, new: old("copy_engine.rate") / new("copy_engine.rate"),
-        "an on-die copy engine moves the bytes at its rate (without memory contention)",
     ),
     Rule(
         ("copy_engine.ring",),
