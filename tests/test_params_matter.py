@@ -221,6 +221,7 @@ MATTERS: dict[str, Case] = {
     "copy_engine.rate": Case("1Gbps", COPY_ENGINE),
     "copy_engine.batch": Case("2", COPY_ENGINE),
     "copy_engine.copy_size": Case("256B", COPY_ENGINE),
+    "copy_engine.page_size": Case("1KiB", COPY_ENGINE),
     "copy_engine.desc_size": Case("2KiB", (*COPY_ENGINE, "copy_engine.location=io_bus")),
     "copy_engine.mmio_latency": Case("5us", COPY_ENGINE),
     "copy_engine.ring": Case("2", COPY_ENGINE),

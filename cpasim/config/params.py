@@ -792,6 +792,16 @@ class CopyEngineParams:
         lo="64B",
         hi="1GiB",
     )
+    # The seed's simulator ran Alpha Linux (gem5's critical-path annotations are
+    # Alpha m5 ops), whose pages are 8 KiB.
+    page_size: int = param(
+        "8KiB",
+        SIZE,
+        "pages of the reader's buffer: Linux's dma_memcpy_to_iovec cuts a segment's copy "
+        "where it crosses one (Alpha Linux, the seed's platform: 8 KiB); 0 = no cut",
+        lo=0,
+        hi="1GiB",
+    )
     desc_size: int = param(
         "64B",
         SIZE,

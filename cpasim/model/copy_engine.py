@@ -96,6 +96,7 @@ class CopyEngine:
         self.ns_per_byte = 8e9 / p.rate if p.rate else 0.0
         self.batch = min(p.batch, p.ring)  # a batch never waits for more than the ring
         self.copy_size = p.copy_size
+        self.page_size = p.page_size
         self.desc_size = p.desc_size
         self.spin = p.wait == "spin"
         mmio_ns = bus_mmio_latency if on_bus else p.mmio_latency
@@ -117,18 +118,26 @@ class CopyEngine:
     # --- the reader's side (tcp_recvmsg with NET_DMA) ------------------------------------
 
     def descriptors(self, nbytes: int, mss: int) -> list[int]:
-        """The descriptors copying ``nbytes`` received in segments of ``mss``: one copy
-        (``dma_memcpy_to_iovec``) per segment, cut at ``copy_size`` (the engine's
-        transfer cap) by the driver; the last of each copy negative (see ``sizes``)."""
-        cap = self.copy_size
+        """The descriptors copying ``nbytes`` received in segments of ``mss`` into a
+        page-aligned user buffer: Linux's ``dma_memcpy_to_iovec`` makes one copy per
+        segment and cuts it where it would cross a page of the buffer
+        (``copy_engine.page_size``), the driver cuts each copy into descriptors of at
+        most the engine's transfer cap (``copy_size``); the last descriptor of each
+        copy is negative (see ``sizes``)."""
+        cap, page = self.copy_size, self.page_size
         out: list[int] = []
+        at = 0  # offset in the user buffer
         while nbytes > 0:
             seg = min(mss, nbytes)
             nbytes -= seg
-            while seg > cap:
-                out.append(cap)
-                seg -= cap
-            out.append(-seg)
+            while seg > 0:
+                piece = min(seg, page - at % page) if page else seg
+                seg -= piece
+                at += piece
+                while piece > cap:
+                    out.append(cap)
+                    piece -= cap
+                out.append(-piece)
         return out
 
     def copy(self, sm, nbytes: int, mss: int, stack: float):
