@@ -68,7 +68,7 @@ def _gbps(run) -> float:
                 strict=True,
                 reason="1.730 Gb/s against 2.6 (-33%, 30 ms): gem5's engine reads a copy "
                 "over the bus and only then writes it back (one buffer, nothing overlapped), "
-                "about 3.7 us per 1448-byte descriptor on PCIe x4 with its descriptor fetch "
+                "about 3.8 us per 1448-byte descriptor on PCIe x4 with its descriptor fetch "
                 "and completion write, its writes behind the NIC's on PCIe up, while the "
                 "reader spins with the socket locked; the engine's constants are gem5's "
                 "and the driver's Linux 2.6.18's, not fitted",

@@ -722,8 +722,8 @@ class MemoryParams:
     load_window: float = param(
         "0ns",
         TIME,
-        "with memory.bandwidth set: time over which the memory's occupancy by CPU copies, "
-        "checksums and the copy engine is averaged; a device read's memory latency "
+        "with memory.bandwidth set: time over which the memory's occupancy by CPU copies and "
+        "checksums is averaged; a device read's memory latency "
         "(memory.latency and, on legacy PCI, each burst's bus.pci_read_wait) grows to "
         "latency / (1 - occupancy); 0 = latency independent of load",
         lo=0,
