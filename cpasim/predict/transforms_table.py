@@ -23,6 +23,9 @@ keys                             transform amount (old → new)
                                            engine on the I/O bus): the transfer
 ``pcie.latency``                           part × old/new bandwidth, the bridge latency part
                                            replaced (see "fixed parts" below)
+``bus.on_die_clock``             scale     the DMA states of a NIC on die (``bus.kind =
+                                           "on_die"``) and an on-die copy engine's transfers
+                                           × old/new
 ``cpu.freq``                     scale     every state that burns cycles on the host × old/new
                                            (the TX doorbell's MMIO stall is a fixed part)
 ``cpu.cores``                    bound     ``{sys}:CPU cores`` work / new cores (the pool's
@@ -150,6 +153,7 @@ from cpasim.analysis import Transforms
 from cpasim.config import ALL_HOSTS, FORWARDER, HOSTS, Config, spec_of
 from cpasim.errors import CpasimError
 from cpasim.model.bus_rules import BUS_STATES, READ, read_round_trip_ns
+from cpasim.model.copy_engine import STATES as ENGINE_STATES
 from cpasim.model.pcie import pcie_bytes_per_ns
 from cpasim.model.sockbuf import SOCK_MIN_SNDBUF, largest_window, setsockopt_buf
 from cpasim.protocol import frame_bytes, mss_for, wire_bytes
@@ -316,6 +320,16 @@ def _bus_bandwidth_ratio(old: Lookup, new: Lookup) -> float:
     return before / after
 
 
+def _on_die_clock_ratio(old: Lookup, new: Lookup) -> float:
+    """An on-die transfer takes its cycles at ``bus.on_die_clock``: old/new."""
+    return old("bus.on_die_clock") / new("bus.on_die_clock")
+
+
+def _on_die_nic(old: Lookup, new: Lookup) -> float:
+    # The NIC's DMA crosses the on-die interconnect only when it is on die.
+    return _on_die_clock_ratio(old, new) if old("bus.kind") == "on_die" else 1.0
+
+
 def _fifo_frames(v: Lookup) -> int:
     # The NIC sizes its TX FIFO store in full-size frames (cpasim.model.nic).
     return max(1, v("nic.tx_fifo") // frame_bytes(v("link.mtu")))
@@ -416,6 +430,9 @@ def _locked_only(request: str, fixed: str) -> Callable[[Lookup, Lookup], str | N
     return refuse
 
 
+#: The states of an on-die copy engine's transfers (:mod:`cpasim.model.copy_engine`).
+ON_DIE_ENGINE_STATES = ENGINE_STATES["on_die"]
+
 #: The NIC states that hold the bus (:data:`~cpasim.model.bus_rules.BUS_STATES`):
 #: a DMA read waits one bridge round trip before its data streams back; a DMA
 #: write is posted (no fixed part).
@@ -488,6 +505,16 @@ RULES: tuple[Rule, ...] = (
         _DMA_STATES,
         _bus_bandwidth_ratio,
         "DMA transfer time is bus bytes / bandwidth; the bridge latency is fixed per access",
+    ),
+    Rule(
+        ("bus.on_die_clock",),
+        SCALE,
+        (
+            *(Target(t.pattern, amount=_on_die_nic) for t in _DMA_STATES),
+            *(Target(f"{{sys}}:Copy Engine:{state}") for state in ON_DIE_ENGINE_STATES),
+        ),
+        _on_die_clock_ratio,
+        "an on-die transfer is cycles / clock (the NIC's DMA on die, an on-die copy engine's)",
     ),
     Rule(
         ("cpu.freq",),
