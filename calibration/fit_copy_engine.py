@@ -15,8 +15,8 @@ holds the copy alone: the seed's 68% less "a little under half" of it, read as
 is no fitting target: in a receive-window-limited stream the path may run
 through the window loop or the reader's own work, equally long, and moves
 between them with small changes.)  The engine's constants are not fitted
-(cpasim's declared defaults and Linux 2.6.18's ioatdma values), so both engine
-results are held out.  Usage::
+(gem5's CopyEngine defaults, the seed's simulator's, and Linux 2.6.18's ioatdma
+and net_dma), so both engine results are held out.  Usage::
 
     .venv/bin/python calibration/fit_copy_engine.py [--duration 30ms]
 

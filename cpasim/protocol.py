@@ -112,3 +112,13 @@ def completion_tlps(nbytes: int, max_read_request: int, max_payload: int) -> int
     """
     full, rest = divmod(nbytes, max_read_request)
     return full * ceil_div(max_read_request, max_payload) + ceil_div(rest, max_payload)
+
+
+# --- Intel I/OAT DMA copy engine (ioatdma_hw.h; gem5's copy_engine_defs.hh) --------------
+
+#: Bytes of a descriptor's next-pointer field, which the engine re-reads on an
+#: append when it had reached the end of the chain.
+IOAT_NEXT_POINTER_BYTES = 8
+#: Bytes of the completion status the engine writes back to memory after a
+#: descriptor that asks for it (IOAT_DMA_DESCRIPTOR_CTL_CP_STS).
+IOAT_COMPLETION_BYTES = 8

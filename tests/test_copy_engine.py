@@ -148,11 +148,14 @@ def test_cpu_time_never_exceeds_the_cores_while_spinning():
     [
         ("copy_engine.location", "io_bus", ENGINE),
         ("copy_engine.latency", "2us", ENGINE),
+        ("copy_engine.completion_latency", "2us", ENGINE),
         ("copy_engine.rate", "2Gbps", ENGINE),
         ("copy_engine.ring", "8", (*ENGINE, "link.rate=10Gbps")),
         ("copy_engine.batch", "1", ENGINE),
         ("copy_engine.copy_size", "512B", ENGINE),
+        ("copy_engine.page_size", "1KiB", ENGINE),
         ("copy_engine.desc_size", "1KiB", IO_BUS),
+        ("copy_engine.desc_size", "4KiB", ENGINE),
         ("copy_engine.mmio_latency", "5us", ENGINE),
         ("copy_engine.wait", "sleep", ENGINE),
         ("memory.bandwidth", "2Gbps", ()),
@@ -220,3 +223,65 @@ def test_same_seed_same_results_and_tracing_changes_nothing(sets, tmp_path):
     assert plain() == first
     assert plain(tracer=Tracer.in_memory) == first
     assert plain(trace_path=tmp_path / "t.cpt") == first
+
+
+# -- the engine's timing: the seed's simulator's (gem5's CopyEngine) ------------------------
+
+
+def test_the_driver_cuts_copies_at_user_pages_and_the_transfer_cap():
+    engine = _system(*ENGINE).rx.engine
+    descs = engine.descriptors(64 * 1024, 1448)
+    assert sum(abs(d) for d in descs) == 64 * 1024
+    # 46 segments, 7 of them across one of the buffer's 8 KiB pages (Alpha Linux's).
+    assert len(descs) == 53 and all(d < 0 for d in descs)
+    engine.page_size = 0
+    assert len(engine.descriptors(64 * 1024, 1448)) == 46
+    # A copy longer than the engine's transfer cap is cut; only its last descriptor
+    # writes a completion status.
+    engine.copy_size = 512
+    assert engine.descriptors(1448, 1448) == [512, 512, -424]
+
+
+def test_each_descriptor_is_done_in_series_as_gem5s_engine():
+    """An on-die engine alone on its interconnect: one copy takes the next-pointer read
+    (the append found the chain's end), the descriptor read, latBeforeBegin, the read,
+    the write, the completion status and latAfterCompletion, one after another."""
+    from types import SimpleNamespace
+
+    from cpasim.config import load_scenario
+    from cpasim.model.bus import on_die_timing
+    from cpasim.model.copy_engine import CopyEngine
+    from cpasim.protocol import IOAT_COMPLETION_BYTES, IOAT_NEXT_POINTER_BYTES
+
+    p = load_scenario(None, sets=ENGINE).rx
+    env = simpy.Environment()
+    timing = on_die_timing(p.bus)
+    cpu = SimpleNamespace(ns_per_cycle=0.25, cost=SimpleNamespace(descriptor=150.0))
+    engine = CopyEngine(
+        env,
+        "rx",
+        NULL_TRACER,
+        params=p.copy_engine,
+        bus_mmio_latency=0.0,
+        cpu=cpu,
+        port=Bus(env, "rx", timing, NULL_TRACER),
+    )
+    engine.sizes.append(-1448)
+    engine.ring.give(1, None)
+    env.run(until=engine.done.get(1, None))
+
+    def read(n):
+        occ = timing.dma_read(n)
+        return occ.wait_ns + occ.down_ns
+
+    expected = (
+        read(IOAT_NEXT_POINTER_BYTES)
+        + read(p.copy_engine.desc_size)
+        + p.copy_engine.latency
+        + read(1448)
+        + timing.dma_write(1448).up_ns
+        + timing.dma_write(IOAT_COMPLETION_BYTES).up_ns
+        + p.copy_engine.completion_latency
+    )
+    assert env.now == pytest.approx(expected)
+    assert engine.copies == 1 and engine.bytes == 1448

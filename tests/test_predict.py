@@ -278,6 +278,12 @@ BBR_BOTTLENECK = (
         ("tcp_stream", (*BBR_BOTTLENECK, "bottleneck.aqm=fq_codel")),
         # Through a forwarding host: its forwarding path and direct transmit.
         ("tcp_stream", ("topology.kind=forward", "ip.netfilter=true")),
+        # A copy engine on die and on the I/O bus: every step of its copies.
+        ("tcp_stream", ("hosts.rx.copy_engine.enabled=true",)),
+        (
+            "tcp_stream",
+            ("hosts.rx.copy_engine.enabled=true", "hosts.rx.copy_engine.location=io_bus"),
+        ),
     ],
 )
 def test_every_timed_state_is_in_the_table(kind, sets, tmp_path):

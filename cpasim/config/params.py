@@ -722,8 +722,8 @@ class MemoryParams:
     load_window: float = param(
         "0ns",
         TIME,
-        "with memory.bandwidth set: time over which the memory's occupancy by CPU copies, "
-        "checksums and the copy engine is averaged; a device read's memory latency "
+        "with memory.bandwidth set: time over which the memory's occupancy by CPU copies and "
+        "checksums is averaged; a device read's memory latency "
         "(memory.latency and, on legacy PCI, each burst's bus.pci_read_wait) grows to "
         "latency / (1 - occupancy); 0 = latency independent of load",
         lo=0,
@@ -752,14 +752,32 @@ class CopyEngineParams:
         "where the engine sits: on the I/O bus (its reads and writes cross it) or on die",
         choices=("io_bus", "on_die"),
     )
+    # The engine's timing is the seed's simulator's: M5's CopyEngine (gem5
+    # src/dev/pci/CopyEngine.py and copy_engine.cc), whose defaults the seed kept.
     latency: float = param(
-        "200ns",
+        "20ns",
         TIME,
-        "start-up latency per descriptor (with copy_engine.enabled, as every key here)",
+        "after a descriptor is read, before its copy begins (gem5 CopyEngine latBeforeBegin, "
+        "20 ns; with copy_engine.enabled, as every key here)",
         lo=0,
         hi="1ms",
     )
-    rate: float = param("40Gbps", RATE, "copy bandwidth of the engine", lo="1Mbps", hi="10Tbps")
+    completion_latency: float = param(
+        "20ns",
+        TIME,
+        "after a copy's completion status is written, before the engine goes on (gem5 "
+        "CopyEngine latAfterCompletion, 20 ns)",
+        lo=0,
+        hi="1ms",
+    )
+    rate: float = param(
+        0,
+        RATE,
+        "a rate limit on each of a copy's reads and writes; 0 = none: as gem5's CopyEngine, "
+        "the copy moves as fast as its DMA crosses the engine's interconnect",
+        lo=0,
+        hi="10Tbps",
+    )
     # Linux 2.6.18's ioatdma allocates 128 descriptors per channel
     # (INITIAL_IOAT_DESC_COUNT) and appends to the engine every 20 pending ones.
     ring: int = param(128, INT, "copy descriptors the driver may have outstanding", lo=1, hi=65536)
@@ -769,21 +787,35 @@ class CopyEngineParams:
     copy_size: int = param(
         "4KiB",
         SIZE,
-        "most bytes one descriptor copies; a received segment is one copy at least",
+        "most bytes one descriptor copies (gem5 CopyEngine XferCap, 4 KiB): the driver "
+        "cuts a segment's copy into descriptors of at most this",
         lo="64B",
+        hi="1GiB",
+    )
+    # The seed's simulator ran Alpha Linux (gem5's critical-path annotations are
+    # Alpha m5 ops), whose pages are 8 KiB.
+    page_size: int = param(
+        "8KiB",
+        SIZE,
+        "pages of the reader's buffer: Linux's dma_memcpy_to_iovec cuts a segment's copy "
+        "where it crosses one (Alpha Linux, the seed's platform: 8 KiB); 0 = no cut",
+        lo=0,
         hi="1GiB",
     )
     desc_size: int = param(
         "64B",
         SIZE,
-        "copy descriptor size (IOAT: 64 B); read over the bus by an io_bus engine",
+        "copy descriptor size (IOAT, gem5's DmaDesc: 64 B), read by the engine over its "
+        "interconnect",
         lo="8B",
         hi="4KiB",
     )
     mmio_latency: float = param(
         "20ns",
         TIME,
-        "CPU stall per uncached engine register access on die (on the I/O bus: pcie.mmio_latency)",
+        "CPU stall per uncached engine register access on die (cpasim's estimate: gem5's "
+        "engine answers 1 ns after the access crosses the on-die bus); on the I/O bus: "
+        "pcie.mmio_latency",
         lo=0,
         hi="1ms",
     )

@@ -49,16 +49,7 @@ def bus_timing(bus, pcie) -> BusTiming:
             read_wait=b.pci_read_wait,
         )
     if bus.kind == "on_die":
-        # M5's bus: a shared channel moving a 64-byte block per transaction, each
-        # paying one header cycle; a read waits for nothing beyond its transfer.
-        return PciTiming(
-            width=bus.on_die_width,
-            clock=bus.on_die_clock,
-            burst=ON_DIE_BLOCK,
-            overhead=ON_DIE_HEADER_CYCLES,
-            read_wait=0.0,
-            kind="on_die",
-        )
+        return on_die_timing(bus)
     p = pcie
     return PcieTiming(
         gen=p.gen,
@@ -67,6 +58,20 @@ def bus_timing(bus, pcie) -> BusTiming:
         max_read_request=p.max_read_request,
         tlp_overhead=p.tlp_overhead,
         latency=p.latency,
+    )
+
+
+def on_die_timing(bus) -> PciTiming:
+    """Timing of the on-die interconnect from a host's ``bus`` section (``bus.on_die_*``):
+    M5's bus, a shared channel moving a 64-byte block per transaction, each paying
+    one header cycle; a read waits for nothing beyond its transfer."""
+    return PciTiming(
+        width=bus.on_die_width,
+        clock=bus.on_die_clock,
+        burst=ON_DIE_BLOCK,
+        overhead=ON_DIE_HEADER_CYCLES,
+        read_wait=0.0,
+        kind="on_die",
     )
 
 

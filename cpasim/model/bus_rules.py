@@ -25,9 +25,11 @@ BUS_STATES: tuple[tuple[str, str, str], ...] = (
     ("NIC TX", "writeback", WRITE),
     ("NIC RX", "DMA descriptors", READ),
     ("NIC RX", "DMA packet", WRITE),
+    ("Copy Engine", "DMA next address", READ),
     ("Copy Engine", "DMA descriptor", READ),
     ("Copy Engine", "read", READ),
     ("Copy Engine", "write", WRITE),
+    ("Copy Engine", "DMA status", WRITE),
 )
 
 

@@ -2,42 +2,54 @@
 
 Linux 2.6.18's NET_DMA hands the copies of ``tcp_recvmsg`` to the engine: the
 reader builds one copy descriptor per received segment (at most
-``copy_engine.copy_size`` bytes each), the ``ioatdma`` driver appends them to the
-engine every ``copy_engine.batch`` descriptors with an uncached register write
-(and once more for the rest at the end of the call), and before returning the
-reader waits until the engine has done them all: it spins on the core
-(``copy_engine.wait = "spin"``, as 2.6.18 does) or sleeps.  The descriptors come
-from a ring of ``copy_engine.ring``; the buffers stay charged to the receive buffer
-until their copies are done.
+``copy_engine.copy_size`` bytes each), the ``ioatdma`` driver links them into the
+engine's chain and rings it (``IOAT_CHANCMD_APPEND``, one uncached register write)
+every ``copy_engine.batch`` descriptors, and once more for the rest at the end of
+the call (``dma_async_memcpy_issue_pending``); before returning the reader waits
+until the engine has done them all: it spins on the core (``copy_engine.wait =
+"spin"``, as 2.6.18 does) or sleeps.  Checking for completions costs no register
+access: the driver reads the completion status the engine wrote to memory.  The
+descriptors come from a ring of ``copy_engine.ring``; the buffers stay charged to
+the receive buffer until their copies are done.
 
-Where the engine sits sets what a copy crosses (``copy_engine.location``):
+The engine is the seed's simulator's (M5's, now gem5's ``CopyEngine``, one
+channel: net_dma gives each CPU its own): for each descriptor, in series,
+
+1. ``DMA next address`` / ``next address`` — only when the previous descriptor it
+   fetched ended the chain (its next pointer was null) and an append came since:
+   it re-reads that descriptor's next pointer (8 bytes);
+2. ``DMA descriptor`` / ``descriptor`` — reads the descriptor
+   (``copy_engine.desc_size``), then ``set-up``: ``copy_engine.latency``
+   (gem5's ``latBeforeBegin``);
+3. ``read`` / ``copy read`` — reads the source bytes into its buffer;
+4. ``write`` / ``copy write`` — writes them to the destination;
+5. ``DMA status`` / ``status`` — writes the 8-byte completion status the driver
+   polls, then ``report``: ``copy_engine.completion_latency``
+   (``latAfterCompletion``); only after the last descriptor of a copy.
+
+Then the next descriptor, or ``idle`` when none was linked.  Nothing overlaps:
+gem5's channel has one copy buffer and one request outstanding at a time, and no
+rate of its own, so its copies move as fast as its DMA crosses its interconnect
+(``copy_engine.rate`` adds a rate limit, off by default).  Where the engine sits
+(``copy_engine.location``) sets that interconnect:
 
 ``io_bus``
-    a device on the host's I/O bus: each descriptor is read over the bus, the
-    source bytes come down it and go back up to the destination, so received
+    a device on the host's I/O bus: every step above is a DMA over the bus
+    (first names above, :data:`cpasim.model.bus_rules.BUS_STATES`), so received
     data crosses the bus three times (the NIC's DMA, the engine's read, its
     write); a register access stalls the CPU ``pcie.mmio_latency``.
 ``on_die``
-    next to the CPU: no bus crossing, register accesses cost
+    next to the CPU, between L1 and L2: every step is a transfer on the on-die
+    interconnect (second names above; M5's bus, ``bus.on_die_*``), the NIC's own
+    when the NIC is on die too (``bus.kind = "on_die"``); register accesses cost
     ``copy_engine.mmio_latency``.
 
-Either way the engine moves at most ``copy_engine.rate`` and, with
-``memory.bandwidth`` set, reads and writes every byte through the host's memory.
+With ``memory.bandwidth`` set every transfer also takes its bytes' share of the
+host's memory (:class:`cpasim.model.bus.MemoryBus`).
 
-State machine ``Copy Engine`` (instance ``0``):
-    ``idle`` — for a posted descriptor (``Copy ring``);
-    ``DMA descriptor`` (``io_bus``) — reads the descriptor over the bus;
-    ``set-up`` (``io_bus``) — the start-up ``copy_engine.latency``;
-    ``read`` (``io_bus``) — the source bytes down the bus, then hands them to the
-    writer stage (``Copy staged``, ``STAGED`` copies; ``buffer full`` while it
-    holds them all);
-    ``set-up``, ``copy`` (``on_die``) — start-up latency, then the copy;
-    then the completion: one unit into ``Copy done`` (for the reader) and the
-    descriptor back to ``Copy desc free``.
-
-``Copy Engine`` (instance ``write``, ``io_bus`` only): ``idle`` — for a read copy
-(``Copy staged``); ``write`` — its bytes up the bus to the destination, then the
-completion.  Reads go down the bus and writes up it, so the two stages overlap.
+State machine ``Copy Engine`` (instance ``0``): ``idle`` — for a posted descriptor
+(``Copy ring``); then the steps above; then the completion: one unit into ``Copy
+done`` (for the reader) and the descriptor back to ``Copy desc free``.
 
 Queues: ``Copy desc free`` (free descriptors: a credit queue, declared unbounded
 with an initial resize to the ring size, so ``--capacity`` on it means more
@@ -45,40 +57,49 @@ descriptors), ``Copy ring`` (descriptors the engine was told about), ``Copy done
 (completions).  In the reader's SM (see :meth:`CopyEngine.copy`): ``dma wait
 desc`` (no free descriptor), ``TcpRecvMsg: dma issue`` (``cpu.cost.descriptor``
 per descriptor and the append's register write), ``TcpRecvMsg: dma wait``
-(spinning or asleep until the last completion).  ``Copy staged`` (``io_bus``)
-holds the copies read and not yet written.
+(spinning or asleep until the last completion).
 """
 
 from __future__ import annotations
 
 from collections import deque
 
-from cpasim.trace import TracedContainer, TracedStore
+from cpasim.protocol import IOAT_COMPLETION_BYTES, IOAT_NEXT_POINTER_BYTES
+from cpasim.trace import TracedContainer
 
-#: Copies an engine on the I/O bus holds between its read and its write.
-STAGED = 2
+#: The engine's state names by where it sits: (next address, descriptor, read,
+#: write, status).  On the I/O bus they are bus states the predictions scale with
+#: the bus (:data:`cpasim.model.bus_rules.BUS_STATES`); on die they cross another
+#: interconnect, so they are named apart.
+STATES = {
+    "io_bus": ("DMA next address", "DMA descriptor", "read", "write", "DMA status"),
+    "on_die": ("next address", "descriptor", "copy read", "copy write", "status"),
+}
 
 
 class CopyEngine:
     """The copy engine of one host and the driver side of its use (module docstring):
     ``params`` is the host's ``copy_engine`` section, ``bus_mmio_latency`` what a
-    register access on the I/O bus stalls the CPU (``pcie.mmio_latency``)."""
+    register access on the I/O bus stalls the CPU (``pcie.mmio_latency``), ``port``
+    the interconnect its DMA crosses (a :class:`~cpasim.model.bus.Bus`)."""
 
-    def __init__(
-        self, env, sys: str, tracer, *, params, bus_mmio_latency, cpu, bus, memory
-    ) -> None:
+    def __init__(self, env, sys: str, tracer, *, params, bus_mmio_latency, cpu, port) -> None:
         p = params
         self.env = env
         self.cpu = cpu
-        self.bus = bus if p.location == "io_bus" else None
-        self.memory = memory
+        self.port = port
+        on_bus = p.location == "io_bus"
+        self.bus = port if on_bus else None  # the I/O bus its doorbells cross
+        self.states = STATES[p.location]
         self.latency = p.latency
-        self.ns_per_byte = 8e9 / p.rate
+        self.completion_latency = p.completion_latency
+        self.ns_per_byte = 8e9 / p.rate if p.rate else 0.0
         self.batch = min(p.batch, p.ring)  # a batch never waits for more than the ring
         self.copy_size = p.copy_size
+        self.page_size = p.page_size
         self.desc_size = p.desc_size
         self.spin = p.wait == "spin"
-        mmio_ns = bus_mmio_latency if self.bus is not None else p.mmio_latency
+        mmio_ns = bus_mmio_latency if on_bus else p.mmio_latency
         self.c_mmio = mmio_ns / cpu.ns_per_cycle
         self.c_desc = cpu.cost.descriptor
         self.sm = tracer.sm(sys, "Copy Engine", "0")
@@ -86,28 +107,46 @@ class CopyEngine:
         self.free = TracedContainer(*q, "Copy desc free", "0", init=p.ring, conn_flow=False)
         self.ring = TracedContainer(*q, "Copy ring", "0", owner=self.sm)
         self.done = TracedContainer(*q, "Copy done", "0", owner=self.sm)
-        self.sizes: deque[int] = deque()  # bytes of each posted descriptor, in order
+        # Bytes of each posted descriptor, in order, negative for the last descriptor
+        # of a copy (the one that writes a completion status).
+        self.sizes: deque[int] = deque()
         self.copies = 0  # descriptors done
         self.desc_waits = 0  # times the reader found too few free descriptors
         self.bytes = 0
         env.process(self._run())
-        if self.bus is not None:
-            # Reads and writes cross the bus in opposite directions: the engine streams
-            # them side by side, through an on-engine buffer of STAGED copies.
-            self.write_sm = tracer.sm(sys, "Copy Engine", "write")
-            self.staged = TracedStore(*q, "Copy staged", "0", capacity=STAGED, owner=self.write_sm)
-            env.process(self._write())
 
     # --- the reader's side (tcp_recvmsg with NET_DMA) ------------------------------------
+
+    def descriptors(self, nbytes: int, mss: int) -> list[int]:
+        """The descriptors copying ``nbytes`` received in segments of ``mss`` into a
+        page-aligned user buffer: Linux's ``dma_memcpy_to_iovec`` makes one copy per
+        segment and cuts it where it would cross a page of the buffer
+        (``copy_engine.page_size``), the driver cuts each copy into descriptors of at
+        most the engine's transfer cap (``copy_size``); the last descriptor of each
+        copy is negative (see ``sizes``)."""
+        cap, page = self.copy_size, self.page_size
+        out: list[int] = []
+        at = 0  # offset in the user buffer
+        while nbytes > 0:
+            seg = min(mss, nbytes)
+            nbytes -= seg
+            while seg > 0:
+                piece = min(seg, page - at % page) if page else seg
+                seg -= piece
+                at += piece
+                while piece > cap:
+                    out.append(cap)
+                    piece -= cap
+                out.append(-piece)
+        return out
 
     def copy(self, sm, nbytes: int, mss: int, stack: float):
         """Generator run by ``read()`` holding a core: copy ``nbytes`` (segments of
         ``mss``) with the engine and wait for the copies; ``stack`` is CPU work due with
         the first issue (system call, the app's own)."""
         cpu, free = self.cpu, self.free
-        chunk = min(mss, self.copy_size)
-        total = -(-nbytes // chunk)
-        last = nbytes - (total - 1) * chunk
+        descs = self.descriptors(nbytes, mss)
+        total = len(descs)
         posted = 0
         while posted < total:
             k = min(self.batch, total - posted)
@@ -127,11 +166,8 @@ class CopyEngine:
                 driver=self.c_desc * k + self.c_mmio,
             )
             stack = 0.0
+            self.sizes.extend(descs[posted : posted + k])
             posted += k
-            sizes = self.sizes
-            sizes.extend([chunk] * (k - 1 if posted == total else k))
-            if posted == total:
-                sizes.append(last)
             self.ring.give(k, sm)
         sm.begin("TcpRecvMsg: dma wait")
         return (yield from self._wait(sm, self.done.get(total, sm)))
@@ -156,7 +192,11 @@ class CopyEngine:
     # --- the engine ---------------------------------------------------------------------
 
     def _run(self):
-        sm, ring, env, bus, memory = self.sm, self.ring, self.env, self.bus, self.memory
+        sm, ring, env, port = self.sm, self.ring, self.env, self.port
+        s_next, s_desc, s_read, s_write, s_status = self.states
+        # The channel starts on the driver's null descriptor: the first append finds
+        # the chain's end.
+        chained = False
         sm.begin("idle")
         while True:
             if ring.level:
@@ -164,53 +204,42 @@ class CopyEngine:
             else:
                 sm.begin("idle")
                 yield ring.get(1, sm)
+            if not chained:
+                # The append that brought this descriptor found the engine at the end
+                # of the chain: it re-reads the last descriptor's next pointer.
+                sm.begin(s_next)
+                yield from port.dma_read(sm, IOAT_NEXT_POINTER_BYTES)
+            sm.begin(s_desc)
+            yield from port.dma_read(sm, self.desc_size)
+            # Its next pointer is set if the driver had linked another one by now.
+            chained = ring.level > 0
+            sm.begin("set-up")
+            yield env.timeout(self.latency)
             n = self.sizes.popleft()
-            own = n * self.ns_per_byte
-            if bus is None:
-                sm.begin("set-up")
-                yield env.timeout(self.latency)
-                sm.begin("copy")
-                if memory is not None:
-                    own = memory.copy_access(2 * n, own) + memory.latency
-                yield env.timeout(own)
-            else:
-                sm.begin("DMA descriptor")
-                yield from bus.dma_read(sm, self.desc_size)
-                sm.begin("set-up")
-                yield env.timeout(self.latency)
-                start = env._now
-                sm.begin("read")
-                yield from bus.dma_read(sm, n)
-                # The engine's own data path, when slower than the bus.
-                if env._now - start < own:
-                    yield env.timeout(own - (env._now - start))
-                # The writer stage writes while the next descriptor is read.
-                if len(self.staged.items) < self.staged.capacity:
-                    self.staged.put_now(n, sm)
-                else:
-                    sm.begin("buffer full")
-                    yield self.staged.put(n, sm)
-                sm.begin("idle")
-                continue
-            self._complete(sm, n)
+            last = n < 0
+            if last:
+                n = -n
+            sm.begin(s_read)
+            yield from self._transfer(port.dma_read(sm, n), n)
+            sm.begin(s_write)
+            yield from self._transfer(port.dma_write(sm, n), n)
+            if last:
+                sm.begin(s_status)
+                yield from port.dma_write(sm, IOAT_COMPLETION_BYTES)
+                sm.begin("report")
+                yield env.timeout(self.completion_latency)
+            self.copies += 1
+            self.bytes += n
+            self.done.give(1, sm)
+            self.free.give(1, sm)
 
-    def _complete(self, sm, n: int) -> None:
-        self.copies += 1
-        self.bytes += n
-        self.done.give(1, sm)
-        self.free.give(1, sm)
-
-    def _write(self):
-        """The writer stage of an engine on the I/O bus: each read copy's bytes up the bus
-        to their destination, then the completion."""
-        sm, staged, bus = self.write_sm, self.staged, self.bus
-        sm.begin("idle")
-        while True:
-            if staged.items:
-                (n,) = staged.take_now(1, sm)
-            else:
-                sm.begin("idle")
-                n = yield staged.get(sm)
-            sm.begin("write")
-            yield from bus.dma_write(sm, n)
-            self._complete(sm, n)
+    def _transfer(self, dma, n: int):
+        """Generator: one of a copy's DMAs, held to ``copy_engine.rate`` when set."""
+        if not self.ns_per_byte:
+            yield from dma
+            return
+        start = self.env._now
+        yield from dma
+        left = n * self.ns_per_byte - (self.env._now - start)
+        if left > 0:
+            yield self.env.timeout(left)

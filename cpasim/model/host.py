@@ -10,6 +10,7 @@ endpoints on request, registering each with IP for its incoming packets.
 
 from __future__ import annotations
 
+from cpasim.model.bus import Bus, MemoryBus, on_die_timing
 from cpasim.model.copy_engine import CopyEngine
 from cpasim.model.cpu import Cpu
 from cpasim.model.device import host_device
@@ -44,8 +45,7 @@ class Host:
                 params=hc.copy_engine,
                 bus_mmio_latency=hc.pcie.mmio_latency,
                 cpu=self.cpu,
-                bus=self.dev.bus,
-                memory=self.memory,
+                port=self._engine_port(),
             )
         self.ip = IpLayer(
             env, sys, params=hc.ip, mtu=self.mtu, tracer=tracer, cpu=self.cpu, dev=self.dev
@@ -53,6 +53,18 @@ class Host:
         self.tcp: list[TcpConnection] = []
         self.seed = cfg.sim.seed  # seeds the connections' own generators (BBR's phase)
         self.udp: list[UdpEndpoint] = []
+
+    def _engine_port(self):
+        """The interconnect the copy engine's DMA crosses: the host's I/O bus for an
+        engine on it, and for one on die the on-die interconnect, shared with the NIC
+        when the NIC is on die too (``bus.kind = "on_die"``), else its own."""
+        hc, bus = self.hc, self.dev.bus
+        if hc.copy_engine.location == "io_bus" or hc.bus.kind == "on_die":
+            return bus
+        timing = on_die_timing(hc.bus)
+        if self.memory is None:
+            return Bus(self.env, self.sys, timing, self.tracer)
+        return MemoryBus(self.env, self.sys, timing, self.tracer, self.memory)
 
     def open_tcp(self, idx: int, *, peer_window: int, peer_sack: bool = True) -> TcpSocket:
         conn = TcpConnection(

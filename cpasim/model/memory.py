@@ -13,8 +13,8 @@ it.  Each access is accounted by whoever makes it:
   descriptor bytes; reads also wait ``memory.latency`` for the first data;
 * CPU copies (read and write: twice the bytes) and software checksums (the bytes
   once), in the state of the call that does them (:mod:`cpasim.model.socket`);
-* the copy engine (:mod:`cpasim.model.copy_engine`): each copy is a read and a
-  write of its bytes.
+* the copy engine (:mod:`cpasim.model.copy_engine`): its DMAs, as a device's
+  (each copy a read and a write of its bytes), through its interconnect.
 
 The wait shows on the critical path inside the state that made the access (a
 longer ``DMA packet`` or ``copy``); ``busy_ns`` gives the memory's utilization.
@@ -27,14 +27,15 @@ Two refinements, each off by default:
   of it, and the wait of a queue with occupancy ρ is the unloaded time over
   1 − ρ (an M/M/1 server's time in system, the shape of a measured
   loaded-latency curve).  The memory keeps the share of the last
-  ``load_window`` it spent on CPU copies, checksums and the copy engine (an
+  ``load_window`` it spent on CPU copies and checksums (an
   exponentially weighted average), and a device read's memory latency —
   ``memory.latency``, and on legacy PCI each burst's target wait
   ``bus.pci_read_wait``, the bridge fetching the burst from memory — is
   stretched by 1 / (1 − ρ).  So a copy slows every read burst made while its
   traffic is in the controller, not only one it happens to meet, which is how
-  seed 002 explains the faster zero-copy send.  The device's own traffic is not
-  counted: a DMA engine does not queue behind itself.  ρ is capped at
+  seed 002 explains the faster zero-copy send.  Devices' own traffic (the NIC's
+  and the copy engine's DMA) is not counted: a DMA engine does not queue behind
+  itself.  ρ is capped at
   :data:`MAX_LOAD`: a controller's queues are finite, so the wait is too.
 * **DMA in series** (``memory.dma_holds``): a DMA holds the memory for its
   whole transfer on the I/O bus instead of its bytes at ``memory.bandwidth``, as
@@ -94,7 +95,7 @@ class Memory:
         done = end - now
         return done if done > own_ns else own_ns
 
-    #: Accesses of the CPU and the copy engine (the load a device read waits behind).
+    #: Accesses of the CPU (the load a device read waits behind).
     copy_access = access
 
     def utilization(self, elapsed_ns: float, since: float = 0.0) -> float:
@@ -124,7 +125,7 @@ class LoadedMemory(Memory):
         return self.load
 
     def copy_access(self, nbytes: int, own_ns: float) -> float:
-        """:meth:`Memory.access` for the CPU and the copy engine, counted in the load."""
+        """:meth:`Memory.access` for the CPU, counted in the load."""
         self._decay()
         self.load += nbytes * self.ns_per_byte / self.window
         return self.access(nbytes, own_ns)

@@ -18,9 +18,10 @@ resource                     states that hold it                                
 ``{sys}:PCIe down``          NIC TX ``DMA packet``/``DMA descriptors``, NIC RX        1
                              ``DMA descriptors``, TX Desc Fetch ``DMA
                              descriptors`` (DMA reads: data comes down); an I/O-bus
-                             copy engine's ``DMA descriptor``, ``read``
+                             copy engine's ``DMA next address``, ``DMA
+                             descriptor``, ``read``
 ``{sys}:PCIe up``            NIC RX ``DMA packet``, NIC TX ``writeback``; an I/O-bus   1
-                             copy engine's ``write``
+                             copy engine's ``write``, ``DMA status``
 ============================ ====================================================== =====
 
 The NIC states and their direction are the model's

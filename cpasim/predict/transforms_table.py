@@ -23,6 +23,9 @@ keys                             transform amount (old → new)
                                            engine on the I/O bus): the transfer
 ``pcie.latency``                           part × old/new bandwidth, the bridge latency part
                                            replaced (see "fixed parts" below)
+``bus.on_die_clock``             scale     the DMA states of a NIC on die (``bus.kind =
+                                           "on_die"``) and an on-die copy engine's transfers
+                                           × old/new
 ``cpu.freq``                     scale     every state that burns cycles on the host × old/new
                                            (the TX doorbell's MMIO stall is a fixed part)
 ``cpu.cores``                    bound     ``{sys}:CPU cores`` work / new cores (the pool's
@@ -42,7 +45,6 @@ keys                             transform amount (old → new)
 ``nic.rx_ring``                  capacity  ``{sys}:RX free desc`` + (new − old) descriptors
 ``nic.tx_fifo``                  capacity  ``{sys}:TX FIFO`` + growth in full-size frames
 ``copy_engine.ring``             capacity  ``{sys}:Copy desc free`` + (new − old) descriptors
-``copy_engine.rate``             scale     an on-die engine's ``{sys}:Copy Engine:copy`` × old/new
 ``qdisc.len``                    capacity  ``{sys}:qdisc`` + (new − old) packets
 ================================ ========= ==================================================
 
@@ -128,6 +130,9 @@ re-simulated figures with the prediction marked as refused:
 ``tcp.rmem_max``                 fixed capacity (``tcp.sndbuf``/``tcp.rcvbuf`` = 0,
 ``tcp.wmem_default``             autotuned, are refused by their rows for the same
 ``tcp.wmem_max``                 reason)
+``copy_engine.rate``             a copy's read and write last their DMA's time or
+                                 their bytes at the rate, whichever is longer (0 =
+                                 no limit, gem5's engine): no one factor
 ================================ ==================================================
 
 Not in the table (structure changes the trace cannot express; re-simulate
@@ -148,6 +153,7 @@ from cpasim.analysis import Transforms
 from cpasim.config import ALL_HOSTS, FORWARDER, HOSTS, Config, spec_of
 from cpasim.errors import CpasimError
 from cpasim.model.bus_rules import BUS_STATES, READ, read_round_trip_ns
+from cpasim.model.copy_engine import STATES as ENGINE_STATES
 from cpasim.model.pcie import pcie_bytes_per_ns
 from cpasim.model.sockbuf import SOCK_MIN_SNDBUF, largest_window, setsockopt_buf
 from cpasim.protocol import frame_bytes, mss_for, wire_bytes
@@ -203,7 +209,7 @@ CPU_STATES = (
 #: ``bottleneck.rate``, ``bottleneck.overhead``: see "Pacing");
 #: ``Bottleneck:serialize`` with its direction's rate and the overhead.  The
 #: bottleneck's ``Wait`` (an empty queue) is waiting, with no active time.
-FIXED_TIME_STATES = ("think", "countdown", "armed", "set-up")
+FIXED_TIME_STATES = ("think", "countdown", "armed", "set-up", "report")
 
 #: Keys no transform models, each with the reason ``predict`` gives (see the
 #: module docstring, "Refused keys").
@@ -229,6 +235,11 @@ REFUSED: dict[str, str] = {
     "bottleneck.aqm": (
         "an AQM drops packets by their time in the queue: it changes which packets are "
         "lost, not how long a step takes" + _RESIMULATE
+    ),
+    "copy_engine.rate": (
+        "a copy engine's reads and writes last as long as their DMA or their bytes at this "
+        "rate, whichever is longer (0 = no limit): no one factor of the trace's states"
+        + _RESIMULATE
     ),
     "tcp.moderate_rcvbuf": _AUTOTUNING,
     "tcp.rmem_default": _AUTOTUNING,
@@ -307,6 +318,16 @@ def _bus_bandwidth_ratio(old: Lookup, new: Lookup) -> float:
     before = pcie_bytes_per_ns(old("pcie.gen"), old("pcie.lanes"))
     after = pcie_bytes_per_ns(new("pcie.gen"), new("pcie.lanes"))
     return before / after
+
+
+def _on_die_clock_ratio(old: Lookup, new: Lookup) -> float:
+    """An on-die transfer takes its cycles at ``bus.on_die_clock``: old/new."""
+    return old("bus.on_die_clock") / new("bus.on_die_clock")
+
+
+def _on_die_nic(old: Lookup, new: Lookup) -> float:
+    # The NIC's DMA crosses the on-die interconnect only when it is on die.
+    return _on_die_clock_ratio(old, new) if old("bus.kind") == "on_die" else 1.0
 
 
 def _fifo_frames(v: Lookup) -> int:
@@ -409,6 +430,9 @@ def _locked_only(request: str, fixed: str) -> Callable[[Lookup, Lookup], str | N
     return refuse
 
 
+#: The states of an on-die copy engine's transfers (:mod:`cpasim.model.copy_engine`).
+ON_DIE_ENGINE_STATES = ENGINE_STATES["on_die"]
+
 #: The NIC states that hold the bus (:data:`~cpasim.model.bus_rules.BUS_STATES`):
 #: a DMA read waits one bridge round trip before its data streams back; a DMA
 #: write is posted (no fixed part).
@@ -483,6 +507,16 @@ RULES: tuple[Rule, ...] = (
         "DMA transfer time is bus bytes / bandwidth; the bridge latency is fixed per access",
     ),
     Rule(
+        ("bus.on_die_clock",),
+        SCALE,
+        (
+            *(Target(t.pattern, amount=_on_die_nic) for t in _DMA_STATES),
+            *(Target(f"{{sys}}:Copy Engine:{state}") for state in ON_DIE_ENGINE_STATES),
+        ),
+        _on_die_clock_ratio,
+        "an on-die transfer is cycles / clock (the NIC's DMA on die, an on-die copy engine's)",
+    ),
+    Rule(
         ("cpu.freq",),
         SCALE,
         (*_CPU_TARGETS, *_CALL_TARGETS),
@@ -541,13 +575,6 @@ RULES: tuple[Rule, ...] = (
         (Target("{sys}:RX free desc"),),
         _growth("nic.rx_ring"),
         "more posted RX buffers",
-    ),
-    Rule(
-        ("copy_engine.rate",),
-        SCALE,
-        (Target("{sys}:Copy Engine:copy"),),
-        lambda old, new: old("copy_engine.rate") / new("copy_engine.rate"),
-        "an on-die copy engine moves the bytes at its rate (without memory contention)",
     ),
     Rule(
         ("copy_engine.ring",),
