@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cpasim.analysis import analyze
+from cpasim.analysis import Transforms, analyze
 from cpasim.config import load_scenario
 from cpasim.simulate import simulate
 from cpasim.trace import Tracer
@@ -161,9 +161,9 @@ def test_the_2613_send_path_costs_what_its_states_say(netfilter):
     assert u["buffer"] * elapsed >= buffer * ns
 
 
-def _shipped_path(*sets):
+def _shipped_path(*sets, scale=()):
     """The shipped scenario (PCIe x1 unless ``sets`` say otherwise), briefly: its
-    trace's records and its critical path."""
+    trace's records and its critical path (with the states ``scale`` names scaled)."""
     cfg = load_scenario(
         ROOT / "scenarios" / "udp-stream.toml", sets=["sim.duration=5ms", "sim.warmup=1ms", *sets]
     )
@@ -174,7 +174,8 @@ def _shipped_path(*sets):
         return holder["t"]
 
     res = simulate(cfg, tracer=make)
-    a = analyze(holder["t"].source(), res.analysis_start, res.analysis_end)
+    transforms = Transforms(scale=list(scale)) if scale else None
+    a = analyze(holder["t"].source(), res.analysis_start, res.analysis_end, transforms=transforms)
     return list(_records(holder["t"])), a.path
 
 
@@ -185,6 +186,87 @@ def test_a_2613_run_keeps_the_identity_invariant_and_the_call_on_the_path():
     names = [m["name"] for m in path.most_critical]
     assert "tx:App:ip_push_pending_frames" in names
     assert not any(name.startswith("tx:NIC") for name in names)
+    # Without the call the path runs through IP Send, whose qdisc_restart carries the
+    # driver's transmit of each fragment; without that too, through Driver TX's xmit.
+    call = ("tx:App:ip_push_pending_frames", 0.0)
+    _, inside = _shipped_path("hosts.tx.pcie.lanes=4", scale=[call])
+    _, deeper = _shipped_path(
+        "hosts.tx.pcie.lanes=4", scale=[call, ("tx:IP Send:qdisc_restart", 0.0)]
+    )
+    share = {m["name"]: m["share"] for m in inside.most_critical}
+    deeper_share = {m["name"]: m["share"] for m in deeper.most_critical}
+    assert "tx:Driver TX:xmit" not in share
+    # (A transmit under way where the path starts may count for one and not the other.)
+    cfg = load_scenario(ROOT / "scenarios" / "udp-stream.toml")
+    frame = cfg.tx.cpu.cost.descriptor * 1e9 / cfg.tx.cpu.freq + cfg.tx.pcie.mmio_latency
+    assert deeper_share["tx:Driver TX:xmit"] == pytest.approx(
+        share["tx:IP Send:qdisc_restart"], abs=1.5 * frame / path.critical_path_ns
+    )
+    for p in (inside, deeper):
+        assert p.critical_path_ns == pytest.approx(path.critical_path_ns, rel=1e-9)
+
+
+def _count(recs, sm, op, what):
+    return sum(1 for _t, o, s, w, _n in recs if s == ("tx", sm) and o == op and w == what)
+
+
+def test_a_2613_sender_transmits_each_fragment_itself_while_the_driver_is_idle():
+    """dev_queue_xmit -> qdisc_restart -> e1000_xmit_frame in the sender's context: with
+    Driver TX idle and a descriptor free, IP Send hands it the fragment through the qdisc
+    and waits in qdisc_restart while the driver posts it on the sender's core (no core
+    taken), one descriptor and tail write; once the ring is full (PCIe x1) fragments wait
+    in the qdisc and Driver TX posts them later from a core of its own, one tail write
+    per frame still."""
+    recs, _ = _shipped_path()
+    cfg = load_scenario(ROOT / "scenarios" / "udp-stream.toml")
+    calls = [
+        t
+        for t, op, sm, w, _n in recs
+        if sm == ("tx", "IP Send") and op == "begin" and w == "qdisc_restart"
+    ]
+    done = [
+        t
+        for t, op, sm, w, _n in recs
+        if sm == ("tx", "Driver TX") and op == "enq" and w == "Driver TX return"
+    ]
+    back = [
+        t
+        for t, op, sm, w, _n in recs
+        if sm == ("tx", "IP Send") and op == "deq" and w == "Driver TX return"
+    ]
+    assert calls and done == back and len(calls) == len(done)
+    # Each call lasts one descriptor and one doorbell stall.
+    one = cfg.tx.cpu.cost.descriptor * 1e9 / cfg.tx.cpu.freq + cfg.tx.pcie.mmio_latency
+    assert [b - a for a, b in zip(calls, done, strict=True)] == pytest.approx([one] * len(calls))
+    # The ring filled: some fragments waited in the qdisc for Driver TX.
+    assert _count(recs, "IP Send", "enq", "qdisc") > len(calls)
+    assert _count(recs, "Driver TX", "begin", "ring full") > 0
+    # Driver TX takes a core only for what it posts after the call.
+    takes = _count(recs, "Driver TX", "deq", "CPU cores")
+    assert takes > 0
+    # (The last may be waiting for its core when the run ends.)
+    last = [(op, w) for _t, op, sm, w, _n in recs if sm == ("tx", "Driver TX")][-1]
+    waiting = last == ("wait_empty", "CPU cores")
+    assert _count(recs, "Driver TX", "begin", "xmit") == len(calls) + takes + waiting
+    # One tail write per frame, whoever posts it (2.6.13 had no batching of them).
+    posted = [n for _t, op, sm, w, n in recs if sm == ("tx", "Driver TX") and w == "TX ring"]
+    assert set(posted) == {1}
+
+
+@pytest.mark.parametrize("path", ["2.6.13", "modern"])
+def test_each_2613_fragment_costs_the_driver_a_descriptor_and_a_tail_write(path):
+    """The driver's CPU time for ten 16 KiB datagrams (12 fragments each): with Linux
+    2.6.13's path every frame has its own doorbell; the modern driver batches them."""
+    sets = ["workload.bytes=163840", f"hosts.tx.ip.send_path={path}", "sim.duration=1s"]
+    cfg = load_scenario(None, sets=[*UDP, *sets])
+    res = simulate(cfg)
+    per_frame = cfg.tx.cpu.cost.descriptor * 1e9 / cfg.tx.cpu.freq + cfg.tx.pcie.mmio_latency
+    # The sender receives nothing: its driver time is its transmits'.
+    driver = res.cpu_utilization["tx"]["driver"] * res.sim_time_ns
+    if path == "2.6.13":
+        assert driver == pytest.approx(10 * 12 * per_frame, rel=1e-9)
+    else:
+        assert driver < 10 * 12 * per_frame * 0.9
 
 
 def test_a_2613_datagram_that_fits_a_frame_leaves_its_checksum_to_the_nic():

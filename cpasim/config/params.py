@@ -370,7 +370,8 @@ class IpParams:
         ENUM,
         "UDP send path: modern = IP output in the sender's state machine; 2.6.13 = Linux "
         "2.6.13's ip_push_pending_frames into an IP Send state machine, which with "
-        "ip.netfilter fragments, reassembles and fragments again",
+        "ip.netfilter fragments, reassembles and fragments again, and which transmits each "
+        "fragment inside the call, one tail write per frame",
         choices=("modern", "2.6.13"),
     )
 
@@ -386,7 +387,14 @@ class DriverParams:
     tx_clean_batch: int = param(
         32, INT, "completed TX descriptors freed per clean-up", lo=1, hi=65536
     )
-    tx_batch: int = param(16, INT, "queued packets posted per doorbell at most", lo=1, hi=65536)
+    tx_batch: int = param(
+        16,
+        INT,
+        "queued packets posted per doorbell at most (ip.send_path=2.6.13: per turn of "
+        "the driver, each with its own doorbell)",
+        lo=1,
+        hi=65536,
+    )
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,20 @@ State machines (``sys`` = the host); each holds a CPU core only while working:
     core stalling ``pcie.mmio_latency``; the descriptors are then visible to
     the NIC (``TX ring``).
 
+    Under Linux 2.6.13's UDP send path (``ip.send_path = "2.6.13"``,
+    :mod:`cpasim.model.ip_send`) the driver is that kernel's e1000: it writes
+    the ring tail once per frame (``e1000_xmit_frame``; no batching of tail
+    writes in 2.6.13), and a sender that finds the qdisc idle and a descriptor
+    free runs the transmit itself (``dev_queue_xmit`` → ``qdisc_run``): it puts
+    the frame into the ``qdisc`` and waits in its ``qdisc_restart`` state while
+    ``Driver TX`` posts it on the sender's core (``xmit``, without taking a
+    core: the sender holds one) and returns (``Driver TX return``).  With the
+    ring full (``netif_stop_queue``) or ``Driver TX`` holding a frame (the queue
+    being run elsewhere: ``__LINK_STATE_QDISC_RUNNING``) the frame stays in the
+    ``qdisc`` and ``Driver TX`` posts it on a core of its own once it can, as
+    ``net_tx_action`` restarts the queue after the clean-up, one tail write per
+    frame.
+
 ``ISR``
     ``idle`` — for an interrupt (``IRQ``);
     ``interrupt`` — takes a core, acknowledges (``cpu.cost.interrupt``, category
@@ -114,12 +128,40 @@ class Driver:
         self.c_mmio = mmio_latency / cpu.ns_per_cycle
         self.busy = False  # Driver TX holds a packet it has not posted yet
         self.tx_sm = tracer.sm(sys, "Driver TX", inst)
+        self._tracer, self._name = tracer, (sys, inst)
+        #: Linux 2.6.13's transmit (:meth:`serve_calls`): the returns to the senders
+        #: that run the qdisc themselves; None: the driver posts after them, batched.
+        self.returns: TracedStore | None = None
+        self._caller = None  # the event of the sender waiting for its frame's post
         self.isr_sm = tracer.sm(sys, "ISR", inst)
         self.napi_sm = tracer.sm(sys, "NAPI", inst)
         env.process(self._xmit())
         env.process(self._interrupts())
 
+    def serve_calls(self) -> None:
+        """Transmit as Linux 2.6.13's e1000 driver (see the module docstring); called
+        while the host is built, before the run starts."""
+        sys, inst = self._name
+        self.returns = TracedStore(self.env, self._tracer, sys, "Driver TX return", inst)
+
+    def idle(self) -> bool:
+        """Whether a sender may run the qdisc itself now: ``Driver TX`` waits for a
+        frame (the queue is empty and nobody runs it) and a descriptor is free (the
+        queue is not stopped)."""
+        return bool(self.qdisc.get_queue) and self.rings.tx_free.level >= 1
+
+    def call(self, sm, pkt):
+        """The sender ``sm``, holding a core and having found the driver :meth:`idle`,
+        hands ``pkt`` over through the ``qdisc``; returns the event of its post, after
+        which the sender takes its unit of ``Driver TX return``."""
+        done = self._caller = self.env.event()
+        self.qdisc.put_now(pkt, sm)
+        return done
+
     def _xmit(self):
+        if self.returns is not None:
+            yield from self._xmit_per_frame()
+            return
         sm, q, rings, cpu = self.tx_sm, self.qdisc, self.rings, self.cpu
         free = rings.tx_free
         sm.begin("idle")
@@ -138,6 +180,39 @@ class Driver:
             yield from self.post(sm, cpu, batch)
             self.busy = False
             cpu.release(sm)
+            sm.begin("idle")
+
+    def _xmit_per_frame(self):
+        """``Driver TX`` as Linux 2.6.13's e1000 (:meth:`serve_calls`)."""
+        sm, q, rings, cpu, returns = self.tx_sm, self.qdisc, self.rings, self.cpu, self.returns
+        free = rings.tx_free
+        sm.begin("idle")
+        while True:
+            first = q.take_now(1, sm)[0] if q.items else (yield q.get(sm))
+            caller, self._caller = self._caller, None
+            self.busy = True
+            if caller is not None:
+                # The sender's qdisc_restart → e1000_xmit_frame, on the sender's core;
+                # it saw a free descriptor.
+                free.grab(1, sm)
+                sm.begin("xmit")
+                yield from self.post(sm, cpu, [first])
+                returns.put_now(None, sm)
+                caller.succeed()
+            else:
+                # net_tx_action: the queue restarted on a core of its own.
+                if not free.grab(1, sm):
+                    sm.begin("ring full")
+                    yield free.get(1, sm)
+                sm.begin("xmit")
+                yield from cpu.take(sm)
+                more = min(len(q.items), int(free.level), self.tx_batch - 1)
+                batch = [first, *q.take_now(more, sm)]
+                free.grab(more, sm)
+                for pkt in batch:  # each frame its own descriptor and tail write
+                    yield from self.post(sm, cpu, [pkt])
+                cpu.release(sm)
+            self.busy = False
             sm.begin("idle")
 
     def post(self, sm, cpu, batch):

@@ -56,6 +56,7 @@ STATE_KINDS: tuple[tuple[str, str], ...] = (
     ("*:TX Desc Fetch:DMA *", "bus"),
     # Linux 2.6.13's send call: its time is IP Send's work on the caller's core.
     ("*:*:ip_push_pending_frames", "cpu"),
+    ("*:IP Send:qdisc_restart", "cpu"),
     ("*:Driver TX:xmit", "cpu"),
     ("*:NAPI:poll", "cpu"),
     *((f"*:*:{s}", "cpu") for s in CPU_STATES),
