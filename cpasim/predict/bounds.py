@@ -19,8 +19,9 @@ resource                     states that hold it                                
                              ``DMA descriptors``, TX Desc Fetch ``DMA
                              descriptors`` (DMA reads: data comes down); an I/O-bus
                              copy engine's ``DMA descriptor``, ``read``
-``{sys}:PCIe up``            NIC RX ``DMA packet``, NIC TX ``writeback``; an I/O-bus   1
-                             copy engine's ``write``
+``{sys}:PCIe up``            NIC RX ``DMA packet``, NIC TX ``writeback``, TX Desc     1
+                             Writeback ``writeback``; an I/O-bus copy engine's
+                             ``write``
 ============================ ====================================================== =====
 
 The NIC states and their direction are the model's
