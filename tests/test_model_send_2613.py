@@ -229,6 +229,17 @@ def _writebacks(*sets):
     asks = [sm for _t, op, sm, w, _n in recs if w == "TX fetch request" and op == "enq"]
     askers = {sm for sm in asks if sm[0] == "tx"}
     own = any(sm == nic_tx and op == "begin" and w == "writeback" for _t, op, sm, w, _n in recs)
+    # With the write-back engine, the cache's entries are the unused ones and the taken
+    # ones until their write-back completes: never more than the cache holds.
+    level = taken = top = 0
+    for _t, op, sm, w, n in recs:
+        if sm[0] == "tx" and w == "TX desc cache":
+            level += n if op == "enq" else -n if op == "deq" else 0
+            taken += n if op == "deq" else 0
+        elif sm == wb and w == "TX done" and op == "enq":
+            taken -= n
+        top = max(top, level + taken)
+    assert top <= 64 or not sizes
     return sizes, packets, askers, own
 
 
