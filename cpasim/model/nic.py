@@ -303,8 +303,8 @@ class Nic:
     def _transmit_each(self):
         """The transmit engine with a write-back engine of the cache's own
         (``nic.tx_writeback`` = ``each`` or ``block``): every processed descriptor goes
-        to it, and when nothing is left to send (the cache dry, nothing posted) all of
-        them are due."""
+        to it, and when nothing is left to send (the cache dry, nothing posted or being
+        fetched) all of them are due."""
         sm, fifo, fetch, wb = self.tx_sm, self.tx_fifo, self.fetch, self.writeback
         cache, pkts, stats, ring = fetch.cache, self.rings.tx_pkts, self.stats, self.rings.tx_ring
         sm.begin("Wait")
@@ -314,7 +314,8 @@ class Nic:
             if cache.level:
                 cache.grab(1, sm)
             else:
-                if not ring.level:
+                if not ring.level and not fetch.fetching:
+                    # Nothing posted beyond what is cached (M5's descLeft() == 0).
                     wb.flush(sm)
                 sm.begin("Wait")
                 yield cache.get(1, sm)
