@@ -44,6 +44,14 @@ def _json(cfg, **kw):
             "nic.tx_desc_cache=64",
             "nic.tx_fetch_request=call",
         ],
+        # The cache's own write-back engine, in blocks, with a tail write per packet.
+        [
+            "workload.kind=udp_stream",
+            "link.loss=0.01",
+            "nic.tx_desc_cache=64",
+            "nic.tx_writeback=block",
+            "driver.tx_batch=1",
+        ],
         ["workload.kind=pingpong"],
         [
             "workload.kind=webserver",

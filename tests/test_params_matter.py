@@ -192,6 +192,7 @@ MATTERS: dict[str, Case] = {
     "nic.tx_desc_cache": Case("64"),
     "nic.tx_fetch_threshold": Case("56", ("nic.tx_desc_cache=64",), "tx_desc_cache"),
     "nic.tx_fetch_request": Case("call", ("nic.tx_desc_cache=64",), "tx_desc_cache"),
+    "nic.tx_writeback": Case("block", ("nic.tx_desc_cache=64",), "tx_desc_cache"),
     # workload: request/response over UDP
     "workload.response_size": Case("4KiB", RPC, "rpc"),
     # workload: Directed Point's polled receive, its reliable layer, two-way streams

@@ -54,8 +54,9 @@ def test_a_pcie_read_waits_the_declared_round_trip():
 
 @pytest.mark.parametrize("bus", ["pcie", "pci"])
 def test_bus_states_are_the_states_the_nic_holds_the_bus_in(monkeypatch, bus):
-    """Predict reads BUS_STATES; the model's devices (NIC, its TX descriptor cache, a
-    copy engine on the I/O bus) must enter the bus in exactly those."""
+    """Predict reads BUS_STATES; the model's devices (NIC, its TX descriptor cache with
+    its fetch and write-back engines, a copy engine on the I/O bus) must enter the bus
+    in exactly those."""
     seen = set()
 
     def state_of(sm):
@@ -74,6 +75,7 @@ def test_bus_states_are_the_states_the_nic_holds_the_bus_in(monkeypatch, bus):
     for extra in (
         [],
         ["hosts.tx.nic.tx_desc_cache=64"],
+        ["hosts.tx.nic.tx_desc_cache=64", "hosts.tx.nic.tx_writeback=block"],
         ["hosts.rx.copy_engine.enabled=true", "hosts.rx.copy_engine.location=io_bus"],
     ):
         simulate(load_scenario(None, sets=base + extra), tracer=Tracer.in_memory)

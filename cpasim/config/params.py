@@ -433,6 +433,17 @@ class NicParams:
         "the engine's Wait is active time on the path",
         choices=("queue", "call"),
     )
+    tx_writeback: str = param(
+        "batch",
+        ENUM,
+        "with tx_desc_cache: who writes processed TX descriptors back, and when; batch = "
+        "the transmit engine, desc_fetch_batch at a time or what is done when it runs dry; "
+        "each / block = a write-back engine of the cache's own (TX Desc Writeback), one DMA "
+        "at a time while the transmit engine goes on, asking the fetch engine after each, "
+        "as M5's IGbE: each = every descriptor (TXDCTL.WTHRESH 0), block = whole 64-byte "
+        "cache blocks of them (WTHRESH 1 with GRAN, as Linux 2.6.13's e1000 sets)",
+        choices=("batch", "each", "block"),
+    )
     tx_fifo: int = param("48KiB", SIZE, "on-NIC transmit FIFO", lo="64B", hi="64MiB")
     rx_fifo: int = param(
         "48KiB", SIZE, "on-NIC receive FIFO (frames dropped when full)", lo="64B", hi="64MiB"

@@ -16,11 +16,13 @@ from __future__ import annotations
 READ, WRITE = "read", "write"
 
 #: (SM, state, access) of every device state that holds the bus, in the engines'
-#: order (:mod:`cpasim.model.nic`, :mod:`cpasim.model.desc_fetch` with a TX
-#: descriptor cache, :mod:`cpasim.model.copy_engine` on the I/O bus).
+#: order (:mod:`cpasim.model.nic`, :mod:`cpasim.model.desc_fetch` and
+#: :mod:`cpasim.model.desc_writeback` with a TX descriptor cache,
+#: :mod:`cpasim.model.copy_engine` on the I/O bus).
 BUS_STATES: tuple[tuple[str, str, str], ...] = (
     ("NIC TX", "DMA descriptors", READ),
     ("TX Desc Fetch", "DMA descriptors", READ),
+    ("TX Desc Writeback", "writeback", WRITE),
     ("NIC TX", "DMA packet", READ),
     ("NIC TX", "writeback", WRITE),
     ("NIC RX", "DMA descriptors", READ),

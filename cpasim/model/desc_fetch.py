@@ -62,6 +62,7 @@ class TxDescFetch:
         self.cache = TracedContainer(env, tracer, sys, "TX desc cache", inst, conn_flow=False)
         self.used = 0  # taken by the transmit engine, not written back yet
         self.asked = False  # a request is pending or a fetch outstanding
+        self.fetching = 0  # descriptors of the fetch under way, taken off the ring
         if params.tx_fetch_request == "call":
             self.env = env
             self.wake = None  # the event the idle engine waits on, untraced
@@ -123,7 +124,9 @@ class TxDescFetch:
             yield ring.get(1, sm)
             k = 1 + ring.grab(room - 1, sm)
         sm.begin("DMA descriptors")
+        self.fetching = k
         yield from self.bus.dma_read(sm, k * self.desc_size)
+        self.fetching = 0
         self.asked = False
         cache.give(k, sm)
         sm.begin("Wait")

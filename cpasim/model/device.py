@@ -10,8 +10,9 @@ and gets received packets, in order, from ``dev.rx_out``.  Inside::
              ▲ RX free desc (refill) ◀── NAPI ◀── ISR ◀── IRQ (moderation) ◀─┘
 
 The state machines are described in :mod:`cpasim.model.driver`,
-:mod:`cpasim.model.nic`, :mod:`cpasim.model.desc_fetch`, :mod:`cpasim.model.bus`
-and :mod:`cpasim.model.link`
+:mod:`cpasim.model.nic`, :mod:`cpasim.model.desc_fetch`,
+:mod:`cpasim.model.desc_writeback` (with ``nic.tx_writeback``, the write-back goes
+through ``TX Desc Writeback``), :mod:`cpasim.model.bus` and :mod:`cpasim.model.link`
 (the MAC sits on the host's ``port`` of the :class:`~cpasim.model.link.Link`;
 a bottleneck between the hosts is :mod:`cpasim.model.bottleneck`).
 """

@@ -23,7 +23,11 @@ Host-memory structures it shares with the driver are in
     bytes, counted in full-size frames), waiting while it is full;
     ``writeback`` — writes processed descriptors back (a batch, or whatever is
     done when the cache runs dry), which makes them visible to the driver
-    (``TX done``) and reports the completions to the interrupt logic.
+    (``TX done``) and reports the completions to the interrupt logic; with a
+    descriptor cache and ``nic.tx_writeback`` = ``each`` or ``block`` the
+    transmit engine hands each processed descriptor to a write-back engine of
+    the cache's own instead (``TX Desc Writeback``,
+    :mod:`cpasim.model.desc_writeback`) and goes on with the next packet.
 
 ``NIC RX``
     ``idle`` — for a frame in the ``RX FIFO`` (``nic.rx_fifo`` bytes; a frame
@@ -63,6 +67,7 @@ from __future__ import annotations
 from collections import deque
 
 from cpasim.model.desc_fetch import TxDescFetch
+from cpasim.model.desc_writeback import TxDescWriteback
 from cpasim.model.moderation import ARM, FIRE, AdaptiveItr, Moderation
 from cpasim.protocol import MAC_HEADER, frame_bytes
 from cpasim.trace import TracedStore
@@ -196,7 +201,21 @@ class Nic:
             self.fetch = TxDescFetch(
                 env, sys, tracer, params=params, bus=bus, rings=rings, inst=inst
             )
-            env.process(self._transmit_cached())
+            if params.tx_writeback != "batch":
+                self.writeback = TxDescWriteback(
+                    env,
+                    sys,
+                    tracer,
+                    params=params,
+                    bus=bus,
+                    rings=rings,
+                    irq=irq,
+                    fetch=self.fetch,
+                    inst=inst,
+                )
+                env.process(self._transmit_each())
+            else:
+                env.process(self._transmit_cached())
         else:
             self.fetch = None
             env.process(self._transmit())
@@ -280,6 +299,30 @@ class Nic:
                 yield from self._tx_writeback(sm, done, done_segs, done_bytes)
                 fetch.used -= done
                 done = done_segs = done_bytes = 0
+
+    def _transmit_each(self):
+        """The transmit engine with a write-back engine of the cache's own
+        (``nic.tx_writeback`` = ``each`` or ``block``): every processed descriptor goes
+        to it, and when nothing is left to send (the cache dry, nothing posted or being
+        fetched) all of them are due."""
+        sm, fifo, fetch, wb = self.tx_sm, self.tx_fifo, self.fetch, self.writeback
+        cache, pkts, stats, ring = fetch.cache, self.rings.tx_pkts, self.stats, self.rings.tx_ring
+        sm.begin("Wait")
+        while True:
+            if fetch.low():
+                fetch.ask(sm)
+            if cache.level:
+                cache.grab(1, sm)
+            else:
+                if not ring.level and not fetch.fetching:
+                    # Nothing posted beyond what is cached (M5's descLeft() == 0).
+                    wb.flush(sm)
+                sm.begin("Wait")
+                yield cache.get(1, sm)
+            fetch.used += 1
+            pkt = pkts.popleft()
+            yield from self._tx_packet(sm, fifo, pkt, stats)
+            wb.done(sm, pkt.segs, pkt.length + MAC_HEADER * pkt.segs)
 
     def _tx_packet(self, sm, fifo, pkt, stats):
         """``DMA packet``, ``controller`` and ``queue packet`` for one descriptor's packet."""

@@ -20,8 +20,9 @@ resource                     states that hold it                                
                              descriptors`` (DMA reads: data comes down); an I/O-bus
                              copy engine's ``DMA next address``, ``DMA
                              descriptor``, ``read``
-``{sys}:PCIe up``            NIC RX ``DMA packet``, NIC TX ``writeback``; an I/O-bus   1
-                             copy engine's ``write``, ``DMA status``
+``{sys}:PCIe up``            NIC RX ``DMA packet``, NIC TX ``writeback``, TX Desc     1
+                             Writeback ``writeback``; an I/O-bus copy engine's
+                             ``write``, ``DMA status``
 ============================ ====================================================== =====
 
 The NIC states and their direction are the model's

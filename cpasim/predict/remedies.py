@@ -54,6 +54,7 @@ STATE_KINDS: tuple[tuple[str, str], ...] = (
     ("*:NIC RX:DMA *", "bus"),
     ("*:NIC TX:writeback", "bus"),
     ("*:TX Desc Fetch:DMA *", "bus"),
+    ("*:TX Desc Writeback:writeback", "bus"),
     # Linux 2.6.13's send call: its time is IP Send's work on the caller's core.
     ("*:*:ip_push_pending_frames", "cpu"),
     ("*:IP Send:qdisc_restart", "cpu"),
