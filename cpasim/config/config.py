@@ -127,11 +127,7 @@ class Config:
         entries = [
             (k, resolve.parse_text(v) if isinstance(v, str) else v) for k, v in overrides.items()
         ]
-        # This config passed its checks: only what these entries name can clash now.
-        fw: set[str] = set()
-        flat = resolve.apply(self._flat, entries, where, explicit=fw)
-        resolve.check(flat, where, fw)
-        return Config.from_flat(flat, self.source)
+        return self._derive(entries, where)
 
     def with_values(self, values: Mapping[str, Any], *, where: str = "override") -> Config:
         """A copy with ``values`` in internal units (as :meth:`value` returns them: ns,
@@ -141,6 +137,10 @@ class Config:
             _, spec = resolve.targets(key, where)
             text = spec.format(value) if spec.type in _QUANTITY_KINDS else value
             entries.append((key, text))
+        return self._derive(entries, where)
+
+    def _derive(self, entries, where: str) -> Config:
+        """A copy with one layer of raw ``entries`` applied and checked."""
         # This config passed its checks: only what these entries name can clash now.
         fw: set[str] = set()
         flat = resolve.apply(self._flat, entries, where, explicit=fw)

@@ -43,12 +43,11 @@ CACHE_BLOCK = 64
 class TxDescWriteback:
     """The ``TX Desc Writeback`` state machine (see the module docstring)."""
 
-    def __init__(self, env, sys: str, tracer, *, params, bus, rings, irq, fetch, inst: str = "0"):
-        self.bus = bus
-        self.rings = rings
-        self.irq = irq
+    def __init__(self, env, sys: str, tracer, *, params, write_back, fetch, inst: str = "0"):
+        """``write_back``: the NIC's generator that writes descriptors back and reports
+        their completions (``NIC._tx_writeback``), run in this state machine."""
+        self.write_back = write_back
         self.fetch = fetch
-        self.desc_size = params.desc_size
         blocks = params.tx_writeback == "block"
         self.block = max(1, CACHE_BLOCK // params.desc_size) if blocks else 1
         self.sm = tracer.sm(sys, "TX Desc Writeback", inst)
@@ -93,11 +92,8 @@ class TxDescWriteback:
             used.grab(n, sm)
             segs, nbytes = sum(self.segs[:n]), sum(self.nbytes[:n])
             del self.segs[:n], self.nbytes[:n]
-            sm.begin("writeback")
-            yield from self.bus.dma_write(sm, n * self.desc_size)
+            yield from self.write_back(sm, n, segs, nbytes)
             fetch.used -= n
-            self.rings.tx_done.give(n, sm)
-            self.irq.completions(n, sm, nbytes, rx=False, packets=segs)
             if not fetch.asked:
                 fetch.ask(sm)
             sm.begin("Wait")

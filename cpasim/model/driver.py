@@ -159,15 +159,24 @@ class Driver:
         return done
 
     def _xmit(self):
-        if self.returns is not None:
-            yield from self._xmit_per_frame()
-            return
         sm, q, rings, cpu = self.tx_sm, self.qdisc, self.rings, self.cpu
         free = rings.tx_free
         sm.begin("idle")
         while True:
             first = q.take_now(1, sm)[0] if q.items else (yield q.get(sm))
             self.busy = True  # a packet taken and not posted: whoever posts waits behind
+            caller, self._caller = self._caller, None
+            if caller is not None:
+                # Linux 2.6.13: the sender's qdisc_restart → e1000_xmit_frame, on the
+                # sender's core; it saw a free descriptor.
+                free.grab(1, sm)
+                sm.begin("xmit")
+                yield from self.post(sm, cpu, [first])
+                self.returns.put_now(None, sm)
+                caller.succeed()
+                self.busy = False
+                sm.begin("idle")
+                continue
             if not free.grab(1, sm):
                 sm.begin("ring full")
                 yield free.get(1, sm)
@@ -177,42 +186,14 @@ class Driver:
             more = min(len(q.items), int(free.level), self.tx_batch - 1)
             batch = [first, *q.take_now(more, sm)]
             free.grab(more, sm)
-            yield from self.post(sm, cpu, batch)
+            if self.returns is None:
+                yield from self.post(sm, cpu, batch)
+            else:
+                # 2.6.13's net_tx_action: each frame its own descriptor and tail write.
+                for pkt in batch:
+                    yield from self.post(sm, cpu, [pkt])
             self.busy = False
             cpu.release(sm)
-            sm.begin("idle")
-
-    def _xmit_per_frame(self):
-        """``Driver TX`` as Linux 2.6.13's e1000 (:meth:`serve_calls`)."""
-        sm, q, rings, cpu, returns = self.tx_sm, self.qdisc, self.rings, self.cpu, self.returns
-        free = rings.tx_free
-        sm.begin("idle")
-        while True:
-            first = q.take_now(1, sm)[0] if q.items else (yield q.get(sm))
-            caller, self._caller = self._caller, None
-            self.busy = True
-            if caller is not None:
-                # The sender's qdisc_restart → e1000_xmit_frame, on the sender's core;
-                # it saw a free descriptor.
-                free.grab(1, sm)
-                sm.begin("xmit")
-                yield from self.post(sm, cpu, [first])
-                returns.put_now(None, sm)
-                caller.succeed()
-            else:
-                # net_tx_action: the queue restarted on a core of its own.
-                if not free.grab(1, sm):
-                    sm.begin("ring full")
-                    yield free.get(1, sm)
-                sm.begin("xmit")
-                yield from cpu.take(sm)
-                more = min(len(q.items), int(free.level), self.tx_batch - 1)
-                batch = [first, *q.take_now(more, sm)]
-                free.grab(more, sm)
-                for pkt in batch:  # each frame its own descriptor and tail write
-                    yield from self.post(sm, cpu, [pkt])
-                cpu.release(sm)
-            self.busy = False
             sm.begin("idle")
 
     def post(self, sm, cpu, batch):

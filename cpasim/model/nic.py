@@ -207,9 +207,7 @@ class Nic:
                     sys,
                     tracer,
                     params=params,
-                    bus=bus,
-                    rings=rings,
-                    irq=irq,
+                    write_back=self._tx_writeback,
                     fetch=self.fetch,
                     inst=inst,
                 )
@@ -340,6 +338,8 @@ class Nic:
             stats.tx_frames += 1
 
     def _tx_writeback(self, sm, n: int, segs: int, nbytes: int):
+        """``writeback``: ``n`` processed descriptors (``segs`` frames of ``nbytes``) back
+        to the driver in one DMA, and their completions to the interrupt logic."""
         sm.begin("writeback")
         yield from self.bus.dma_write(sm, n * self.desc_size)
         self.rings.tx_done.give(n, sm)
