@@ -34,6 +34,7 @@ LOSSY_LONG = (*LOSSY, "sim.duration=10ms", "sim.seed=3")
 SHAPED = ("bottleneck.rate=500Mbps",)
 PCI = ("bus.kind=pci",)
 ON_DIE = ("bus.kind=on_die",)
+M5 = ("bus.kind=m5",)
 NO_CSUM = ("nic.csum_offload=false",)
 SLOW_CPU = ("cpu.freq=1GHz",)
 RPC = ("workload.kind=rpc",)
@@ -153,6 +154,12 @@ MATTERS: dict[str, Case] = {
     "bus.pci_read_wait": Case("5", PCI, "bus.kind = pci"),
     "bus.on_die_width": Case("1B", ON_DIE, "bus.kind = on_die"),
     "bus.on_die_clock": Case("10MHz", ON_DIE, "bus.kind = on_die"),
+    "bus.m5_header_cycles": Case("8", M5, "bus.kind = m5"),
+    "bus.m5_memory_latency": Case("2us", M5, "bus.kind = m5"),
+    "bus.m5_bridge_buffer": Case("64", M5, "bus.kind = m5"),
+    "bus.m5_nack_delay": Case("500ns", M5, "bus.kind = m5"),
+    "bus.m5_backoff_min": Case("1us", M5, "bus.kind = m5"),
+    "bus.m5_backoff_max": Case("8ns", M5, "bus.kind = m5"),
     # cpu
     "cpu.cores": Case("2", ("workload.connections=2", *SLOW_CPU)),
     "cpu.irq_cores": Case("1", ("cpu.cores=2",)),

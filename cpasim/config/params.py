@@ -515,8 +515,10 @@ class BusParams:
         "pcie",
         ENUM,
         "I/O bus between NIC and memory; on_die: the NIC on the processor die, on the "
-        "interconnect between L1 and L2 (seed 004's figure 6.6b)",
-        choices=("pcie", "pci", "on_die"),
+        "interconnect between L1 and L2 (seed 004's figure 6.6b); m5: the I/O bus of "
+        "seed 004's simulator, one shared split-transaction bus with pcie's bandwidth "
+        "behind a bridge of pcie.latency (cpasim.model.m5bus)",
+        choices=("pcie", "pci", "on_die", "m5"),
     )
     pci_width: int = param(
         64, INT, "legacy PCI (bus.kind = pci) data width", choices=(32, 64), unit="bit"
@@ -550,6 +552,57 @@ class BusParams:
     )
     on_die_clock: float = param(
         "1GHz", FREQ, "on-die interconnect (bus.kind = on_die) clock", lo="1MHz", hi="10GHz"
+    )
+    # M5's I/O bus, bridge and DMA ports as gem5 had them in February 2009 (commit
+    # bebbc9dc89); its bandwidth is the PCIe link's (pcie.gen, pcie.lanes), its
+    # bridge's delay pcie.latency (the thesis: 100 ns).
+    m5_header_cycles: int = param(
+        1,
+        INT,
+        "M5 I/O bus (bus.kind = m5) cycles of overhead per transaction (gem5 Bus.py header_cycles)",
+        lo=0,
+        hi=64,
+        unit="cycles",
+    )
+    m5_memory_latency: float = param(
+        "30ns",
+        TIME,
+        "M5 I/O bus (bus.kind = m5): memory's answer to a DMA block behind the bridge "
+        "(gem5 PhysicalMemory.py latency)",
+        lo=0,
+        hi="1ms",
+    )
+    m5_bridge_buffer: int = param(
+        16,
+        INT,
+        "M5 I/O bus (bus.kind = m5): DMA blocks the bridge holds awaiting their "
+        "responses; one more is NACKed (gem5 Bridge.py req_size/resp_size)",
+        lo=1,
+        hi=4096,
+    )
+    m5_nack_delay: float = param(
+        "4ns",
+        TIME,
+        "M5 I/O bus (bus.kind = m5): the bridge's delay before a NACK (gem5 FSConfig.py "
+        "nack_delay)",
+        lo=0,
+        hi="1ms",
+    )
+    m5_backoff_min: float = param(
+        "4ns",
+        TIME,
+        "M5 I/O bus (bus.kind = m5): a DMA port's back-off after its first NACK, doubled "
+        "at each further one (gem5 Device.py min_backoff_delay)",
+        lo="1ns",
+        hi="1ms",
+    )
+    m5_backoff_max: float = param(
+        "10us",
+        TIME,
+        "M5 I/O bus (bus.kind = m5): the most a DMA port's back-off doubles to (gem5 "
+        "Device.py max_backoff_delay)",
+        lo="1ns",
+        hi="1s",
     )
 
 

@@ -5,7 +5,8 @@ PCIe is full duplex: ``PCIe up`` (device → host: DMA writes, read requests) an
 each a :class:`~cpasim.trace.TracedPool` of one unit, shared by packet data,
 descriptors and doorbells.  Legacy PCI is one half-duplex ``PCI bus`` pool
 used by both directions; a NIC on the processor die (``bus.kind = "on_die"``) one
-``On-die bus`` pool, the interconnect between L1 and L2 as M5's bus models it.
+``On-die bus`` pool, the interconnect between L1 and L2 as M5's bus models it;
+M5's I/O bus (``bus.kind = "m5"``) one ``I/O bus`` pool, :mod:`cpasim.model.m5bus`.
 
 A bus access is done *by* the state machine that needs it (NIC TX in ``DMA
 packet``, NIC RX, the descriptor fetches and write-backs): it takes the
@@ -50,6 +51,10 @@ def bus_timing(bus, pcie) -> BusTiming:
         )
     if bus.kind == "on_die":
         return on_die_timing(bus)
+    if bus.kind == "m5":
+        from cpasim.model.m5bus import m5_timing  # it builds on this module
+
+        return m5_timing(bus, pcie)
     p = pcie
     return PcieTiming(
         gen=p.gen,
@@ -123,7 +128,7 @@ class Bus:
         self.stats = BusStats()
         self.measure_from = 0.0
         if timing.shared:
-            name = "On-die bus" if timing.kind == "on_die" else "PCI bus"
+            name = {"on_die": "On-die bus", "m5": "I/O bus"}.get(timing.kind, "PCI bus")
             self.up = self.down = TracedPool(env, tracer, sys, name, "0", size=1)
         else:
             self.up = TracedPool(env, tracer, sys, "PCIe up", "0", size=1)
@@ -132,6 +137,11 @@ class Bus:
         self._reads: dict[int, Occupancy] = {}
         self._writes: dict[int, Occupancy] = {}
         self._mmio = timing.mmio_write()
+
+    def port(self, name: str) -> Bus:
+        """What device ``name`` does its DMA through: the bus itself (M5's bus gives
+        each device a port of its own, :mod:`cpasim.model.m5bus`)."""
+        return self
 
     def dma_read(self, sm, nbytes: int):
         """Device reads ``nbytes`` of host memory: request, round trip, data down."""

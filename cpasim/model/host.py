@@ -59,7 +59,9 @@ class Host:
         engine on it, and for one on die the on-die interconnect, shared with the NIC
         when the NIC is on die too (``bus.kind = "on_die"``), else its own."""
         hc, bus = self.hc, self.dev.bus
-        if hc.copy_engine.location == "io_bus" or hc.bus.kind == "on_die":
+        if hc.copy_engine.location == "io_bus":
+            return bus.port("Copy Engine")
+        if hc.bus.kind == "on_die":
             return bus
         timing = on_die_timing(hc.bus)
         if self.memory is None:

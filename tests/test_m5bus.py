@@ -1,0 +1,155 @@
+"""M5's I/O bus (``bus.kind = "m5"``): gem5's bus, bridge and DMA port rules, replayed and
+simulated, against closed forms written out here."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import simpy
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cpasim.config import load_scenario
+from cpasim.config.params import BusParams, PcieParams
+from cpasim.errors import CpasimError
+from cpasim.model.bus import bus_timing
+from cpasim.model.m5bus import M5Bus, M5Timing, m5_timing, replay
+from cpasim.simulate import simulate
+from cpasim.trace import NULL_SM, NULL_TRACER
+
+CYCLE = 4.0  # ns: a PCIe gen 1 lane moves one byte per 4 ns (2.5 GT/s, 8b/10b)
+
+
+def timing(lanes=1, **bus) -> M5Timing:
+    return m5_timing(
+        dataclasses.replace(BusParams(), kind="m5", **bus),
+        dataclasses.replace(PcieParams(), lanes=lanes),
+    )
+
+
+def round_trip_edge(t: M5Timing) -> float:
+    """The first clock edge after a request's response is ready at the bridge."""
+    rt = 2 * 100.0 + 30.0  # pcie.latency each way (the thesis: 100 ns), gem5's 30 ns memory
+    return math.ceil(rt / CYCLE) * CYCLE
+
+
+def transaction(t: M5Timing, data: int) -> float:
+    """gem5's Bus: one header cycle, then ceil(data / width) cycles."""
+    return (1 + math.ceil(data / t.width)) * CYCLE
+
+
+def test_bandwidth_is_the_pcie_links():
+    # One byte per lane per 4 ns: x1 is 2 Gb/s, x4 8 Gb/s (seed 004: "2 Gbps of peak").
+    for lanes in (1, 4):
+        t = timing(lanes)
+        assert t.width / (t.cycle_ps / 1000) * 8 == pytest.approx(2.0 * lanes)
+    assert bus_timing(dataclasses.replace(BusParams(), kind="m5"), PcieParams()).kind == "m5"
+
+
+@given(lanes=st.sampled_from((1, 2, 4, 8, 16)), n=st.integers(1, 16 * 64))
+def test_a_read_alone_is_its_requests_a_round_trip_and_its_responses(lanes, n):
+    # Within the bridge's 16 blocks nothing is NACKed: the requests (a header each) go
+    # out back to back, the first response is ready one round trip after the first
+    # request, and the responses (header + data) follow each other on the bus.
+    t = timing(lanes)
+    blocks = [64] * (n // 64) + ([n % 64] if n % 64 else [])
+    tl = replay(t, n, False, 0)
+    responses = sum(transaction(t, b) for b in blocks)
+    assert tl.nacks == 0
+    assert tl.duration_ns == pytest.approx(round_trip_edge(t) + responses)
+    assert tl.busy_ns == pytest.approx(len(blocks) * CYCLE + responses)
+
+
+@given(lanes=st.sampled_from((1, 4)), n=st.integers(1, 64))
+def test_a_one_block_write_waits_for_its_acknowledgement(lanes, n):
+    # The data goes with the request; the bridge's acknowledgement (a header) comes
+    # back a round trip later, or when the data has left the bus if that is later.
+    t = timing(lanes)
+    data = transaction(t, n)
+    tl = replay(t, n, True, 0)
+    assert tl.duration_ns == pytest.approx(max(data, round_trip_edge(t)) + CYCLE)
+    assert tl.busy_ns == pytest.approx(data + CYCLE)
+
+
+def test_a_read_beyond_the_bridge_buffer_is_nacked_and_backs_off():
+    t = timing(4)
+    tl = replay(t, 1514, False, 0)  # 24 blocks against 16 places
+    assert tl.nacks > 0
+    # The responses still follow each other: the bus carries them back to back, the
+    # retried requests and the NACKs (a header each) in between.
+    blocks = [64] * 23 + [1514 - 23 * 64]
+    responses = sum(transaction(t, b) for b in blocks)
+    assert tl.busy_ns == pytest.approx(responses + (24 + 2 * tl.nacks) * CYCLE)
+    roomy = replay(timing(4, m5_bridge_buffer=32), 1514, False, 0)
+    assert roomy.nacks == 0
+    assert roomy.duration_ns == pytest.approx(round_trip_edge(t) + responses)
+
+
+def _run(bus_timing_, jobs):
+    """Run ``jobs`` (start ns, port name, write, bytes) on one M5 bus; end times."""
+    env = simpy.Environment()
+    bus = M5Bus(env, "h", bus_timing_, NULL_TRACER)
+    done = {}
+
+    def job(k, start, port, write, n):
+        yield env.timeout(start)
+        p = bus.port(port)
+        yield from (p.dma_write(NULL_SM, n) if write else p.dma_read(NULL_SM, n))
+        done[k] = env.now
+
+    for k, j in enumerate(jobs):
+        env.process(job(k, *j))
+    env.run()
+    return bus, done
+
+
+def test_split_transactions_free_the_bus_during_a_round_trip():
+    # Two devices each read a block at once: the second's request crosses while the
+    # first waits for its response, so the second's response follows the first's.
+    # Held through the round trip, the second read would begin after the first ended.
+    t = timing(4)
+    one = round_trip_edge(t) + transaction(t, 64)
+    _, done = _run(t, [(0, "a", False, 64), (0, "b", False, 64)])
+    assert done[0] == pytest.approx(one)
+    assert done[1] == pytest.approx(one + transaction(t, 64))
+    assert done[1] < 2 * one
+
+
+def test_one_port_sends_its_dmas_in_order():
+    # Two reads on the same device's port: the second's request waits for the first's
+    # to be sent, its response for the first's responses.
+    t = timing(4)
+    _, done = _run(t, [(0, "a", False, 64), (0, "a", False, 64)])
+    assert done[0] < done[1]
+    assert done[1] == pytest.approx(round_trip_edge(t) + 2 * transaction(t, 64))
+
+
+def test_the_bus_counts_its_busy_time_and_bytes():
+    t = timing(1)
+    bus, done = _run(t, [(0, "a", True, 1514), (0, "b", False, 64)])
+    busy = replay(t, 1514, True, 0).busy_ns + replay(t, 64, False, 0).busy_ns
+    assert bus.stats.up_ns + bus.stats.down_ns == pytest.approx(busy)
+    assert bus.stats.up_bytes == 1514 and bus.stats.down_bytes == 64
+    assert max(done.values()) >= busy  # one shared bus: the two never overlap
+
+
+def test_m5_bus_with_a_modelled_memory_is_refused():
+    cfg = load_scenario(
+        "scenarios/udp-stream.toml",
+        sets=["sim.duration=1ms", "sim.warmup=0ms", "bus.kind=m5", "memory.bandwidth=100Gbps"],
+    )
+    with pytest.raises(CpasimError, match=r"bus\.kind = m5: expected memory\.bandwidth = 0"):
+        simulate(cfg)
+
+
+def test_m5_bus_is_deterministic_tracing_on_or_off(tmp_path):
+    sets = ["sim.duration=3ms", "sim.warmup=1ms", "bus.kind=m5"]
+    cfg = load_scenario("scenarios/udp-stream.toml", sets=sets)
+    a = simulate(cfg).to_json()
+    b = simulate(cfg, trace_path=tmp_path / "t.cpt").to_json()
+    for r in (a, b):
+        r.pop("wall_s")
+    assert a == b
+    assert a["goodput_bps"] > 0
