@@ -153,3 +153,16 @@ def test_m5_bus_is_deterministic_tracing_on_or_off(tmp_path):
         r.pop("wall_s")
     assert a == b
     assert a["goodput_bps"] > 0
+
+
+def test_pcie_lanes_on_m5s_bus_scale_transfers_and_keep_the_round_trips():
+    # M5's bus has the link's bandwidth, and its reads and writes alike wait for
+    # their responses: 2 x 100 ns through the bridge and gem5's 30 ns memory.
+    from cpasim.predict.transforms_table import plan_change
+
+    cfg = load_scenario(None).with_overrides({"bus.kind": "m5"})
+    means = {"tx:NIC TX:DMA packet": 1230.0, "tx:NIC RX:DMA packet": 830.0}
+    plan = plan_change(cfg, cfg.with_overrides({"hosts.tx.pcie.lanes": 4}), means)
+    f = dict(plan.transforms.scale)
+    assert f["tx:NIC TX:DMA packet"] == pytest.approx((230 + 1000 / 4) / 1230)
+    assert f["tx:NIC RX:DMA packet"] == pytest.approx((230 + 600 / 4) / 830)

@@ -20,7 +20,8 @@ keys                             transform amount (old → new)
                                            full-size packets of a TCP stream, refused for
                                            other workloads or with a reverse bottleneck
 ``pcie.gen pcie.lanes``          scale     the DMA states of the host's NIC (and of a copy
-                                           engine on the I/O bus): the transfer
+                                           engine on the I/O bus; PCIe or M5's bus,
+                                           ``bus.kind = "m5"``): the transfer
 ``pcie.latency``                           part × old/new bandwidth, the bridge latency part
                                            replaced (see "fixed parts" below)
 ``bus.on_die_clock``             scale     the DMA states of a NIC on die (``bus.kind =
@@ -254,11 +255,19 @@ def _mmio(v: Lookup) -> float:
 
 
 def _bridge_round_trip(v: Lookup) -> float:
+    if v("bus.kind") == "m5":
+        return _m5_round_trip(v)
     return read_round_trip_ns(v("pcie.latency")) if v("bus.kind") == "pcie" else 0.0
 
 
-def _no_fixed(v: Lookup) -> float:
-    return 0.0
+def _m5_round_trip(v: Lookup) -> float:
+    """On M5's bus a DMA, read or write, waits for its responses: the bridge both ways
+    and the memory (:mod:`cpasim.model.m5bus`)."""
+    return read_round_trip_ns(v("pcie.latency")) + v("bus.m5_memory_latency")
+
+
+def _write_fixed(v: Lookup) -> float:
+    return _m5_round_trip(v) if v("bus.kind") == "m5" else 0.0
 
 
 @dataclass(frozen=True)
@@ -313,8 +322,8 @@ def _fixed_buffers_only(key: str) -> Callable[[Lookup, Lookup], str | None]:
 
 
 def _bus_bandwidth_ratio(old: Lookup, new: Lookup) -> float:
-    if old("bus.kind") != "pcie":
-        return 1.0  # PCIe settings do not act on a legacy PCI bus
+    if old("bus.kind") not in ("pcie", "m5"):
+        return 1.0  # PCIe settings act on PCIe and on M5's bus, which has its bandwidth
     before = pcie_bytes_per_ns(old("pcie.gen"), old("pcie.lanes"))
     after = pcie_bytes_per_ns(new("pcie.gen"), new("pcie.lanes"))
     return before / after
@@ -435,9 +444,10 @@ ON_DIE_ENGINE_STATES = ENGINE_STATES["on_die"]
 
 #: The NIC states that hold the bus (:data:`~cpasim.model.bus_rules.BUS_STATES`):
 #: a DMA read waits one bridge round trip before its data streams back; a DMA
-#: write is posted (no fixed part).
+#: write is posted (no fixed part) except on M5's bus, where it waits for its
+#: acknowledgements.
 _DMA_STATES = tuple(
-    Target(f"{{sys}}:{sm}:{state}", _bridge_round_trip if access == READ else _no_fixed)
+    Target(f"{{sys}}:{sm}:{state}", _bridge_round_trip if access == READ else _write_fixed)
     for sm, state, access in BUS_STATES
 )
 
