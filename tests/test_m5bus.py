@@ -135,13 +135,23 @@ def test_the_bus_counts_its_busy_time_and_bytes():
     assert max(done.values()) >= busy  # one shared bus: the two never overlap
 
 
-def test_m5_bus_with_a_modelled_memory_is_refused():
-    cfg = load_scenario(
+def test_m5_bus_with_a_modelled_memory_is_refused(capsys):
+    from test_bad_input import refused
+
+    msg = refused(
+        capsys,
+        "run",
         "scenarios/udp-stream.toml",
-        sets=["sim.duration=1ms", "sim.warmup=0ms", "bus.kind=m5", "memory.bandwidth=100Gbps"],
+        "--set",
+        "hosts.rx.bus.kind=m5",
+        "--set",
+        "memory.bandwidth=100Gbps",
     )
-    with pytest.raises(CpasimError, match=r"bus\.kind = m5: expected memory\.bandwidth = 0"):
-        simulate(cfg)
+    assert "hosts.rx.bus.kind = m5" in msg and "expected hosts.rx.memory.bandwidth = 0" in msg
+    msg = refused(capsys, "run", "scenarios/udp-stream.toml", "--set", "bus.kind=m4")
+    assert "bus.kind" in msg and "m5" in msg
+    with pytest.raises(CpasimError, match=r"hosts\.tx\.bus\.kind = m5"):
+        load_scenario(None, sets=["hosts.tx.bus.kind=m5", "hosts.tx.memory.bandwidth=1Gbps"])
 
 
 def test_m5_bus_is_deterministic_tracing_on_or_off(tmp_path):

@@ -325,6 +325,14 @@ def check(flat: dict[str, Any], where: str, explicit: Iterable[str] = ()) -> Non
                 f"{flat['link.loss']}): a lost request or reply is never sent again"
             )
     _check_topology(flat, where, explicit)
+    for host in ALL_HOSTS:
+        h = f"hosts.{host}."
+        if flat.get(h + "bus.kind") == "m5" and flat.get(h + "memory.bandwidth"):
+            # M5's bridge times a DMA's memory access itself (bus.m5_memory_latency).
+            raise CpasimError(
+                f"{where}: {h}bus.kind = m5 times memory by bus.m5_memory_latency: "
+                f"expected {h}memory.bandwidth = 0"
+            )
     if flat["bottleneck.rate"] or flat["bottleneck.reverse_rate"]:
         packet = mtu + flat["bottleneck.overhead"]
         if flat["bottleneck.queue"] < packet:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cpasim.errors import CpasimError
 from cpasim.model.bus import Bus, BusStats, MemoryBus, bus_timing
 from cpasim.model.driver import Driver, Rings
 from cpasim.model.m5bus import M5Bus
@@ -58,12 +57,7 @@ class DeviceStats:
 def make_bus(env, sys: str, tracer, *, bus, pcie, memory=None) -> Bus:
     """Host ``sys``'s I/O bus from its ``bus`` and ``pcie`` sections; with ``memory`` (the
     host's :class:`~cpasim.model.memory.Memory`) each DMA also takes its share of it."""
-    if bus.kind == "m5":
-        if memory is not None:
-            raise CpasimError(
-                "bus.kind = m5: expected memory.bandwidth = 0 (M5's bridge times the "
-                "memory by bus.m5_memory_latency), got a modelled memory"
-            )
+    if bus.kind == "m5":  # never with a modelled memory (the configuration's check)
         return M5Bus(env, sys, bus_timing(bus, pcie), tracer)
     if memory is None:
         return Bus(env, sys, bus_timing(bus, pcie), tracer)
