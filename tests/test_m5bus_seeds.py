@@ -47,10 +47,12 @@ def test_udp_x1_on_m5s_bus_is_nic_bound_like_the_seed(udp_m5):
     reason="on M5's bus (split transactions, the bridge's 16 places and NACKs, one DMA "
     "port per device with gem5's back-off) and the TX descriptors handled as M5 handled "
     "them the path is still NIC TX DMA packet 98.3% and TX Desc Fetch Wait 0% against 39% "
-    "and 57% (1.86 Gb/s, 30 ms): a fetch or write-back queued on the NIC's port behind a "
-    "packet read completes after it, and the fetch engine keeps the cache ahead, so the "
-    "transmit engine never waits for a fetch; the port's back-off reaches 128 ns "
-    "inside a packet read and has decayed to 0 when the read ends",
+    "and 57% (1.86 Gb/s, 30 ms): the fetch engine keeps the cache ahead and the transmit "
+    "engine never waits for a fetch; the port's back-off reaches 128 ns inside a packet "
+    "read and is 0 again when it ends.  Not exercised: a write-back acknowledged during a "
+    "packet read (in M5 the port frees when the read's last block is accepted, 2.86 of "
+    "6.42 us at x1; here a DMA's timeline is replayed alone and the port frees after the "
+    "whole read)",
 )
 def test_udp_x1_on_m5s_bus_splits_like_the_seed(udp_m5):
     _, m5 = udp_m5

@@ -35,10 +35,12 @@ back-off), so other devices use those gaps: no per-block event.  A device's next
 DMA waits (untraced, as M5's port queue was not annotated) until its previous one
 has sent its last request, and starts from the back-off the previous one left.
 
-Not modelled: the bridge's buffer shared between devices (each DMA has it to
-itself), another device's blocks interleaved inside a run, the memory bus's own
-cycles (one or two 1 ns cycles per block at M5's defaults), DMA buffers that do
-not start on a block boundary.
+Not modelled: the bridge's buffer and its in-order answers shared between DMAs (each
+DMA has them to itself), other DMAs' blocks interleaved inside a run (in M5 a port
+frees when a read's last block is accepted, and its next DMA's blocks cross between
+the read's responses; here the port frees at the end of that run, for a 24-block
+read the whole read), the memory bus's own cycles (one or two 1 ns cycles per block
+at M5's defaults), DMA buffers that do not start on a block boundary.
 """
 
 from __future__ import annotations
