@@ -90,18 +90,17 @@ def udp_runs(tmp_path_factory):
     return traced_run(x1, d / "x1.cpt"), traced_run(x4, d / "x4.cpt")
 
 
+_spec = importlib.util.spec_from_file_location(
+    "m5bus_transactions", ROOT / "calibration" / "m5bus_transactions.py"
+)
+m5bus_transactions = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(m5bus_transactions)
 #: The sender's TX descriptors handled as in the seed's simulator (M5's IGbE driven by
 #: Linux 2.6.13's e1000): the fetch engine asked by plain calls (the transmit engine
 #: when dry, the driver's tail write, each write-back), a fetch taking every posted
 #: descriptor the cache has room for, write-backs of whole 64-byte blocks by the
 #: cache's own engine (WTHRESH 1 with GRAN), and a tail write per packet.
-M5_TX = [
-    "hosts.tx.nic.tx_fetch_request=call",
-    "hosts.tx.nic.tx_fetch_threshold=0",
-    "hosts.tx.nic.desc_fetch_batch=64",
-    "hosts.tx.nic.tx_writeback=block",
-    "hosts.tx.driver.tx_batch=1",
-]
+M5_TX = m5bus_transactions.M5_TX
 
 
 @pytest.fixture(scope="module")

@@ -110,9 +110,32 @@ class M5Timing(BusTiming):
     kind = "m5"
     shared = True
 
+    @property
+    def round_trip_ps(self) -> int:
+        """From a request on the I/O bus to its response ready at the bridge."""
+        return 2 * self.bridge_ps + self.memory_ps
+
     def block_ps(self, data: int) -> int:
         """A transaction carrying ``data`` bytes (0: the header alone)."""
         return (self.header_cycles + ceil_div(data, self.width)) * self.cycle_ps
+
+    def transactions(self, nbytes: int, write: bool) -> tuple[list[int], list[int]]:
+        """The request and response transactions (ps) of each block of a DMA: a
+        write's data goes with its request and its acknowledgement is a header, a
+        read's request is a header and its data comes with the response."""
+        if nbytes < 1:
+            raise CpasimError(f"a DMA needs at least one byte, got {nbytes!r}")
+        sizes = [BLOCK] * (nbytes // BLOCK) + ([nbytes % BLOCK] if nbytes % BLOCK else [])
+        data = [self.block_ps(s) for s in sizes]
+        headers = [self.block_ps(0)] * len(sizes)
+        return (data, headers) if write else (headers, data)
+
+    def nacked(self, backoff: int) -> int:
+        """A port's back-off (ps) after one more NACK: the least at first, then doubled
+        up to the most."""
+        if backoff < self.backoff_min_ps:
+            return self.backoff_min_ps
+        return backoff << 1 if backoff < self.backoff_max_ps else backoff
 
     def dma_write(self, nbytes: int) -> Occupancy:
         return self._alone(nbytes, True)
@@ -151,7 +174,7 @@ def m5_timing(bus, pcie) -> M5Timing:
     )
 
 
-def _edge(t: int, cycle: int) -> int:
+def clock_edge(t: int, cycle: int) -> int:
     """The first clock edge at or after ``t``."""
     return -(-t // cycle) * cycle
 
@@ -159,19 +182,11 @@ def _edge(t: int, cycle: int) -> int:
 def replay(t: M5Timing, nbytes: int, write: bool, backoff: int) -> Timeline:
     """The transactions of one DMA of ``nbytes`` on an idle bus, its port starting with
     ``backoff`` ps, condensed into runs (see the module docstring)."""
-    if nbytes < 1:
-        raise CpasimError(f"a DMA needs at least one byte, got {nbytes!r}")
-    sizes = [BLOCK] * (nbytes // BLOCK) + ([nbytes % BLOCK] if nbytes % BLOCK else [])
+    req, resp = t.transactions(nbytes, write)
     header = t.block_ps(0)
-    if write:  # the data goes with the request, the acknowledgement is a header
-        req = [t.block_ps(s) for s in sizes]
-        resp = [header] * len(sizes)
-    else:
-        req = [header] * len(sizes)
-        resp = [t.block_ps(s) for s in sizes]
-    round_trip = 2 * t.bridge_ps + t.memory_ps
+    round_trip = t.round_trip_ps
     cycle = t.cycle_ps
-    pending = deque(range(len(sizes)))
+    pending = deque(range(len(req)))
     port_at = 0  # when the port asks for the bus next
     bus_free = 0
     bridge: list[tuple[int, int, bool, int]] = []  # (ready, order, nack, block)
@@ -179,20 +194,17 @@ def replay(t: M5Timing, nbytes: int, write: bool, backoff: int) -> Timeline:
     bridge_at = -1  # the bridge asks again just after each send of its own
     spans: list[tuple[int, int]] = []
     last_request = 0
-    while received < len(sizes):
+    while received < len(req):
         # The one that asked first gets the bus (M5's retry list), the bridge on a tie:
         # so a port and the bridge alternate while both have something to send.
         if bridge and (not pending or max(bridge[0][0], bridge_at) <= port_at):
             ready, _, nack, i = heapq.heappop(bridge)
-            start = _edge(max(ready, bridge_at, bus_free), cycle)
+            start = clock_edge(max(ready, bridge_at, bus_free), cycle)
             bridge_at = start + 1
             bus_free = start + (header if nack else resp[i])
             spans.append((start, bus_free))
             if nack:
-                if backoff < t.backoff_min_ps:
-                    backoff = t.backoff_min_ps
-                elif backoff < t.backoff_max_ps:
-                    backoff <<= 1
+                backoff = t.nacked(backoff)
                 pending.appendleft(i)
                 port_at = start + backoff
             else:
@@ -201,7 +213,7 @@ def replay(t: M5Timing, nbytes: int, write: bool, backoff: int) -> Timeline:
                 backoff >>= 2
         else:
             i = pending.popleft()
-            start = _edge(max(port_at, bus_free), cycle)
+            start = clock_edge(max(port_at, bus_free), cycle)
             bus_free = start + req[i]
             spans.append((start, bus_free))
             last_request = len(spans) - 1
