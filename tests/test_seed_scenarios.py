@@ -159,9 +159,9 @@ def test_udp_pcie_x1_is_nic_bound_like_the_seed(udp_runs):
     "WTHRESH 0 (each) 0% / 98.5%; asked only when dry with the "
     "write-back tied to a 64-descriptor batch the path locks into Wait (96.4%).  Unknown: "
     "what in M5's timing (not in the thesis) left its transmit engine waiting for fetches "
-    "part of the time; the model lacks its single DMA port's order and NACK back-off "
-    "(4 ns to 10 us) under a saturated bus, which decide whether a write-back completes "
-    "during a packet read (fetchAfterWb fetches) or between two (it does not)",
+    "part of the time; not M5's DMA port order, bridge NACKs and back-off (4 ns to 10 us) "
+    "alone: on M5's bus (bus.kind = m5) the split is 0% / 98.3% "
+    "(tests/test_m5bus_seeds.py)",
 )
 def test_udp_pcie_x1_splits_between_fetch_wait_and_dma_packet_like_the_seed(udp_x1_m5):
     x1 = udp_x1_m5

@@ -41,6 +41,8 @@ frees when a read's last block is accepted, and its next DMA's blocks cross betw
 the read's responses; here the port frees at the end of that run, for a 24-block
 read the whole read), the memory bus's own cycles (one or two 1 ns cycles per block
 at M5's defaults), DMA buffers that do not start on a block boundary.
+``calibration/m5bus_transactions.py`` arbitrates every transaction of all DMAs
+together by the same rules, to check what these leave out (calibration/SEEDS.md).
 """
 
 from __future__ import annotations
