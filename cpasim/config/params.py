@@ -503,7 +503,13 @@ class PcieParams:
         "512B", SIZE, "largest DMA read request", choices=(128, 256, 512, 1024, 2048, 4096)
     )
     tlp_overhead: int = param("24B", SIZE, "header, framing and CRC per TLP", lo=0, hi="256B")
-    latency: float = param("100ns", TIME, "I/O bridge one-way latency", lo=0, hi="1ms")
+    latency: float = param(
+        "100ns",
+        TIME,
+        "I/O bridge one-way latency (also M5's bridge delay, bus.kind = m5)",
+        lo=0,
+        hi="1ms",
+    )
     mmio_latency: float = param(
         "100ns", TIME, "CPU stall per MMIO write (doorbell)", lo=0, hi="1ms"
     )
