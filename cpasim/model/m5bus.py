@@ -32,8 +32,9 @@ back-off the port starts with, outside the event loop.  Transactions closer than
 data block's transaction are one *run*; the DMA takes the bus pool for each run's
 busy time, lets go, and waits out the run's idle time (a read's round trip, a
 back-off), so other devices use those gaps: no per-block event.  A device's next
-DMA waits (untraced, as M5's port queue was not annotated) until its previous one
-has sent its last request, and starts from the back-off the previous one left.
+DMA waits (untraced, as M5's port queue was not annotated) until the run in which
+its previous one sent its last request has ended, and starts from the back-off the
+previous one left.
 
 Not modelled: the bridge's buffer and its in-order answers shared between DMAs (each
 DMA has them to itself), other DMAs' blocks interleaved inside a run (in M5 a port
