@@ -132,7 +132,7 @@ class Driver:
         #: Linux 2.6.13's transmit (:meth:`serve_calls`): the returns to the senders
         #: that run the qdisc themselves; None: the driver posts after them, batched.
         self.returns: TracedStore | None = None
-        self._caller = None  # the event of the sender waiting for its frame's post
+        self._caller = None  # (event, SM) of the sender waiting for its frame's post
         self.isr_sm = tracer.sm(sys, "ISR", inst)
         self.napi_sm = tracer.sm(sys, "NAPI", inst)
         env.process(self._xmit())
@@ -154,7 +154,8 @@ class Driver:
         """The sender ``sm``, holding a core and having found the driver :meth:`idle`,
         hands ``pkt`` over through the ``qdisc``; returns the event of its post, after
         which the sender takes its unit of ``Driver TX return``."""
-        done = self._caller = self.env.event()
+        done = self.env.event()
+        self._caller = (done, sm)
         self.qdisc.put_now(pkt, sm)
         return done
 
@@ -169,11 +170,14 @@ class Driver:
             if caller is not None:
                 # Linux 2.6.13: the sender's qdisc_restart → e1000_xmit_frame, on the
                 # sender's core; it saw a free descriptor.
+                done, sender = caller
+                sm.run_on(sender)
                 free.grab(1, sm)
                 sm.begin("xmit")
                 yield from self.post(sm, cpu, [first])
+                sm.run_on(sm)
                 self.returns.put_now(None, sm)
-                caller.succeed()
+                done.succeed()
                 self.busy = False
                 sm.begin("idle")
                 continue

@@ -97,6 +97,7 @@ class IpSend:
         while True:
             sm.begin("Wait")
             pkt, done, caller = yield calls.get(sm)
+            sm.run_on(caller)  # on the caller's core: the caller's time is others' work
             frags = ip.fragment(pkt) if pkt.length > ip.mtu else [pkt]
             n = len(frags)
             yield cpu.spend(sm, "ip_fragment", stack=cpu.cycles("fragment") * n)
@@ -118,7 +119,10 @@ class IpSend:
                     # The core goes while the qdisc is full: from here the caller is
                     # blocked too, on this call's return.
                     caller.wait_empty(self.returns.qid, 1)
+                    sm.run_on(sm)  # the core is given up: from here on cores of its own
                     blocked = True
                 yield from cpu.put(sm, qdisc, frag)
+            if not blocked:
+                sm.run_on(sm)
             self.returns.put_now(None, sm)
             done.succeed()
