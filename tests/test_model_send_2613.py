@@ -161,7 +161,7 @@ def test_the_2613_send_path_costs_what_its_states_say(netfilter):
     assert u["buffer"] * elapsed >= buffer * ns
 
 
-def _shipped_path(*sets, scale=()):
+def _shipped_path(*sets, scale=(), engine=None):
     """The shipped scenario (PCIe x1 unless ``sets`` say otherwise), briefly: its
     trace's records and its critical path (with the states ``scale`` names scaled)."""
     cfg = load_scenario(
@@ -175,8 +175,23 @@ def _shipped_path(*sets, scale=()):
 
     res = simulate(cfg, tracer=make)
     transforms = Transforms(scale=list(scale)) if scale else None
-    a = analyze(holder["t"].source(), res.analysis_start, res.analysis_end, transforms=transforms)
+    a = analyze(
+        holder["t"].source(),
+        res.analysis_start,
+        res.analysis_end,
+        transforms=transforms,
+        engine=engine,
+    )
     return list(_records(holder["t"])), a.path
+
+
+def test_both_analyzer_engines_agree_on_the_2613_calls_and_softirqs():
+    """run records and the cores handed over for a softirq, in both engines alike."""
+    call = [("tx:App:ip_push_pending_frames", 0.0)]
+    _, compiled = _shipped_path("hosts.tx.pcie.lanes=4", scale=call, engine="compiled")
+    _, python = _shipped_path("hosts.tx.pcie.lanes=4", scale=call, engine="python")
+    assert compiled.most_critical == python.most_critical
+    assert any(m["core_lent_share"] for m in compiled.most_critical)
 
 
 def test_a_2613_run_keeps_the_identity_invariant_and_the_call_on_the_path():
