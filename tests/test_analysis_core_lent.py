@@ -155,3 +155,23 @@ def test_run_round_trips_and_needs_a_target(tmp_path):
     bad = _trace(tmp_path, [{"t": 0, "op": "run", **B}], "bad.jsonl")
     with pytest.raises(CpasimError, match="needs field 'to'"):
         list(read_jsonl(bad).chunks())
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_window_started_inside_a_call_keeps_the_callers_core_lent(tmp_path, engine):
+    """The starting point of a what-if over a trace's tail (its snapshot and preamble)
+    says on whose core each SM runs, so a caller inside a call at the cut is lent."""
+    from cpasim.analysis.compiled import CompiledPass
+    from cpasim.analysis.criticalpath import CriticalPathPass
+    from cpasim.predict.snapshot import preamble
+    from cpasim.trace.records import RUN
+
+    src = read_jsonl(_trace(tmp_path, _caller(10, 40, _run(15, B, A), _run(35, B, B))))
+    records = next(iter(src.chunks()))
+    make = CompiledPass if engine == "compiled" else CriticalPathPass
+    p = make(Transforms(), ("h", "App"), ("h", "App"))
+    p.feed(records[records["t"] < 20], src.key)
+    callee, app = src.key.sms.index(("h", "Callee", "0")), src.key.sms.index(("h", "App", "0"))
+    assert p.snapshot().sms[callee].runs_on == app
+    rows, _ = preamble(p, 20.0, len(src.key.sms))
+    assert [(r["sm"], r["a"]) for r in rows if r["op"] == RUN] == [(callee, app)]

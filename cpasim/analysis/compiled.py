@@ -269,6 +269,7 @@ class CompiledPass:
                 waits=r[k.S_WK],
                 queue=r[k.S_WQ] if r[k.S_WK] in (ON_EMPTY, ON_FULL) else -1,
                 called_by=r[k.S_PENDSM] if r[k.S_LINKED] else -1,
+                runs_on=r[k.S_HOST],
             )
             for r in rows
         )

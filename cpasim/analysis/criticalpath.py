@@ -673,6 +673,7 @@ class CriticalPathPass:
                 waits=self.s_wk[sm],
                 queue=self.s_wq[sm] if self.s_wk[sm] in (ON_EMPTY, ON_FULL) else -1,
                 called_by=self.s_pendsm[sm] if self.s_linked[sm] else -1,
+                runs_on=self.s_host[sm],
             )
             for sm in range(len(self.s_last))
         )
