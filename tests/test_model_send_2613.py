@@ -42,7 +42,7 @@ def _records(tracer):
             op = OPS[op]
             if op == "begin":
                 what = key.states[a]
-            elif op in ("link", "identify"):
+            elif op in ("link", "identify", "run"):
                 what = a
             else:
                 what = key.queues[a][1]
@@ -161,7 +161,7 @@ def test_the_2613_send_path_costs_what_its_states_say(netfilter):
     assert u["buffer"] * elapsed >= buffer * ns
 
 
-def _shipped_path(*sets, scale=()):
+def _shipped_path(*sets, scale=(), engine=None):
     """The shipped scenario (PCIe x1 unless ``sets`` say otherwise), briefly: its
     trace's records and its critical path (with the states ``scale`` names scaled)."""
     cfg = load_scenario(
@@ -175,8 +175,23 @@ def _shipped_path(*sets, scale=()):
 
     res = simulate(cfg, tracer=make)
     transforms = Transforms(scale=list(scale)) if scale else None
-    a = analyze(holder["t"].source(), res.analysis_start, res.analysis_end, transforms=transforms)
+    a = analyze(
+        holder["t"].source(),
+        res.analysis_start,
+        res.analysis_end,
+        transforms=transforms,
+        engine=engine,
+    )
     return list(_records(holder["t"])), a.path
+
+
+def test_both_analyzer_engines_agree_on_the_2613_calls_and_softirqs():
+    """run records and the cores handed over for a softirq, in both engines alike."""
+    call = [("tx:App:ip_push_pending_frames", 0.0)]
+    _, compiled = _shipped_path("hosts.tx.pcie.lanes=4", scale=call, engine="compiled")
+    _, python = _shipped_path("hosts.tx.pcie.lanes=4", scale=call, engine="python")
+    assert compiled.most_critical == python.most_critical
+    assert any(m["core_lent_share"] for m in compiled.most_critical)
 
 
 def test_a_2613_run_keeps_the_identity_invariant_and_the_call_on_the_path():
@@ -251,6 +266,42 @@ def test_a_2613_sender_transmits_each_fragment_itself_while_the_driver_is_idle()
     # One tail write per frame, whoever posts it (2.6.13 had no batching of them).
     posted = [n for _t, op, sm, w, n in recs if sm == ("tx", "Driver TX") and w == "TX ring"]
     assert set(posted) == {1}
+
+
+def test_a_2613_sender_runs_the_pending_softirq_on_leaving_dev_queue_xmit():
+    """local_bh_enable -> do_softirq at the end of dev_queue_xmit: an interrupt that
+    came while the sender held the core waits for it; after the fragment's transmit
+    IP Send hands the core to the handler (enq, the handler's deq), handler and NAPI run
+    on IP Send's core, and NAPI hands the core back (enq, IP Send's deq) without giving
+    it up between its rounds; do_softirq carries their work, its core lent."""
+    recs, path = _shipped_path("hosts.tx.pcie.lanes=4", scale=[("tx:App:ip_push*", 0.0)])
+    sms = {sm for _t, _op, sm, _w, _n in recs}
+    assert ("tx", "ISR") in sms
+    begins = [i for i, r in enumerate(recs) if r[1:4] == ("begin", ("tx", "IP Send"), "do_softirq")]
+    assert len(begins) > 10
+    polled = 0
+    for i in begins:
+        t = recs[i][0]
+        until = next(j for j in range(i + 2, len(recs)) if recs[j][2] == ("tx", "IP Send"))
+        assert recs[i + 1][1:4] == ("enq", ("tx", "IP Send"), "CPU cores")
+        assert recs[i + 2][0] == t and recs[i + 2][1:4] == ("deq", ("tx", "ISR"), "CPU cores")
+        # Back from NAPI: its enq, then IP Send's deq, no wait in between.
+        assert recs[until][1:4] == ("deq", ("tx", "IP Send"), "CPU cores")
+        assert recs[until - 1][1:4] == ("enq", ("tx", "NAPI"), "CPU cores")
+        inside = [(r[1], r[2][1], r[3]) for r in recs[i + 3 : until - 1]]
+        assert ("deq", "NAPI", "CPU cores") not in inside
+        assert ("enq", "NAPI", "CPU cores") not in inside
+        polled += ("begin", "NAPI", "poll") in inside
+    # (An interrupt whose completions an earlier poll took finds nothing to do.)
+    assert polled > len(begins) / 2
+    softirq = next(m for m in path.most_critical if m["name"] == "tx:IP Send:do_softirq")
+    assert softirq["core_lent_share"] == pytest.approx(1.0)
+    assert softirq["waiting_share"] == 0.0
+    assert path.critical_path_ns == pytest.approx(path.elapsed_ns, rel=1e-9)
+    # The modern path has no such state: its interrupts wait for a core of their own.
+    modern, _ = _shipped_path("hosts.tx.pcie.lanes=4", "hosts.tx.ip.send_path=modern")
+    assert not any(w == "do_softirq" for _t, _op, _sm, w, _n in modern)
+    assert not any(op == "run" for _t, op, _sm, _w, _n in modern)
 
 
 @pytest.mark.parametrize("path", ["2.6.13", "modern"])

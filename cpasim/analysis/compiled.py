@@ -114,6 +114,7 @@ class CompiledPass:
                 k.S_CUR,
                 k.S_STARTID,
                 k.S_CELL,
+                k.S_HOST,
             ):
                 rows[:, f] = -1
             names = key.sms[old_sm:n_sm]
@@ -128,7 +129,9 @@ class CompiledPass:
                 *rules, strict=True
             )
             self.sm_i = np.concatenate([self.sm_i, rows])
-            self.sm_f = np.concatenate([self.sm_f, np.zeros((n_sm - old_sm, k.NSF))])
+            rows_f = np.zeros((n_sm - old_sm, k.NSF))
+            rows_f[:, k.SF_LENTFROM] = np.nan
+            self.sm_f = np.concatenate([self.sm_f, rows_f])
             if self.tf.scale:
                 sms = np.arange(old_sm, n_sm, dtype=np.int64)
                 self._set_factors(sms, np.zeros_like(sms), key)
@@ -266,6 +269,7 @@ class CompiledPass:
                 waits=r[k.S_WK],
                 queue=r[k.S_WQ] if r[k.S_WK] in (ON_EMPTY, ON_FULL) else -1,
                 called_by=r[k.S_PENDSM] if r[k.S_LINKED] else -1,
+                runs_on=r[k.S_HOST],
             )
             for r in rows
         )
@@ -305,7 +309,12 @@ class CompiledPass:
         code = self._codes.__getitem__
         total = Summary(float(item(floats, 0)[s]), self.limit, self.s_base)
         for c in si[: smeta[k.SM_NORDER], k.C_ORDER].tolist():
-            total.edges[code(c)] = [float(sf[c, 0]), float(sf[c, 1]), int(si[c, 0])]
+            total.edges[code(c)] = [
+                float(sf[c, k.CF_TIME]),
+                float(sf[c, k.CF_WAIT]),
+                int(si[c, k.C_VISITS]),
+                float(sf[c, k.CF_LENT]),
+            ]
         total.count = int(smeta[k.SM_COUNT])
         nlist = int(smeta[k.SM_NLIST])
         lf = item(sums_lf, s)[:nlist]
@@ -338,6 +347,7 @@ class CompiledPass:
             float(nf[k.F_CP]),
             code(loser) if loser >= 0 else -1,
             float(nf[k.F_MARGIN]),
+            float(nf[k.F_LENT]),
         ]
 
     def end_lengths(self) -> dict[int, tuple[float, float | None]]:

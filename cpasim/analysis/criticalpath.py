@@ -81,6 +81,7 @@ from cpasim.trace.records import (
     PEEK,
     RESERVE,
     RESIZE,
+    RUN,
     WAIT_EMPTY,
     WAIT_FULL,
     TraceKey,
@@ -159,6 +160,13 @@ class CriticalPathPass:
         self.s_pendconn: list[int] = []
         self.s_cur: list[int] = []
         self.s_layers: list = []
+        # who runs on whose core (``run``): the SM whose core it runs on (-1: its
+        # own), how many SMs run on its core, since when it has lent it (NaN: not
+        # lent), and the time lent since its last record
+        self.s_host: list[int] = []
+        self.s_guests: list[int] = []
+        self.s_lent_from: list[float] = []
+        self.s_lent: list[float] = []
         # per SM, state index -> scale factor / time active / time waiting: only the
         # states an SM was in (an SM x state table would grow with their product)
         self.s_fac: list[dict[int, float]] = []
@@ -207,6 +215,10 @@ class CriticalPathPass:
             self.s_pendconn.append(-1)
             self.s_cur.append(-1)
             self.s_layers.append(None)
+            self.s_host.append(-1)
+            self.s_guests.append(0)
+            self.s_lent_from.append(NAN)
+            self.s_lent.append(0.0)
             self.s_fac.append({})
             self.s_act.append({})
             self.s_wait.append({})
@@ -284,7 +296,10 @@ class CriticalPathPass:
                 self.records += 1
                 if self.records >= self.next_commit:
                     self._commit()
-                self._record(Step(self.records, t, op, flags, sm, a, n))
+                if op == RUN:
+                    self._run(t, sm, a)
+                else:
+                    self._record(Step(self.records, t, op, flags, sm, a, n))
 
     def _commit(self) -> None:
         """Fold the settled prefix of the paths (:func:`cpasim.analysis.pathlog.commit`).
@@ -305,7 +320,12 @@ class CriticalPathPass:
         last = self.s_last[sm]
         r.dt = r.t - last if last is not None else NAN  # NaN: the SM's first record
         r.si = self.s_state[sm]
-        r.w = r.dt * self._factor(sm, r.si) if self.tf.scale else r.dt
+        lent = self._lent_since_last(sm, r.t)
+        if self.tf.scale:
+            f = self._factor(sm, r.si)
+            r.w, r.lent = r.dt * f, lent * f
+        else:
+            r.w, r.lent = r.dt, lent
         r.wk = self.s_wk[sm]
         self.s_last[sm] = r.t
         self.s_rec[sm] = r.rec
@@ -319,6 +339,40 @@ class CriticalPathPass:
             self.s_wk[sm] = NOT_WAITING
         if self.s_is_end[sm]:
             self.ends[self.s_cur[sm]] = [r.t, r.node, sm]
+
+    # -- who runs on whose core (``run``: not a node) ------------------------------
+
+    def _run(self, t: float, sm: int, a: int) -> None:
+        """``run(to)``: from ``t`` on, SM ``sm`` runs on the core SM ``a`` holds (``a ==
+        sm``: on its own again).  The SM it ran on before gets its core back once no
+        other SM runs there; the one it runs on now has lent its core."""
+        host = self.s_host[sm]
+        new = a if a != sm else -1
+        if host == new:
+            return
+        if host >= 0:
+            self.s_guests[host] -= 1
+            if not self.s_guests[host]:
+                self.s_lent[host] = self._lent_since_last(host, t)
+                self.s_lent_from[host] = NAN
+        self.s_host[sm] = new
+        if new >= 0:
+            self.s_guests[new] += 1
+            if self.s_guests[new] == 1:
+                self.s_lent_from[new] = t
+
+    def _lent_since_last(self, sm: int, t: float) -> float:
+        """The time SM ``sm`` had its core lent between its last record and ``t``, taken
+        out of its running total (0 before its first record: no edge to charge)."""
+        last = self.s_last[sm]
+        lent = self.s_lent[sm]
+        self.s_lent[sm] = 0.0
+        since = self.s_lent_from[sm]
+        if since == since:  # lent now
+            lent += t - (since if last is None or since > last else last)
+        if last is None:
+            return 0.0
+        return lent
 
     def _depend(self, r: Step, node, cp: float, w: float, code: int) -> None:
         """A dependency of the record's node: kept if its cp + w beats the one so far."""
@@ -338,20 +392,20 @@ class CriticalPathPass:
             icode = intra_code(sm, r.si)
             table = self.s_wait[sm] if r.wk else self.s_act[sm]
             table[r.si] = table.get(r.si, 0.0) + dt
-            w, wait = (0.0, dt) if r.wk else (r.w, 0.0)
+            w, wait, lent = (0.0, dt, 0.0) if r.wk else (r.w, 0.0, r.lent)
             if node is not None:
                 icp = node[CP] + w
                 if dep is None:
-                    new = [node, node[DEPTH] + 1, icode, w, wait, icp, -1, 0.0]
+                    new = [node, node[DEPTH] + 1, icode, w, wait, icp, -1, 0.0, lent]
                 else:
                     bcp = r.dcp + r.dw
                     if bcp > icp:
-                        new = [dep, dep[DEPTH] + 1, r.dcode, r.dw, 0.0, bcp, icode, bcp - icp]
+                        new = [dep, dep[DEPTH] + 1, r.dcode, r.dw, 0.0, bcp, icode, bcp - icp, 0.0]
                     else:
-                        new = [node, node[DEPTH] + 1, icode, w, wait, icp, r.dcode, icp - bcp]
+                        new = [node, node[DEPTH] + 1, icode, w, wait, icp, r.dcode, icp - bcp, lent]
         if new is None:
             if dep is not None:
-                new = [dep, dep[DEPTH] + 1, r.dcode, r.dw, 0.0, r.dcp + r.dw, -1, 0.0]
+                new = [dep, dep[DEPTH] + 1, r.dcode, r.dw, 0.0, r.dcp + r.dw, -1, 0.0, 0.0]
             elif node is None and self.s_is_start[sm] and self.s_cur[sm] not in self.started:
                 new = self._start(r.t, sm)
         self.s_node[sm] = r.node = new
@@ -558,7 +612,7 @@ class CriticalPathPass:
     def _start(self, t: float, sm: int) -> list:
         """The first node of a path: cp = 0 at a start SM's first record in its connection."""
         self.started.add(self.s_cur[sm])
-        return [Summary(t, self.limit, self.s_base), 0, -1 - sm, 0.0, 0.0, 0.0, -1, 0.0]
+        return [Summary(t, self.limit, self.s_base), 0, -1 - sm, 0.0, 0.0, 0.0, -1, 0.0, 0.0]
 
     def _edge_pick(self, units: list, Q: QueueState, sm: int, cur: int, c: float):
         """``(node, its SM, weight)`` of the dependency on the ``units`` taken from
@@ -619,6 +673,7 @@ class CriticalPathPass:
                 waits=self.s_wk[sm],
                 queue=self.s_wq[sm] if self.s_wk[sm] in (ON_EMPTY, ON_FULL) else -1,
                 called_by=self.s_pendsm[sm] if self.s_linked[sm] else -1,
+                runs_on=self.s_host[sm],
             )
             for sm in range(len(self.s_last))
         )
@@ -648,6 +703,7 @@ class Step:
     __slots__ = (
         *("rec", "t", "op", "flags", "sm", "a", "n"),  # the record (``rec``: its number)
         *("dt", "w", "si", "wk", "linked"),  # intra edge; what the SM waited on; linked to
+        "lent",  # the weighted part of the intra edge another SM ran on the SM's core
         *("dep", "dcp", "dw", "dcode", "node"),  # dependency: node, its cp, weight, code
     )
 

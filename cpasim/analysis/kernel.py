@@ -4,7 +4,7 @@ The same algorithm as :class:`cpasim.analysis.criticalpath.CriticalPathPass`
 (the readable reference), on integer handles instead of Python objects:
 
 - path nodes live in a pool (``ni[node] = parent, depth, code, loser, refs``,
-  ``nf[node] = inc, wait, cp, margin``); a parent ``>= 0`` is a node, ``<= -2``
+  ``nf[node] = inc, wait, cp, margin, lent``); a parent ``>= 0`` is a node, ``<= -2``
   is summary ``-2 - parent``, ``-1`` is "no node".  Nodes are reference
   counted (children, SMs, queue units, pending links, ends) and go back to
   the pool when nothing refers to them, as Python's refcounting frees them;
@@ -55,6 +55,7 @@ from cpasim.trace.records import (
     PEEK,
     RESERVE,
     RESIZE,
+    RUN,
     WAIT_EMPTY,
     WAIT_FULL,
 )
@@ -71,7 +72,8 @@ Keyed = namedtuple(
 
 # node fields
 N_PAR, N_DEPTH, N_CODE, N_LOSER, N_RC = 0, 1, 2, 3, 4
-F_INC, F_WAIT, F_CP, F_MARGIN = 0, 1, 2, 3
+F_INC, F_WAIT, F_CP, F_MARGIN, F_LENT = 0, 1, 2, 3, 4
+NNF = 5
 NONE = -1
 
 # code kinds
@@ -103,11 +105,15 @@ K_START, K_INTRA, K_INTER = 0, 1, 2
     S_CB,
     S_PC,
     S_CC,
-) = range(22)
-NSI = 22
-# per-SM floats
-SF_LAST, SF_ENTER, SF_WT = 0, 1, 2
-NSF = 3
+    # ``run``: the SM whose core it runs on (-1: its own), SMs running on its core
+    S_HOST,
+    S_GUESTS,
+) = range(24)
+NSI = 24
+# per-SM floats; ``run``: since when its core is lent (NaN: not), time lent since
+# its last record
+SF_LAST, SF_ENTER, SF_WT, SF_LENTFROM, SF_LENT = 0, 1, 2, 3, 4
+NSF = 5
 # per (SM, state) cell, for the states each SM was in (not an SM x state table,
 # which would grow with their product): int = intra edge code id (-1 = not yet),
 # floats = scale factor, time active, time waiting
@@ -148,7 +154,8 @@ R_FIRST, R_END, R_NODE, R_CONN, R_SM = 0, 1, 2, 3, 4
 SM_RC, SM_COUNT, SM_NORDER, SM_NFIRST, SM_NLIST, SM_ROOTST, SM_ROOTG = range(7)
 NSMETA = 7
 C_VISITS, C_LOOPS, C_HASSLACK, C_ORDER = 0, 1, 2, 3
-CF_TIME, CF_WAIT, CF_SLACK = 0, 1, 2
+CF_TIME, CF_WAIT, CF_SLACK, CF_LENT = 0, 1, 2, 3
+NCF = 4
 
 # meta
 (
@@ -233,7 +240,7 @@ def new_hot():
     i2.append(np.zeros((256, 1), np.int64))  # I2_CELL: (SM, state) cells: intra code id
     i2.append(np.zeros((16, 3), np.int64))  # I2_CAND: edges of an edgewise queue op
     f2 = List.empty_list(_F2)
-    f2.append(np.zeros((4096, 4), np.float64))  # F2_NF: node floats
+    f2.append(np.zeros((4096, NNF), np.float64))  # F2_NF: node floats
     f2.append(np.zeros((256, 3), np.float64))  # F2_CELL: cells' factor, active, waiting
     i1 = List.empty_list(_I1)
     i1.append(np.arange(4095, -1, -1).astype(np.int64))  # I1_FREE: free node stack
@@ -395,7 +402,7 @@ def _push(ints, k, pos, x):
 
 
 @njit(cache=True, inline="always")
-def _new_node(ni, nf, free, meta, par, depth, code, inc, wait, cp, loser, margin):
+def _new_node(ni, nf, free, meta, par, depth, code, inc, wait, cp, loser, margin, lent):
     """A node under node ``par`` (a summary parent's count is the caller's)."""
     k = meta[M_NFREE] - 1
     meta[M_NFREE] = k
@@ -409,6 +416,7 @@ def _new_node(ni, nf, free, meta, par, depth, code, inc, wait, cp, loser, margin
     nf[x, F_WAIT] = wait
     nf[x, F_CP] = cp
     nf[x, F_MARGIN] = margin
+    nf[x, F_LENT] = lent
     if par >= 0:
         ni[par, N_RC] += 1
     live = meta[M_LIVE] + 1
@@ -471,7 +479,7 @@ def _new_summary(meta, ints, ints2, floats, sums, start_t):
             ints2[0] = _grow2i(ints2[0], s + 1)
             floats[0] = _grow1(floats[0], s + 1)
         sums_i.append(np.zeros((0, 4), np.int64))
-        sums_f.append(np.zeros((0, 3), np.float64))
+        sums_f.append(np.zeros((0, NCF), np.float64))
         sums_first.append(np.zeros(0, np.int64))
         sums_li.append(np.zeros(0, np.int64))
         sums_lf.append(np.zeros((0, 3), np.float64))
@@ -480,7 +488,7 @@ def _new_summary(meta, ints, ints2, floats, sums, start_t):
         smeta[s, f] = 0
     floats[0][s] = start_t
     sums_i[s] = np.zeros((16, 4), np.int64)
-    sums_f[s] = np.zeros((16, 3), np.float64)
+    sums_f[s] = np.zeros((16, NCF), np.float64)
     sums_first[s] = np.full(8, -1, np.int64)
     sums_li[s] = np.zeros(0, np.int64)
     sums_lf[s] = np.zeros((0, 3), np.float64)
@@ -491,7 +499,7 @@ def _new_summary(meta, ints, ints2, floats, sums, start_t):
 def _free_summary(meta, ints, sums, s):
     sums_i, sums_f, sums_first, sums_li, sums_lf = sums
     sums_i[s] = np.zeros((0, 4), np.int64)
-    sums_f[s] = np.zeros((0, 3), np.float64)
+    sums_f[s] = np.zeros((0, NCF), np.float64)
     sums_first[s] = np.zeros(0, np.int64)
     sums_li[s] = np.zeros(0, np.int64)
     sums_lf[s] = np.zeros((0, 3), np.float64)
@@ -543,7 +551,7 @@ def _fold(ni, nf, codes, meta, ints2, sums, sm_i, s, chain, nchain):
             n *= 2
         si2 = np.zeros((n, 4), np.int64)
         si2[: si.shape[0]] = si
-        sf2 = np.zeros((n, 3), np.float64)
+        sf2 = np.zeros((n, NCF), np.float64)
         sf2[: sf.shape[0]] = sf
         sums_i[s] = si2
         sums_f[s] = sf2
@@ -561,6 +569,7 @@ def _fold(ni, nf, codes, meta, ints2, sums, sm_i, s, chain, nchain):
         code = ni[x, N_CODE]
         inc = nf[x, F_INC]
         wait = nf[x, F_WAIT]
+        lent = nf[x, F_LENT]
         if nlist < limit:
             if nlist >= len(li):
                 n = len(li)
@@ -586,10 +595,12 @@ def _fold(ni, nf, codes, meta, ints2, sums, sm_i, s, chain, nchain):
             norder += 1
             sf[code, CF_TIME] = inc
             sf[code, CF_WAIT] = wait
+            sf[code, CF_LENT] = lent
             si[code, C_VISITS] = 1
         else:
             sf[code, CF_TIME] += inc
             sf[code, CF_WAIT] += wait
+            sf[code, CF_LENT] += lent
             si[code, C_VISITS] += 1
         if codes[code, 0] == K_INTER:
             psm = sm_i[codes[code, 1], S_BASE]
@@ -1123,7 +1134,7 @@ def _grow_arrays(hot, meta, q_i):
         ni = np.empty((2 * old, 5), np.int64)
         ni[:old] = i2[I2_NI]
         i2[I2_NI] = ni
-        nf = np.empty((2 * old, 4), np.float64)
+        nf = np.empty((2 * old, NNF), np.float64)
         nf[:old] = f2[F2_NF]
         f2[F2_NF] = nf
         free = np.empty(2 * old, np.int64)
@@ -1264,6 +1275,42 @@ def _intra(sm_i, sm_f, cell_i, cell_f, codes, meta, sm, cell, t, rec):
 
 
 @njit(cache=True, inline="always")
+def _lent_since_last(sm_i, sm_f, sm, t):
+    """The time the SM had its core lent between its last record and ``t``, taken
+    out of its running total (0 before its first record: no edge to charge)."""
+    lent = sm_f[sm, SF_LENT]
+    sm_f[sm, SF_LENT] = 0.0
+    since = sm_f[sm, SF_LENTFROM]
+    has_last = sm_i[sm, S_HASLAST] != 0
+    if since == since:  # lent now
+        last = sm_f[sm, SF_LAST]
+        lent += t - (since if not has_last or since > last else last)
+    if not has_last:
+        return 0.0
+    return lent
+
+
+@njit(cache=True)
+def _run_on(sm_i, sm_f, sm, a, t):
+    """``run(to)`` (``CriticalPathPass._run``): from ``t`` on, SM ``sm`` runs on the
+    core SM ``a`` holds (``a == sm``: on its own again)."""
+    host = sm_i[sm, S_HOST]
+    new = a if a != sm else -1
+    if host == new:
+        return
+    if host >= 0:
+        sm_i[host, S_GUESTS] -= 1
+        if sm_i[host, S_GUESTS] == 0:
+            sm_f[host, SF_LENT] = _lent_since_last(sm_i, sm_f, host, t)
+            sm_f[host, SF_LENTFROM] = np.nan
+    sm_i[sm, S_HOST] = new
+    if new >= 0:
+        sm_i[new, S_GUESTS] += 1
+        if sm_i[new, S_GUESTS] == 1:
+            sm_f[new, SF_LENTFROM] = t
+
+
+@njit(cache=True, inline="always")
 def _transition_cached(tr_cache, sm_i, sm, a):
     """The index of the transition a ``begin`` of state ``a + 1`` makes, if cached
     (else -1), and its cache slot."""
@@ -1380,7 +1427,7 @@ def _later(nf, q_i, a, edgewise, best, w2, dep, dcp, dw):
 
 
 @njit(cache=True, inline="always")
-def _node(ni, nf, free, meta, cell_f, node, dt, wk, cell, w, ic, dep, dcp, dw, dcode):
+def _node(ni, nf, free, meta, cell_f, node, dt, wk, cell, w, lent, ic, dep, dcp, dw, dcode):
     """The record's path node: the later of the intra edge from the SM's ``node``
     and the dependency (the loser's code and margin kept); ``NONE`` if it has
     neither.  Adds the time to the cell's active or waiting total."""
@@ -1388,24 +1435,30 @@ def _node(ni, nf, free, meta, cell_f, node, dt, wk, cell, w, ic, dep, dcp, dw, d
         if wk:
             w_in = 0.0
             wd = dt
+            lw = 0.0
             cell_f[cell, X_WAIT] += dt
         else:
             w_in = w
             wd = 0.0
+            lw = lent
             cell_f[cell, X_ACT] += dt
         if node != NONE:
             icp = nf[node, F_CP] + w_in
             depth = ni[node, N_DEPTH] + 1
             if dep == NONE:
-                return _new_node(ni, nf, free, meta, node, depth, ic, w_in, wd, icp, -1, 0.0)
+                return _new_node(ni, nf, free, meta, node, depth, ic, w_in, wd, icp, -1, 0.0, lw)
             bcp = dcp + dw
             if bcp > icp:
                 depth = ni[dep, N_DEPTH] + 1
-                return _new_node(ni, nf, free, meta, dep, depth, dcode, dw, 0.0, bcp, ic, bcp - icp)
-            return _new_node(ni, nf, free, meta, node, depth, ic, w_in, wd, icp, dcode, icp - bcp)
+                return _new_node(
+                    ni, nf, free, meta, dep, depth, dcode, dw, 0.0, bcp, ic, bcp - icp, 0.0
+                )
+            return _new_node(
+                ni, nf, free, meta, node, depth, ic, w_in, wd, icp, dcode, icp - bcp, lw
+            )
     if dep != NONE:
         depth = ni[dep, N_DEPTH] + 1
-        return _new_node(ni, nf, free, meta, dep, depth, dcode, dw, 0.0, dcp + dw, -1, 0.0)
+        return _new_node(ni, nf, free, meta, dep, depth, dcode, dw, 0.0, dcp + dw, -1, 0.0, 0.0)
     return NONE
 
 
@@ -1419,7 +1472,7 @@ def _start_path(ni, nf, free, meta, codes, sm_i, started, ints, ints2, floats, s
     if code < 0:
         code = _add_code(codes, meta, K_START, sm, 0, 0)
         sm_i[sm, S_STARTID] = code
-    new = _new_node(ni, nf, free, meta, -2 - s, 0, code, 0.0, 0.0, 0.0, -1, 0.0)
+    new = _new_node(ni, nf, free, meta, -2 - s, 0, code, 0.0, 0.0, 0.0, -1, 0.0, 0.0)
     ints2[0][s, SM_RC] += 1
     return new
 
@@ -1621,6 +1674,9 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
         sm = np.int64(sm_col[i])
         a = np.int64(a_col[i])
         n = n_col[i]
+        if op == RUN:
+            _run_on(sm_i, sm_f, sm, a, t)
+            continue
         if not _room(pend, codes, tr_i, qe, warn_ev, cell_i, cand, meta, q_i, op, a):
             (ni, nf, free, pend, codes, tr_i, tr_f, qe, warn_ev, rs_i, rs_t, tr_cache,
              qe_cache, inter_cache, cell_i, cell_f, cand) = _grow(hot, meta, q_i)  # fmt: skip
@@ -1629,6 +1685,7 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
         if cell < 0:
             cell = _cell(cell_i, cell_f, meta, cells, facs, sm, sm_i[sm, S_STATE])
             sm_i[sm, S_CELL] = cell
+        lent = _lent_since_last(sm_i, sm_f, sm, t) * cell_f[cell, X_FAC]
         dt, w, ic = _intra(sm_i, sm_f, cell_i, cell_f, codes, meta, sm, cell, t, rec)
         if op == BEGIN:
             k, slot = _transition_cached(tr_cache, sm_i, sm, a)
@@ -1671,7 +1728,9 @@ def run(t_col, op_col, flags_col, sm_col, a_col, n_col, base, keyed, hot, meta, 
             dcode = _inter_code(codes, inter_cache, meta, inter, bsm, sm, a + 1)
         # ---- the intra-SM edge and the node (the SM holds one reference) ----
         node = sm_i[sm, S_NODE]
-        new = _node(ni, nf, free, meta, cell_f, node, dt, wk, cell, w, ic, dep, dcp, dw, dcode)
+        new = _node(
+            ni, nf, free, meta, cell_f, node, dt, wk, cell, w, lent, ic, dep, dcp, dw, dcode
+        )
         start = new == NONE and node == NONE and sm_i[sm, S_ISSTART]
         if start and not started[sm_i[sm, S_CUR] + 1]:
             new = _start_path(

@@ -1,10 +1,12 @@
 """Critical paths as shared chains of nodes, summarised as their prefix settles.
 
-A *path node* is a small list ``[parent, depth, code, inc, wait, cp, loser, margin]``:
-the last edge of a path (``code``, see below), the time it added (``inc``), the
-waiting time it spent at weight 0 (``wait``), the path length at its end
-(``cp``), and the runner-up at the node where the edge was chosen (``loser``
-edge code and ``margin`` = winner − runner-up, or ``loser = -1``).  Paths share
+A *path node* is a small list ``[parent, depth, code, inc, wait, cp, loser, margin,
+lent]``: the last edge of a path (``code``, see below), the time it added (``inc``),
+the waiting time it spent at weight 0 (``wait``), the path length at its end
+(``cp``), the runner-up at the node where the edge was chosen (``loser`` edge code
+and ``margin`` = winner − runner-up, or ``loser = -1``), and the part of ``inc``
+during which another state machine ran on the SM's core (``lent``: a call served
+on its core, annotations.md "Critical path").  Paths share
 their prefixes (Saidi 5.1.4's shallow-copy trick): adopting another SM's path
 is one new node pointing at that SM's node; nothing is copied.
 
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 from cpasim.errors import CpasimError
 
-PARENT, DEPTH, CODE, INC, WAIT, CP, LOSER, MARGIN = range(8)
+PARENT, DEPTH, CODE, INC, WAIT, CP, LOSER, MARGIN, LENT = range(9)
 
 INTER = 1 << 63
 #: Nodes a branch needs, beyond one per distinct edge, to be split off (:func:`_split`).
@@ -96,7 +98,7 @@ class Summary:
     def __init__(self, start_t: float, limit: int, base: list[int]):
         self.start_t = start_t
         self.base = base  # SM id -> id of its (sys, sm): loops ignore instances
-        self.edges: dict[int, list] = {}  # code -> [time, waiting, visits]
+        self.edges: dict[int, list] = {}  # code -> [time, waiting, visits, lent]
         self.count = 0  # edges folded so far
         self.listing: list[tuple] = []  # (code, cp, inc, wait), at most ``limit``
         self.limit = limit
@@ -123,17 +125,18 @@ class Summary:
         slack = self.slack
         base = self.base
         room = self.limit - len(listing)
-        for _parent, _depth, code, inc, wait, cp, loser, margin in nodes:
+        for _parent, _depth, code, inc, wait, cp, loser, margin, lent in nodes:
             if room > 0:
                 listing.append((code, cp, inc, wait))
                 room -= 1
             agg = edges.get(code)
             if agg is None:
-                edges[code] = [inc, wait, 1]
+                edges[code] = [inc, wait, 1, lent]
             else:
                 agg[0] += inc
                 agg[1] += wait
                 agg[2] += 1
+                agg[3] += lent
             if code < 0:
                 b = base[-1 - code]
                 if b not in first:

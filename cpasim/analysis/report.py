@@ -8,7 +8,10 @@ Definitions:
 
 - ``share`` of a name = time it adds to the critical path / path length;
   ``waiting_share`` = its on-path waiting time (edges of weight 0 while the SM
-  was blocked) / (its on-path time + that waiting time).
+  was blocked) / (its on-path time + that waiting time);
+  ``core_lent_share`` = the part of its on-path time during which another state
+  machine ran on its core (Saidi's "waiting": the caller of a call served on
+  its core, annotations.md ``run``) / its on-path time.
 - A **resource loop** edge is an inter-SM edge of the path that goes back to
   an SM the path first reached *before* the SM it leaves (upstream: credits,
   free slots, free cores); ``count`` is how often the path took it.
@@ -190,6 +193,8 @@ class AnalysisResult:
             "time_ns",
             "waiting_ns",
             "waiting_share",
+            "core_lent_ns",
+            "core_lent_share",
             "visits",
             "slack_ns",
         ),
@@ -248,19 +253,20 @@ def path_result(
     cp = node[CP]
     start_t = total.start_t
     by_name: dict[str, list] = {}
-    for code, (time, waiting, visits) in total.edges.items():
+    for code, (time, waiting, visits, lent) in total.edges.items():
         if code < 0:
             continue
-        agg = by_name.setdefault(names.edge_base(code), [0.0, 0.0, 0, None])
+        agg = by_name.setdefault(names.edge_base(code), [0.0, 0.0, 0, None, 0.0])
         agg[0] += time
         agg[1] += waiting
         agg[2] += visits
+        agg[4] += lent
         s = total.slack.get(code)
         if s is not None and (agg[3] is None or s < agg[3]):
             agg[3] = s
     ranked = sorted(by_name.items(), key=lambda kv: (-kv[1][0], kv[0]))
     most = []
-    for name, (time, waiting, visits, slack) in ranked:
+    for name, (time, waiting, visits, slack, lent) in ranked:
         share = time / cp if cp > 0 else 0.0
         if share <= min_share:
             continue
@@ -271,6 +277,8 @@ def path_result(
                 "time_ns": time,
                 "waiting_ns": waiting,
                 "waiting_share": waiting / (time + waiting) if time + waiting > 0 else 0.0,
+                "core_lent_ns": lent,
+                "core_lent_share": lent / time if time > 0 else 0.0,
                 "visits": visits,
                 "slack_ns": slack,
             }

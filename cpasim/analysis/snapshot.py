@@ -3,10 +3,11 @@
 Both engines (:class:`~cpasim.analysis.criticalpath.CriticalPathPass` and
 :class:`~cpasim.analysis.compiled.CompiledPass`) give the same
 :class:`Snapshot` from ``snapshot()``: per state machine its state, its
-connection and what it waits on (a queue, or an answer to a ``link``), and who
-called it; per queue the units it holds, with the connection each carries and
-the SM that enqueued it.  :mod:`cpasim.predict.snapshot` writes a what-if's
-starting point from it, without knowing how either engine keeps its state.
+connection and what it waits on (a queue, or an answer to a ``link``), who
+called it and on whose core it runs; per queue the units it holds, with the
+connection each carries and the SM that enqueued it.
+:mod:`cpasim.predict.snapshot` writes a what-if's starting point from it,
+without knowing how either engine keeps its state.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class SmState:
     waits: int  # NOT_WAITING, ON_EMPTY, ON_FULL or ON_LINK
     queue: int  # the queue it waits on (ON_EMPTY, ON_FULL), else -1
     called_by: int  # the SM whose ``link`` to it it has not taken yet, else -1
+    runs_on: int = -1  # the SM whose core it runs on (``run``), else -1
 
 
 @dataclass(frozen=True)

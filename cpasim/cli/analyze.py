@@ -228,13 +228,14 @@ def _print_path(console: Console, path: PathResult, conn, top: int) -> None:
     # No slack column here: a name on the path lost no race at its nodes, so its
     # slack is mostly undefined; --detail lists the names that did (near-critical).
     table = Table(title="most critical", title_justify="left")
-    for col in ("name", "share", "waiting", "time"):
+    for col in ("name", "share", "waiting", "core lent", "time"):
         table.add_column(col, justify="left" if col == "name" else "right")
     for m in path.most_critical[:top]:
         table.add_row(
             escape(m["name"]),
             f"{100 * m['share']:.2f}%",
             f"{100 * m['waiting_share']:.2f}%",
+            f"{100 * m['core_lent_share']:.2f}%",
             _fmt(m["time_ns"]),
         )
     console.print(table)

@@ -31,7 +31,11 @@ State machines (``sys`` = the host); each holds a CPU core only while working:
     ``idle`` — for an interrupt (``IRQ``);
     ``interrupt`` — takes a core, acknowledges (``cpu.cost.interrupt``, category
     ``interrupt``) and calls NAPI (a ``link``: the softirq runs on interrupt
-    exit on the same core); waits until NAPI returns.
+    exit on the same core); waits until NAPI returns.  Under Linux 2.6.13's send
+    path a sender leaving ``dev_queue_xmit`` while the handler waits for a core
+    hands it its own (:meth:`Driver.run_softirq`): handler and NAPI run on the
+    sender's core (``run``), NAPI polls without giving it up between rounds and
+    hands it back to the sender at the end.
 
 ``NAPI``
     ``poll`` — takes up to ``driver.napi_budget`` completed packets from the
@@ -132,7 +136,11 @@ class Driver:
         #: Linux 2.6.13's transmit (:meth:`serve_calls`): the returns to the senders
         #: that run the qdisc themselves; None: the driver posts after them, batched.
         self.returns: TracedStore | None = None
-        self._caller = None  # the event of the sender waiting for its frame's post
+        self._caller = None  # (event, SM) of the sender waiting for its frame's post
+        # Linux 2.6.13's softirq on the sender's core: the interrupt handler's pending
+        # request for a core, and the (SM, event) of the sender that hands it one
+        self._isr_waits = None
+        self._softirq = None
         self.isr_sm = tracer.sm(sys, "ISR", inst)
         self.napi_sm = tracer.sm(sys, "NAPI", inst)
         env.process(self._xmit())
@@ -154,7 +162,8 @@ class Driver:
         """The sender ``sm``, holding a core and having found the driver :meth:`idle`,
         hands ``pkt`` over through the ``qdisc``; returns the event of its post, after
         which the sender takes its unit of ``Driver TX return``."""
-        done = self._caller = self.env.event()
+        done = self.env.event()
+        self._caller = (done, sm)
         self.qdisc.put_now(pkt, sm)
         return done
 
@@ -169,11 +178,14 @@ class Driver:
             if caller is not None:
                 # Linux 2.6.13: the sender's qdisc_restart → e1000_xmit_frame, on the
                 # sender's core; it saw a free descriptor.
+                done, sender = caller
+                sm.run_on(sender)
                 free.grab(1, sm)
                 sm.begin("xmit")
                 yield from self.post(sm, cpu, [first])
+                sm.run_on(sm)
                 self.returns.put_now(None, sm)
-                caller.succeed()
+                done.succeed()
                 self.busy = False
                 sm.begin("idle")
                 continue
@@ -218,10 +230,17 @@ class Driver:
             else:
                 yield line.get(isr)
             isr.begin("interrupt")
-            yield from cpu.take(isr)
+            if self.returns is None:
+                yield from cpu.take(isr)
+                lent = None
+            else:
+                lent = yield from self._core_for_isr(cpu, isr)
             yield cpu.work("interrupt", self.c_irq)
             isr.begin("idle")
             isr.link(napi)
+            if lent is not None:
+                isr.run_on(isr)
+                napi.run_on(lent[0])
             while True:
                 stats.napi_polls += 1
                 pkts = rings.rx_ring.take_now(self.budget, napi)
@@ -244,9 +263,50 @@ class Driver:
                         rings.tx_free.give(cleaned, napi)
                 if len(pkts) < self.budget and not rings.tx_done.level:
                     break
+                if lent is not None:
+                    continue  # a softirq keeps the core it runs on until it is done
                 # More work: let whoever waits for a core go first.
                 cpu.release(napi)
                 yield from cpu.take(napi)
-            cpu.release(napi)
+            if lent is None:
+                cpu.release(napi)
+            else:
+                # Back to the sender that ran the softirq, which goes on on its core.
+                sender, done = lent
+                napi.run_on(napi)
+                cpu.cores.hand_over(napi, sender)
+                done.succeed()
             self.irq.enable(napi)
             napi.link(isr)
+
+    def _core_for_isr(self, cpu, isr):
+        """Generator (Linux 2.6.13, :meth:`serve_calls`): a core of ``cpu`` for the
+        interrupt handler, from the pool or, while it waits for one, from a sender that
+        runs the pending softirq on leaving ``dev_queue_xmit`` (:meth:`run_softirq`);
+        returns that sender's ``(SM, event)``, or None."""
+        cores = cpu.cores
+        if cores.acquire_now(isr):
+            return None
+        self._isr_waits = cores.acquire(isr)
+        yield self._isr_waits
+        self._isr_waits = None
+        lent, self._softirq = self._softirq, None
+        if lent is not None:
+            isr.run_on(lent[0])
+        return lent
+
+    def softirq_pending(self, cpu) -> bool:
+        """Whether the interrupt handler waits for a core of ``cpu``'s pool: the NET_RX
+        softirq Linux 2.6.13 ran on leaving ``dev_queue_xmit`` (``local_bh_enable`` →
+        ``do_softirq``) on the sender's core, if pending."""
+        waits = self._isr_waits
+        return waits is not None and waits.resource is cpu.cores
+
+    def run_softirq(self, sm, cpu):
+        """The sender ``sm``, holding a core of ``cpu`` and finding :meth:`softirq_pending`,
+        hands it to the interrupt handler, which runs with NAPI on it; returns the event
+        of NAPI handing it back, after which ``sm`` goes on (its ``do_softirq``)."""
+        done = self.env.event()
+        self._softirq = (sm, done)
+        cpu.cores.hand_over(sm, self.isr_sm, self._isr_waits)
+        return done

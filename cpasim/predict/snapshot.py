@@ -43,6 +43,7 @@ from cpasim.trace.records import (
     IDENTIFY,
     LINK,
     RECORD_DTYPE,
+    RUN,
     WAIT_EMPTY,
     WAIT_FULL,
 )
@@ -106,6 +107,10 @@ def preamble(p, t0: float, first_origin: int) -> tuple[np.ndarray, list[int]]:
     for sm in recorded:
         if sms[sm].waits == ON_LINK and sm not in answered:
             add(LINK, sm, origin[sms[sm].conn])  # waits for an answer that comes later
+    # Calls served on their caller's core: the caller's core is lent from here on.
+    for sm, s in enumerate(sms):
+        if s.runs_on >= 0:
+            add(RUN, sm, s.runs_on)
     return np.array(rows, dtype=RECORD_DTYPE), conns
 
 

@@ -465,13 +465,16 @@ CPU_PATTERNS: tuple[str, ...] = tuple(t.pattern for t in _CPU_TARGETS)
 
 #: States of a caller inside a synchronous call whose work another SM does on the
 #: caller's core (Linux 2.6.13's ``ip_push_pending_frames`` while ``IP Send`` runs,
-#: and ``IP Send``'s ``qdisc_restart`` while ``Driver TX`` transmits a fragment):
-#: their time is cycles, but the callee's states already count them as the core's
-#: work, so they scale with the clock and stay out of :data:`CPU_PATTERNS`; a
-#: ``qdisc_restart`` holds one doorbell's stall, which the clock does not change.
+#: ``IP Send``'s ``qdisc_restart`` while ``Driver TX`` transmits a fragment, and its
+#: ``do_softirq`` while the interrupt handler and NAPI run): their time is cycles,
+#: but the callee's states already count them as the core's work, so they scale
+#: with the clock and stay out of :data:`CPU_PATTERNS`; a ``qdisc_restart`` holds one
+#: doorbell's stall, which the clock does not change (a ``do_softirq``'s polls are
+#: scaled whole, as ``NAPI:poll`` is).
 _CALL_TARGETS = (
     Target("{sys}:*:ip_push_pending_frames"),
     Target("{sys}:IP Send:qdisc_restart", _mmio),
+    Target("{sys}:IP Send:do_softirq"),
 )
 
 RULES: tuple[Rule, ...] = (

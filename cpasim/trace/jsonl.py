@@ -33,6 +33,7 @@ from cpasim.trace.records import (
     QUEUE_OPS,
     RECORD_DTYPE,
     RESIZE,
+    RUN,
     TraceKey,
     TraceSource,
 )
@@ -50,10 +51,12 @@ _REQUIRED = {
     BEGIN: {"state"},
     LINK: {"to"},
     IDENTIFY: {"conn"},
+    RUN: {"to"},
 }
 _ALLOWED = {code: {"t", "op", "sys", "sm", "inst"} for code in range(len(OPS))}
 _ALLOWED[BEGIN] |= {"state"}
 _ALLOWED[LINK] |= {"to"}
+_ALLOWED[RUN] |= {"to"}
 _ALLOWED[IDENTIFY] |= {"conn"}
 for _code in QUEUE_OPS:
     _REQUIRED[_code] = {"q"}
@@ -119,7 +122,7 @@ def parse_record(obj, key: TraceKey, last_t: float) -> tuple:
             n = check_int(obj.get("n", 1), "n")
             if code == RESIZE and "n" not in obj:
                 raise ValueError("op 'resize' needs field 'n'")
-    elif code == LINK:
+    elif code in (LINK, RUN):
         to = obj["to"]
         if (
             not isinstance(to, dict)
@@ -230,7 +233,7 @@ def record_to_dict(row, key: TraceKey) -> dict:
                 obj["conn_flow"] = False
         elif n != 1 or code == RESIZE:
             obj["n"] = n
-    elif code == LINK:
+    elif code in (LINK, RUN):
         tsys, tsm, tinst = key.sms[a]
         obj["to"] = {"sys": tsys, "sm": tsm, "inst": tinst}
     elif code == IDENTIFY:

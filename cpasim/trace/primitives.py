@@ -498,6 +498,22 @@ class TracedPool(TracedContainer):
         if self.get_queue:
             self._trigger_get(None)
 
+    def hand_over(self, sm, to, request=None) -> None:
+        """The unit ``sm`` holds goes straight to ``to``, ahead of whoever queues: ``sm``'s
+        ``enq`` and ``to``'s ``deq``, the level unchanged.  ``request``: ``to``'s pending
+        :meth:`acquire`, which this serves (a softirq run on the holder's core)."""
+        code = self._release_codes.get(sm) or _code(self, self._release_codes, ENQ, sm, _packed_one)
+        self._emit(code)
+        if request is None:
+            code = self._acquire_codes.get(to) or _code(
+                self, self._acquire_codes, DEQ, to, _packed_one
+            )
+            self._emit(code)
+            return
+        self.get_queue.remove(request)
+        _succeed(request)
+        self._emit_counted(request.code, 1)
+
 
 class _UntracedPool(_PlainContainerOps, TracedPool):
     def acquire(self, sm=None) -> ContainerGet:
@@ -515,6 +531,11 @@ class _UntracedPool(_PlainContainerOps, TracedPool):
         self._level += 1
         if self.get_queue:
             self._trigger_get(None)
+
+    def hand_over(self, sm, to, request=None) -> None:
+        if request is not None:
+            self.get_queue.remove(request)
+            _succeed(request)
 
 
 TracedPool._untraced = _UntracedPool

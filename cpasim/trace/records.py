@@ -19,6 +19,9 @@ resize,
 wait_empty,
 wait_full
 link        target SM id (``key.sms``)  unused (0)
+run         SM id whose core the        unused (0)
+            emitter runs on (itself:
+            its own again)
 identify    connection id (``key.conns``) unused (0)
 declare     queue id                    capacity in units, ``-1`` = unbounded;
                                         ``flags & FLAG_CONN_FLOW`` = units carry
@@ -51,11 +54,12 @@ OPS: tuple[str, ...] = (
     "link",
     "identify",
     "declare",
+    "run",
 )
 OP_CODE: dict[str, int] = {name: code for code, name in enumerate(OPS)}
 
-BEGIN, ENQ, DEQ, PEEK, RESERVE, RESIZE, WAIT_EMPTY, WAIT_FULL, LINK, IDENTIFY, DECLARE = range(
-    len(OPS)
+(BEGIN, ENQ, DEQ, PEEK, RESERVE, RESIZE, WAIT_EMPTY, WAIT_FULL, LINK, IDENTIFY, DECLARE, RUN) = (
+    range(len(OPS))
 )
 
 #: Ops whose ``a`` field is a queue id.

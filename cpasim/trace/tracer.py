@@ -60,6 +60,7 @@ from cpasim.trace.records import (
     RECORD_DTYPE,
     RESERVE,
     RESIZE,
+    RUN,
     WAIT_EMPTY,
     WAIT_FULL,
     TraceKey,
@@ -217,6 +218,11 @@ class SM:
     def identify(self, conn: str) -> None:
         """From now on this SM works for connection ``conn``."""
         self._tracer.record(IDENTIFY, self.id, self._tracer.conn(conn))
+
+    def run_on(self, other: SM) -> None:
+        """From now on this SM runs on the core ``other`` holds (a call served on the
+        caller's core); ``other`` = this SM: on its own again (the call returns)."""
+        self._tracer.record(RUN, self.id, other.id)
 
     # Queue records, for components that move units by hand (queue = Tracer.queue id).
     enq = _queue_op(ENQ, "``n`` units appended to ``queue``.")
@@ -563,6 +569,9 @@ class _NullSM:
         pass
 
     def identify(self, conn: str) -> None:
+        pass
+
+    def run_on(self, other) -> None:
         pass
 
     def enq(self, queue: int, n: int = 1) -> None:

@@ -35,6 +35,7 @@ from cpasim.trace.records import (
     LINK,
     OPS,
     QUEUE_OPS,
+    RUN,
     TraceKey,
 )
 
@@ -121,6 +122,7 @@ def check_chunk(
     limits = np.zeros(256, np.int64)
     limits[_QUEUE] = n_queues
     limits[BEGIN], limits[LINK], limits[IDENTIFY] = n_states, n_sms, n_conns
+    limits[RUN] = n_sms
     limits[len(OPS) :] = -1
     limit = limits[op]
     bad = (limit < 0) | (chunk["sm"] >= n_sms) | (a < 0) | (a >= limit)
@@ -157,7 +159,7 @@ def _record_error(r, key: TraceKey, t_prev: float) -> str:
         (n_states, "state")
         if code == BEGIN
         else (n_sms, "state machine")
-        if code == LINK
+        if code in (LINK, RUN)
         else (n_conns, "connection")
         if code == IDENTIFY
         else (n_queues, "queue")
