@@ -152,6 +152,16 @@ def test_m5_bus_with_a_modelled_memory_is_refused(capsys):
     assert "bus.kind" in msg and "m5" in msg
     with pytest.raises(CpasimError, match=r"hosts\.tx\.bus\.kind = m5"):
         load_scenario(None, sets=["hosts.tx.bus.kind=m5", "hosts.tx.memory.bandwidth=1Gbps"])
+    msg = refused(
+        capsys,
+        "run",
+        "scenarios/udp-stream.toml",
+        "--set",
+        "bus.kind=m5",
+        "--set",
+        "bus.m5_backoff_max=2ns",
+    )
+    assert "bus.m5_backoff_max (2ns) must be at least" in msg and "(4ns)" in msg
 
 
 def test_m5_bus_is_deterministic_tracing_on_or_off(tmp_path):

@@ -333,6 +333,13 @@ def check(flat: dict[str, Any], where: str, explicit: Iterable[str] = ()) -> Non
                 f"{where}: {h}bus.kind = m5 times memory by bus.m5_memory_latency: "
                 f"expected {h}memory.bandwidth = 0"
             )
+        lo, hi = flat.get(h + "bus.m5_backoff_min"), flat.get(h + "bus.m5_backoff_max")
+        if flat.get(h + "bus.kind") == "m5" and hi < lo:
+            # The back-off doubles from its minimum up to its maximum.
+            raise CpasimError(
+                f"{where}: {h}bus.m5_backoff_max ({_fmt('bus.m5_backoff_max', hi)}) must be "
+                f"at least {h}bus.m5_backoff_min ({_fmt('bus.m5_backoff_min', lo)})"
+            )
     if flat["bottleneck.rate"] or flat["bottleneck.reverse_rate"]:
         packet = mtu + flat["bottleneck.overhead"]
         if flat["bottleneck.queue"] < packet:
