@@ -25,8 +25,7 @@ from pathlib import Path
 
 from cpasim.config import load_scenario
 from cpasim.model import device
-from cpasim.model.bus import Bus
-from cpasim.model.m5bus import clock_edge
+from cpasim.model.m5bus import DmaPort, M5Bus, clock_edge
 from cpasim.model.pcie import Occupancy
 from cpasim.predict.runs import traced_run
 
@@ -64,37 +63,21 @@ class _Dma:
         self.done = done
 
 
-class _Port:
+class _Port(DmaPort):
     """A device's DmaPort: its blocks in order, its back-off, when it asks next."""
 
-    def __init__(self, bus: TransactionBus, order: int):
-        self.bus, self.order = bus, order
-        self.stats = bus.stats
+    def __init__(self, bus: TransactionBus, name: str, order: int):
+        super().__init__(bus, name)
+        self.order = order
         self.pending: deque = deque()
-        self.backoff = 0
         self.at = 0
 
-    def dma_read(self, sm, nbytes: int):
-        yield from self.bus.dma(self, sm, nbytes, False)
 
-    def dma_write(self, sm, nbytes: int, then: int = 0):
-        yield from self.bus.dma(self, sm, nbytes, True)
-        if then:
-            yield from self.bus.dma(self, sm, then, True)
-
-    def mmio_write(self) -> None:
-        self.bus.mmio_write()
-
-    def port(self, name: str) -> _Port:
-        return self.bus.port(name)
-
-
-class TransactionBus(Bus):
+class TransactionBus(M5Bus):
     """M5's bus, bridge and DMA ports, one transaction at a time across all DMAs."""
 
     def __init__(self, env, sys: str, timing, tracer):
         super().__init__(env, sys, timing, tracer)
-        self.ports: dict[str, _Port] = {}
         self.bus_free = 0
         self.bridge: list = []  # (ready, order, nack, dma, block)
         self.bridge_at = -1
@@ -104,17 +87,12 @@ class TransactionBus(Bus):
         env.process(self._arbitrate())
 
     def port(self, name: str) -> _Port:
-        if name not in self.ports:
-            self.ports[name] = _Port(self, len(self.ports))
-        return self.ports[name]
+        p = self._ports.get(name)
+        if p is None:
+            p = self._ports[name] = _Port(self, name, len(self._ports))
+        return p
 
-    def dma_read(self, sm, nbytes: int):
-        yield from self.dma(self.port(""), sm, nbytes, False)
-
-    def dma_write(self, sm, nbytes: int, then: int = 0):
-        yield from self.port("").dma_write(sm, nbytes, then)
-
-    def dma(self, port: _Port, sm, nbytes: int, write: bool):
+    def _dma(self, port: _Port, sm, nbytes: int, write: bool):
         req, resp = self.timing.transactions(nbytes, write)
         d = _Dma(sm, port, write, req, resp, self.env.event())
         if not port.pending:
@@ -131,7 +109,7 @@ class TransactionBus(Bus):
     def _next(self):
         """(asked at, order, port or None for the bridge) of who goes next."""
         best = (max(self.bridge[0][0], self.bridge_at), -1, None) if self.bridge else None
-        for p in self.ports.values():
+        for p in self._ports.values():
             if p.pending and (best is None or (p.at, p.order) < best[:2]):
                 best = (p.at, p.order, p)
         return best

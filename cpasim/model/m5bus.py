@@ -315,7 +315,7 @@ class M5Bus(Bus):
         return p
 
     def dma_read(self, sm, nbytes: int):
-        yield from self._dma(self._default, sm, nbytes, False)
+        yield from self._default.dma_read(sm, nbytes)
 
     def dma_write(self, sm, nbytes: int, then: int = 0):
         yield from self._default.dma_write(sm, nbytes, then)
