@@ -191,6 +191,8 @@ MATTERS: dict[str, Case] = {
     "cpu.cost.send_call": Case("20000"),
     "cpu.cost.udp_send": Case("20000", UDP),
     "cpu.cost.memcpy_per_byte": Case("20", SEND_2613, "ip.send_path=2.6.13"),
+    "cpu.cost.xmit_frame": Case("3000", SEND_2613, "ip.send_path = 2.6.13"),
+    "cpu.irq_preempt": Case("true", SEND_2613, "ip.send_path = 2.6.13"),
     # ip
     "ip.send_path": Case("2.6.13", UDP, "UDP"),
     # nic: the controller's own time, the TX descriptor cache

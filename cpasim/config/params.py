@@ -662,6 +662,14 @@ class CpuCostParams:
     ack: float = param(1500.0, FLOAT, "processing one received ACK", lo=0, unit="cycles")
     interrupt: float = param(2000.0, FLOAT, "interrupt entry and exit", lo=0, unit="cycles")
     descriptor: float = param(150.0, FLOAT, "driver work per descriptor", lo=0, unit="cycles")
+    xmit_frame: float = param(
+        0.0,
+        FLOAT,
+        "Linux 2.6.13's e1000_xmit_frame per frame beyond its descriptor and tail write "
+        "(ip.send_path = 2.6.13; the seed's is fitted in scenarios/udp-stream.toml)",
+        lo=0,
+        unit="cycles",
+    )
     context_switch: float = param(4000.0, FLOAT, "switching threads", lo=0, unit="cycles")
     skb_alloc: float = param(400.0, FLOAT, "allocating a packet buffer", lo=0, unit="cycles")
     skb_free: float = param(200.0, FLOAT, "freeing a sent packet buffer", lo=0, unit="cycles")
@@ -768,6 +776,14 @@ class CpuParams:
         "timers (the application runs on the others); 0 = all share every core",
         lo=0,
         hi=1023,
+    )
+    irq_preempt: bool = param(
+        False,
+        BOOL,
+        "interrupts preempt the sender's system call (Linux 2.6.13's send path, "
+        "ip.send_path = 2.6.13): the handler and NAPI's poll run at once on its core "
+        "while it allocates, copies, fragments or filters, and it resumes when they "
+        "return; inside dev_queue_xmit they wait for its do_softirq as without",
     )
     freq: float = param("4GHz", FREQ, "clock; scales every cycle cost", lo="1MHz", hi="100GHz")
     cost: CpuCostParams = section(CpuCostParams)

@@ -333,6 +333,18 @@ def check(flat: dict[str, Any], where: str, explicit: Iterable[str] = ()) -> Non
                 f"{where}: {h}bus.kind = m5 times memory by bus.m5_memory_latency: "
                 f"expected {h}memory.bandwidth = 0"
             )
+        if flat.get(h + "cpu.irq_preempt") and flat.get(h + "ip.send_path") != "2.6.13":
+            # Only that path's system call is modelled as interruptible work.
+            raise CpasimError(
+                f'{where}: {h}cpu.irq_preempt needs {h}ip.send_path = "2.6.13", '
+                f"got {flat.get(h + 'ip.send_path')!r}"
+            )
+        if flat.get(h + "cpu.irq_preempt") and flat.get(h + "cpu.irq_cores"):
+            # Interrupts then run on cores of their own and preempt nobody.
+            raise CpasimError(
+                f"{where}: {h}cpu.irq_preempt needs {h}cpu.irq_cores = 0 (interrupts on "
+                f"cores of their own preempt nobody), got {flat.get(h + 'cpu.irq_cores')}"
+            )
         lo, hi = flat.get(h + "bus.m5_backoff_min"), flat.get(h + "bus.m5_backoff_max")
         if flat.get(h + "bus.kind") == "m5" and hi < lo:
             # The back-off doubles from its minimum up to its maximum.

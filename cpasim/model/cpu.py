@@ -19,6 +19,12 @@ default ``cost.copy_per_byte``).  With ``cpu.cache.size`` set the data cache's
 misses stretch them (:mod:`cpasim.model.cache`).  Busy time is accounted to the seed's
 categories (copy, stack, driver, interrupt, buffer, user) from ``measure_from``
 on; idle is what is left.
+
+With ``cpu.irq_preempt`` (Linux 2.6.13's send path) the work of the state machines
+registered by :meth:`Cpu.interruptible` — the sender in its system call — is the one
+exception to non-preemptive scheduling: an interrupt takes the core in the middle of
+it (:meth:`Cpu.preempt`) and the work goes on, for what was left of it, once the
+handler gives the core back.
 """
 
 from __future__ import annotations
@@ -31,6 +37,22 @@ from cpasim.model.cache import Cache
 from cpasim.trace import TracedPool
 
 CATEGORIES = ("copy", "stack", "driver", "interrupt", "buffer", "user")
+
+
+class _Work:
+    """A stretch of interruptible work in progress (:meth:`Cpu.spend`): its SM, the
+    categories' cycles, when its stretches began (shifted by each preemption), when
+    it ends, the timer that ends it and the event its SM waits on."""
+
+    __slots__ = ("sm", "cycles", "origin", "end", "timer", "done")
+
+    def __init__(self, sm, cycles: dict, origin: float, done) -> None:
+        self.sm = sm
+        self.cycles = cycles
+        self.origin = origin
+        self.end = origin
+        self.timer = None
+        self.done = done
 
 
 class Cpu:
@@ -81,6 +103,13 @@ class Cpu:
         if irq:
             self.irq = self._on(TracedPool(env, tracer, sys, "IRQ cores", "0", size=irq))
             self._irq_procs = weakref.WeakSet()
+        self.irq_preempt = params.irq_preempt
+        # cpu.irq_preempt: the SMs whose work an interrupt may preempt, their work in
+        # progress (oldest first), and the handler's hook to take a core as soon as
+        # such work starts while it waits for one.
+        self._interruptible: set = set()
+        self.working: list[_Work] = []
+        self.on_work = None
 
     def _on(self, pool: TracedPool) -> Cpu:
         """This CPU's costs and busy time (shared, not copied), on cores ``pool``."""
@@ -177,7 +206,57 @@ class Cpu:
             for c in cycles.values():
                 total += c * k
             self._clip(start, cycles, since, self.measure_until, 1.0)
+        if self._interruptible and sm in self._interruptible:
+            return self._start(sm, start, total, cycles)
         return env.timeout(total)
+
+    def interruptible(self, sm) -> None:
+        """With ``cpu.irq_preempt``, ``sm``'s :meth:`spend` is work an interrupt may
+        preempt (the sender in its system call); without, nothing changes."""
+        if self.irq_preempt:
+            self._interruptible.add(sm)
+
+    def _start(self, sm, start: float, total: float, cycles: dict):
+        """The event ``sm`` waits on for its interruptible work (:meth:`spend`)."""
+        work = _Work(sm, cycles, start, self.env.event())
+        self._arm(work, total)
+        if self.on_work is not None:
+            self.on_work(work)  # an interrupt waiting for a core takes it now
+        return work.done
+
+    def _arm(self, work: _Work, ns: float) -> None:
+        """Run ``work`` for ``ns`` more from now."""
+        env = self.env
+        work.end = env._now + ns
+        work.timer = timer = env.timeout(ns)
+        timer.callbacks.append(lambda event: self._finish(work, event))
+        self.working.append(work)
+
+    def _finish(self, work: _Work, timer) -> None:
+        if work.timer is timer:  # not preempted since it was armed
+            self.working.remove(work)
+            work.done.succeed()
+
+    def preempt(self, work: _Work):
+        """An interrupt takes ``work``'s core now; returns the event that gives it
+        back, after which the work runs for what was left of it.  Its busy time moves
+        with it: what was accounted for the rest is taken back, and accounted again
+        when it runs."""
+        now = self.env._now
+        left = work.end - now
+        work.timer = None
+        self.working.remove(work)
+        self._clip(work.origin, work.cycles, max(now, self.measure_from), self.measure_until, -1.0)
+        back = self.env.event()
+
+        def resume(_event) -> None:
+            t = self.env._now
+            work.origin += t - now
+            self._clip(work.origin, work.cycles, max(t, self.measure_from), self.measure_until, 1.0)
+            self._arm(work, left)
+
+        back.callbacks.append(resume)
+        return back
 
     def _clip(self, start: float, cycles: dict, lo: float, hi: float, sign: float) -> None:
         """Add (``sign`` 1) or take back (-1) the parts of the categories' consecutive

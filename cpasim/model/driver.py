@@ -16,7 +16,8 @@ State machines (``sys`` = the host); each holds a CPU core only while working:
     Under Linux 2.6.13's UDP send path (``ip.send_path = "2.6.13"``,
     :mod:`cpasim.model.ip_send`) the driver is that kernel's e1000: it writes
     the ring tail once per frame (``e1000_xmit_frame``; no batching of tail
-    writes in 2.6.13), and a sender that finds the qdisc idle and a descriptor
+    writes in 2.6.13) and does ``cpu.cost.xmit_frame`` of work per frame besides
+    the descriptor, and a sender that finds the qdisc idle and a descriptor
     free runs the transmit itself (``dev_queue_xmit`` → ``qdisc_run``): it puts
     the frame into the ``qdisc`` and waits in its ``qdisc_restart`` state while
     ``Driver TX`` posts it on the sender's core (``xmit``, without taking a
@@ -35,7 +36,11 @@ State machines (``sys`` = the host); each holds a CPU core only while working:
     path a sender leaving ``dev_queue_xmit`` while the handler waits for a core
     hands it its own (:meth:`Driver.run_softirq`): handler and NAPI run on the
     sender's core (``run``), NAPI polls without giving it up between rounds and
-    hands it back to the sender at the end.
+    hands it back to the sender at the end.  With ``cpu.irq_preempt`` the
+    handler does not wait while the sender does interruptible work (its
+    allocation, copy, fragmenting, netfilter): it takes the core from the middle
+    of it (:meth:`Cpu.preempt`) the same way, and the work resumes when NAPI
+    hands the core back.
 
 ``NAPI``
     ``poll`` — takes up to ``driver.napi_budget`` completed packets from the
@@ -126,6 +131,7 @@ class Driver:
         self.budget = params.napi_budget
         self.clean_batch = params.tx_clean_batch
         self.c_desc = cpu.cycles("descriptor")
+        self.c_post = self.c_desc  # per frame posted (2.6.13's adds e1000_xmit_frame's own)
         self.c_irq = cpu.cycles("interrupt")
         self.c_alloc = cpu.cycles("skb_alloc")
         self.c_free = cpu.cycles("skb_free")
@@ -151,6 +157,9 @@ class Driver:
         while the host is built, before the run starts."""
         sys, inst = self._name
         self.returns = TracedStore(self.env, self._tracer, sys, "Driver TX return", inst)
+        self.c_post = self.c_desc + self.cpu.cycles("xmit_frame")
+        if self.cpu.irq_preempt:
+            self.cpu.on_work = self._preempt_waiting
 
     def idle(self) -> bool:
         """Whether a sender may run the qdisc itself now: ``Driver TX`` waits for a
@@ -213,7 +222,7 @@ class Driver:
         writes ``batch``'s descriptors and rings the doorbell, in one stretch of work;
         the packets are then the NIC's (``TX ring``)."""
         self.bus.mmio_write()
-        yield cpu.work("driver", self.c_desc * len(batch) + self.c_mmio)
+        yield cpu.work("driver", self.c_post * len(batch) + self.c_mmio)
         rings = self.rings
         rings.tx_pkts.extend(batch)
         rings.tx_ring.give(len(batch), sm)
@@ -287,6 +296,10 @@ class Driver:
         cores = cpu.cores
         if cores.acquire_now(isr):
             return None
+        if cpu.working:  # cpu.irq_preempt: the sender's system call is interrupted
+            lent = self._preempt(cpu, cpu.working[0])
+            isr.run_on(lent[0])
+            return lent
         self._isr_waits = cores.acquire(isr)
         yield self._isr_waits
         self._isr_waits = None
@@ -294,6 +307,21 @@ class Driver:
         if lent is not None:
             isr.run_on(lent[0])
         return lent
+
+    def _preempt(self, cpu, work, request=None):
+        """The interrupt handler takes the core ``work`` runs on (``cpu.irq_preempt``),
+        serving its pending ``request`` if it waits for one; returns the ``(SM, event)``
+        that NAPI hands the core back to, as :meth:`run_softirq`'s."""
+        lent = (work.sm, cpu.preempt(work))
+        cpu.cores.hand_over(work.sm, self.isr_sm, request)
+        return lent
+
+    def _preempt_waiting(self, work) -> None:
+        """``cpu.on_work``: interruptible ``work`` starts; an interrupt handler waiting
+        for a core of its CPU's pool takes it at once."""
+        cpu = self.cpu
+        if self.softirq_pending(cpu):
+            self._softirq = self._preempt(cpu, work, self._isr_waits)
 
     def softirq_pending(self, cpu) -> bool:
         """Whether the interrupt handler waits for a core of ``cpu``'s pool: the NET_RX

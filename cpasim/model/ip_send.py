@@ -38,9 +38,9 @@ application's state machine (the seed's ``Sys Send``):
     ``dev_queue_xmit`` → ``qdisc_run`` did, in the sender's context: when the
     driver is idle and the ring has a free descriptor, ``qdisc_restart`` — the
     driver's ``e1000_xmit_frame`` runs as ``Driver TX``'s ``xmit`` on this core
-    (``cpu.cost.descriptor`` and one tail write, ``pcie.mmio_latency``, per
-    fragment) while ``IP Send`` waits for its return, the way the caller waits
-    for ``IP Send`` (the seed's table 6.2: ``qdisc_restart`` 32.57%, 98.45%
+    (``cpu.cost.descriptor`` + ``cpu.cost.xmit_frame`` and one tail write,
+    ``pcie.mmio_latency``, per fragment) while ``IP Send`` waits for its return,
+    the way the caller waits for ``IP Send`` (the seed's table 6.2: ``qdisc_restart`` 32.57%, 98.45%
     "waiting" for the driver); otherwise (ring full: the queue stopped; or the
     driver busy with a frame: the queue being run) the fragment goes into the
     ``qdisc`` for ``Driver TX`` to post later (giving the core up while the
@@ -51,10 +51,20 @@ application's state machine (the seed's ``Sys Send``):
     sender hands its core over and the handler and NAPI's poll run on it
     (``run``), NAPI handing it back when done, while ``IP Send`` sits in
     ``do_softirq`` (the seed's table 6.2: ``do_softirq`` 3.94%, 99.36%
-    "waiting").  The model runs no interrupt preemptively, so the handler's own
-    work is deferred to this point too; NET_TX's restart of a stopped queue is
-    not run here (``Driver TX`` takes a core of its own);
+    "waiting").  Unless ``cpu.irq_preempt``, the model runs no interrupt
+    preemptively, so the handler's own work is deferred to this point too;
+    NET_TX's restart of a stopped queue is not run here (``Driver TX`` takes a
+    core of its own);
     then returns to the caller.
+
+With ``cpu.irq_preempt`` the caller's ``alloc_skb`` and copy and ``IP Send``'s
+fragmenting and netfilter states are interruptible work (:meth:`Cpu.interruptible`):
+an interrupt takes the core in the middle of them, handler and NAPI's poll run on
+it (``run``, the state's core lent) and the state goes on when NAPI hands it back.
+Inside ``dev_queue_xmit`` (softirqs off, and interrupts off in the driver's
+transmit) the handler waits for ``do_softirq`` as without.  Left out: Linux ran
+only the hard interrupt, not NAPI's poll, inside netfilter's reassembly
+(``ip_ct_gather_frags`` turns softirqs off around ``ip_defrag``).
 """
 
 from __future__ import annotations
@@ -74,12 +84,14 @@ class IpSend:
         self.sm = tracer.sm(sys, "IP Send", "0")
         self.calls = TracedStore(env, tracer, sys, "IP Send call", "0")
         self.returns = TracedStore(env, tracer, sys, "IP Send return", "0")
+        cpu.interruptible(self.sm)
         ip.dev.driver.serve_calls()
         env.process(self._run())
 
     def sendmsg(self, sm, pkt, *, user: float):
         """Generator run by ``sendto()`` in the caller's SM ``sm``, which holds a core."""
         cpu, ip = self.cpu, self.ip
+        cpu.interruptible(sm)
         fragmented = pkt.length > ip.mtu
         nfrags = -(-(pkt.length - IP_HEADER) // ip.frag_payload) if fragmented else 1
         # Only a datagram that fits one frame can leave its checksum to the NIC.

@@ -1,0 +1,96 @@
+"""Interrupts preempting the sender's system call (``cpu.irq_preempt``, Linux 2.6.13's
+send path): the work is cut where the interrupt comes, resumes for what was left when
+the handler gives the core back, and its busy time follows it."""
+
+from __future__ import annotations
+
+import pytest
+import simpy
+
+from cpasim.config import load_scenario
+from cpasim.errors import CpasimError
+from cpasim.model.cpu import Cpu
+from cpasim.trace import NULL_SM, NULL_TRACER
+
+PREEMPT = ["cpu.freq=1GHz", "ip.send_path=2.6.13", "cpu.irq_preempt=true"]  # 1 ns per cycle
+
+
+def _cpu(sets, since: float = 0.0, until: float = float("inf")):
+    env = simpy.Environment()
+    cpu = Cpu(env, "tx", params=load_scenario(None, sets=sets).host("tx").cpu, tracer=NULL_TRACER)
+    cpu.start_measuring(since, until)
+    return env, cpu
+
+
+def test_preempted_work_resumes_for_what_was_left_and_its_busy_time_moves_with_it():
+    # stack 0..40 then copy 40..100; the interrupt takes the core from 30 to 80, so the
+    # work ends at 150: stack 0..30 and 80..90, copy 90..150, of which 90..120 is measured.
+    env, cpu = _cpu(PREEMPT, until=120.0)
+    cpu.interruptible(NULL_SM)
+    ended = []
+
+    def sender():
+        yield cpu.spend(NULL_SM, "s", stack=40.0, copy=60.0)
+        ended.append(env.now)
+
+    def interrupt():
+        yield env.timeout(30.0)
+        (work,) = cpu.working
+        back = cpu.preempt(work)
+        assert cpu.working == []
+        yield env.timeout(50.0)
+        back.succeed()
+
+    env.process(sender())
+    env.process(interrupt())
+    env.run()
+    assert ended == [150.0]
+    assert cpu.busy_ns["stack"] == pytest.approx(40.0)
+    assert cpu.busy_ns["copy"] == pytest.approx(30.0)
+
+
+def test_work_preempted_twice_still_does_all_of_it():
+    env, cpu = _cpu(PREEMPT)
+    cpu.interruptible(NULL_SM)
+    ended = []
+
+    def sender():
+        yield cpu.spend(NULL_SM, "s", copy=100.0)
+        ended.append(env.now)
+
+    def interrupts():
+        for at in (10.0, 60.0):  # 10..30, then 70..75 of the work's own clock + 20
+            yield env.timeout(at - env.now)
+            back = cpu.preempt(cpu.working[0])
+            yield env.timeout(20.0 if at == 10.0 else 5.0)
+            back.succeed()
+
+    env.process(sender())
+    env.process(interrupts())
+    env.run()
+    assert ended == [125.0]
+    assert cpu.busy_ns["copy"] == pytest.approx(100.0)
+
+
+def test_without_irq_preempt_nothing_is_interruptible():
+    env, cpu = _cpu(["cpu.freq=1GHz", "ip.send_path=2.6.13"])
+    cpu.interruptible(NULL_SM)
+    event = cpu.spend(NULL_SM, "s", copy=10.0)
+    assert isinstance(event, simpy.events.Timeout)
+    assert cpu.working == []
+
+
+@pytest.mark.parametrize(
+    ("sets", "expected"),
+    [
+        (["cpu.irq_preempt=true"], 'ip.send_path = "2.6.13"'),
+        (
+            ["cpu.irq_preempt=true", "ip.send_path=2.6.13", "cpu.cores=2", "cpu.irq_cores=1"],
+            "cpu.irq_cores = 0",
+        ),
+    ],
+)
+def test_irq_preempt_needs_the_2613_path_and_shared_cores(sets, expected):
+    with pytest.raises(CpasimError, match="hosts.tx.cpu.irq_preempt needs") as err:
+        load_scenario(None, sets=sets)
+    assert expected in str(err.value)
