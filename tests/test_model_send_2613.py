@@ -138,13 +138,15 @@ def test_the_2613_send_call_runs_through_ip_send_and_fragments_twice_with_netfil
     assert "ip_defrag" not in states and "memcpy" not in states and "ip_fragment" in states
 
 
-@pytest.mark.parametrize("netfilter", [False, True])
-def test_the_2613_send_path_costs_what_its_states_say(netfilter):
+@pytest.mark.parametrize(("netfilter", "preempt"), [(False, False), (True, False), (True, True)])
+def test_the_2613_send_path_costs_what_its_states_say(netfilter, preempt):
     """CPU time per datagram on the sender: the copy and checksum (a fragmented datagram
     cannot leave its checksum to the NIC), one buffer per fragment, and IP Send's
-    fragmentation (twice, with netfilter's reassembly and copy in between)."""
+    fragmentation (twice, with netfilter's reassembly and copy in between); the same
+    when interrupts preempt the work (``cpu.irq_preempt``: it resumes for what was left)."""
     sets = ["workload.bytes=163840", "hosts.tx.ip.send_path=2.6.13"]
     sets += [f"hosts.tx.ip.netfilter={str(netfilter).lower()}", "sim.duration=1s"]
+    sets += [f"hosts.tx.cpu.irq_preempt={str(preempt).lower()}"]
     cfg = load_scenario(None, sets=[*UDP, *sets])
     res = simulate(cfg)
     c = cfg.tx.cpu.cost
@@ -305,13 +307,17 @@ def test_a_2613_sender_runs_the_pending_softirq_on_leaving_dev_queue_xmit():
 
 
 @pytest.mark.parametrize("path", ["2.6.13", "modern"])
-def test_each_2613_fragment_costs_the_driver_a_descriptor_and_a_tail_write(path):
+@pytest.mark.parametrize("xmit_frame", [0, 3000])
+def test_each_2613_fragment_costs_the_driver_a_descriptor_and_a_tail_write(path, xmit_frame):
     """The driver's CPU time for ten 16 KiB datagrams (12 fragments each): with Linux
-    2.6.13's path every frame has its own doorbell; the modern driver batches them."""
+    2.6.13's path every frame has its own doorbell and ``cpu.cost.xmit_frame`` of
+    e1000_xmit_frame's own work; the modern driver batches them and has no such cost."""
     sets = ["workload.bytes=163840", f"hosts.tx.ip.send_path={path}", "sim.duration=1s"]
-    cfg = load_scenario(None, sets=[*UDP, *sets])
+    cfg = load_scenario(None, sets=[*UDP, *sets, f"cpu.cost.xmit_frame={xmit_frame}"])
     res = simulate(cfg)
-    per_frame = cfg.tx.cpu.cost.descriptor * 1e9 / cfg.tx.cpu.freq + cfg.tx.pcie.mmio_latency
+    own = cfg.tx.cpu.cost.xmit_frame if path == "2.6.13" else 0.0
+    per_frame = (cfg.tx.cpu.cost.descriptor + own) * 1e9 / cfg.tx.cpu.freq
+    per_frame += cfg.tx.pcie.mmio_latency
     # The sender receives nothing: its driver time is its transmits'.
     driver = res.cpu_utilization["tx"]["driver"] * res.sim_time_ns
     if path == "2.6.13":
@@ -408,3 +414,45 @@ def test_a_shipped_run_with_the_write_back_engine_keeps_the_identity_invariant()
     _, path = _shipped_path("hosts.tx.nic.tx_writeback=block", *M5_FETCH)
     assert path.critical_path_ns == pytest.approx(path.elapsed_ns, rel=1e-9)
     assert path.most_critical[0]["name"] == "tx:NIC TX:DMA packet"
+
+
+def test_a_preempting_interrupt_takes_the_core_in_the_middle_of_the_senders_work():
+    """cpu.irq_preempt: the handler takes the core from the middle of a state of the
+    sender's or IP Send's (the state's SM hands it over, as for do_softirq), handler and
+    NAPI run on it, NAPI hands it back, and the state goes on: its core lent, the path
+    still the whole run, both analyzer engines alike."""
+    pre = ("hosts.tx.pcie.lanes=4", "hosts.tx.cpu.irq_preempt=true")
+    recs, path = _shipped_path(*pre)
+    current = {}  # SM -> (state, since)
+    preempted = []
+    for i, (t, op, sm, what, _n) in enumerate(recs):
+        if op == "begin":
+            current[sm] = (what, t)
+        elif sm == ("tx", "ISR") and op == "deq" and what == "CPU cores":
+            victim = recs[i - 1]
+            if victim[1] == "enq" and victim[2][1] in ("App", "IP Send") and victim[0] == t:
+                state, since = current[victim[2]]
+                if state == "do_softirq":
+                    continue  # handed over on leaving dev_queue_xmit, not preempted
+                preempted.append((victim[2], state, since < t))
+                back = next(j for j in range(i, len(recs)) if recs[j][2] == victim[2])
+                assert recs[back][1:4] == ("deq", victim[2], "CPU cores")
+                assert recs[back - 1][1:4] == ("enq", ("tx", "NAPI"), "CPU cores")
+    assert len(preempted) > 10
+    # In the work the option makes interruptible, never in dev_queue_xmit's, and (but
+    # for a handler that waited for the work to start) in its middle.
+    assert sum(mid for _sm, _state, mid in preempted) > len(preempted) / 2
+    states = {state for _sm, state, _mid in preempted}
+    assert states <= {
+        "alloc_skb",
+        "do_csum_partial_copy_from_user",
+        "ip_fragment",
+        "ip_defrag",
+        "memcpy",
+        "nf_hook",
+    }
+    lent = {m["name"]: m["core_lent_share"] for m in path.most_critical}
+    assert lent["tx:App:do_csum_partial_copy_from_user"] > 0
+    assert path.critical_path_ns == pytest.approx(path.elapsed_ns, rel=1e-9)
+    _, python = _shipped_path(*pre, engine="python")
+    assert python.most_critical == path.most_critical
