@@ -46,6 +46,7 @@ from cpasim.analysis.criticalpath import CriticalPathPass
 from cpasim.analysis.pathlog import PARENT, Summary
 from cpasim.analysis.synthetic import PipelineSpec, pipeline_source
 from cpasim.config import load_scenario
+from cpasim.errors import script_main
 from cpasim.predict.window import Prefix
 from cpasim.simulate import simulate
 from cpasim.trace import open_trace
@@ -227,4 +228,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(script_main("bench_analyzer", main))

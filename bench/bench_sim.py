@@ -33,6 +33,7 @@ from pathlib import Path
 import simpy
 
 from cpasim.config import load_scenario
+from cpasim.errors import script_main
 from cpasim.simulate import simulate
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "tcp-stream.toml"
@@ -162,4 +163,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(script_main("bench_sim", main))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 
+from cpasim.errors import script_main
 from cpasim.sweeps import sweep_rows
 from cpasim.sweeps.executors import cores
 
@@ -73,4 +74,4 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", default=DURATION, help="simulated time per point")
-    main(parser.parse_args().duration)
+    raise SystemExit(script_main("bench_sweep", main, parser.parse_args().duration))

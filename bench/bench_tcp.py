@@ -31,6 +31,7 @@ from pathlib import Path
 from bench_sim import run_once  # the same measurement as the simulation benchmark
 
 from cpasim.config import load_scenario
+from cpasim.errors import script_main
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "tcp-stream.toml"
 BOTTLENECK_RATE = "500Mbps"  # half the link, so the queue builds at the router
@@ -103,4 +104,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(script_main("bench_tcp", main))

@@ -35,7 +35,11 @@ def main(names: list[str]) -> int:
         print(f"== {script.stem} ==", flush=True)
         started = time.perf_counter()
         sys.argv = [str(script)]  # each benchmark's own defaults, not the runner's arguments
-        runpy.run_path(str(script), run_name="__main__")
+        try:
+            runpy.run_path(str(script), run_name="__main__")
+        except SystemExit as end:  # a benchmark ends with its status: 0 goes on
+            if end.code:
+                return end.code if isinstance(end.code, int) else 2
         print(f"   ({time.perf_counter() - started:.1f} s)\n", flush=True)
     return 0
 

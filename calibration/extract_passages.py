@@ -74,4 +74,7 @@ def main(seed_dir: Path) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2 or not Path(sys.argv[1]).is_dir():
+        print("extract_passages: expected one argument, the seeds' directory", file=sys.stderr)
+        raise SystemExit(2)
     main(Path(sys.argv[1]))

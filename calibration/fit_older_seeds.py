@@ -55,6 +55,7 @@ from cpasim.calibrate.reference import ReferenceFigure, read_reference
 from cpasim.config import load_scenario
 from cpasim.config.config import toml_tables
 from cpasim.config.params import CpuCostParams
+from cpasim.errors import script_main
 from cpasim.simulate import simulate
 
 HERE = Path(__file__).resolve().parent
@@ -1503,4 +1504,4 @@ def _with_settings(system: System, extra: dict) -> System:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    raise SystemExit(script_main("fit_older_seeds", main, sys.argv[1:]))

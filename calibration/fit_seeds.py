@@ -21,6 +21,7 @@ from pathlib import Path
 from scipy.optimize import brentq
 
 from cpasim.config import load_scenario
+from cpasim.errors import script_main
 from cpasim.simulate import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,4 +93,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(script_main("fit_seeds", main))

@@ -33,6 +33,7 @@ from scipy.optimize import brentq
 
 from cpasim.analysis import Transforms, analyze
 from cpasim.config import load_scenario
+from cpasim.errors import script_main
 from cpasim.predict.runs import traced_run
 from cpasim.trace import open_trace
 
@@ -151,4 +152,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(script_main("fit_udp_tables", main))

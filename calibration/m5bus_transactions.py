@@ -24,6 +24,7 @@ from collections import deque
 from pathlib import Path
 
 from cpasim.config import load_scenario
+from cpasim.errors import script_main
 from cpasim.model import device
 from cpasim.model.m5bus import DmaPort, M5Bus, clock_edge
 from cpasim.model.pcie import Occupancy
@@ -194,4 +195,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(script_main("m5bus_transactions", main))

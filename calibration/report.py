@@ -19,6 +19,7 @@ from cpasim.calibrate.fit import fit, read_targets
 from cpasim.calibrate.grid import calibrate, predict, read_grid
 from cpasim.calibrate.heldout import held_out, read_manifest
 from cpasim.config import load_scenario
+from cpasim.errors import script_main
 from cpasim.simulate import simulate
 
 HERE = Path(__file__).parent
@@ -339,4 +340,4 @@ def grid_section() -> list[str]:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(script_main("report", main))

@@ -13,6 +13,8 @@ control characters (newlines, terminal escapes) escaped, long values cut — and
 from __future__ import annotations
 
 import re
+import sys
+from collections.abc import Callable
 
 #: Characters of a quoted value shown before it is cut.
 SHOWN_LIMIT = 80
@@ -48,3 +50,20 @@ def one_line(message: str, limit: int = LINE_LIMIT) -> str:
         half = limit // 2
         text = f"{text[:half]} ... ({len(text) - 2 * half:,} characters cut) ... {text[-half:]}"
     return text
+
+
+def script_main(prog: str, main: Callable[..., int | None], *args) -> int:
+    """Run ``main(*args)`` of a script outside the CLI (``bench/``, ``calibration/``)
+    the way the CLI runs a command: a :class:`CpasimError` (a bad ``--duration``, a
+    missing scenario, an unknown key) ends in one ``prog: error: ...`` line on stderr
+    and status 2, Ctrl-C in status 130; otherwise ``main``'s status (None: 0).  For
+    ``raise SystemExit(script_main(...))``."""
+    try:
+        code = main(*args)
+    except CpasimError as exc:
+        print(f"{prog}: error: {one_line(str(exc))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    return code or 0

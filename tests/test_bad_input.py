@@ -412,3 +412,47 @@ def test_fit_params_says_a_capture_was_cut_short(tmp_path):
     assert read_targets(str(path))[0].note is None
     path.write_bytes(path.read_bytes()[:-20])
     assert "cut short in the middle of" in read_targets(str(path))[0].note
+
+
+@pytest.mark.parametrize(
+    ("script", "args"),
+    [
+        ("bench/bench_sim.py", ["--duration", "abc"]),
+        ("bench/bench_sweep.py", ["--duration", "abc"]),
+        ("calibration/fit_seeds.py", ["--duration", "abc"]),
+        ("calibration/fit_copy_engine.py", ["--warmup", "abc"]),
+        ("calibration/fit_udp_tables.py", ["--duration", "1x"]),
+        ("calibration/m5bus_transactions.py", ["--duration", "abc"]),
+    ],
+)
+def test_scripts_outside_the_cli_refuse_bad_input_in_one_line(script, args):
+    """The benchmarks and calibration scripts take scenario values too: a bad one ends
+    in one ``<script>: error:`` line and status 2, as on the command line."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / script), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    name = Path(script).stem
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [done.stderr.strip()]
+    assert done.stderr.startswith(f"{name}: error: --set: sim.")
+
+
+def test_script_main_passes_a_scripts_own_status_through(capsys):
+    from cpasim.errors import script_main
+
+    assert script_main("s", lambda: None) == 0
+    assert script_main("s", lambda n: n, 3) == 3
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    assert script_main("s", interrupted) == 130
+    assert capsys.readouterr().err == "s: interrupted\n"
