@@ -26,10 +26,10 @@ def test_preempted_work_resumes_for_what_was_left_and_its_busy_time_moves_with_i
     # stack 0..40 then copy 40..100; the interrupt takes the core from 30 to 80, so the
     # work ends at 150: stack 0..30 and 80..90, copy 90..150, of which 90..120 is measured.
     env, cpu = _cpu(PREEMPT, until=120.0)
-    cpu.interruptible(NULL_SM)
     ended = []
 
     def sender():
+        cpu.interruptible()
         yield cpu.spend(NULL_SM, "s", stack=40.0, copy=60.0)
         ended.append(env.now)
 
@@ -51,10 +51,10 @@ def test_preempted_work_resumes_for_what_was_left_and_its_busy_time_moves_with_i
 
 def test_work_preempted_twice_still_does_all_of_it():
     env, cpu = _cpu(PREEMPT)
-    cpu.interruptible(NULL_SM)
     ended = []
 
     def sender():
+        cpu.interruptible()
         yield cpu.spend(NULL_SM, "s", copy=100.0)
         ended.append(env.now)
 
@@ -74,10 +74,35 @@ def test_work_preempted_twice_still_does_all_of_it():
 
 def test_without_irq_preempt_nothing_is_interruptible():
     env, cpu = _cpu(["cpu.freq=1GHz", "ip.send_path=2.6.13"])
-    cpu.interruptible(NULL_SM)
-    event = cpu.spend(NULL_SM, "s", copy=10.0)
-    assert isinstance(event, simpy.events.Timeout)
-    assert cpu.working == []
+    events = []
+
+    def sender():
+        cpu.interruptible()
+        events.append(cpu.spend(NULL_SM, "s", copy=10.0))
+        yield events[-1]
+
+    env.process(sender())
+    env.run()
+    assert isinstance(events[0], simpy.events.Timeout)
+
+
+def test_only_the_registered_process_is_interruptible():
+    """Untraced, every SM is the same handle: what is interruptible is the process."""
+    env, cpu = _cpu(PREEMPT)
+    kinds = {}
+
+    def worker(name, register):
+        if register:
+            cpu.interruptible()
+        event = cpu.spend(NULL_SM, "s", copy=10.0)
+        kinds[name] = type(event)
+        yield event
+
+    env.process(worker("sender", True))
+    env.process(worker("softirq", False))
+    env.run()
+    assert kinds["softirq"] is simpy.events.Timeout
+    assert kinds["sender"] is not simpy.events.Timeout
 
 
 @pytest.mark.parametrize(

@@ -666,7 +666,8 @@ class CpuCostParams:
         0.0,
         FLOAT,
         "Linux 2.6.13's e1000_xmit_frame per frame beyond its descriptor and tail write "
-        "(ip.send_path = 2.6.13; the seed's is fitted in scenarios/udp-stream.toml)",
+        "(ip.send_path = 2.6.13); fitted to the seed's table 6.2 only as a what-if, by "
+        "calibration/fit_udp_tables.py",
         lo=0,
         unit="cycles",
     )

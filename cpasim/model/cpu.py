@@ -20,7 +20,7 @@ misses stretch them (:mod:`cpasim.model.cache`).  Busy time is accounted to the 
 categories (copy, stack, driver, interrupt, buffer, user) from ``measure_from``
 on; idle is what is left.
 
-With ``cpu.irq_preempt`` (Linux 2.6.13's send path) the work of the state machines
+With ``cpu.irq_preempt`` (Linux 2.6.13's send path) the work of the processes
 registered by :meth:`Cpu.interruptible` — the sender in its system call — is the one
 exception to non-preemptive scheduling: an interrupt takes the core in the middle of
 it (:meth:`Cpu.preempt`) and the work goes on, for what was left of it, once the
@@ -104,9 +104,9 @@ class Cpu:
             self.irq = self._on(TracedPool(env, tracer, sys, "IRQ cores", "0", size=irq))
             self._irq_procs = weakref.WeakSet()
         self.irq_preempt = params.irq_preempt
-        # cpu.irq_preempt: the SMs whose work an interrupt may preempt, their work in
-        # progress (oldest first), and the handler's hook to take a core as soon as
-        # such work starts while it waits for one.
+        # cpu.irq_preempt: the processes whose work an interrupt may preempt (processes,
+        # not SM handles, as for _irq_procs), their work in progress (oldest first), and
+        # the handler's hook to take a core as soon as such work starts while it waits.
         self._interruptible: set = set()
         self.working: list[_Work] = []
         self.on_work = None
@@ -206,15 +206,16 @@ class Cpu:
             for c in cycles.values():
                 total += c * k
             self._clip(start, cycles, since, self.measure_until, 1.0)
-        if self._interruptible and sm in self._interruptible:
+        if self._interruptible and env.active_process in self._interruptible:
             return self._start(sm, start, total, cycles)
         return env.timeout(total)
 
-    def interruptible(self, sm) -> None:
-        """With ``cpu.irq_preempt``, ``sm``'s :meth:`spend` is work an interrupt may
-        preempt (the sender in its system call); without, nothing changes."""
+    def interruptible(self) -> None:
+        """With ``cpu.irq_preempt``, the calling process's :meth:`spend` is work an
+        interrupt may preempt (the sender in its system call); without, nothing
+        changes.  Called from the process's own generator."""
         if self.irq_preempt:
-            self._interruptible.add(sm)
+            self._interruptible.add(self.env.active_process)
 
     def _start(self, sm, start: float, total: float, cycles: dict):
         """The event ``sm`` waits on for its interruptible work (:meth:`spend`)."""

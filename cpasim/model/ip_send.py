@@ -84,14 +84,13 @@ class IpSend:
         self.sm = tracer.sm(sys, "IP Send", "0")
         self.calls = TracedStore(env, tracer, sys, "IP Send call", "0")
         self.returns = TracedStore(env, tracer, sys, "IP Send return", "0")
-        cpu.interruptible(self.sm)
         ip.dev.driver.serve_calls()
         env.process(self._run())
 
     def sendmsg(self, sm, pkt, *, user: float):
         """Generator run by ``sendto()`` in the caller's SM ``sm``, which holds a core."""
         cpu, ip = self.cpu, self.ip
-        cpu.interruptible(sm)
+        cpu.interruptible()  # the caller's process
         fragmented = pkt.length > ip.mtu
         nfrags = -(-(pkt.length - IP_HEADER) // ip.frag_payload) if fragmented else 1
         # Only a datagram that fits one frame can leave its checksum to the NIC.
@@ -112,6 +111,7 @@ class IpSend:
     def _run(self):
         sm, cpu, ip, calls = self.sm, self.cpu, self.ip, self.calls
         qdisc, driver = ip.dev.qdisc, ip.dev.driver
+        cpu.interruptible()
         driver_returns = driver.returns
         while True:
             sm.begin("Wait")
