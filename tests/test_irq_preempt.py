@@ -4,14 +4,19 @@ the handler gives the core back, and its busy time follows it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cpasim.config import load_scenario
 from cpasim.errors import CpasimError
 from cpasim.model.cpu import Cpu
 from cpasim.trace import NULL_SM, NULL_TRACER
 
+ROOT = Path(__file__).resolve().parent.parent
 PREEMPT = ["cpu.freq=1GHz", "ip.send_path=2.6.13", "cpu.irq_preempt=true"]  # 1 ns per cycle
 
 
@@ -119,3 +124,48 @@ def test_irq_preempt_needs_the_2613_path_and_shared_cores(sets, expected):
     with pytest.raises(CpasimError, match="hosts.tx.cpu.irq_preempt needs") as err:
         load_scenario(None, sets=sets)
     assert expected in str(err.value)
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    size=st.sampled_from(["1400B", "4KiB", "16KiB", "60000B"]),
+    lanes=st.sampled_from(["1", "4"]),
+    netfilter=st.booleans(),
+    xmit_frame=st.sampled_from(["0", "3000"]),
+)
+def test_preempted_runs_keep_the_path_whole_and_no_core_over_full(
+    size, lanes, netfilter, xmit_frame
+):
+    """Whatever the datagram, bus and transmit: the critical path is the whole measured
+    run (the identity invariant), no core is busy more than all the time, and the run
+    is the same traced or not."""
+    from cpasim.analysis import analyze
+    from cpasim.simulate import simulate
+    from cpasim.trace import Tracer
+
+    cfg = load_scenario(
+        ROOT / "scenarios" / "udp-stream.toml",
+        sets=[
+            "sim.duration=4ms",
+            "sim.warmup=1ms",
+            f"workload.message_size={size}",
+            f"hosts.tx.pcie.lanes={lanes}",
+            f"hosts.tx.ip.netfilter={str(netfilter).lower()}",
+            f"hosts.tx.cpu.cost.xmit_frame={xmit_frame}",
+            "hosts.tx.cpu.irq_preempt=true",
+        ],
+    )
+    holder = {}
+
+    def make(env):
+        holder["t"] = Tracer.in_memory(env)
+        return holder["t"]
+
+    traced = simulate(cfg, tracer=make)
+    plain = simulate(cfg)
+    assert traced.goodput_bps == plain.goodput_bps
+    assert traced.cpu_utilization == plain.cpu_utilization
+    busy = sum(v for k, v in traced.cpu_utilization["tx"].items() if k != "idle")
+    assert busy <= 1.0 + 1e-9
+    path = analyze(holder["t"].source(), traced.analysis_start, traced.analysis_end).path
+    assert path.critical_path_ns == pytest.approx(path.elapsed_ns, rel=1e-9)
