@@ -3,7 +3,8 @@
 Software state machines (app, TCP, IP, driver, NAPI, ISR) take a core from the
 ``CPU cores`` pool (:meth:`Cpu.take`) before they work and give it back
 (:meth:`Cpu.release`) before they block on anything else: scheduling is
-non-preemptive, so a core is held exactly while an SM is in an active state.
+non-preemptive (but see ``cpu.irq_preempt`` below), so a core is held exactly while
+an SM is in an active state.
 
 With ``cpu.irq_cores`` set, that many of the cores form a pool of their own,
 ``IRQ cores``, taken by the softirq side (interrupt handler, NAPI poll, IP and
