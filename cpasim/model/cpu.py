@@ -95,6 +95,13 @@ class Cpu:
         # take their bytes' share of it (stall).
         self.memory = None
         self.release = self.cores.release
+        self.irq_preempt = params.irq_preempt
+        # cpu.irq_preempt: the processes whose work an interrupt may preempt (processes,
+        # not SM handles, as for _irq_procs), their work in progress (oldest first), and
+        # the handler's hook to take a core as soon as such work starts while it waits.
+        self._interruptible: set = set()
+        self.working: list[_Work] = []
+        self.on_work = None
         #: The CPU the softirq side runs on: these cores, or the reserved IRQ cores.
         self.irq = self
         # Processes of the softirq side: code shared with the application side (IP
@@ -104,13 +111,6 @@ class Cpu:
         if irq:
             self.irq = self._on(TracedPool(env, tracer, sys, "IRQ cores", "0", size=irq))
             self._irq_procs = weakref.WeakSet()
-        self.irq_preempt = params.irq_preempt
-        # cpu.irq_preempt: the processes whose work an interrupt may preempt (processes,
-        # not SM handles, as for _irq_procs), their work in progress (oldest first), and
-        # the handler's hook to take a core as soon as such work starts while it waits.
-        self._interruptible: set = set()
-        self.working: list[_Work] = []
-        self.on_work = None
 
     def _on(self, pool: TracedPool) -> Cpu:
         """This CPU's costs and busy time (shared, not copied), on cores ``pool``."""
