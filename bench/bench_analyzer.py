@@ -46,7 +46,6 @@ from cpasim.analysis.criticalpath import CriticalPathPass
 from cpasim.analysis.pathlog import PARENT, Summary
 from cpasim.analysis.synthetic import PipelineSpec, pipeline_source
 from cpasim.config import load_scenario
-from cpasim.errors import script_main
 from cpasim.predict.window import Prefix
 from cpasim.simulate import simulate
 from cpasim.trace import open_trace
@@ -228,4 +227,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from cpasim.errors import script_main
+
     raise SystemExit(script_main("bench_analyzer", main))

@@ -22,7 +22,6 @@ import numpy as np
 import simpy
 
 from cpasim.config import load_scenario
-from cpasim.errors import script_main
 from cpasim.model.cpu import Cpu
 from cpasim.model.device import NetDevice
 from cpasim.model.link import Link
@@ -143,4 +142,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from cpasim.errors import script_main
+
     raise SystemExit(script_main("bench_device", main))

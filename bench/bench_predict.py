@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 from cpasim.config import load_scenario
-from cpasim.errors import script_main
 from cpasim.predict.predict import changed_config, predict
 from cpasim.predict.runs import traced_run
 from cpasim.simulate import simulate
@@ -90,4 +89,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from cpasim.errors import script_main
+
     raise SystemExit(script_main("bench_predict", main))

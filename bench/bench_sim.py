@@ -33,7 +33,6 @@ from pathlib import Path
 import simpy
 
 from cpasim.config import load_scenario
-from cpasim.errors import script_main
 from cpasim.simulate import simulate
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "tcp-stream.toml"
@@ -163,4 +162,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # Imported here, not above: compare_sim.py imports this module under older
+    # revisions of cpasim, which may not have it.
+    from cpasim.errors import script_main
+
     raise SystemExit(script_main("bench_sim", main))

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 
-from cpasim.errors import script_main
 from cpasim.sweeps import sweep_rows
 from cpasim.sweeps.executors import cores
 
@@ -71,6 +70,8 @@ def main(duration: str = DURATION) -> None:
 
 if __name__ == "__main__":
     import argparse
+
+    from cpasim.errors import script_main
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", default=DURATION, help="simulated time per point")

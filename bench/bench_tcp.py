@@ -31,7 +31,6 @@ from pathlib import Path
 from bench_sim import run_once  # the same measurement as the simulation benchmark
 
 from cpasim.config import load_scenario
-from cpasim.errors import script_main
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "tcp-stream.toml"
 BOTTLENECK_RATE = "500Mbps"  # half the link, so the queue builds at the router
@@ -104,4 +103,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from cpasim.errors import script_main
+
     raise SystemExit(script_main("bench_tcp", main))

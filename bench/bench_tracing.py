@@ -29,7 +29,6 @@ from pathlib import Path
 import numpy as np
 import simpy
 
-from cpasim.errors import script_main
 from cpasim.model.kernel import Kernel
 from cpasim.trace import NULL_TRACER, TracedContainer, TracedPool, TracedStore, Tracer
 
@@ -286,4 +285,6 @@ def _write(writer, records, key, chunk_records=65536):
 
 
 if __name__ == "__main__":
+    from cpasim.errors import script_main
+
     raise SystemExit(script_main("bench_tracing", main))
