@@ -25,13 +25,13 @@ prints each sweep's fitted pair and a markdown table for calibration/SEEDS.md
 from __future__ import annotations
 
 import argparse
-import csv
 import tempfile
 from pathlib import Path
 
 from scipy.optimize import brentq
 
 from cpasim.analysis import Transforms, analyze
+from cpasim.calibrate.reference import read_reference
 from cpasim.config import load_scenario
 from cpasim.errors import script_main
 from cpasim.predict.runs import traced_run
@@ -59,11 +59,10 @@ TARGETS = (
 
 
 def seed(quantity: str) -> float:
-    """One figure of seeds/saidi_ch6.csv for the x4 system, as a fraction or in Gb/s."""
-    with SAIDI.open() as f:
-        for row in csv.DictReader(line for line in f if not line.startswith("#")):
-            if row["quantity"] == quantity and row["system"] == SYSTEM:
-                return float(row["value"]) / (100.0 if row["unit"] == "percent" else 1.0)
+    """One figure of seeds/saidi_ch6.csv for the x4 system: a fraction, or Gb/s."""
+    for fig in read_reference(SAIDI):
+        if fig.quantity == quantity and fig.system == SYSTEM:
+            return fig.value / 100.0 if fig.unit == "percent" else fig.value
     raise KeyError(quantity)
 
 

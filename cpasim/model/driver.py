@@ -297,31 +297,30 @@ class Driver:
         if cores.acquire_now(isr):
             return None
         if cpu.working:  # cpu.irq_preempt: the sender's system call is interrupted
-            lent = self._preempt(cpu, cpu.working[0])
-            isr.run_on(lent[0])
-            return lent
-        self._isr_waits = cores.acquire(isr)
-        yield self._isr_waits
-        self._isr_waits = None
-        lent, self._softirq = self._softirq, None
+            work = cpu.working[0]
+            lent = self._lend(cpu, work.sm, cpu.preempt(work))
+        else:
+            self._isr_waits = cores.acquire(isr)
+            yield self._isr_waits
+            self._isr_waits = None
+            lent, self._softirq = self._softirq, None
         if lent is not None:
             isr.run_on(lent[0])
         return lent
 
-    def _preempt(self, cpu, work, request=None):
-        """The interrupt handler takes the core ``work`` runs on (``cpu.irq_preempt``),
-        serving its pending ``request`` if it waits for one; returns the ``(SM, event)``
-        that NAPI hands the core back to, as :meth:`run_softirq`'s."""
-        lent = (work.sm, cpu.preempt(work))
-        cpu.cores.hand_over(work.sm, self.isr_sm, request)
-        return lent
+    def _lend(self, cpu, sm, back, request=None):
+        """``sm`` hands the core it runs on to the interrupt handler, serving the
+        handler's pending ``request`` if it waits for one; returns the ``(SM, event)``
+        NAPI hands the core back to and succeeds when done."""
+        cpu.cores.hand_over(sm, self.isr_sm, request)
+        return sm, back
 
     def _preempt_waiting(self, work) -> None:
         """``cpu.on_work``: interruptible ``work`` starts; an interrupt handler waiting
         for a core of its CPU's pool takes it at once."""
         cpu = self.cpu
         if self.softirq_pending(cpu):
-            self._softirq = self._preempt(cpu, work, self._isr_waits)
+            self._softirq = self._lend(cpu, work.sm, cpu.preempt(work), self._isr_waits)
 
     def softirq_pending(self, cpu) -> bool:
         """Whether the interrupt handler waits for a core of ``cpu``'s pool: the NET_RX
@@ -335,6 +334,5 @@ class Driver:
         hands it to the interrupt handler, which runs with NAPI on it; returns the event
         of NAPI handing it back, after which ``sm`` goes on (its ``do_softirq``)."""
         done = self.env.event()
-        self._softirq = (sm, done)
-        cpu.cores.hand_over(sm, self.isr_sm, self._isr_waits)
+        self._softirq = self._lend(cpu, sm, done, self._isr_waits)
         return done

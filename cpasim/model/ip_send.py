@@ -40,11 +40,11 @@ application's state machine (the seed's ``Sys Send``):
     driver's ``e1000_xmit_frame`` runs as ``Driver TX``'s ``xmit`` on this core
     (``cpu.cost.descriptor`` + ``cpu.cost.xmit_frame`` and one tail write,
     ``pcie.mmio_latency``, per fragment) while ``IP Send`` waits for its return,
-    the way the caller waits for ``IP Send`` (the seed's table 6.2: ``qdisc_restart`` 32.57%, 98.45%
-    "waiting" for the driver); otherwise (ring full: the queue stopped; or the
-    driver busy with a frame: the queue being run) the fragment goes into the
-    ``qdisc`` for ``Driver TX`` to post later (giving the core up while the
-    ``qdisc`` is full);
+    the way the caller waits for ``IP Send`` (the seed's table 6.2:
+    ``qdisc_restart`` 32.57%, 98.45% "waiting" for the driver); otherwise (ring
+    full: the queue stopped; or the driver busy with a frame: the queue being
+    run) the fragment goes into the ``qdisc`` for ``Driver TX`` to post later
+    (giving the core up while the ``qdisc`` is full);
     ``do_softirq`` — after each fragment, as 2.6.13's ``dev_queue_xmit`` ended
     in ``local_bh_enable`` → ``do_softirq``: if the interrupt handler waits for
     a core of this pool (an interrupt came while the sender held the core), the
