@@ -444,7 +444,7 @@ def test_do_softirq_share_of_the_seed_needs_its_transmit_and_preemption(
 @pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
-    reason="3.673 Gb/s against 3.3 (+11.3%, 30 ms; without preemption 3.529, +6.9%): with "
+    reason="3.673 Gb/s against 3.3 (+11.3%, 30 ms; without preemption 3.528, +6.9%): with "
     "the copy and the transmit fitted to tables 6.1 and 6.2 the rest of the call "
     "(fragmenting, netfilter, the allocation at their default costs) is too short; "
     "ip_push_pending_frames is then 64.9% of the path against 53.73%",
@@ -462,7 +462,8 @@ def test_udp_pcie_x4_bandwidth_with_the_tables_costs_matches_the_seed(udp_x4_tab
     "tail write per fragment (150 + 400 cycles, about what the seed's figure 5.2 shows "
     "of one, ~183 ns), where the seed's share needs about 3.5k cycles per fragment, "
     "about as much as all of IP Send's own work; nothing in the thesis says what the "
-    "rest was, so no cost is fitted to it",
+    "rest was, so the scenario fits no cost to it (cpu.cost.xmit_frame is fitted only "
+    "in the what-if of calibration/fit_udp_tables.py)",
 )
 def test_udp_pcie_x4_qdisc_restart_share_matches_table_6_2(udp_runs):
     share = _shares_without_the_call(udp_runs[1])
