@@ -1,25 +1,23 @@
-"""What Saidi's tables 6.1 and 6.2 ask of the UDP x4 sender (seeds/004, section 6.2.1).
+"""The UDP sender's copy cost, fitted to Saidi's table 6.1 (seeds/004, section 6.2.1).
 
-A what-if, not the shipped scenario: scenarios/udp-stream.toml keeps the copy cost
-fitted to the TCP stream (7.5 cycles/B) and a transmit of a descriptor and a tail
-write per frame.  Here two costs of the sender are fitted instead, each to one figure
-of the seed's tables, on the PCIe x4 run with interrupts preempting the system call
-(``cpu.irq_preempt``, as Linux ran them):
+scenarios/udp-stream.toml runs the seed's sender (Linux 2.6.13's UDP send path with
+netfilter) on the seed's simulator's I/O bus (M5's, ``bus.kind = "m5"``), where the
+driver's tail write per frame waits in the bridge's queue behind the NIC's DMA.  One
+cost of that sender is fitted, on the PCIe x4 run:
 
-* ``hosts.tx.cpu.cost.copy_send_per_byte`` to ``do_csum_partial_copy_from_user``'s
-  30.69% of the path (table 6.1);
-* ``hosts.tx.cpu.cost.xmit_frame`` to ``qdisc_restart``'s 32.57% of the path without
-  ``ip_push_pending_frames`` (table 6.2);
+* ``hosts.tx.cpu.cost.copy_send_per_byte`` (``do_csum_partial_copy_from_user``) to
+  the copy's 30.69% of the critical path (table 6.1);
 
-alternately (scipy ``brentq`` on each, the other held), until both settle.  Everything
-else the run gives is held out against the seed: the link bandwidth, the other states'
-shares and their "% waiting" (the model's core-lent share), the same with
-``cpu.irq_preempt`` off.  Usage::
+by scipy's ``brentq``.  Everything else the runs give is held out against the seed:
+the link bandwidth at x1 and x4, the other states' shares of tables 6.1 and 6.2
+(``qdisc_restart``'s among them: the tail writes' stall, no cost fitted to it) and
+their "% waiting" (the model's core-lent share), the same with ``cpu.irq_preempt`` on.
+Usage::
 
-    .venv/bin/python calibration/fit_udp_tables.py [--duration 30ms] [--sweeps 3]
+    .venv/bin/python calibration/fit_udp_tables.py [--duration 30ms]
 
-prints each sweep's fitted pair and a markdown table for calibration/SEEDS.md
-(about a minute per sweep).
+prints each step of the fit and a markdown table for calibration/SEEDS.md (about
+two minutes).
 """
 
 from __future__ import annotations
@@ -40,33 +38,23 @@ from cpasim.trace import open_trace
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "scenarios" / "udp-stream.toml"
 SAIDI = ROOT / "calibration" / "seeds" / "saidi_ch6.csv"
-SYSTEM = "UDP stream PCIe x4"
-COPY, XMIT = "hosts.tx.cpu.cost.copy_send_per_byte", "hosts.tx.cpu.cost.xmit_frame"
+X1, X4 = "UDP stream PCIe x1", "UDP stream PCIe x4"
+COPY = "hosts.tx.cpu.cost.copy_send_per_byte"
 CALL = "tx:App:ip_push_pending_frames"
-#: The fitted states: (path, state, the seed's quantity).
-TARGETS = (
-    (
-        "full",
-        "tx:App:do_csum_partial_copy_from_user",
-        "critical_state_share do_csum_partial_copy_from_user",
-    ),
-    (
-        "without",
-        "tx:IP Send:qdisc_restart",
-        "critical_state_share without ip_push_pending_frames qdisc_restart",
-    ),
-)
+#: The fitted state and the seed's figure for it.
+STATE = "tx:App:do_csum_partial_copy_from_user"
+TARGET = "critical_state_share do_csum_partial_copy_from_user"
 
 
-def seed(quantity: str) -> float:
-    """One figure of seeds/saidi_ch6.csv for the x4 system: a fraction, or Gb/s."""
+def seed(quantity: str, system: str = X4) -> float:
+    """One figure of seeds/saidi_ch6.csv: a fraction, or Gb/s."""
     for fig in read_reference(SAIDI):
-        if fig.quantity == quantity and fig.system == SYSTEM:
+        if fig.quantity == quantity and fig.system == system:
             return fig.value / 100.0 if fig.unit == "percent" else fig.value
     raise KeyError(quantity)
 
 
-def measure(copy: float, xmit: float, duration: str, preempt: bool = True) -> dict:
+def measure(copy: float, duration: str, lanes: int = 4, preempt: bool = False) -> dict:
     """Link Gb/s, and ``{path: {state: (share, core-lent share)}}`` with the call kept
     ("full") and scaled away ("without")."""
     cfg = load_scenario(
@@ -74,14 +62,13 @@ def measure(copy: float, xmit: float, duration: str, preempt: bool = True) -> di
         sets=[
             f"sim.duration={duration}",
             "sim.warmup=10ms",
-            "hosts.tx.pcie.lanes=4",
+            f"hosts.tx.pcie.lanes={lanes}",
             f"hosts.tx.cpu.irq_preempt={str(preempt).lower()}",
             f"{COPY}={copy}",
-            f"{XMIT}={xmit}",
         ],
     )
     with tempfile.TemporaryDirectory() as d:
-        run = traced_run(cfg, Path(d) / "x4.cpt", window=False)
+        run = traced_run(cfg, Path(d) / "run.cpt", window=False)
         out = {"link": run.result["link_utilization"]["tx_to_rx"] * cfg.link.rate / 1e9}
         for path, scale in (("full", []), ("without", [(CALL, 0.0)])):
             res = analyze(
@@ -93,35 +80,30 @@ def measure(copy: float, xmit: float, duration: str, preempt: bool = True) -> di
     return out
 
 
-def fit(duration: str, sweeps: int, copy: float = 3.1, xmit: float = 2950.0) -> tuple[float, float]:
-    (p1, s1, q1), (p2, s2, q2) = TARGETS
-    for i in range(sweeps):
-        copy = brentq(
-            lambda c, x=xmit: measure(c, x, duration)[p1][s1][0] - seed(q1), 0.5, 6.0, xtol=0.01
-        )
-        xmit = brentq(
-            lambda x, c=copy: measure(c, x, duration)[p2][s2][0] - seed(q2),
-            500.0,
-            12000.0,
-            xtol=10.0,
-        )
-        print(f"sweep {i + 1}: {COPY} = {copy:.2f}, {XMIT} = {xmit:.0f}", flush=True)
-    return copy, xmit
+def fit(duration: str) -> float:
+    def residual(copy: float) -> float:
+        share = measure(copy, duration)["full"].get(STATE, (0.0, 0.0))[0]
+        print(f"  {COPY}={copy:.3f}: copy {100 * share:.2f}% of the path", flush=True)
+        return share - seed(TARGET)
+
+    return brentq(residual, 0.5, 6.0, xtol=0.005)
 
 
-def table(copy: float, xmit: float, duration: str) -> str:
-    on, off = measure(copy, xmit, duration), measure(copy, xmit, duration, preempt=False)
+def table(copy: float, duration: str) -> str:
+    off, on = measure(copy, duration), measure(copy, duration, preempt=True)
+    x1 = measure(copy, duration, lanes=1)
     rows = [
-        "| quantity | seed | irq_preempt on | off |",
+        "| quantity | seed | model | with cpu.irq_preempt |",
         "|---|---|---|---|",
-        f"| link (Gb/s) | {seed('link_bandwidth'):.1f} | {on['link']:.3f} | {off['link']:.3f} |",
+        f"| link x1 (Gb/s) | {seed('link_bandwidth', X1):.1f} | {x1['link']:.3f} | — |",
+        f"| link x4 (Gb/s) | {seed('link_bandwidth'):.1f} | {off['link']:.3f} | {on['link']:.3f} |",
     ]
     for path, label, prefix in (
         ("full", "6.1", ""),
         ("without", "6.2", "without ip_push_pending_frames "),
     ):
-        names = {n for run in (on, off) for n in run[path] if ":App:" in n or ":IP Send:" in n}
-        for name in sorted(names, key=lambda n: -on[path].get(n, (0, 0))[0]):
+        names = {n for run in (off, on) for n in run[path] if ":App:" in n or ":IP Send:" in n}
+        for name in sorted(names, key=lambda n: -off[path].get(n, (0, 0))[0]):
             state = name.rsplit(":", 1)[1]
             try:
                 share, wait = (
@@ -135,7 +117,7 @@ def table(copy: float, xmit: float, duration: str) -> str:
                 f"{100 * r[path][name][0]:.2f}% ({100 * r[path][name][1]:.1f}%)"
                 if name in r[path]
                 else "—"
-                for r in (on, off)
+                for r in (off, on)
             ]
             rows.append(f"| {label}: {state} | {theirs} | {cells[0]} | {cells[1]} |")
     return "\n".join(rows)
@@ -144,10 +126,10 @@ def table(copy: float, xmit: float, duration: str) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--duration", default="30ms")
-    ap.add_argument("--sweeps", type=int, default=3)
     args = ap.parse_args()
-    copy, xmit = fit(args.duration, args.sweeps)
-    print(table(copy, xmit, args.duration))
+    copy = fit(args.duration)
+    print(f"fitted {COPY} = {copy:.2f} cycles/B (target {100 * seed(TARGET):.2f}%)\n")
+    print(table(round(copy, 2), args.duration))
 
 
 if __name__ == "__main__":

@@ -75,7 +75,8 @@ def test_spend_past_the_end_takes_its_tail_back():
 def test_a_saturated_core_is_busy_at_most_all_the_time(scenario, sets):
     cpu = simulate(load_scenario(ROOT / "scenarios" / scenario, sets=sets)).cpu_utilization["tx"]
     busy = sum(v for k, v in cpu.items() if k != "idle")
-    assert 0.95 < busy <= 1.0
+    # (A core busy all the time sums its categories' shares to 1 within rounding.)
+    assert 0.95 < busy <= 1.0 + 1e-12
 
 
 def test_saturated_link_and_bottleneck_stay_within_all_the_time():

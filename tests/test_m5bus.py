@@ -16,6 +16,7 @@ from cpasim.config.params import BusParams, PcieParams
 from cpasim.errors import CpasimError
 from cpasim.model.bus import bus_timing
 from cpasim.model.m5bus import M5Bus, M5Timing, m5_timing, replay
+from cpasim.protocol import MMIO_BYTES
 from cpasim.simulate import simulate
 from cpasim.trace import NULL_SM, NULL_TRACER
 
@@ -145,7 +146,7 @@ def test_m5_bus_with_a_modelled_memory_is_refused(capsys):
         "--set",
         "hosts.rx.bus.kind=m5",
         "--set",
-        "memory.bandwidth=100Gbps",
+        "hosts.rx.memory.bandwidth=100Gbps",
     )
     assert "hosts.rx.bus.kind = m5" in msg and "expected hosts.rx.memory.bandwidth = 0" in msg
     msg = refused(capsys, "run", "scenarios/udp-stream.toml", "--set", "bus.kind=m4")
@@ -186,3 +187,69 @@ def test_pcie_lanes_on_m5s_bus_scale_transfers_and_keep_the_round_trips():
     f = dict(plan.transforms.scale)
     assert f["tx:NIC TX:DMA packet"] == pytest.approx((230 + 1000 / 4) / 1230)
     assert f["tx:NIC RX:DMA packet"] == pytest.approx((230 + 600 / 4) / 830)
+
+
+def _write_during(t: M5Timing, at: float, dma: tuple | None):
+    """A CPU's register write issued at ``at`` ns, and ``dma`` = (start ns, write, bytes)
+    on a device's port; returns (when the write's stall ends, its busy ns, the DMA's
+    end, the pool's level after)."""
+    from cpasim.model.cpu import Cpu
+
+    env = simpy.Environment()
+    bus = M5Bus(env, "h", t, NULL_TRACER)
+    cpu = Cpu(env, "h", params=load_scenario(None).host("tx").cpu, tracer=NULL_TRACER)
+    out = {}
+
+    def cpu_side():
+        yield env.timeout(at)
+        yield from bus.cpu_write(cpu, "driver")
+        out["write"] = env.now
+
+    def device():
+        start, write, n = dma
+        yield env.timeout(start)
+        p = bus.port("NIC")
+        yield from (p.dma_write(NULL_SM, n) if write else p.dma_read(NULL_SM, n))
+        out["dma"] = env.now
+
+    env.process(cpu_side())
+    if dma is not None:
+        env.process(device())
+    env.run()
+    return out["write"], cpu.busy_ns["driver"], out.get("dma"), bus.up.free
+
+
+def test_a_register_write_on_an_idle_bus_stalls_its_own_transaction():
+    t = timing(4)
+    done, busy, _, free = _write_during(t, 10.0, None)
+    assert done - 10.0 == pytest.approx(transaction(t, MMIO_BYTES))
+    assert busy == pytest.approx(transaction(t, MMIO_BYTES))  # the core stalls: busy
+    assert free == 1
+
+
+def test_a_register_write_waits_behind_the_dma_traffic_queued_ahead():
+    # M5's bridge forwards the CPU's write in its one queue towards the I/O bus, behind
+    # the responses queued there: issued while a 1514-byte read holds the bus, the
+    # write crosses after the read's bus time, and the core stalls all the while.
+    t = timing(4)
+    (run,) = replay(t, 1514, False, 0).runs
+    done, busy, dma_end, free = _write_during(t, 100.0, (0.0, False, 1514))
+    assert done == pytest.approx(run.busy_ns + transaction(t, MMIO_BYTES))
+    assert busy == pytest.approx(done - 100.0)
+    assert dma_end == pytest.approx(run.span_ns)  # the read, ahead of it, is not delayed
+    assert free == 1
+
+
+def test_a_dma_asking_after_a_register_write_waits_for_it():
+    t = timing(1)
+    alone = replay(t, 64, True, 0).duration_ns
+    _, _, dma_end, _ = _write_during(t, 0.0, (1.0, True, 64))
+    assert dma_end == pytest.approx(transaction(t, MMIO_BYTES) + alone)
+
+
+def test_register_writes_queue_only_on_m5s_bus():
+    from cpasim.model.bus import Bus
+    from cpasim.model.m5bus import DmaPort
+
+    assert M5Bus.queues_writes and DmaPort.queues_writes
+    assert not Bus.queues_writes  # PCIe: posted, a fixed stall (pcie.mmio_latency)

@@ -163,6 +163,13 @@ def test_the_2613_send_path_costs_what_its_states_say(netfilter, preempt):
     assert u["buffer"] * elapsed >= buffer * ns
 
 
+#: The scenario's sender on PCIe: its tail write a fixed stall, not M5's wait for the bus.
+PCIE = ("hosts.tx.bus.kind=pcie",)
+#: A transmit at x4 on the scenario's M5 bus, its tail write's wait for the bus with it
+#: (about 1 us measured).
+TRANSMIT_NS = 1000.0
+
+
 def _shipped_path(*sets, scale=(), engine=None):
     """The shipped scenario (PCIe x1 unless ``sets`` say otherwise), briefly: its
     trace's records and its critical path (with the states ``scale`` names scaled)."""
@@ -213,11 +220,11 @@ def test_a_2613_run_keeps_the_identity_invariant_and_the_call_on_the_path():
     share = {m["name"]: m["share"] for m in inside.most_critical}
     deeper_share = {m["name"]: m["share"] for m in deeper.most_critical}
     assert "tx:Driver TX:xmit" not in share
+    # The transmit and its tail write's wait for M5's bus, which qdisc_restart held.
+    driver = deeper_share["tx:Driver TX:xmit"] + deeper_share["tx:Driver TX:mmio write"]
     # (A transmit under way where the path starts may count for one and not the other.)
-    cfg = load_scenario(ROOT / "scenarios" / "udp-stream.toml")
-    frame = cfg.tx.cpu.cost.descriptor * 1e9 / cfg.tx.cpu.freq + cfg.tx.pcie.mmio_latency
-    assert deeper_share["tx:Driver TX:xmit"] == pytest.approx(
-        share["tx:IP Send:qdisc_restart"], abs=1.5 * frame / path.critical_path_ns
+    assert driver == pytest.approx(
+        share["tx:IP Send:qdisc_restart"], abs=1.5 * TRANSMIT_NS / path.critical_path_ns
     )
     for p in (inside, deeper):
         assert p.critical_path_ns == pytest.approx(path.critical_path_ns, rel=1e-9)
@@ -233,9 +240,10 @@ def test_a_2613_sender_transmits_each_fragment_itself_while_the_driver_is_idle()
     and waits in qdisc_restart while the driver posts it on the sender's core (no core
     taken), one descriptor and tail write; once the ring is full (PCIe x1) fragments wait
     in the qdisc and Driver TX posts them later from a core of its own, one tail write
-    per frame still."""
-    recs, _ = _shipped_path()
-    cfg = load_scenario(ROOT / "scenarios" / "udp-stream.toml")
+    per frame still.  (On PCIe, where the tail write's stall is fixed; on the scenario's
+    M5 bus it also waits for the bus: tests/test_m5bus.py.)"""
+    recs, _ = _shipped_path(*PCIE)
+    cfg = load_scenario(ROOT / "scenarios" / "udp-stream.toml", sets=list(PCIE))
     calls = [
         t
         for t, op, sm, w, _n in recs
@@ -290,7 +298,7 @@ def test_a_2613_sender_runs_the_pending_softirq_on_leaving_dev_queue_xmit():
         # Back from NAPI: its enq, then IP Send's deq, no wait in between.
         assert recs[until][1:4] == ("deq", ("tx", "IP Send"), "CPU cores")
         assert recs[until - 1][1:4] == ("enq", ("tx", "NAPI"), "CPU cores")
-        inside = [(r[1], r[2][1], r[3]) for r in recs[i + 3 : until - 1]]
+        inside = [(r[1], r[2][1], r[3]) for r in recs[i + 3 : until - 1] if r[2][0] == "tx"]
         assert ("deq", "NAPI", "CPU cores") not in inside
         assert ("enq", "NAPI", "CPU cores") not in inside
         polled += ("begin", "NAPI", "poll") in inside
@@ -425,23 +433,27 @@ def test_a_preempting_interrupt_takes_the_core_in_the_middle_of_the_senders_work
     recs, path = _shipped_path(*pre)
     current = {}  # SM -> (state, since)
     preempted = []
+    waiting = False  # the handler waits for a core
     for i, (t, op, sm, what, _n) in enumerate(recs):
         if op == "begin":
             current[sm] = (what, t)
+        elif sm == ("tx", "ISR") and op == "wait_empty" and what == "CPU cores":
+            waiting = True
         elif sm == ("tx", "ISR") and op == "deq" and what == "CPU cores":
             victim = recs[i - 1]
             if victim[1] == "enq" and victim[2][1] in ("App", "IP Send") and victim[0] == t:
                 state, since = current[victim[2]]
-                if state == "do_softirq":
-                    continue  # handed over on leaving dev_queue_xmit, not preempted
-                preempted.append((victim[2], state, since < t))
-                back = next(j for j in range(i, len(recs)) if recs[j][2] == victim[2])
-                assert recs[back][1:4] == ("deq", victim[2], "CPU cores")
-                assert recs[back - 1][1:4] == ("enq", ("tx", "NAPI"), "CPU cores")
+                if state != "do_softirq":  # (handed over on leaving dev_queue_xmit)
+                    # In its middle, or as it started, to a handler that waited for it.
+                    assert since < t or waiting, (t, state)
+                    preempted.append((victim[2], state, since < t))
+                    back = next(j for j in range(i, len(recs)) if recs[j][2] == victim[2])
+                    assert recs[back][1:4] == ("deq", victim[2], "CPU cores")
+                    assert recs[back - 1][1:4] == ("enq", ("tx", "NAPI"), "CPU cores")
+            waiting = False
     assert len(preempted) > 10
-    # In the work the option makes interruptible, never in dev_queue_xmit's, and (but
-    # for a handler that waited for the work to start) in its middle.
-    assert sum(mid for _sm, _state, mid in preempted) > len(preempted) / 2
+    # In the work the option makes interruptible, never in dev_queue_xmit's.
+    assert any(mid for _sm, _state, mid in preempted)
     states = {state for _sm, state, _mid in preempted}
     assert states <= {
         "alloc_skb",

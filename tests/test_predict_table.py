@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cpasim.config import load_scenario
@@ -19,6 +21,9 @@ from cpasim.predict.transforms_table import (
     plan_change,
     predictable_keys,
 )
+
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -325,3 +330,35 @@ def test_scaled_metric_directions():
     half = PathSummary({"": 0.5}, None, 0.0, [], [])
     assert scaled_metric(100.0, True, base, half) == pytest.approx(200.0)
     assert scaled_metric(100.0, False, base, half) == pytest.approx(50.0)
+
+
+def test_a_bus_change_scales_the_tail_writes_the_2613_calls_hold():
+    """On M5's bus a register write's wait (``mmio write``) scales with the bus, and so
+    does the part of each 2.6.13 call state its callees' tail writes took: one per
+    ``qdisc_restart``, as many per ``ip_push_pending_frames`` as it held."""
+    cfg = load_scenario(ROOT / "scenarios" / "udp-stream.toml")
+    assert cfg.tx.bus.kind == "m5"
+    new = cfg.with_overrides({"hosts.tx.pcie.lanes": 4})
+    means = {
+        "tx:Driver TX:mmio write": 3000.0,
+        "tx:IP Send:qdisc_restart": 4000.0,
+        "tx:App:ip_push_pending_frames": 60000.0,
+    }
+    entries = {"tx:IP Send:qdisc_restart": 120, "tx:App:ip_push_pending_frames": 10}
+    plan = plan_change(cfg, new, means, entries)
+    factors = dict(plan.transforms.scale)
+    assert factors["tx:*:mmio write"] == pytest.approx(0.25)
+    assert factors["tx:IP Send:qdisc_restart"] == pytest.approx((1000 + 3000 * 0.25) / 4000)
+    held = 12 * 3000.0  # twelve transmits per call
+    assert factors["tx:App:ip_push_pending_frames"] == pytest.approx(
+        (60000 - held + held * 0.25) / 60000
+    )
+    # Without the baseline's counts nothing is known of that part: the calls stay.
+    bare = dict(plan_change(cfg, new, means).transforms.scale)
+    assert "tx:IP Send:qdisc_restart" not in bare
+    # On PCIe the tail write is posted: no wait to scale, the calls untouched.
+    pcie = cfg.with_overrides({"hosts.tx.bus.kind": "pcie"})
+    posted = dict(
+        plan_change(pcie, pcie.with_overrides({"hosts.tx.pcie.lanes": 4}), {}, {}).transforms.scale
+    )
+    assert "tx:App:ip_push_pending_frames" not in posted

@@ -190,6 +190,56 @@ def test_pool_acquire_release():
         cores.release(a)
 
 
+@pytest.mark.parametrize("traced", [True, False])
+def test_an_untraced_holder_queues_in_turn_and_records_nothing(traced):
+    # What holds a unit without annotations (M5's bridge forwarding a register write):
+    # it waits behind the traced holder and ahead of a later traced request, and only
+    # the traced acquires and releases are recorded, at the times they happened; the
+    # later request, blocked only by the unannotated holder, records no wait (to the
+    # trace the unit is free), so its wait is its own state's time.
+    env = simpy.Environment()
+    tr = Tracer.in_memory(env) if traced else NULL_TRACER
+    bus = TracedPool(env, tr, "tx", "Bus", size=1)
+    a, b = tr.sm("tx", "A"), tr.sm("tx", "B")
+    log = []
+
+    def holder():
+        yield bus.acquire(a)
+        yield env.timeout(4)
+        bus.release(a)
+
+    def untraced():
+        yield env.timeout(1)
+        if not bus.take_untraced():
+            yield bus.wait_untraced()
+        log.append(("untraced", env.now))
+        yield env.timeout(2)
+        bus.release_untraced()
+
+    def later():
+        yield env.timeout(2)
+        yield bus.acquire(b)
+        log.append(("B", env.now))
+        bus.release(b)
+
+    for proc in (holder(), untraced(), later()):
+        env.process(proc)
+    env.run()
+    assert log == [("untraced", 4), ("B", 6)]
+    assert bus.free == 1
+    assert bus.take_untraced() and not bus.take_untraced()
+    bus.release_untraced()
+    with pytest.raises(RuntimeError, match="release without"):
+        bus.release_untraced()
+    if traced:
+        assert records(tr)[2:] == [
+            (0.0, "deq", "A", "Bus", 1),
+            (4.0, "enq", "A", "Bus", 1),
+            (6.0, "deq", "B", "Bus", 1),
+            (6.0, "enq", "B", "Bus", 1),
+        ]
+
+
 def test_pool_declared_without_connection_flow():
     env = simpy.Environment()
     tr = Tracer.in_memory(env)

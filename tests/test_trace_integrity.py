@@ -458,6 +458,7 @@ SIDECAR_EDITS = {
     "most critical without numbers": ("path.most_critical", [{"name": 5}]),
     "loops of numbers": ("path.loops", [1]),
     "state means of null": ("state_means", {"a": None}),
+    "state entries of a fraction": ("state_entries", {"a": 1.5}),
     "window half there": ("window", {"t0": 0}),
 }
 

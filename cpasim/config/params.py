@@ -523,7 +523,8 @@ class BusParams:
         "I/O bus between NIC and memory; on_die: the NIC on the processor die, on the "
         "interconnect between L1 and L2 (seed 004's figure 6.6b); m5: the I/O bus of "
         "seed 004's simulator, one shared split-transaction bus with pcie's bandwidth "
-        "behind a bridge of pcie.latency (cpasim.model.m5bus)",
+        "behind a bridge of pcie.latency, where the CPU's register writes queue behind "
+        "the DMA traffic (cpasim.model.m5bus)",
         choices=("pcie", "pci", "on_die", "m5"),
     )
     pci_width: int = param(

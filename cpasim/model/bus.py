@@ -120,7 +120,14 @@ class Bus:
     Statistics count an access when it ends, like the link's, so an access still
     under way when the run ends is not counted, and busy time before
     ``measure_from`` (the warm-up) is left out.
+
+    A CPU's register write (:meth:`mmio_write`) is posted here: it does not wait for
+    the bus, and the CPU pays a fixed stall.  Buses where it queues for the bus
+    (``queues_writes``, M5's) also offer ``cpu_write``, which the writer runs after
+    its fixed stall.
     """
+
+    queues_writes = False
 
     def __init__(self, env, sys: str, timing: BusTiming, tracer):
         self.env = env

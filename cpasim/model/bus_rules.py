@@ -35,6 +35,12 @@ BUS_STATES: tuple[tuple[str, str, str], ...] = (
 )
 
 
+#: The state of a software SM whose register write waits for the bus (M5's bridge,
+#: :meth:`cpasim.model.m5bus.M5Bus.cpu_write`): its core stalls there, for as long as
+#: the DMA traffic queued ahead of the write takes to cross, so it scales with the bus.
+MMIO_WAIT = "mmio write"
+
+
 def read_round_trip_ns(latency: float) -> float:
     """What a DMA read waits for its first completion beyond the transfers: a
     request to the bridge and its answer back, each ``latency`` (``pcie.latency``)."""

@@ -57,13 +57,15 @@ descriptors), ``Copy ring`` (descriptors the engine was told about), ``Copy done
 (completions).  In the reader's SM (see :meth:`CopyEngine.copy`): ``dma wait
 desc`` (no free descriptor), ``TcpRecvMsg: dma issue`` (``cpu.cost.descriptor``
 per descriptor and the append's register write), ``TcpRecvMsg: dma wait``
-(spinning or asleep until the last completion).
+(spinning or asleep until the last completion); on M5's bus each append's register
+write then waits in the bridge behind the DMA traffic, the core stalled: ``mmio write``.
 """
 
 from __future__ import annotations
 
 from collections import deque
 
+from cpasim.model.bus_rules import MMIO_WAIT
 from cpasim.protocol import IOAT_COMPLETION_BYTES, IOAT_NEXT_POINTER_BYTES
 from cpasim.trace import TracedContainer
 
@@ -165,6 +167,9 @@ class CopyEngine:
                 stack=stack,
                 driver=self.c_desc * k + self.c_mmio,
             )
+            if self.bus is not None and self.bus.queues_writes:
+                sm.begin(MMIO_WAIT)  # the append crosses the bus (M5's bridge)
+                yield from self.bus.cpu_write(cpu, "driver")
             stack = 0.0
             self.sizes.extend(descs[posted : posted + k])
             posted += k

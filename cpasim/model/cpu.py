@@ -167,6 +167,14 @@ class Cpu:
         """Busy time of all cores so far (see :meth:`spun`)."""
         return sum(self.busy_ns.values())
 
+    def stalled(self, category: str, start: float) -> None:
+        """The held core stalled from ``start`` until now (waiting for a register
+        write to cross the I/O bus): busy time of ``category``, its part inside the
+        measured interval."""
+        ns = min(self.env._now, self.measure_until) - max(start, self.measure_from)
+        if ns > 0:
+            self.busy_ns[category] += ns
+
     def spun(self, category: str, start: float, busy_before: float) -> None:
         """A process spun from ``start`` until now, letting interrupts and softirqs run
         on its core in between (``busy_before`` = :meth:`busy_total` at ``start``): the

@@ -11,7 +11,9 @@ State machines (``sys`` = the host); each holds a CPU core only while working:
     category ``driver``) for up to ``driver.tx_batch`` queued packets that have
     descriptors, and rings the doorbell: one MMIO write of the ring tail, the
     core stalling ``pcie.mmio_latency``; the descriptors are then visible to
-    the NIC (``TX ring``).
+    the NIC (``TX ring``).  On M5's bus (``bus.kind = "m5"``) the tail write then
+    waits in the bridge behind the DMA traffic queued there, the core stalled:
+    ``mmio write`` (:meth:`cpasim.model.m5bus.M5Bus.cpu_write`).
 
     Under Linux 2.6.13's UDP send path (``ip.send_path = "2.6.13"``,
     :mod:`cpasim.model.ip_send`) the driver is that kernel's e1000: it writes
@@ -50,7 +52,8 @@ State machines (``sys`` = the host); each holds a CPU core only while working:
     NIC wrote back (``TX done``, ``cpu.cost.skb_free``; both category
     ``buffer``); then hands the packets up in order (``RX backlog``, the stack's
     input), posts the new buffers (``RX free desc``) and returns the TX
-    descriptors (``TX free desc``);
+    descriptors (``TX free desc``); on M5's bus the RX doorbell then waits for the
+    bus as the TX's does (``mmio write``);
     repeats while the budget is used up or completions are left (giving the
     core to whoever queues for it in between), then re-enables the interrupt,
     gives the core back and returns to the ISR (``link``), waiting for the next call.
@@ -63,6 +66,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from cpasim.model.bus_rules import MMIO_WAIT
 from cpasim.trace import TracedContainer, TracedStore
 
 
@@ -211,7 +215,9 @@ class Driver:
                 yield from self.post(sm, cpu, batch)
             else:
                 # 2.6.13's net_tx_action: each frame its own descriptor and tail write.
-                for pkt in batch:
+                for i, pkt in enumerate(batch):
+                    if i and self.bus.queues_writes:
+                        sm.begin("xmit")  # the next frame, after the tail write's wait
                     yield from self.post(sm, cpu, [pkt])
             self.busy = False
             cpu.release(sm)
@@ -221,8 +227,12 @@ class Driver:
         """Generator: ``sm``, holding a core of ``cpu`` and the descriptors' credits,
         writes ``batch``'s descriptors and rings the doorbell, in one stretch of work;
         the packets are then the NIC's (``TX ring``)."""
-        self.bus.mmio_write()
+        bus = self.bus
+        bus.mmio_write()
         yield cpu.work("driver", self.c_post * len(batch) + self.c_mmio)
+        if bus.queues_writes:  # the tail write waits for the bus (M5's bridge)
+            sm.begin(MMIO_WAIT)
+            yield from bus.cpu_write(cpu, "driver")
         rings = self.rings
         rings.tx_pkts.extend(batch)
         rings.tx_ring.give(len(batch), sm)
@@ -264,6 +274,10 @@ class Driver:
                         driver=self.c_desc * n + (self.c_mmio if n else 0.0),
                         buffer=self.c_alloc * n + self.c_free * cleaned,
                     )
+                    if pkts and self.bus.queues_writes:  # the RX doorbell, as the TX's
+                        napi.begin(MMIO_WAIT)
+                        yield from self.bus.cpu_write(cpu, "driver")
+                        napi.begin("poll")
                     for pkt in pkts:
                         self.rx_out.put_now(pkt, napi)
                     if n:

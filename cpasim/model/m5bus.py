@@ -26,6 +26,16 @@ source of February 2009 has it (commit bebbc9dc89: ``src/mem/bus.cc``,
   while it is not zero the port sends one block per back-off.  A DMA is complete
   when its last response (for a write, its last acknowledgement) arrives.
 
+- **Register writes**: a CPU's uncached write to a device register (a doorbell) goes
+  out through the same bridge, into its one queue towards the I/O bus in arrival
+  order, behind the responses to the DMA reads already queued there; M5 does not
+  acknowledge writes early (``Bridge`` panics on ``write_ack``) and Alpha Linux's
+  ``writel`` ends in a memory barrier, so the CPU stalls until the write has
+  crossed.  Here the write waits its turn for the bus behind the runs already
+  holding or asking for it, crosses in one transaction, and the core stalls all the
+  while (:meth:`M5Bus.cpu_write`, untraced: M5's bridge was not annotated); the
+  round trip on an idle bus is still ``pcie.mmio_latency``.
+
 How it runs here.  A DMA's timeline on an otherwise idle bus is worked out by
 replaying these rules block by block (:func:`replay`), once per size, direction and
 back-off the port starts with, outside the event loop.  Transactions closer than one
@@ -258,6 +268,8 @@ class DmaPort:
     from one to the next.  Offers the :class:`~cpasim.model.bus.Bus` interface the
     device's engines use."""
 
+    queues_writes = True
+
     def __init__(self, bus: M5Bus, name: str):
         self.bus = bus
         self.name = name
@@ -277,6 +289,9 @@ class DmaPort:
 
     def mmio_write(self) -> None:
         self.bus.mmio_write()
+
+    def cpu_write(self, cpu, category: str):
+        return self.bus.cpu_write(cpu, category)
 
     def port(self, name: str) -> DmaPort:
         return self.bus.port(name)
@@ -301,6 +316,8 @@ class M5Bus(Bus):
     """Host ``sys``'s I/O bus as M5 modelled it: one ``I/O bus`` pool, shared by the
     devices' :class:`DmaPort`\\ s (:meth:`port`)."""
 
+    queues_writes = True
+
     def __init__(self, env, sys: str, timing: M5Timing, tracer):
         super().__init__(env, sys, timing, tracer)
         self._timelines: dict[tuple[int, bool, int], Timeline] = {}
@@ -319,6 +336,18 @@ class M5Bus(Bus):
 
     def dma_write(self, sm, nbytes: int, then: int = 0):
         yield from self._default.dma_write(sm, nbytes, then)
+
+    def cpu_write(self, cpu, category: str):
+        """Generator run by an SM holding a core of ``cpu``, after its register write's
+        own cost: the write waits in the bridge's queue for the bus, crosses it, and the
+        core stalls meanwhile (busy time of ``category``).  Records nothing."""
+        env, pool = self.env, self.up
+        start = env._now
+        if not pool.take_untraced():
+            yield pool.wait_untraced()
+        yield env.timeout(self._mmio.down_ns)
+        pool.release_untraced()
+        cpu.stalled(category, start)
 
     def _dma(self, port: DmaPort, sm, nbytes: int, write: bool):
         turn = port._take()

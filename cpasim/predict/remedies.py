@@ -15,7 +15,8 @@ kind           recognised by                                remedy
                                                             ``tcp.sndbuf``/``tcp.rcvbuf`` where
                                                             set, else the autotuning limits
                                                             ``tcp.wmem_max``/``tcp.rmem_max``
-``bus``        NIC DMA states, a busy PCIe channel bound,   ``pcie.lanes`` × 4 on that host
+``bus``        NIC DMA states, a register write waiting     ``pcie.lanes`` × 4 on that host
+               for M5's bus, a busy PCIe channel bound,
                loops through ``PCI bus``                    (then the next generation)
 ``cores``      a busy ``CPU cores`` bound, or CPU states    ``cpu.cores`` + 1 on that host
                with a loop through ``CPU cores``
@@ -55,6 +56,7 @@ STATE_KINDS: tuple[tuple[str, str], ...] = (
     ("*:NIC TX:writeback", "bus"),
     ("*:TX Desc Fetch:DMA *", "bus"),
     ("*:TX Desc Writeback:writeback", "bus"),
+    ("*:*:mmio write", "bus"),  # a register write waiting for M5's bus
     # Linux 2.6.13's send call: its time is IP Send's work on the caller's core.
     ("*:*:ip_push_pending_frames", "cpu"),
     ("*:IP Send:qdisc_restart", "cpu"),

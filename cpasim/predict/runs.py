@@ -34,7 +34,7 @@ from cpasim.simulate import simulate
 from cpasim.trace import open_trace, trace_digest
 from cpasim.trace.records import BEGIN, TraceSource
 
-SIDECAR_FORMAT = "cpasim-run/5"
+SIDECAR_FORMAT = "cpasim-run/6"
 #: Most critical entries and loops kept in a summary, and the least share listed
 #: (after folding instances together; the analysis itself is asked for every name).
 TOP = 10
@@ -271,6 +271,7 @@ class TracedRun:
     state_means: dict[str, float]
     state_active: dict[str, float]  # active ns after the warm-up, resource-holding states
     window: WindowRun | None = None  # the tail predictions analyse, if shorter than all
+    state_entries: dict[str, int] = field(default_factory=dict)  # begin records per state
 
     @property
     def start(self) -> tuple[str, str]:
@@ -332,14 +333,16 @@ def analysed_run(
             profiles=True,
         )
     active = measured_active(analysis, before)
+    entries = state_entries(open_trace(trace))
     run = TracedRun(
         cfg=cfg,
         trace=trace,
         result=result,
         path=summarize(analysis, str(trace), cut).bounded(busy(cfg, ref, active)),
-        state_means=state_means(analysis.profile, state_entries(open_trace(trace))),
+        state_means=state_means(analysis.profile, entries),
         state_active=active,
         window=_window_run(cfg, trace, start, end) if window else None,
+        state_entries=entries,
     )
     _write_sidecar(
         trace,
@@ -349,6 +352,7 @@ def analysed_run(
             "analysed": True,
             "path": run.path.to_json(),
             "state_means": run.state_means,
+            "state_entries": run.state_entries,
             "state_active": run.state_active,
             "window": run.window.to_json() if run.window is not None else None,
         },
@@ -436,6 +440,7 @@ _ANALYSED = {
     "result": _RESULT,
     "path": _PATH,
     "state_means": _NAMES,
+    "state_entries": (dict, _INT),
     "state_active": _NAMES,
     "window": (_NONE, _WINDOW),
 }
@@ -549,6 +554,7 @@ def load_run(cfg: Config, trace: Path) -> TracedRun:
             state_means={k: float(v) for k, v in data["state_means"].items()},
             state_active={k: float(v) for k, v in data["state_active"].items()},
             window=WindowRun.from_json(data["window"]) if data["window"] is not None else None,
+            state_entries={k: int(v) for k, v in data["state_entries"].items()},
         )
     except (KeyError, TypeError, AttributeError, ValueError, OverflowError) as exc:
         raise CpasimError(f"{side}: malformed run sidecar ({shown(exc)})") from None

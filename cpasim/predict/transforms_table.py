@@ -23,7 +23,9 @@ keys                             transform amount (old → new)
                                            engine on the I/O bus; PCIe or M5's bus,
                                            ``bus.kind = "m5"``): the transfer
 ``pcie.latency``                           part × old/new bandwidth, the bridge latency part
-                                           replaced (see "fixed parts" below)
+                                           replaced (see "fixed parts" below); on M5's bus
+                                           a register write's wait for the bus (``mmio
+                                           write``) × old/new bandwidth
 ``bus.on_die_clock``             scale     the DMA states of a NIC on die (``bus.kind =
                                            "on_die"``) and an on-die copy engine's transfers
                                            × old/new
@@ -153,7 +155,7 @@ from typing import Any
 from cpasim.analysis import Transforms
 from cpasim.config import ALL_HOSTS, FORWARDER, HOSTS, Config, spec_of
 from cpasim.errors import CpasimError
-from cpasim.model.bus_rules import BUS_STATES, READ, read_round_trip_ns
+from cpasim.model.bus_rules import BUS_STATES, MMIO_WAIT, READ, read_round_trip_ns
 from cpasim.model.copy_engine import STATES as ENGINE_STATES
 from cpasim.model.pcie import pcie_bytes_per_ns
 from cpasim.model.sockbuf import SOCK_MIN_SNDBUF, largest_window, setsockopt_buf
@@ -282,6 +284,10 @@ class Target:
     fixed: Callable[[Lookup], float] | None = None
     #: The factor for this target when it is not the rule's (``pace``).
     amount: Callable[[Lookup, Lookup], float] | None = None
+    #: The per-visit time of the state that the rule's factor scales, from the
+    #: baseline's state means and ``begin`` counts (a caller's share of the stalls run
+    #: on its lent core); the rest of the state is fixed.  None: all of it scales.
+    scaled: Callable[[str, Mapping[str, float], Mapping[str, int]], float] | None = None
 
 
 @dataclass(frozen=True)
@@ -451,6 +457,32 @@ _DMA_STATES = tuple(
     for sm, state, access in BUS_STATES
 )
 
+#: A register write waiting for M5's bus behind the DMA traffic queued ahead of it
+#: (:data:`~cpasim.model.bus_rules.MMIO_WAIT`): all of it is that traffic's time on
+#: the bus, so it scales with the bus, whole.
+_MMIO_WAIT = Target("{sys}:*:" + MMIO_WAIT)
+
+
+def _tail_writes_in(name: str, means: Mapping[str, float], entries: Mapping[str, int]) -> float:
+    """What a visit of a Linux 2.6.13 call state waits for M5's bus: its callees' tail
+    writes, run on its lent core (:data:`_CALL_TARGETS`).  A ``qdisc_restart`` transmits
+    one frame, one tail write; an ``ip_push_pending_frames`` call holds its
+    ``qdisc_restart``\\ s.  The mean wait of all the driver's tail writes stands for
+    those made in calls."""
+    sys = name.split(":", 1)[0]
+    wait = means.get(f"{sys}:Driver TX:{MMIO_WAIT}", 0.0)
+    if name.endswith(":qdisc_restart") or not wait:
+        return wait
+    calls = entries.get(name, 0)
+    return wait * entries.get(f"{sys}:IP Send:qdisc_restart", 0) / calls if calls else 0.0
+
+
+#: The 2.6.13 call states holding their callees' tail writes (:func:`_tail_writes_in`).
+_CALLS_WAITING = (
+    Target("{sys}:*:ip_push_pending_frames", scaled=_tail_writes_in),
+    Target("{sys}:IP Send:qdisc_restart", scaled=_tail_writes_in),
+)
+
 _CPU_TARGETS = (
     *(Target("{sys}:*:" + s) for s in CPU_STATES),
     Target("{sys}:Driver TX:xmit", _mmio),
@@ -460,7 +492,9 @@ _CPU_TARGETS = (
     Target("{sys}:NAPI:poll"),
 )
 
-#: Every state that burns a host's CPU cycles (``{sys}`` = the host).
+#: Every state that burns a host's CPU cycles (``{sys}`` = the host).  Not a register
+#: write's wait for M5's bus: its core stalls, but for the bus, which a faster or a
+#: second core would not shorten, so the cores' bound leaves it to the path.
 CPU_PATTERNS: tuple[str, ...] = tuple(t.pattern for t in _CPU_TARGETS)
 
 #: States of a caller inside a synchronous call whose work another SM does on the
@@ -520,7 +554,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         ("pcie.gen", "pcie.lanes", "pcie.latency"),
         SCALE,
-        _DMA_STATES,
+        (*_DMA_STATES, _MMIO_WAIT, *_CALLS_WAITING),
         _bus_bandwidth_ratio,
         "DMA transfer time is bus bytes / bandwidth; the bridge latency is fixed per access",
     ),
@@ -720,12 +754,18 @@ class Plan:
         return lines
 
 
-def plan_change(old: Config, new: Config, state_means: Mapping[str, float] | None = None) -> Plan:
+def plan_change(
+    old: Config,
+    new: Config,
+    state_means: Mapping[str, float] | None = None,
+    state_entries: Mapping[str, int] | None = None,
+) -> Plan:
     """Transforms that turn the dependence graph of a run of ``old`` into one of ``new``.
 
     ``state_means``: mean active time per visit of each ``sys:sm:state`` in the
-    baseline (:func:`state_means`); needed to keep fixed parts fixed, without
-    it a rule's factor applies to the whole state.
+    baseline (:func:`state_means`), and ``state_entries`` its ``begin`` records per
+    state; needed to keep fixed parts fixed, without them a rule's factor applies to
+    the whole state.
     """
     diffs = old.changes(new)
     hosts = ALL_HOSTS
@@ -772,7 +812,8 @@ def plan_change(old: Config, new: Config, state_means: Mapping[str, float] | Non
                     effects.append(Effect(label, old_text, new_text, CAPACITY, pattern, amount))
                 continue
             r = target.amount(lo, ln) if target.amount is not None else amount
-            for name, factor in _scale_entries(pattern, target, r, lo, ln, state_means):
+            entries = _scale_entries(pattern, target, r, lo, ln, state_means, state_entries)
+            for name, factor in entries:
                 if factor != 1.0:
                     scale.append((name, factor))
                     effects.append(Effect(label, old_text, new_text, SCALE, name, factor))
@@ -780,8 +821,18 @@ def plan_change(old: Config, new: Config, state_means: Mapping[str, float] | Non
     return Plan(transforms, tuple(effects))
 
 
-def _scale_entries(pattern, target, r, lo, ln, state_means):
+def _scale_entries(pattern, target, r, lo, ln, state_means, state_entries=None):
     """``(pattern, factor)`` pairs: one per concrete state when a fixed part needs its mean."""
+    if target.scaled is not None:
+        if not state_means or not state_entries:
+            return []  # nothing known of the part that scales: the state is left as it is
+        out = []
+        for name, mean in sorted(state_means.items()):
+            if fnmatchcase(name, pattern) and mean > 0:
+                part = min(mean, target.scaled(name, state_means, state_entries))
+                if part > 0:
+                    out.append((name, (mean - part + part * r) / mean))
+        return out
     if target.fixed is None or state_means is None:
         return [(pattern, r)]
     fixed_old, fixed_new = target.fixed(lo), target.fixed(ln)

@@ -288,6 +288,8 @@ class TracedContainer(_Untraceable, simpy.Container):
 
     _declare_capacity = True  # False: declared unbounded whatever SimPy's capacity
 
+    _unannotated = 0  # units held or asked for by unannotated holders (TracedPool only)
+
     def __init__(
         self,
         env,
@@ -327,8 +329,13 @@ class TracedContainer(_Untraceable, simpy.Container):
         if event._value is PENDING:
             need = 0
             for waiting in self.get_queue:  # a loop: cheaper than sum() over a generator
-                need += waiting.amount
-            sm.wait_empty(self.qid, need)
+                if waiting.code is not None:  # an untraced holder's turn is not on record
+                    need += waiting.amount
+            # Blocked only by units held untraced (TracedPool.take_untraced), the SM
+            # is not waiting on record: to the trace the units are there, and its
+            # wait stays in its own state until it takes one.
+            if self._level + self._unannotated < need:
+                sm.wait_empty(self.qid, need)
         return event
 
     def give(self, n: int, sm) -> None:
@@ -513,6 +520,42 @@ class TracedPool(TracedContainer):
         self.get_queue.remove(request)
         _succeed(request)
         self._emit_counted(request.code, 1)
+
+    # A unit held by something that is not annotated (M5's bridge forwarding a CPU's
+    # register write, cpasim.model.m5bus): it queues with the traced requests, in
+    # order, and records nothing.  To the trace the unit stays free: an SM that
+    # queues behind such a holder records no wait (get), so its wait is its own
+    # state's time and the identity invariant holds.
+    def take_untraced(self) -> bool:
+        """Take a unit now, recording nothing, if one is free and nobody queues."""
+        if self._level >= 1 and not self.get_queue:
+            self._level -= 1
+            self._unannotated += 1
+            return True
+        return False
+
+    def wait_untraced(self) -> ContainerGet:
+        """A request for a unit, in turn with the others, that records nothing when served."""
+        self._unannotated += 1
+        return _get_request(_TracedContainerGet, self, None, 1)
+
+    def release_untraced(self) -> None:
+        """Give back a unit taken by :meth:`take_untraced` or :meth:`wait_untraced`."""
+        if self._unannotated < 1:
+            raise RuntimeError(f"{':'.join(self.name)}: release without a matching acquire")
+        self._unannotated -= 1
+        self._level += 1
+        if self.get_queue:
+            self._trigger_get(None)
+
+    def _do_get(self, event):
+        if self._level >= event.amount:
+            self._level -= event.amount
+            _succeed(event)
+            if event.code is not None:  # None: a wait_untraced request
+                self._emit_counted(event.code, event.amount)
+            return True
+        return None
 
 
 class _UntracedPool(_PlainContainerOps, TracedPool):
