@@ -22,7 +22,6 @@ from cpasim.predict.transforms_table import (
     predictable_keys,
 )
 
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
