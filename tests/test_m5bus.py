@@ -202,7 +202,7 @@ def _write_during(t: M5Timing, at: float, dma: tuple | None):
 
     def cpu_side():
         yield env.timeout(at)
-        yield from bus.cpu_write(cpu, "driver")
+        yield from bus.cpu_write(NULL_SM, cpu)
         out["write"] = env.now
 
     def device():

@@ -667,8 +667,8 @@ class CpuCostParams:
         0.0,
         FLOAT,
         "Linux 2.6.13's e1000_xmit_frame per frame beyond its descriptor and tail write "
-        "(ip.send_path = 2.6.13); fitted to the seed's table 6.2 only as a what-if, by "
-        "calibration/fit_udp_tables.py",
+        "(ip.send_path = 2.6.13); on M5's bus the tail write's wait for the bus comes "
+        "on top (cpasim.model.m5bus)",
         lo=0,
         unit="cycles",
     )

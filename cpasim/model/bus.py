@@ -123,8 +123,8 @@ class Bus:
 
     A CPU's register write (:meth:`mmio_write`) is posted here: it does not wait for
     the bus, and the CPU pays a fixed stall.  Buses where it queues for the bus
-    (``queues_writes``, M5's) also offer ``cpu_write``, which the writer runs after
-    its fixed stall.
+    (``queues_writes``, M5's) also offer ``cpu_write(sm, cpu)``, which the writer
+    runs after its fixed stall.
     """
 
     queues_writes = False

@@ -65,7 +65,6 @@ from __future__ import annotations
 
 from collections import deque
 
-from cpasim.model.bus_rules import MMIO_WAIT
 from cpasim.protocol import IOAT_COMPLETION_BYTES, IOAT_NEXT_POINTER_BYTES
 from cpasim.trace import TracedContainer
 
@@ -168,8 +167,7 @@ class CopyEngine:
                 driver=self.c_desc * k + self.c_mmio,
             )
             if self.bus is not None and self.bus.queues_writes:
-                sm.begin(MMIO_WAIT)  # the append crosses the bus (M5's bridge)
-                yield from self.bus.cpu_write(cpu, "driver")
+                yield from self.bus.cpu_write(sm, cpu)  # the append crosses M5's bridge
             stack = 0.0
             self.sizes.extend(descs[posted : posted + k])
             posted += k

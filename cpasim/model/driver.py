@@ -66,7 +66,6 @@ from __future__ import annotations
 
 from collections import deque
 
-from cpasim.model.bus_rules import MMIO_WAIT
 from cpasim.trace import TracedContainer, TracedStore
 
 
@@ -231,8 +230,7 @@ class Driver:
         bus.mmio_write()
         yield cpu.work("driver", self.c_post * len(batch) + self.c_mmio)
         if bus.queues_writes:  # the tail write waits for the bus (M5's bridge)
-            sm.begin(MMIO_WAIT)
-            yield from bus.cpu_write(cpu, "driver")
+            yield from bus.cpu_write(sm, cpu)
         rings = self.rings
         rings.tx_pkts.extend(batch)
         rings.tx_ring.give(len(batch), sm)
@@ -275,8 +273,7 @@ class Driver:
                         buffer=self.c_alloc * n + self.c_free * cleaned,
                     )
                     if pkts and self.bus.queues_writes:  # the RX doorbell, as the TX's
-                        napi.begin(MMIO_WAIT)
-                        yield from self.bus.cpu_write(cpu, "driver")
+                        yield from self.bus.cpu_write(napi, cpu)
                         napi.begin("poll")
                     for pkt in pkts:
                         self.rx_out.put_now(pkt, napi)

@@ -64,6 +64,7 @@ from dataclasses import dataclass
 
 from cpasim.errors import CpasimError
 from cpasim.model.bus import Bus
+from cpasim.model.bus_rules import MMIO_WAIT
 from cpasim.model.pcie import BusTiming, Occupancy, encoding
 from cpasim.protocol import LANE_RATE, MMIO_BYTES, ceil_div
 
@@ -290,8 +291,8 @@ class DmaPort:
     def mmio_write(self) -> None:
         self.bus.mmio_write()
 
-    def cpu_write(self, cpu, category: str):
-        return self.bus.cpu_write(cpu, category)
+    def cpu_write(self, sm, cpu):
+        return self.bus.cpu_write(sm, cpu)
 
     def port(self, name: str) -> DmaPort:
         return self.bus.port(name)
@@ -337,17 +338,19 @@ class M5Bus(Bus):
     def dma_write(self, sm, nbytes: int, then: int = 0):
         yield from self._default.dma_write(sm, nbytes, then)
 
-    def cpu_write(self, cpu, category: str):
-        """Generator run by an SM holding a core of ``cpu``, after its register write's
-        own cost: the write waits in the bridge's queue for the bus, crosses it, and the
-        core stalls meanwhile (busy time of ``category``).  Records nothing."""
+    def cpu_write(self, sm, cpu):
+        """Generator run by ``sm`` holding a core of ``cpu``, after its register write's
+        own cost: in state ``mmio write`` (:data:`~cpasim.model.bus_rules.MMIO_WAIT`)
+        the write waits in the bridge's queue for the bus and crosses it, the core
+        stalled meanwhile (busy time of ``driver``).  The bus records nothing."""
         env, pool = self.env, self.up
+        sm.begin(MMIO_WAIT)
         start = env._now
         if not pool.take_untraced():
             yield pool.wait_untraced()
         yield env.timeout(self._mmio.down_ns)
         pool.release_untraced()
-        cpu.stalled(category, start)
+        cpu.stalled("driver", start)
 
     def _dma(self, port: DmaPort, sm, nbytes: int, write: bool):
         turn = port._take()
