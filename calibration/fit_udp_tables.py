@@ -2,7 +2,8 @@
 
 scenarios/udp-stream.toml runs the seed's sender (Linux 2.6.13's UDP send path with
 netfilter) on the seed's simulator's I/O bus (M5's, ``bus.kind = "m5"``), where the
-driver's tail write per frame waits in the bridge's queue behind the NIC's DMA.  One
+driver's tail write per frame crosses the bridge and back, waiting in its queue behind
+the NIC's DMA.  One
 cost of that sender is fitted, on the PCIe x4 run:
 
 * ``hosts.tx.cpu.cost.copy_send_per_byte`` (``do_csum_partial_copy_from_user``) to

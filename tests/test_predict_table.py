@@ -332,9 +332,10 @@ def test_scaled_metric_directions():
 
 
 def test_a_bus_change_scales_the_tail_writes_the_2613_calls_hold():
-    """On M5's bus a register write's wait (``mmio write``) scales with the bus, and so
-    does the part of each 2.6.13 call state its callees' tail writes took: one per
-    ``qdisc_restart``, as many per ``ip_push_pending_frames`` as it held."""
+    """On M5's bus a register write (``mmio write``) scales with the bus but for the
+    bridge, crossed both ways, and so does the part of each 2.6.13 call state its
+    callees' tail writes took: one per ``qdisc_restart``, as many per
+    ``ip_push_pending_frames`` as it held."""
     cfg = load_scenario(ROOT / "scenarios" / "udp-stream.toml")
     assert cfg.tx.bus.kind == "m5"
     new = cfg.with_overrides({"hosts.tx.pcie.lanes": 4})
@@ -346,12 +347,28 @@ def test_a_bus_change_scales_the_tail_writes_the_2613_calls_hold():
     entries = {"tx:IP Send:qdisc_restart": 120, "tx:App:ip_push_pending_frames": 10}
     plan = plan_change(cfg, new, means, entries)
     factors = dict(plan.transforms.scale)
-    assert factors["tx:*:mmio write"] == pytest.approx(0.25)
-    assert factors["tx:IP Send:qdisc_restart"] == pytest.approx((1000 + 3000 * 0.25) / 4000)
+    bridge = 2 * 100.0  # pcie.latency, both ways
+    assert factors["tx:Driver TX:mmio write"] == pytest.approx(
+        (bridge + (3000 - bridge) * 0.25) / 3000
+    )
+    assert factors["tx:IP Send:qdisc_restart"] == pytest.approx(
+        (1000 + bridge + (3000 - bridge) * 0.25) / 4000
+    )
     held = 12 * 3000.0  # twelve transmits per call
     assert factors["tx:App:ip_push_pending_frames"] == pytest.approx(
-        (60000 - held + held * 0.25) / 60000
+        (60000 - held + 12 * bridge + (held - 12 * bridge) * 0.25) / 60000
     )
+    # A slower bridge lengthens each write by its latency both ways, nothing else.
+    slow = cfg.with_overrides({"hosts.tx.pcie.latency": 150e-9})
+    f = dict(plan_change(cfg, slow, means, entries).transforms.scale)
+    assert f["tx:Driver TX:mmio write"] == pytest.approx((3000 + 100) / 3000)
+    assert f["tx:App:ip_push_pending_frames"] == pytest.approx((60000 + 12 * 100) / 60000)
+    # A faster clock leaves the writes as they are and halves the rest of the calls.
+    fast = cfg.with_overrides({"hosts.tx.cpu.freq": 8e9})
+    f = dict(plan_change(cfg, fast, means, entries).transforms.scale)
+    assert f["tx:IP Send:qdisc_restart"] == pytest.approx((3000 + 1000 * 0.5) / 4000)
+    assert f["tx:App:ip_push_pending_frames"] == pytest.approx((held + 24000 * 0.5) / 60000)
+    assert "tx:*:mmio write" not in f
     # Without the baseline's counts nothing is known of that part: the calls stay.
     bare = dict(plan_change(cfg, new, means).transforms.scale)
     assert "tx:IP Send:qdisc_restart" not in bare

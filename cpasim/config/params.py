@@ -506,12 +506,18 @@ class PcieParams:
     latency: float = param(
         "100ns",
         TIME,
-        "I/O bridge one-way latency (also M5's bridge delay, bus.kind = m5)",
+        "I/O bridge one-way latency (also M5's bridge delay, bus.kind = m5, which a "
+        "register write crosses both ways)",
         lo=0,
         hi="1ms",
     )
     mmio_latency: float = param(
-        "100ns", TIME, "CPU stall per MMIO write (doorbell)", lo=0, hi="1ms"
+        "100ns",
+        TIME,
+        "CPU stall per MMIO write (doorbell), posted; not used with bus.kind = m5, "
+        "where the stall is the write's round trip through M5's bridge",
+        lo=0,
+        hi="1ms",
     )
 
 

@@ -124,7 +124,7 @@ class Bus:
     A CPU's register write (:meth:`mmio_write`) is posted here: it does not wait for
     the bus, and the CPU pays a fixed stall.  Buses where it queues for the bus
     (``queues_writes``, M5's) also offer ``cpu_write(sm, cpu)``, which the writer
-    runs after its fixed stall.
+    runs instead of that stall: its round trip.
     """
 
     queues_writes = False

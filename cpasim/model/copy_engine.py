@@ -37,7 +37,8 @@ rate of its own, so its copies move as fast as its DMA crosses its interconnect
     a device on the host's I/O bus: every step above is a DMA over the bus
     (first names above, :data:`cpasim.model.bus_rules.BUS_STATES`), so received
     data crosses the bus three times (the NIC's DMA, the engine's read, its
-    write); a register access stalls the CPU ``pcie.mmio_latency``.
+    write); a register access stalls the CPU ``pcie.mmio_latency`` (on M5's bus, its
+    round trip through the bridge).
 ``on_die``
     next to the CPU, between L1 and L2: every step is a transfer on the on-die
     interconnect (second names above; M5's bus, ``bus.on_die_*``), the NIC's own
@@ -58,7 +59,8 @@ descriptors), ``Copy ring`` (descriptors the engine was told about), ``Copy done
 desc`` (no free descriptor), ``TcpRecvMsg: dma issue`` (``cpu.cost.descriptor``
 per descriptor and the append's register write), ``TcpRecvMsg: dma wait``
 (spinning or asleep until the last completion); on M5's bus each append's register
-write then waits in the bridge behind the DMA traffic, the core stalled: ``mmio write``.
+write then crosses the bridge and back, waiting there behind the DMA traffic, the core
+stalled: ``mmio write``.
 """
 
 from __future__ import annotations
@@ -100,7 +102,8 @@ class CopyEngine:
         self.page_size = p.page_size
         self.desc_size = p.desc_size
         self.spin = p.wait == "spin"
-        mmio_ns = bus_mmio_latency if on_bus else p.mmio_latency
+        # On M5's bus the stall is the append's round trip through the bridge (cpu_write).
+        mmio_ns = (0.0 if port.queues_writes else bus_mmio_latency) if on_bus else p.mmio_latency
         self.c_mmio = mmio_ns / cpu.ns_per_cycle
         self.c_desc = cpu.cost.descriptor
         self.sm = tracer.sm(sys, "Copy Engine", "0")

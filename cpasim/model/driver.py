@@ -11,9 +11,10 @@ State machines (``sys`` = the host); each holds a CPU core only while working:
     category ``driver``) for up to ``driver.tx_batch`` queued packets that have
     descriptors, and rings the doorbell: one MMIO write of the ring tail, the
     core stalling ``pcie.mmio_latency``; the descriptors are then visible to
-    the NIC (``TX ring``).  On M5's bus (``bus.kind = "m5"``) the tail write then
-    waits in the bridge behind the DMA traffic queued there, the core stalled:
-    ``mmio write`` (:meth:`cpasim.model.m5bus.M5Bus.cpu_write`).
+    the NIC (``TX ring``).  On M5's bus (``bus.kind = "m5"``) the core stalls
+    instead for the tail write's round trip through the bridge, where it waits
+    behind the DMA traffic queued there: ``mmio write``
+    (:meth:`cpasim.model.m5bus.M5Bus.cpu_write`).
 
     Under Linux 2.6.13's UDP send path (``ip.send_path = "2.6.13"``,
     :mod:`cpasim.model.ip_send`) the driver is that kernel's e1000: it writes
@@ -138,7 +139,9 @@ class Driver:
         self.c_irq = cpu.cycles("interrupt")
         self.c_alloc = cpu.cycles("skb_alloc")
         self.c_free = cpu.cycles("skb_free")
-        self.c_mmio = mmio_latency / cpu.ns_per_cycle
+        # A posted write's fixed stall; where writes queue (M5's bus) the stall is the
+        # write's own round trip through the bridge (cpu_write) instead.
+        self.c_mmio = 0.0 if bus.queues_writes else mmio_latency / cpu.ns_per_cycle
         self.busy = False  # Driver TX holds a packet it has not posted yet
         self.tx_sm = tracer.sm(sys, "Driver TX", inst)
         self._tracer, self._name = tracer, (sys, inst)

@@ -28,13 +28,19 @@ source of February 2009 has it (commit bebbc9dc89: ``src/mem/bus.cc``,
 
 - **Register writes**: a CPU's uncached write to a device register (a doorbell) goes
   out through the same bridge, into its one queue towards the I/O bus in arrival
-  order, behind the responses to the DMA reads already queued there; M5 does not
-  acknowledge writes early (``Bridge`` panics on ``write_ack``) and Alpha Linux's
-  ``writel`` ends in a memory barrier, so the CPU stalls until the write has
-  crossed.  Here the write waits its turn for the bus behind the runs already
-  holding or asking for it, crosses in one transaction, and the core stalls all the
-  while (:meth:`M5Bus.cpu_write`, untraced: M5's bridge was not annotated); the
-  round trip on an idle bus is still ``pcie.mmio_latency``.
+  order, behind the responses to the DMA reads already queued there.  M5 does not
+  acknowledge writes early (``Bridge`` panics on ``write_ack``): the device answers
+  ``pio_latency`` after the write reaches it (``Device.py``, ``Pci.py``: 1 ns), and
+  the answer crosses the bus and the bridge back.  Alpha Linux's ``writel`` ends in
+  a memory barrier, and M5's out-of-order CPU commits a barrier only once every
+  older store has completed (``commit_impl.hh``: "Waiting for all stores to
+  writeback"; ``lsq_unit_impl.hh``: a store completes on its response), so the CPU
+  stalls for the whole round trip.  Here the write crosses the bridge
+  (``pcie.latency``), waits its turn for the bus behind the runs already holding or
+  asking for it, crosses it, the device answers and its answer crosses the bus and
+  the bridge back; the core stalls all the while (:meth:`M5Bus.cpu_write`,
+  untraced: M5's bridge was not annotated).  ``pcie.mmio_latency``, the CPU's stall
+  for a write posted on PCIe, is not used on this bus.
 
 How it runs here.  A DMA's timeline on an otherwise idle bus is worked out by
 replaying these rules block by block (:func:`replay`), once per size, direction and
@@ -73,6 +79,10 @@ from cpasim.protocol import LANE_RATE, MMIO_BYTES, ceil_div
 BLOCK = 64
 
 PS_PER_NS = 1000  # M5 counts in picosecond ticks; the replay does too
+
+#: A device's answer to a register access, after the access reached it (gem5
+#: ``Pci.py``: ``PciDevice.pio_latency``, 1 ns).
+PIO_LATENCY_PS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +169,11 @@ class M5Timing(BusTiming):
 
     def mmio_write(self) -> Occupancy:
         return Occupancy(0.0, self.block_ps(MMIO_BYTES) / PS_PER_NS, 0, MMIO_BYTES, 0.0)
+
+    def register_write_ps(self) -> int:
+        """A register write's time on the bus: its transaction, the device's answer
+        (:data:`PIO_LATENCY_PS`) and the answer's (a header)."""
+        return self.block_ps(MMIO_BYTES) + PIO_LATENCY_PS + self.block_ps(0)
 
     def _alone(self, nbytes: int, write: bool) -> Occupancy:
         """A DMA from an idle port: its bus time, and what it waits beyond it."""
@@ -324,6 +339,8 @@ class M5Bus(Bus):
         self._timelines: dict[tuple[int, bool, int], Timeline] = {}
         self._ports: dict[str, DmaPort] = {}
         self._default = self.port("")
+        self._bridge_ns = timing.bridge_ps / PS_PER_NS
+        self._register_ns = timing.register_write_ps() / PS_PER_NS
 
     def port(self, name: str) -> DmaPort:
         """The DMA port of device ``name`` (one per device, made on first use)."""
@@ -341,15 +358,18 @@ class M5Bus(Bus):
     def cpu_write(self, sm, cpu):
         """Generator run by ``sm`` holding a core of ``cpu``, after its register write's
         own cost: in state ``mmio write`` (:data:`~cpasim.model.bus_rules.MMIO_WAIT`)
-        the write waits in the bridge's queue for the bus and crosses it, the core
-        stalled meanwhile (busy time of ``driver``).  The bus records nothing."""
+        the write crosses the bridge, waits in its queue for the bus, crosses it, and
+        the device's answer comes back the same way, the core stalled meanwhile (busy
+        time of ``driver``).  The bus records nothing."""
         env, pool = self.env, self.up
         sm.begin(MMIO_WAIT)
         start = env._now
+        yield env.timeout(self._bridge_ns)
         if not pool.take_untraced():
             yield pool.wait_untraced()
-        yield env.timeout(self._mmio.down_ns)
+        yield env.timeout(self._register_ns)
         pool.release_untraced()
+        yield env.timeout(self._bridge_ns)
         cpu.stalled("driver", start)
 
     def _dma(self, port: DmaPort, sm, nbytes: int, write: bool):

@@ -24,13 +24,18 @@ keys                             transform amount (old → new)
                                            ``bus.kind = "m5"``): the transfer
 ``pcie.latency``                           part × old/new bandwidth, the bridge latency part
                                            replaced (see "fixed parts" below); on M5's bus
-                                           a register write's wait for the bus (``mmio
-                                           write``) × old/new bandwidth
+                                           a register write (``mmio write``): its wait for
+                                           the bus and its transactions × old/new
+                                           bandwidth, the bridge both ways replaced, and
+                                           so the tail writes inside Linux 2.6.13's call
+                                           states
 ``bus.on_die_clock``             scale     the DMA states of a NIC on die (``bus.kind =
                                            "on_die"``) and an on-die copy engine's transfers
                                            × old/new
 ``cpu.freq``                     scale     every state that burns cycles on the host × old/new
-                                           (the TX doorbell's MMIO stall is a fixed part)
+                                           (the TX doorbell's MMIO stall is a fixed part,
+                                           and on M5's bus the tail writes inside Linux
+                                           2.6.13's call states)
 ``cpu.cores``                    bound     ``{sys}:CPU cores`` work / new cores (the pool's
                                            order is freed, see below)
 ``tcp.wmem``                     capacity  ``{sys}:Send buffer*`` + (new − old) bytes (fixed
@@ -104,6 +109,12 @@ start, as a larger ring or buffer would.  A larger send buffer
 window's growth alone gives.  The cause is not established; a candidate: each
 copy of the writer keeps, in the replay, the size it had in the baseline, where
 it took what was free or waited for a third of the smaller buffer.
+
+On M5's bus (``bus.kind = "m5"``) a register write's wait for the bus is not
+recorded (M5's bridge was not annotated), so a replay keeps each write's wait as
+the baseline's: a change that loads the bus more is predicted without the longer
+queueing (``udp-stream`` at x4 with ``cpu.freq`` doubled: 4.85 Gb/s predicted, 4.02
+re-simulated, the writes' mean wait grown from 0.9 to 1.3 µs).
 
 Pacing.  With BBR (and no ``fq`` qdisc) TCP paces itself: ``TcpSend`` waits
 in ``pace`` until the pacing clock lets the next packet go, and the clock runs
@@ -253,7 +264,15 @@ REFUSED: dict[str, str] = {
 
 
 def _mmio(v: Lookup) -> float:
-    return v("pcie.mmio_latency")
+    """A posted register write's fixed stall (none on M5's bus: the write's round trip
+    there is its own state, ``mmio write``)."""
+    return 0.0 if v("bus.kind") == "m5" else v("pcie.mmio_latency")
+
+
+def _register_round_trip(v: Lookup) -> float:
+    """The part of a register write on M5's bus that the bus's bandwidth does not
+    change: the bridge, both ways (:meth:`cpasim.model.m5bus.M5Bus.cpu_write`)."""
+    return 2 * v("pcie.latency")
 
 
 def _bridge_round_trip(v: Lookup) -> float:
@@ -284,10 +303,16 @@ class Target:
     fixed: Callable[[Lookup], float] | None = None
     #: The factor for this target when it is not the rule's (``pace``).
     amount: Callable[[Lookup, Lookup], float] | None = None
-    #: The per-visit time of the state that the rule's factor scales, from the
-    #: baseline's state means and ``begin`` counts (a caller's share of the stalls run
-    #: on its lent core); the rest of the state is fixed.  None: all of it scales.
-    scaled: Callable[[str, Mapping[str, float], Mapping[str, int]], float] | None = None
+    #: The per-visit time a call state spends in its callees' register writes on M5's
+    #: bus (run on its lent core) and how many writes that is, from the baseline's
+    #: state means and ``begin`` counts.  With ``writes_scale`` the rule's factor acts
+    #: on those writes only (``fixed`` is then per write) and the rest of the state is
+    #: left as it is; without, the writes are left as they are and the rest scales
+    #: (``fixed`` per visit, as for any state).
+    writes: Callable[[str, Mapping[str, float], Mapping[str, int]], tuple[float, float]] | None = (
+        None
+    )
+    writes_scale: bool = True
 
 
 @dataclass(frozen=True)
@@ -457,30 +482,36 @@ _DMA_STATES = tuple(
     for sm, state, access in BUS_STATES
 )
 
-#: A register write waiting for M5's bus behind the DMA traffic queued ahead of it
-#: (:data:`~cpasim.model.bus_rules.MMIO_WAIT`): all of it is that traffic's time on
-#: the bus, so it scales with the bus, whole.
-_MMIO_WAIT = Target("{sys}:*:" + MMIO_WAIT)
+#: A register write on M5's bus (:data:`~cpasim.model.bus_rules.MMIO_WAIT`): the bridge
+#: both ways, and its wait for the bus behind the DMA traffic queued ahead of it and its
+#: own transactions, which scale with the bus.
+_MMIO_WAIT = Target("{sys}:*:" + MMIO_WAIT, _register_round_trip)
 
 
-def _tail_writes_in(name: str, means: Mapping[str, float], entries: Mapping[str, int]) -> float:
-    """What a visit of a Linux 2.6.13 call state waits for M5's bus: its callees' tail
-    writes, run on its lent core (:data:`_CALL_TARGETS`).  A ``qdisc_restart`` transmits
-    one frame, one tail write; an ``ip_push_pending_frames`` call holds its
-    ``qdisc_restart``\\ s.  The mean wait of all the driver's tail writes stands for
-    those made in calls."""
+def _tail_writes_in(
+    name: str, means: Mapping[str, float], entries: Mapping[str, int]
+) -> tuple[float, float]:
+    """What a visit of a Linux 2.6.13 call state spends in M5's register writes, and how
+    many: its callees' tail writes, run on its lent core (:data:`_CALLS_WAITING`).  A
+    ``qdisc_restart`` transmits one frame, one tail write; an ``ip_push_pending_frames``
+    call holds its ``qdisc_restart`` states.  The mean of all the driver's tail writes stands
+    for those made in calls."""
     sys = name.split(":", 1)[0]
-    wait = means.get(f"{sys}:Driver TX:{MMIO_WAIT}", 0.0)
-    if name.endswith(":qdisc_restart") or not wait:
-        return wait
+    write = means.get(f"{sys}:Driver TX:{MMIO_WAIT}", 0.0)
+    if not write:
+        return 0.0, 0.0
+    if name.endswith(":qdisc_restart"):
+        return write, 1.0
     calls = entries.get(name, 0)
-    return wait * entries.get(f"{sys}:IP Send:qdisc_restart", 0) / calls if calls else 0.0
+    n = entries.get(f"{sys}:IP Send:qdisc_restart", 0) / calls if calls else 0.0
+    return write * n, n
 
 
-#: The 2.6.13 call states holding their callees' tail writes (:func:`_tail_writes_in`).
+#: The 2.6.13 call states holding their callees' tail writes (:func:`_tail_writes_in`):
+#: the bus's rule scales the writes in them.
 _CALLS_WAITING = (
-    Target("{sys}:*:ip_push_pending_frames", scaled=_tail_writes_in),
-    Target("{sys}:IP Send:qdisc_restart", scaled=_tail_writes_in),
+    Target("{sys}:*:ip_push_pending_frames", _register_round_trip, writes=_tail_writes_in),
+    Target("{sys}:IP Send:qdisc_restart", _register_round_trip, writes=_tail_writes_in),
 )
 
 _CPU_TARGETS = (
@@ -506,8 +537,8 @@ CPU_PATTERNS: tuple[str, ...] = tuple(t.pattern for t in _CPU_TARGETS)
 #: doorbell's stall, which the clock does not change (a ``do_softirq``'s polls are
 #: scaled whole, as ``NAPI:poll`` is).
 _CALL_TARGETS = (
-    Target("{sys}:*:ip_push_pending_frames"),
-    Target("{sys}:IP Send:qdisc_restart", _mmio),
+    Target("{sys}:*:ip_push_pending_frames", writes=_tail_writes_in, writes_scale=False),
+    Target("{sys}:IP Send:qdisc_restart", _mmio, writes=_tail_writes_in, writes_scale=False),
     Target("{sys}:IP Send:do_softirq"),
 )
 
@@ -823,16 +854,10 @@ def plan_change(
 
 def _scale_entries(pattern, target, r, lo, ln, state_means, state_entries=None):
     """``(pattern, factor)`` pairs: one per concrete state when a fixed part needs its mean."""
-    if target.scaled is not None:
-        if not state_means or not state_entries:
-            return []  # nothing known of the part that scales: the state is left as it is
-        out = []
-        for name, mean in sorted(state_means.items()):
-            if fnmatchcase(name, pattern) and mean > 0:
-                part = min(mean, target.scaled(name, state_means, state_entries))
-                if part > 0:
-                    out.append((name, (mean - part + part * r) / mean))
-        return out
+    if target.writes is not None and state_means and state_entries:
+        return _writes_entries(pattern, target, r, lo, ln, state_means, state_entries)
+    if target.writes is not None and target.writes_scale:
+        return []  # nothing known of the writes in the state: it is left as it is
     if target.fixed is None or state_means is None:
         return [(pattern, r)]
     fixed_old, fixed_new = target.fixed(lo), target.fixed(ln)
@@ -847,6 +872,31 @@ def _scale_entries(pattern, target, r, lo, ln, state_means, state_entries=None):
             continue
         out.append((name, (fixed_new + (mean - fixed_old) * r) / mean))
     return out or [(pattern, r)]
+
+
+def _writes_entries(pattern, target, r, lo, ln, state_means, state_entries):
+    """``(state, factor)`` pairs for a call state holding M5 register writes (see
+    :attr:`Target.writes`)."""
+    fixed_old = target.fixed(lo) if target.fixed else 0.0
+    fixed_new = target.fixed(ln) if target.fixed else 0.0
+    out = []
+    for name, mean in sorted(state_means.items()):
+        if not fnmatchcase(name, pattern) or mean <= 0:
+            continue
+        held, n = target.writes(name, state_means, state_entries)
+        held = min(mean, held)
+        if target.writes_scale:
+            if not held:
+                continue
+            fo, fn = min(held, fixed_old * n), fixed_new * n
+            new = mean - held + fn + (held - fo) * r
+        else:  # as any state with a fixed part, the writes left out
+            rest = mean - held
+            # A fixed part longer than the rest is not on every entry: scale all.
+            fixed = (fixed_old, fixed_new) if rest >= fixed_old else (0.0, 0.0)
+            new = held + fixed[1] + (rest - fixed[0]) * r
+        out.append((name, new / mean))
+    return out if out or target.writes_scale else [(pattern, r)]
 
 
 def state_means(profile: list[dict], entries: Mapping[str, int]) -> dict[str, float]:
