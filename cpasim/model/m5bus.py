@@ -61,9 +61,9 @@ at M5's defaults), DMA buffers that do not start on a block boundary.  So a regi
 write finds the bus free during the round trip before a read's first response, where
 in M5 the port's next DMA could already be sending: ``udp-stream`` at x4 is not
 monotone in the bridge's latency (30 ms: 3.30 Gb/s at 25 ns, 3.22 at 50 ns, 3.36 at
-100 ns, 3.24 at 200 ns, 3.52 at 400 ns).  A register write also joins the bus's queue when it is
-through the bridge, not in its arrival order (holding its place from arrival gives
-the same ``udp-stream`` figures at x1 and x4).
+100 ns, 3.24 at 200 ns, 3.52 at 400 ns).  A register write also joins the bus's
+queue when it is through the bridge, not in its arrival order (holding its place
+from arrival gives the same ``udp-stream`` figures at x1 and x4).
 ``calibration/m5bus_transactions.py`` arbitrates every transaction of all DMAs
 together by the same rules, to check what these leave out (calibration/SEEDS.md).
 """
