@@ -26,6 +26,7 @@ from pathlib import Path
 from cpasim.config import load_scenario
 from cpasim.errors import script_main
 from cpasim.model import device
+from cpasim.model.bus_rules import MMIO_WAIT
 from cpasim.model.m5bus import DmaPort, M5Bus, clock_edge
 from cpasim.model.pcie import Occupancy
 from cpasim.predict.runs import traced_run
@@ -61,6 +62,16 @@ class _Dma:
         self.sm, self.port, self.write = sm, port, write
         self.req, self.resp = req, resp
         self.remaining = len(req)
+        self.done = done
+
+
+class _Write:
+    """A CPU's register write crossing from the bridge: no SM holds the bus for it."""
+
+    sm = None
+    write = True
+
+    def __init__(self, done):
         self.done = done
 
 
@@ -107,6 +118,24 @@ class TransactionBus(M5Bus):
             self.holder = None
         self._count(Occupancy(0.0, 0.0, nbytes, 0, 0.0), write, 0.0)
 
+    def cpu_write(self, sm, cpu):
+        """As :meth:`M5Bus.cpu_write`, the write arbitrated with the DMA transactions: it
+        enters the bridge's queue toward the bus after crossing the bridge, in order
+        with the DMA responses there, and takes its transaction, the device's answer
+        and the answer's header on the bus."""
+        env = self.env
+        sm.begin(MMIO_WAIT)
+        start = env._now
+        w = _Write(env.event())
+        ready = round((env.now + self._bridge_ns) * 1000)
+        heapq.heappush(self.bridge, (ready, self.order, False, w, 0))
+        self.order += 1
+        if self.kick is not None and not self.kick.triggered:
+            self.kick.succeed()
+        yield w.done
+        yield env.timeout(self._bridge_ns)
+        cpu.stalled("driver", start)
+
     def _next(self):
         """(asked at, order, port or None for the bridge) of who goes next."""
         best = (max(self.bridge[0][0], self.bridge_at), -1, None) if self.bridge else None
@@ -133,7 +162,7 @@ class TransactionBus(M5Bus):
                     continue
             d, dur = self._send(best[2], start)
             self.bus_free = start + dur
-            if self.holder is not d.sm:  # the pool goes with the transaction
+            if d.sm is not None and self.holder is not d.sm:  # the pool goes with it
                 if self.holder is not None:
                     self.up.release(self.holder)
                 self.up.acquire_now(d.sm)
@@ -146,6 +175,10 @@ class TransactionBus(M5Bus):
         if port is None:  # the bridge: a response or a NACK
             _, _, nack, d, i = heapq.heappop(self.bridge)
             self.bridge_at = start + 1
+            if isinstance(d, _Write):
+                dur = t.register_write_ps()
+                self.env.timeout(dur / 1000).callbacks.append(lambda _e: d.done.succeed())
+                return d, dur
             p = d.port
             if nack:
                 p.backoff = t.nacked(p.backoff)

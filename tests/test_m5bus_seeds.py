@@ -58,7 +58,7 @@ def test_the_engine_on_m5s_bus_leads_the_path_with_the_nics_writes(copy_engine_m
 @pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
-    reason="1.494 Gb/s against 2.6 (-42.5%, 30 ms; on PCIe x4 1.730, -33%): on M5's bus "
+    reason="1.547 Gb/s against 2.6 (-40.5%, 30 ms; on PCIe x4 1.783, -31%): on M5's bus "
     "gem5's engine is slower per 1448-byte descriptor than on PCIe x4 (about 4.2 us: "
     "every write waits for the bridge's acknowledgements, every 64-byte block pays a "
     "header cycle), the bus is 69% busy (not the limit: the engine's steps are in "

@@ -1,16 +1,17 @@
 """A DMA copy engine (Intel I/OAT style) doing TCP's kernel→user copies.
 
-Linux 2.6.18's NET_DMA hands the copies of ``tcp_recvmsg`` to the engine: the
-reader builds one copy descriptor per received segment (at most
-``copy_engine.copy_size`` bytes each), the ``ioatdma`` driver links them into the
+Linux 2.6.18's NET_DMA hands TCP's receive copies to the engine
+(:mod:`cpasim.model.netdma`: who posts them, when, and who waits).  The
+``ioatdma`` driver here makes each copy one descriptor per segment (at most
+``copy_engine.copy_size`` bytes each, cut at the reader's pages), links them into the
 engine's chain and rings it (``IOAT_CHANCMD_APPEND``, one uncached register write)
-every ``copy_engine.batch`` descriptors, and once more for the rest at the end of
-the call (``dma_async_memcpy_issue_pending``); before returning the reader waits
-until the engine has done them all: it spins on the core (``copy_engine.wait =
-"spin"``, as 2.6.18 does) or sleeps.  Checking for completions costs no register
-access: the driver reads the completion status the engine wrote to memory.  The
-descriptors come from a ring of ``copy_engine.ring``; the buffers stay charged to
-the receive buffer until their copies are done.
+each time ``copy_engine.batch`` descriptors are pending, and once more for the rest
+when the reader is done issuing (``dma_async_memcpy_issue_pending``); a running
+engine also reaches descriptors linked behind the one it fetched without an append
+(through their next pointers).  Checking for completions costs no register access:
+the driver reads the completion status the engine wrote to memory.  The
+descriptors come from a ring of ``copy_engine.ring``; the reader waits for free ones
+(Linux allocates more).
 
 The engine is the seed's simulator's (M5's, now gem5's ``CopyEngine``, one
 channel: net_dma gives each CPU its own): for each descriptor, in series,
@@ -54,13 +55,14 @@ done`` (for the reader) and the descriptor back to ``Copy desc free``.
 
 Queues: ``Copy desc free`` (free descriptors: a credit queue, declared unbounded
 with an initial resize to the ring size, so ``--capacity`` on it means more
-descriptors), ``Copy ring`` (descriptors the engine was told about), ``Copy done``
-(completions).  In the reader's SM (see :meth:`CopyEngine.copy`): ``dma wait
-desc`` (no free descriptor), ``TcpRecvMsg: dma issue`` (``cpu.cost.descriptor``
-per descriptor and the append's register write), ``TcpRecvMsg: dma wait``
-(spinning or asleep until the last completion); on M5's bus each append's register
-write then crosses the bridge and back, waiting there behind the DMA traffic, the core
-stalled: ``mmio write``.
+descriptors), ``Copy ring`` (descriptors announced to the engine by an append),
+``Copy done`` (completions).  In the poster's SM: ``TcpRecvMsg: dma issue`` (the
+reader, :meth:`CopyEngine.post`) or ``tcp_dma_try_early_copy`` (the softirq,
+:meth:`CopyEngine.post_early`), ``cpu.cost.descriptor`` per descriptor and the
+append's register write; ``dma wait desc`` (the reader finds no free descriptor);
+``TcpRecvMsg: dma wait`` (spinning or asleep until the last completion); on M5's bus
+each append's register write then crosses the bridge and back, waiting there behind
+the DMA traffic, the core stalled: ``mmio write``.
 """
 
 from __future__ import annotations
@@ -114,23 +116,24 @@ class CopyEngine:
         # Bytes of each posted descriptor, in order, negative for the last descriptor
         # of a copy (the one that writes a completion status).
         self.sizes: deque[int] = deque()
+        self.pending = 0  # descriptors linked since the last append (ioatdma's pending)
+        self.linked = 0  # of those, the ones the engine has not reached yet
         self.copies = 0  # descriptors done
         self.desc_waits = 0  # times the reader found too few free descriptors
         self.bytes = 0
         env.process(self._run())
 
-    # --- the reader's side (tcp_recvmsg with NET_DMA) ------------------------------------
+    # --- the driver (ioatdma of Linux 2.6.18), run by its callers holding a core ----------
 
-    def descriptors(self, nbytes: int, mss: int) -> list[int]:
+    def descriptors(self, nbytes: int, mss: int, at: int = 0) -> list[int]:
         """The descriptors copying ``nbytes`` received in segments of ``mss`` into a
-        page-aligned user buffer: Linux's ``dma_memcpy_to_iovec`` makes one copy per
-        segment and cuts it where it would cross a page of the buffer
+        page-aligned user buffer from its offset ``at``: Linux's ``dma_memcpy_to_iovec``
+        makes one copy per segment and cuts it where it would cross a page of the buffer
         (``copy_engine.page_size``), the driver cuts each copy into descriptors of at
         most the engine's transfer cap (``copy_size``); the last descriptor of each
         copy is negative (see ``sizes``)."""
         cap, page = self.copy_size, self.page_size
         out: list[int] = []
-        at = 0  # offset in the user buffer
         while nbytes > 0:
             seg = min(mss, nbytes)
             nbytes -= seg
@@ -144,39 +147,83 @@ class CopyEngine:
                 out.append(-piece)
         return out
 
-    def copy(self, sm, nbytes: int, mss: int, stack: float):
-        """Generator run by ``read()`` holding a core: copy ``nbytes`` (segments of
-        ``mss``) with the engine and wait for the copies; ``stack`` is CPU work due with
-        the first issue (system call, the app's own)."""
+    def post(self, sm, descs: list[int], *, stack: float = 0.0, final: bool = False):
+        """Generator run by ``read()``: link ``descs`` into the engine's chain, ringing it
+        each time ``copy_engine.batch`` descriptors are pending and, with ``final``, for
+        the rest (``dma_async_memcpy_issue_pending``), in state ``TcpRecvMsg: dma
+        issue``; with too few free descriptors it waits (``dma wait desc``).  ``stack``
+        is CPU work due with the first issue; returns what of it is still due (none
+        was issued)."""
         cpu, free = self.cpu, self.free
-        descs = self.descriptors(nbytes, mss)
-        total = len(descs)
-        posted = 0
-        while posted < total:
-            k = min(self.batch, total - posted)
+        total, i = len(descs), 0
+        while i < total or (final and self.pending):
+            k = min(self.batch - self.pending, total - i)
             if free.level < k:
                 # The resource loop: descriptors come back only as copies complete.
                 sm.begin("dma wait desc")
                 self.desc_waits += 1
                 stack += yield from self._wait(sm, free.get(k, sm))
-            else:
+            elif k:
                 free.grab(k, sm)
-            if self.bus is not None:
+            self._link(descs[i : i + k])
+            i += k
+            ring = self.pending >= self.batch or (final and i == total)
+            if ring and self.bus is not None:
                 self.bus.mmio_write()
             yield cpu.spend(
                 sm,
                 "TcpRecvMsg: dma issue",
                 stack=stack,
-                driver=self.c_desc * k + self.c_mmio,
+                driver=self.c_desc * k + (self.c_mmio if ring else 0.0),
             )
-            if self.bus is not None and self.bus.queues_writes:
-                yield from self.bus.cpu_write(sm, cpu)  # the append crosses M5's bridge
             stack = 0.0
-            self.sizes.extend(descs[posted : posted + k])
-            posted += k
-            self.ring.give(k, sm)
+            if ring:
+                yield from self._append(sm)
+        return stack
+
+    def post_early(self, sm, descs: list[int]):
+        """Generator run by the softirq (``tcp_dma_try_early_copy``): link ``descs``,
+        ringing the engine if ``copy_engine.batch`` are pending now, in state
+        ``tcp_dma_try_early_copy``; returns False, posting nothing, when too few
+        descriptors are free (the softirq cannot wait)."""
+        k = len(descs)
+        if self.free.level < k:
+            return False
+        self.free.grab(k, sm)
+        self._link(descs)
+        ring = self.pending >= self.batch
+        if ring and self.bus is not None:
+            self.bus.mmio_write()
+        yield self.cpu.spend(
+            sm,
+            "tcp_dma_try_early_copy",
+            driver=self.c_desc * k + (self.c_mmio if ring else 0.0),
+        )
+        if ring:
+            yield from self._append(sm)
+        return True
+
+    def wait_done(self, sm, n: int):
+        """Generator run by ``read()``: wait until ``n`` more descriptors are done, in
+        ``TcpRecvMsg: dma wait``; returns the CPU cycles still due for the wait."""
         sm.begin("TcpRecvMsg: dma wait")
-        return (yield from self._wait(sm, self.done.get(total, sm)))
+        return (yield from self._wait(sm, self.done.get(n, sm)))
+
+    def _link(self, descs: list[int]) -> None:
+        """Link ``descs`` behind the chain's last descriptor: an engine that fetches that
+        one from now on finds them through its next pointer."""
+        self.sizes.extend(descs)
+        self.pending += len(descs)
+        self.linked += len(descs)
+
+    def _append(self, sm):
+        """Generator: ring the engine (``IOAT_CHANCMD_APPEND``): the descriptors linked
+        since the last append are announced to it."""
+        if self.bus is not None and self.bus.queues_writes:
+            yield from self.bus.cpu_write(sm, self.cpu)  # crosses M5's bridge and back
+        if self.linked:
+            self.ring.give(self.linked, sm)
+        self.linked = self.pending = 0
 
     def _wait(self, sm, event):
         """Generator: wait for ``event`` (the reader's core given up meanwhile); returns
@@ -205,7 +252,11 @@ class CopyEngine:
         chained = False
         sm.begin("idle")
         while True:
-            if ring.level:
+            if chained and not ring.level:
+                # Linked behind the one just done, not announced yet: the engine reaches
+                # it through the next pointer it read.
+                self.linked -= 1
+            elif ring.level:
                 ring.grab(1, sm)
             else:
                 sm.begin("idle")
@@ -218,7 +269,7 @@ class CopyEngine:
             sm.begin(s_desc)
             yield from port.dma_read(sm, self.desc_size)
             # Its next pointer is set if the driver had linked another one by now.
-            chained = ring.level > 0
+            chained = ring.level > 0 or self.linked > 0
             sm.begin("set-up")
             yield env.timeout(self.latency)
             n = self.sizes.popleft()

@@ -16,6 +16,7 @@ from cpasim.model.cpu import Cpu
 from cpasim.model.device import host_device
 from cpasim.model.ip import IpLayer
 from cpasim.model.memory import make_memory
+from cpasim.model.netdma import NetDma
 from cpasim.model.socket import TcpSocket, UdpSocket
 from cpasim.model.tcp import TcpConnection
 from cpasim.model.udp import UdpEndpoint
@@ -86,9 +87,10 @@ class Host:
         )
         if self.engine is not None:  # read() then waits for copies with the socket locked
             conn.add_socket_lock(self.env, self.tracer, self.sys)
+            conn.netdma = NetDma(self.env, self.tracer, self.sys, conn, self.engine, self.cpu)
         self.tcp.append(conn)
         self.ip.register("tcp", conn.conn, conn)
-        return TcpSocket(conn, self.cpu, self.engine)
+        return TcpSocket(conn, self.cpu)
 
     def open_udp(self, idx: int, *, poll: bool = False, name: str = "") -> UdpSocket:
         ep = UdpEndpoint(

@@ -14,9 +14,11 @@ entered in the caller's SM:
   between two of them;
 * TCP ``read()``: ``sk_wait_data`` (blocked on the ``Receive buffer``),
   ``TcpRecvMsg: copy`` (kernel→user copy, freeing the buffers); it may send a
-  window update (``tcp_send_ack``).  With ``copy_engine.enabled`` the copy is the
-  engine's (:mod:`cpasim.model.copy_engine`): ``TcpRecvMsg: dma issue``,
-  ``TcpRecvMsg: dma wait`` (and ``dma wait desc``), then ``TcpRecvMsg: free``;
+  window update (``tcp_send_ack``).  With ``copy_engine.enabled`` the copies are the
+  engine's, as Linux 2.6.18's NET_DMA (:mod:`cpasim.model.netdma`): ``sk_wait_data``
+  on ``Reader wake`` while the softirq copies arriving segments early,
+  ``TcpRecvMsg: dma issue``, ``TcpRecvMsg: dma wait`` (and ``dma wait desc``), then
+  ``TcpRecvMsg: free``; every ``write()`` marks its last segment PSH;
 * UDP ``sendto()``: ``UdpSendMsg: copy``, then IP output in the caller
   (``ip_fragment``, ``nf_hook``, ``ip_push_pending_frames`` into the ``qdisc``);
   with ``ip.send_path = "2.6.13"``, ``alloc_skb``, ``do_csum_partial_copy_from_user``
@@ -47,10 +49,9 @@ COPY_SEGMENTS = 4
 class TcpSocket:
     """The application's handle on one :class:`~cpasim.model.tcp.TcpConnection`."""
 
-    def __init__(self, conn, cpu, engine=None) -> None:
+    def __init__(self, conn, cpu) -> None:
         self.conn = conn
         self.cpu = cpu
-        self.engine = engine  # the host's CopyEngine, which then does read()'s copies
 
     def write(self, sm, nbytes: int, *, block: bool = True, user: float = 0.0):
         """Copy ``nbytes`` into the send buffer; returns the bytes taken.
@@ -126,6 +127,8 @@ class TcpSocket:
                     cpu.release(sm)
                     sm.begin("preempted")  # runnable, waiting for the core: no CPU work
                     yield from cpu.take(sm)
+        if done:
+            c.mark_push()
         if extra:  # nothing copied (non-blocking, no room): the call still cost its entry
             yield cpu.spend(sm, "sys_write", stack=extra)
         return done
@@ -134,6 +137,8 @@ class TcpSocket:
         """Wait for data, then copy up to ``nbytes`` of it out; returns the bytes read."""
         c, cpu = self.conn, self.cpu
         extra = cpu.cycles("syscall") + user
+        if c.netdma is not None:  # the copies are the engine's
+            return (yield from c.netdma.read(sm, nbytes, extra))
         taken = 0
         if c.rcvbuf.level < 1:
             sm.begin("sk_wait_data")
@@ -142,9 +147,6 @@ class TcpSocket:
             taken = 1
         got = c.copy_out(sm, nbytes, taken)
         segs = -(-got // c.mss)
-        if self.engine is not None:
-            yield from self._engine_copy(sm, got, segs, extra)
-            return got
         copy = cpu.cycles("copy_recv", got)
         if copy and cpu.memory is not None:
             copy = cpu.stall(copy, 2 * got)
@@ -159,19 +161,6 @@ class TcpSocket:
         if c.window_update_due():
             yield from c.send_window_update(sm)
         return got
-
-    def _engine_copy(self, sm, got: int, segs: int, extra: float):
-        """The rest of read() with a copy engine (Linux 2.6.18's NET_DMA): the copies
-        are the engine's, and the socket stays locked until they are done."""
-        c, cpu = self.conn, self.cpu
-        c.lock()  # segments arriving while the copies run wait in the backlog
-        switch = yield from self.engine.copy(sm, got, c.mss, extra)
-        # The buffers wait for their copies to be done before they are freed.
-        yield cpu.spend(sm, "TcpRecvMsg: free", stack=switch, buffer=cpu.cycles("skb_free") * segs)
-        c.copied_out(got)
-        if c.window_update_due():
-            yield from c.send_window_update(sm)
-        yield from c.release(sm)  # release_sock: the backlog, in order
 
 
 class UdpSocket:

@@ -55,9 +55,11 @@ shrinking window),
 
 from __future__ import annotations
 
+from collections import deque
+
 from cpasim.model import cc
 from cpasim.model.memory import send_touch
-from cpasim.model.packet import ACK, Packet
+from cpasim.model.packet import ACK, PSH, Packet
 from cpasim.model.sockbuf import SocketBuffers
 from cpasim.model.tcp_linux import TIMEOUT_MIN_NS, LinuxSender
 from cpasim.model.tcp_rules import Receiver, RenoSender
@@ -185,6 +187,9 @@ class TcpConnection:
         # classic path keeps its results, which count such credits twice on an ACK).
         self._grabbed = 0
         self.rcv_in_copy = 0  # bytes taken by read() and still being copied
+        self.netdma = None  # with a copy engine: cpasim.model.netdma.NetDma
+        # Stream offsets where write()s ended: the segment holding one carries PSH.
+        self.push_ends: deque[int] = deque()
         self.announced_edge = bufs.syn_window  # right edge of the last advertised window
         self.delack_deadline: float | None = None
         self.rto_deadline: float | None = None
@@ -203,7 +208,8 @@ class TcpConnection:
     # Bytes a write() or read() is copying belong to neither queue meanwhile; only
     # these methods move them, so that at every instant
     #   free send buffer + snd_in_copy + queued or unacked = sndbuf_size, and
-    #   bytes read = rcv_nxt - Receive buffer - rcv_in_copy.
+    #   bytes read = rcv_nxt - Receive buffer - rcv_in_copy (- netdma.got, the bytes
+    #   copied early for a read() not yet returned).
     def copy_in(self, sm, nbytes: int, taken: int = 0) -> int:
         """A write() takes ``nbytes`` of free send buffer (``taken`` of them taken
         already, by a blocking get) to copy into; returns the bytes taken."""
@@ -217,6 +223,10 @@ class TcpConnection:
         self.snd_in_copy -= nbytes
         self.bytes_queued += nbytes
         self.sendq.put_now(nbytes, sm)
+
+    def mark_push(self) -> None:
+        """A write() ends here: tcp_push marks the segment holding its last byte PSH."""
+        self.push_ends.append(self.bytes_queued)
 
     def send_head_free(self) -> bool:
         """Would a buffer queued now be the send head, with room in the window for
@@ -407,6 +417,12 @@ class TcpConnection:
         self.bufs.rcv_wnd = wnd
         r.on_ack_sent()  # the ACK rides along
         self.delack_deadline = None
+        flags = ACK
+        ends = self.push_ends
+        if ends and n and ends[0] <= seq + n and not retrans:
+            while ends and ends[0] <= seq + n:
+                ends.popleft()
+            flags |= PSH
         return Packet(
             conn=self.conn,
             proto="tcp",
@@ -418,7 +434,7 @@ class TcpConnection:
             seq=seq,
             ack=r.rcv_nxt,
             wnd=wnd,
-            flags=ACK,
+            flags=flags,
             sent_ns=now,
             retrans=retrans,
         )
@@ -477,7 +493,10 @@ class TcpConnection:
         for seq, n in rtx:
             yield from self._retransmit(sm, seq, n, charge=False)
         if delivered:
-            self.rcvbuf.give(delivered, sm)
+            if self.netdma is None:
+                self.rcvbuf.give(delivered, sm)
+            else:  # NET_DMA: the softirq may copy them to a sleeping reader
+                yield from self.netdma.deliver(sm, pkt, delivered)
         if self.linux_rcv and pkt.payload:
             r = self.receiver
             queued = int(self.rcvbuf.level) + self.rcv_in_copy + r.ofo_bytes

@@ -191,6 +191,7 @@ CPU_STATES = (
     "TcpSendMsg: copy",
     "TcpRecvMsg: copy",
     "TcpRecvMsg: dma issue",
+    "tcp_dma_try_early_copy",
     "TcpRecvMsg: free",
     "UdpSendMsg: copy",
     "UdpRecvMsg: copy",
