@@ -270,7 +270,7 @@ def test_each_descriptor_is_done_in_series_as_gem5s_engine():
         cpu=cpu,
         port=Bus(env, "rx", timing, NULL_TRACER),
     )
-    engine.sizes.append(-1448)
+    engine._link([-1448])
     engine.ring.give(1, None)
     env.run(until=engine.done.get(1, None))
 

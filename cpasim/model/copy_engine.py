@@ -56,13 +56,14 @@ done`` (for the reader) and the descriptor back to ``Copy desc free``.
 Queues: ``Copy desc free`` (free descriptors: a credit queue, declared unbounded
 with an initial resize to the ring size, so ``--capacity`` on it means more
 descriptors), ``Copy ring`` (descriptors announced to the engine by an append),
-``Copy done`` (completions).  In the poster's SM: ``TcpRecvMsg: dma issue`` (the
-reader, :meth:`CopyEngine.post`) or ``tcp_dma_try_early_copy`` (the softirq,
-:meth:`CopyEngine.post_early`), ``cpu.cost.descriptor`` per descriptor and the
-append's register write; ``dma wait desc`` (the reader finds no free descriptor);
-``TcpRecvMsg: dma wait`` (spinning or asleep until the last completion); on M5's bus
-each append's register write then crosses the bridge and back, waiting there behind
-the DMA traffic, the core stalled: ``mmio write``.
+``Copy done`` (completions, one instance per reader: :meth:`CopyEngine.done_for`).
+In the poster's SM: ``TcpRecvMsg: dma issue`` (the reader, :meth:`CopyEngine.post`)
+or ``tcp_dma_try_early_copy`` (the softirq, :meth:`CopyEngine.post_early`),
+``cpu.cost.descriptor`` per descriptor and the append's register write; ``dma wait
+desc`` (the reader finds no free descriptor); ``TcpRecvMsg: dma wait`` (spinning or
+asleep until the last completion); on M5's bus each append's register write then
+crosses the bridge and back, waiting there behind the DMA traffic, the core stalled:
+``mmio write``.
 """
 
 from __future__ import annotations
@@ -112,10 +113,13 @@ class CopyEngine:
         q = (env, tracer, sys)
         self.free = TracedContainer(*q, "Copy desc free", "0", init=p.ring, conn_flow=False)
         self.ring = TracedContainer(*q, "Copy ring", "0", owner=self.sm)
-        self.done = TracedContainer(*q, "Copy done", "0", owner=self.sm)
+        self._q = q
+        self._done: dict[str, TracedContainer] = {}
+        self.done = self.done_for("0")
         # Bytes of each posted descriptor, in order, negative for the last descriptor
         # of a copy (the one that writes a completion status).
         self.sizes: deque[int] = deque()
+        self.owners: deque[TracedContainer] = deque()  # each descriptor's Copy done
         self.pending = 0  # descriptors linked since the last append (ioatdma's pending)
         self.linked = 0  # of those, the ones the engine has not reached yet
         self.copies = 0  # descriptors done
@@ -147,13 +151,24 @@ class CopyEngine:
                 out.append(-piece)
         return out
 
-    def post(self, sm, descs: list[int], *, stack: float = 0.0, final: bool = False):
+    def done_for(self, inst: str) -> TracedContainer:
+        """The ``Copy done`` queue of reader ``inst`` (a connection): one unit per
+        descriptor of its done.  The channel completes in order, so a reader waiting
+        for its own descriptors waits for every one linked before its last, as Linux
+        waits for its last cookie."""
+        done = self._done.get(inst)
+        if done is None:
+            done = self._done[inst] = TracedContainer(*self._q, "Copy done", inst, owner=self.sm)
+        return done
+
+    def post(self, sm, descs: list[int], *, stack: float = 0.0, final: bool = False, done=None):
         """Generator run by ``read()``: link ``descs`` into the engine's chain, ringing it
         each time ``copy_engine.batch`` descriptors are pending and, with ``final``, for
         the rest (``dma_async_memcpy_issue_pending``), in state ``TcpRecvMsg: dma
         issue``; with too few free descriptors it waits (``dma wait desc``).  ``stack``
-        is CPU work due with the first issue; returns what of it is still due (none
-        was issued)."""
+        is CPU work due with the first issue; ``done`` the reader's ``Copy done``
+        (:meth:`done_for`; the engine's own by default).  Returns the ``stack`` still
+        due (none was issued)."""
         cpu, free = self.cpu, self.free
         total, i = len(descs), 0
         while i < total or (final and self.pending):
@@ -165,7 +180,7 @@ class CopyEngine:
                 stack += yield from self._wait(sm, free.get(k, sm))
             elif k:
                 free.grab(k, sm)
-            self._link(descs[i : i + k])
+            self._link(descs[i : i + k], done)
             i += k
             ring = self.pending >= self.batch or (final and i == total)
             if ring and self.bus is not None:
@@ -181,7 +196,7 @@ class CopyEngine:
                 yield from self._append(sm)
         return stack
 
-    def post_early(self, sm, descs: list[int]):
+    def post_early(self, sm, descs: list[int], done=None):
         """Generator run by the softirq (``tcp_dma_try_early_copy``): link ``descs``,
         ringing the engine if ``copy_engine.batch`` are pending now, in state
         ``tcp_dma_try_early_copy``; returns False, posting nothing, when too few
@@ -190,7 +205,7 @@ class CopyEngine:
         if self.free.level < k:
             return False
         self.free.grab(k, sm)
-        self._link(descs)
+        self._link(descs, done)
         ring = self.pending >= self.batch
         if ring and self.bus is not None:
             self.bus.mmio_write()
@@ -203,16 +218,19 @@ class CopyEngine:
             yield from self._append(sm)
         return True
 
-    def wait_done(self, sm, n: int):
-        """Generator run by ``read()``: wait until ``n`` more descriptors are done, in
-        ``TcpRecvMsg: dma wait``; returns the CPU cycles still due for the wait."""
+    def wait_done(self, sm, n: int, done=None):
+        """Generator run by ``read()``: wait until ``n`` more of its descriptors (those
+        posted with ``done``) are done, in ``TcpRecvMsg: dma wait``; returns the CPU
+        cycles still due for the wait."""
         sm.begin("TcpRecvMsg: dma wait")
-        return (yield from self._wait(sm, self.done.get(n, sm)))
+        return (yield from self._wait(sm, (done or self.done).get(n, sm)))
 
-    def _link(self, descs: list[int]) -> None:
-        """Link ``descs`` behind the chain's last descriptor: an engine that fetches that
-        one from now on finds them through its next pointer."""
+    def _link(self, descs: list[int], done=None) -> None:
+        """Link ``descs`` (done into ``done``, the engine's own ``Copy done`` by default)
+        behind the chain's last descriptor: an engine that fetches that one from now
+        on finds them through its next pointer."""
         self.sizes.extend(descs)
+        self.owners.extend([done or self.done] * len(descs))
         self.pending += len(descs)
         self.linked += len(descs)
 
@@ -273,6 +291,7 @@ class CopyEngine:
             sm.begin("set-up")
             yield env.timeout(self.latency)
             n = self.sizes.popleft()
+            owner = self.owners.popleft()
             last = n < 0
             if last:
                 n = -n
@@ -287,7 +306,7 @@ class CopyEngine:
                 yield env.timeout(self.completion_latency)
             self.copies += 1
             self.bytes += n
-            self.done.give(1, sm)
+            owner.give(1, sm)
             self.free.give(1, sm)
 
     def _transfer(self, dma, n: int):

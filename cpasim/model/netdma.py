@@ -40,6 +40,7 @@ class NetDma:
         self.engine = engine
         self.cpu = cpu
         self.wake = TracedContainer(env, tracer, sys, "Reader wake", conn.conn[1:])
+        self.done = engine.done_for(conn.conn[1:])  # this reader's completions
         self.want = 0  # ucopy.len: bytes the sleeping reader can still take early
         self.woken = True  # ucopy.wakeup: no early copy until the reader has run
         # What the softirq copied early for the current read() (bytes: until it returns).
@@ -62,7 +63,7 @@ class NetDma:
             and not c.sw_csum  # the NIC checked the sum (CHECKSUM_UNNECESSARY)
         ):
             descs = self.engine.descriptors(delivered, c.mss, at=self.got)
-            if (yield from self.engine.post_early(sm, descs)):
+            if (yield from self.engine.post_early(sm, descs, self.done)):
                 self.want -= delivered
                 self.got += delivered
                 self.early_bytes += delivered
@@ -96,8 +97,8 @@ class NetDma:
         c.lock()  # segments arriving while the copies run wait in the backlog
         got = c.copy_out(sm, nbytes - early) if nbytes > early else 0
         queued = engine.descriptors(got, c.mss, at=early)
-        extra = yield from engine.post(sm, queued, stack=extra, final=True)
-        switch = yield from engine.wait_done(sm, descs + len(queued))
+        extra = yield from engine.post(sm, queued, stack=extra, final=True, done=self.done)
+        switch = yield from engine.wait_done(sm, descs + len(queued), self.done)
         # The buffers wait for their copies to be done before they are freed.
         segs += -(-got // c.mss)
         yield cpu.spend(
