@@ -270,9 +270,9 @@ def test_each_descriptor_is_done_in_series_as_gem5s_engine():
         cpu=cpu,
         port=Bus(env, "rx", timing, NULL_TRACER),
     )
-    engine._link([-1448])
+    engine._link([-1448], engine.done_for("0"))
     engine.ring.give(1, None)
-    env.run(until=engine.done.get(1, None))
+    env.run(until=engine.done_for("0").get(1, None))
 
     def read(n):
         occ = timing.dma_read(n)

@@ -85,14 +85,16 @@ def _engine():
 
 def test_a_running_engine_reaches_descriptors_linked_behind_it_without_an_append():
     env, engine = _engine()
-    engine._link([-1448])
+    engine._link([-1448], engine.done_for("0"))
     env.run(until=env.process(engine._append(None)))
     while engine.sizes:  # until the engine has read the descriptor and begun its copy
         env.step()
-    engine._link([-1448])  # linked, not announced: the driver's pending < batch
+    engine._link(
+        [-1448], engine.done_for("0")
+    )  # linked, not announced: the driver's pending < batch
     env.run(until=env.now + 100_000.0)
     assert engine.copies == 1  # fetched before the link: its next pointer was null
-    engine._link([-1448])
+    engine._link([-1448], engine.done_for("0"))
     assert engine.pending == 2 and engine.linked == 2
     env.run(until=env.now + 100_000.0)
     assert engine.copies == 1  # an idle engine waits for the append
@@ -103,9 +105,11 @@ def test_a_running_engine_reaches_descriptors_linked_behind_it_without_an_append
 
 def test_descriptors_linked_before_the_engine_fetches_the_last_are_chained():
     env, engine = _engine()
-    engine._link([-1448])
+    engine._link([-1448], engine.done_for("0"))
     env.run(until=env.process(engine._append(None)))
-    engine._link([-1448, -1448])  # before the engine has read the first descriptor
+    engine._link(
+        [-1448, -1448], engine.done_for("0")
+    )  # before the engine has read the first descriptor
     env.run(until=env.now + 100_000.0)
     assert engine.copies == 3
     assert engine.linked == 0 and engine.pending == 2  # reached without an append

@@ -115,7 +115,7 @@ class CopyEngine:
         self.ring = TracedContainer(*q, "Copy ring", "0", owner=self.sm)
         self._q = q
         self._done: dict[str, TracedContainer] = {}
-        self.done = self.done_for("0")
+        self.done_for("0")  # the first reader's, declared with the engine's own queues
         # Bytes of each posted descriptor, in order, negative for the last descriptor
         # of a copy (the one that writes a completion status).
         self.sizes: deque[int] = deque()
@@ -161,14 +161,13 @@ class CopyEngine:
             done = self._done[inst] = TracedContainer(*self._q, "Copy done", inst, owner=self.sm)
         return done
 
-    def post(self, sm, descs: list[int], *, stack: float = 0.0, final: bool = False, done=None):
+    def post(self, sm, descs: list[int], done, *, stack: float = 0.0, final: bool = False):
         """Generator run by ``read()``: link ``descs`` into the engine's chain, ringing it
         each time ``copy_engine.batch`` descriptors are pending and, with ``final``, for
         the rest (``dma_async_memcpy_issue_pending``), in state ``TcpRecvMsg: dma
         issue``; with too few free descriptors it waits (``dma wait desc``).  ``stack``
         is CPU work due with the first issue; ``done`` the reader's ``Copy done``
-        (:meth:`done_for`; the engine's own by default).  Returns the ``stack`` still
-        due (none was issued)."""
+        (:meth:`done_for`).  Returns the ``stack`` still due (none was issued)."""
         cpu, free = self.cpu, self.free
         total, i = len(descs), 0
         while i < total or (final and self.pending):
@@ -182,21 +181,19 @@ class CopyEngine:
                 free.grab(k, sm)
             self._link(descs[i : i + k], done)
             i += k
-            ring = self.pending >= self.batch or (final and i == total)
-            if ring and self.bus is not None:
-                self.bus.mmio_write()
+            append = self.pending >= self.batch or (final and i == total)
             yield cpu.spend(
                 sm,
                 "TcpRecvMsg: dma issue",
                 stack=stack,
-                driver=self.c_desc * k + (self.c_mmio if ring else 0.0),
+                driver=self.c_desc * k + (self.c_mmio if append else 0.0),
             )
             stack = 0.0
-            if ring:
+            if append:
                 yield from self._append(sm)
         return stack
 
-    def post_early(self, sm, descs: list[int], done=None):
+    def post_early(self, sm, descs: list[int], done):
         """Generator run by the softirq (``tcp_dma_try_early_copy``): link ``descs``,
         ringing the engine if ``copy_engine.batch`` are pending now, in state
         ``tcp_dma_try_early_copy``; returns False, posting nothing, when too few
@@ -206,39 +203,40 @@ class CopyEngine:
             return False
         self.free.grab(k, sm)
         self._link(descs, done)
-        ring = self.pending >= self.batch
-        if ring and self.bus is not None:
-            self.bus.mmio_write()
+        append = self.pending >= self.batch
         yield self.cpu.spend(
             sm,
             "tcp_dma_try_early_copy",
-            driver=self.c_desc * k + (self.c_mmio if ring else 0.0),
+            driver=self.c_desc * k + (self.c_mmio if append else 0.0),
         )
-        if ring:
+        if append:
             yield from self._append(sm)
         return True
 
-    def wait_done(self, sm, n: int, done=None):
+    def wait_done(self, sm, n: int, done):
         """Generator run by ``read()``: wait until ``n`` more of its descriptors (those
         posted with ``done``) are done, in ``TcpRecvMsg: dma wait``; returns the CPU
         cycles still due for the wait."""
         sm.begin("TcpRecvMsg: dma wait")
-        return (yield from self._wait(sm, (done or self.done).get(n, sm)))
+        return (yield from self._wait(sm, done.get(n, sm)))
 
-    def _link(self, descs: list[int], done=None) -> None:
-        """Link ``descs`` (done into ``done``, the engine's own ``Copy done`` by default)
-        behind the chain's last descriptor: an engine that fetches that one from now
-        on finds them through its next pointer."""
+    def _link(self, descs: list[int], done) -> None:
+        """Link ``descs`` (their completions into ``done``) behind the chain's last
+        descriptor: an engine that fetches that one from now on finds them through its
+        next pointer."""
         self.sizes.extend(descs)
-        self.owners.extend([done or self.done] * len(descs))
+        self.owners.extend([done] * len(descs))
         self.pending += len(descs)
         self.linked += len(descs)
 
     def _append(self, sm):
-        """Generator: ring the engine (``IOAT_CHANCMD_APPEND``): the descriptors linked
-        since the last append are announced to it."""
-        if self.bus is not None and self.bus.queues_writes:
-            yield from self.bus.cpu_write(sm, self.cpu)  # crosses M5's bridge and back
+        """Generator, after the register write's CPU cost: ring the engine
+        (``IOAT_CHANCMD_APPEND``): the descriptors linked since the last append are
+        announced to it."""
+        if self.bus is not None:
+            self.bus.mmio_write()
+            if self.bus.queues_writes:
+                yield from self.bus.cpu_write(sm, self.cpu)  # M5's bridge and back
         if self.linked:
             self.ring.give(self.linked, sm)
         self.linked = self.pending = 0

@@ -97,7 +97,7 @@ class NetDma:
         c.lock()  # segments arriving while the copies run wait in the backlog
         got = c.copy_out(sm, nbytes - early) if nbytes > early else 0
         queued = engine.descriptors(got, c.mss, at=early)
-        extra = yield from engine.post(sm, queued, stack=extra, final=True, done=self.done)
+        extra = yield from engine.post(sm, queued, self.done, stack=extra, final=True)
         switch = yield from engine.wait_done(sm, descs + len(queued), self.done)
         # The buffers wait for their copies to be done before they are freed.
         segs += -(-got // c.mss)
