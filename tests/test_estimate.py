@@ -90,11 +90,15 @@ def test_huge_run_warns_first_and_stops_cleanly_on_ctrl_c(tmp_path):
         env=env,
         cwd=tmp_path,
     )
-    first = proc.stderr.readline()
-    assert first.startswith("cpasim: warning: about 2.1e+09 events to simulate"), first
-    time.sleep(1.0)  # well into the simulation
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    try:
+        first = proc.stderr.readline()
+        assert first.startswith("cpasim: warning: about 2.1e+09 events to simulate"), first
+        time.sleep(1.0)  # well into the simulation
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()  # a failed check must not leave a run of 1000 TB behind
+        proc.communicate()
     assert proc.returncode == 130, err
     assert err.strip() == "cpasim: run interrupted, no result" and out == ""
 
