@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -40,11 +41,47 @@ def test_short_work_shows_nothing(monkeypatch, capsys):
     assert capsys.readouterr().err == ""
 
 
-def test_nothing_when_stderr_is_no_terminal(monkeypatch, capsys):
+@pytest.fixture
+def piped(monkeypatch):
+    """stderr taken for a pipe, and the plain lines due at once and often."""
     monkeypatch.delenv("FORCE_COLOR", raising=False)
     monkeypatch.setenv("TERM", "dumb")
-    monkeypatch.setattr(progress, "PROGRESS_AFTER_S", 0.0)
-    with progress.activity("piped"):
+    monkeypatch.setattr(progress, "PROGRESS_AFTER_S", 0.05)
+    monkeypatch.setattr(progress, "PLAIN_EVERY_S", 0.05)
+
+
+def _err_until(capsys, text: str) -> str:
+    """stderr captured until ``text`` shows in it (a line is due within a second)."""
+    err, deadline = "", time.monotonic() + 30
+    while text not in err and time.monotonic() < deadline:
+        time.sleep(0.01)
+        err += capsys.readouterr().err
+    assert text in err
+    return err
+
+
+def test_off_a_terminal_plain_lines_name_the_step_and_the_time(piped, capsys):
+    with progress.activity("cpasim predict"):
+        err = _err_until(capsys, "cpasim predict (")
+        with progress.note("simulating into a.cpt"):
+            err += _err_until(capsys, "cpasim predict: simulating into a.cpt (")
+    err += capsys.readouterr().err
+    lines = err.splitlines()
+    assert lines and all(
+        re.fullmatch(r"cpasim predict(: simulating into a\.cpt)? \(\d+ s\)", line) for line in lines
+    ), lines
+    time.sleep(0.2)  # the work is over: no more lines
+    assert capsys.readouterr() == ("", "")
+    with progress.activity("compiling the analyzer"):  # not a command: cpasim says it
+        _err_until(capsys, "cpasim: compiling the analyzer (")
+
+
+def test_off_a_terminal_short_work_and_no_progress_show_nothing(piped, monkeypatch, capsys):
+    with progress.activity("quiet", enabled=False):
+        time.sleep(0.3)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(progress, "PROGRESS_AFTER_S", 2.0)
+    with progress.activity("short"):
         time.sleep(0.3)
     assert capsys.readouterr().err == ""
 
