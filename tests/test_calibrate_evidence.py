@@ -66,6 +66,7 @@ def test_proposals_carry_what_the_capture_and_report_show():
     assert "link.rate" not in props  # the bottleneck is the model's, not the link's
 
 
+@pytest.mark.slow
 def test_capture_alone_tells_a_fixed_buffer_from_autotuning():
     """Without iperf3's report: a window that grew only while rcv_ssthresh climbed to
     its clamp (31,819 -> 39,096 B) is a fixed SO_RCVBUF, and Linux's rules map it back
@@ -84,6 +85,7 @@ def test_capture_alone_tells_a_fixed_buffer_from_autotuning():
         assert evidence.request_for_window(window, tcp, 1448) == w * 1024, window
 
 
+@pytest.mark.slow
 def test_apply_sets_every_proposal():
     cfg = evidence.apply(load_scenario(None), _proposals(), where="test")
     assert cfg.value("link.mtu") == 1500
@@ -101,6 +103,7 @@ def test_apply_refuses_a_value_with_its_key_and_evidence():
         evidence.apply(load_scenario(None), [bad], where="cap.pcap")
 
 
+@pytest.mark.slow
 def test_window_limited_capture_fits_the_delay_not_the_rate(tmp_path):
     """The failure of a rate-only fit: it slowed link.rate to 31.7 Mb/s and left link.delay
     at its default although the capture shows the round trip."""
@@ -122,6 +125,7 @@ def test_window_limited_capture_fits_the_delay_not_the_rate(tmp_path):
     assert out.read_text().count("# set ") >= 10
 
 
+@pytest.mark.slow
 def test_rate_limited_capture_fits_the_bottleneck_rate(tmp_path):
     """tbf 20 Mb/s, 1 ms, -w 256K: the bottleneck holds the goodput, so its rate (not the
     hosts' link) is what remains; it lands on the tbf's rate within 0.5 %."""
@@ -148,6 +152,7 @@ def issue_fit(tmp_path_factory):
     return _run(args, out), out
 
 
+@pytest.mark.slow
 def test_issue_case_twenty_ms_window_limited(issue_fit):
     """The evidence sets the delay to about 10 ms per direction, the bottleneck, the
     buffer request and the congestion control before anything is fitted; the fit then
@@ -179,6 +184,7 @@ TRANSFERS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "sets"), TRANSFERS)
 def test_written_scenario_transfers(issue_fit, name, sets):
     """A user changes only what they know (iperf3 -w, the congestion control, the tbf
@@ -207,6 +213,7 @@ def _error(capsys, *args) -> str:
     return err
 
 
+@pytest.mark.slow
 def test_bad_inputs_one_line_exit_2(capsys, tmp_path):
     base = tmp_path / "b.toml"
     base.write_text("")
@@ -272,16 +279,21 @@ def test_search_without_a_root_finds_the_closest_point_and_says_at_edge():
         # calibration/pacing.sh: the same transfers with the sending namespace's default
         # congestion control bbr (Linux keeps the socket paced after -C switches it) or
         # reno (ACK-clocked).
-        ("pacing/cubic_defbbr", "on"),
-        ("pacing/cubic_defreno", "auto"),
-        ("pacing/reno_defbbr", "on"),
+        pytest.param("pacing/cubic_defbbr", "on", marks=pytest.mark.slow),
+        pytest.param("pacing/cubic_defreno", "auto", marks=pytest.mark.slow),
+        pytest.param("pacing/reno_defbbr", "on", marks=pytest.mark.slow),
         ("pacing/reno_defreno", "auto"),
         # The grid: a cubic socket created under bbr, one created after a reno run,
-        # Reno, and BBR (which asks for pacing itself).
-        ("grid/cubic_r50m_d10ms_q15k_wauto_r1", "on"),
-        ("grid/cubic_r50m_d10ms_q2bdp_w64k_r1", "auto"),
-        ("grid/reno_r50m_d10ms_q15k_wauto_r1", "auto"),
-        ("grid/bbr_r50m_d10ms_q15k_wauto_r1", "on"),
+        # Reno, and BBR (which asks for pacing itself).  Longer captures: slow.
+        *[
+            pytest.param(path, paced, marks=pytest.mark.slow)
+            for path, paced in [
+                ("grid/cubic_r50m_d10ms_q15k_wauto_r1", "on"),
+                ("grid/cubic_r50m_d10ms_q2bdp_w64k_r1", "auto"),
+                ("grid/reno_r50m_d10ms_q15k_wauto_r1", "auto"),
+                ("grid/bbr_r50m_d10ms_q15k_wauto_r1", "on"),
+            ]
+        ],
     ],
 )
 def test_capture_tells_a_paced_sender(path, paced):
@@ -290,6 +302,7 @@ def test_capture_tells_a_paced_sender(path, paced):
     assert found.key == "tcp.pacing" and found.value == paced, found.evidence
 
 
+@pytest.mark.slow
 def test_python_api_fits_from_the_evidence_on_a_fixed_buffer_scenario():
     """cpasim.calibrate without params is calibrate fit without --params, library-side;
     started from a shipped scenario with cpasim's fixed buffers, the evidence replaces

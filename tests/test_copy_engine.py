@@ -210,7 +210,10 @@ def test_a_copy_that_costs_nothing_moves_nothing_through_memory():
     "sets",
     [
         (*IO_BUS, "memory.bandwidth=20Gbps", "link.loss=0.01"),
-        (*ENGINE, "hosts.rx.copy_engine.wait=sleep", "workload.connections=2"),
+        pytest.param(
+            (*ENGINE, "hosts.rx.copy_engine.wait=sleep", "workload.connections=2"),
+            marks=pytest.mark.slow,
+        ),
     ],
 )
 def test_same_seed_same_results_and_tracing_changes_nothing(sets, tmp_path):

@@ -25,8 +25,8 @@ ZERO_COSTS = [
 @pytest.mark.parametrize(
     ("scenario", "sets"),
     [
-        ("tcp-stream.toml", ["sim.duration=40ms"]),
-        ("udp-stream.toml", ["sim.duration=30ms"]),
+        pytest.param("tcp-stream.toml", ["sim.duration=40ms"], marks=pytest.mark.slow),
+        pytest.param("udp-stream.toml", ["sim.duration=30ms"], marks=pytest.mark.slow),
         ("pingpong.toml", []),
         ("tcp-stream.toml", ["workload.bytes=2MB", "sim.warmup=0s"]),
     ],
@@ -78,6 +78,7 @@ def test_trace_size_follows_the_trace_format():
     assert 0 < cpt < jsonl
 
 
+@pytest.mark.slow
 def test_huge_run_warns_first_and_stops_cleanly_on_ctrl_c(tmp_path):
     """The warning comes before the run; Ctrl-C ends it with one line and status 130."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

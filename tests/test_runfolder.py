@@ -98,6 +98,7 @@ def test_api_run_folder(tmp_path):
         cpasim.run(STREAM, over, out=tmp_path / "api")
 
 
+@pytest.mark.slow
 def test_validate_run_folder(tmp_path, capsys):
     run = tmp_path / "v"
     argv = ["validate", STREAM, *SHORT, "--change", "link.rate=2.5Gbps", "--json"]
@@ -116,6 +117,7 @@ def test_validate_run_folder(tmp_path, capsys):
     assert exc.value.code == 2 and "not empty" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_ladder_run_folder(tmp_path, capsys):
     run = tmp_path / "l"
     with pytest.raises(SystemExit) as exc:

@@ -48,6 +48,7 @@ def test_tcp_stream_ladder_matches_the_seed(index):
     assert got == pytest.approx(seed[name], rel=TOLERANCE[name])
 
 
+@pytest.mark.slow
 def test_tcp_stream_config1_is_link_bound():
     from cpasim.config import load_scenario
     from cpasim.model.link import link_goodput
@@ -488,6 +489,7 @@ def test_webserver_third_core_for_interrupts_matches_the_seed():
     assert all(lo <= bps <= hi for bps in r.goodput_bps_per_connection.values())
 
 
+@pytest.mark.slow
 def test_interrupt_cores_leave_the_application_its_own():
     """A core reserved for interrupts is not a third core for anything: the run
     differs from two shared cores, and is deterministic."""

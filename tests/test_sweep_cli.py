@@ -86,6 +86,7 @@ def small_results(path):
     return path
 
 
+@pytest.mark.slow
 def test_plot_command_writes_the_figure(tmp_path):
     results = small_results(tmp_path / "s.csv")
     result = invoke("plot", str(results), "--x", "link.rate", "--y", "goodput_bps")
