@@ -146,6 +146,7 @@ def test_cpu_time_never_exceeds_the_cores_while_spinning():
         assert busy <= 1.0 + 1e-9 and r.cpu_utilization["rx"]["idle"] >= 0.0
 
 
+@pytest.mark.slow  # the quick suite checks each key in tests/test_params_matter.py
 @pytest.mark.parametrize(
     ("key", "value", "sets"),
     [
