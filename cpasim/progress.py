@@ -111,7 +111,8 @@ class Activity:
 
 @contextmanager
 def activity(text: str, enabled: bool = True) -> Iterator[Activity]:
-    """A spinner for the work inside; nested uses name a new step of the outer one."""
+    """A spinner (off a terminal, plain lines) for the work inside; nested uses name a
+    new step of the outer one."""
     global _current
     if _current is not None:
         outer, before = _current, _current.text
