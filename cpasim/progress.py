@@ -5,10 +5,11 @@ once the work has lasted :data:`PROGRESS_AFTER_S`; shorter work
 shows nothing.  It goes to stderr only (stdout stays the command's output, e.g.
 its ``--json``) and is transient (gone when the work ends).  A simulation inside it
 shows its own bar: the spinner steps aside between :func:`suspend` and
-:func:`resume` (rich draws one live display at a time).  Where stderr is no
-terminal (a pipe, a log file) nothing is drawn; a plain line names the step and the
-time spent instead, first after :data:`PROGRESS_AFTER_S`, then every
-:data:`PLAIN_EVERY_S`, so that a log of a long command is never silent for long.
+:func:`resume` (rich draws one live display at a time).  Where stderr is a pipe
+or a file (a log) nothing is drawn; a plain line names the step and the time spent
+instead, first after :data:`PROGRESS_AFTER_S`, then every :data:`PLAIN_EVERY_S`, so
+that a log of a long command is never silent for long.  Written to a buffer in
+memory (a test runner's capture, a notebook's), progress shows nothing.
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ class Activity:
             self._timer = threading.Timer(PROGRESS_AFTER_S, self._show)
             self._timer.daemon = True
             self._timer.start()
-        else:  # a spinner in a log file is noise (rich would leave a blank line)
+        elif _is_a_file(sys.stderr):  # a spinner in a log is noise (rich leaves a blank line)
             self._plain = threading.Thread(target=self._lines, daemon=True)
             self._plain.start()
 
@@ -107,6 +108,15 @@ class Activity:
         self._done.set()
         if self._plain is not None:
             self._plain.join()
+
+
+def _is_a_file(stream) -> bool:
+    """Whether ``stream`` writes to a pipe or a file, not to a buffer in memory."""
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        return False
+    return True
 
 
 @contextmanager
