@@ -273,27 +273,23 @@ def test_search_without_a_root_finds_the_closest_point_and_says_at_edge():
     assert edge.at_edge and edge.x == pytest.approx(10.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("path", "paced"),
     [
         # calibration/pacing.sh: the same transfers with the sending namespace's default
         # congestion control bbr (Linux keeps the socket paced after -C switches it) or
         # reno (ACK-clocked).
-        pytest.param("pacing/cubic_defbbr", "on", marks=pytest.mark.slow),
-        pytest.param("pacing/cubic_defreno", "auto", marks=pytest.mark.slow),
-        pytest.param("pacing/reno_defbbr", "on", marks=pytest.mark.slow),
+        ("pacing/cubic_defbbr", "on"),
+        ("pacing/cubic_defreno", "auto"),
+        ("pacing/reno_defbbr", "on"),
         ("pacing/reno_defreno", "auto"),
         # The grid: a cubic socket created under bbr, one created after a reno run,
-        # Reno, and BBR (which asks for pacing itself).  Longer captures: slow.
-        *[
-            pytest.param(path, paced, marks=pytest.mark.slow)
-            for path, paced in [
-                ("grid/cubic_r50m_d10ms_q15k_wauto_r1", "on"),
-                ("grid/cubic_r50m_d10ms_q2bdp_w64k_r1", "auto"),
-                ("grid/reno_r50m_d10ms_q15k_wauto_r1", "auto"),
-                ("grid/bbr_r50m_d10ms_q15k_wauto_r1", "on"),
-            ]
-        ],
+        # Reno, and BBR (which asks for pacing itself).
+        ("grid/cubic_r50m_d10ms_q15k_wauto_r1", "on"),
+        ("grid/cubic_r50m_d10ms_q2bdp_w64k_r1", "auto"),
+        ("grid/reno_r50m_d10ms_q15k_wauto_r1", "auto"),
+        ("grid/bbr_r50m_d10ms_q15k_wauto_r1", "on"),
     ],
 )
 def test_capture_tells_a_paced_sender(path, paced):
