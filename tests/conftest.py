@@ -11,6 +11,10 @@ search for a counterexample is CI's.
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 from _pytest.mark.expression import Expression  # how -m is read
 from hypothesis import settings
@@ -38,3 +42,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if quick_run(config):
         for item in items:
             cap_examples(getattr(item, "obj", None))
+
+
+@contextmanager
+def sigint_as_on_a_terminal() -> Iterator[None]:
+    """Processes started inside get SIGINT at its default, as a terminal's foreground
+    job has, also where this run ignores it (a suite started in the background, which
+    the processes would inherit: exec resets a handled signal, not an ignored one)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import sigint_as_on_a_terminal
 
 from cpasim.config import load_scenario
 from cpasim.estimate import WARN_EVENTS, estimate
@@ -83,11 +84,7 @@ def test_huge_run_warns_first_and_stops_cleanly_on_ctrl_c(tmp_path):
     """The warning comes before the run; Ctrl-C ends it with one line and status 130."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     sets = [a for s in ["workload.bytes=1000TB"] for a in ("--set", s)]
-    # A suite started as a background job ignores SIGINT, and so would the run (Python
-    # then installs no KeyboardInterrupt): give it the default a terminal's foreground
-    # process has, by handling SIGINT here while it starts (exec resets a handler).
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
+    with sigint_as_on_a_terminal():  # as Ctrl-C reaches it, also from a background suite
         proc = subprocess.Popen(
             [sys.executable, "-m", "cpasim.cli", "run", str(SCENARIOS / "tcp-stream.toml"), *sets],
             stdout=subprocess.PIPE,
@@ -96,8 +93,6 @@ def test_huge_run_warns_first_and_stops_cleanly_on_ctrl_c(tmp_path):
             env=env,
             cwd=tmp_path,
         )
-    finally:
-        signal.signal(signal.SIGINT, before)
     try:
         first = proc.stderr.readline()
         assert first.startswith("cpasim: warning: about 2.1e+09 events to simulate"), first
