@@ -24,6 +24,7 @@ from cpasim.errors import CpasimError
 from cpasim.files import check_writable, write_error
 from cpasim.model.kernel import Kernel
 from cpasim.model.system import ANALYSIS_ENDS, System
+from cpasim.stall import Stall
 from cpasim.trace import NULL_TRACER, TRACE_SUFFIXES, Tracer, write_trace
 from cpasim.trace.columnar import CptWriter
 from cpasim.units import TIME, human
@@ -75,6 +76,11 @@ class Result:
     transfer_incomplete: bool = False
     #: One sentence per condition above, for people.
     warnings: list[str] = field(default_factory=list)
+    #: Where the run stood when it stopped (:meth:`~cpasim.model.system.System.end_state`):
+    #: what :mod:`cpasim.verdict` reads; not part of :meth:`to_json`.
+    end_state: dict | None = field(default=None, repr=False, compare=False)
+    #: Why a stream delivered nothing or stopped delivering (:class:`cpasim.stall.Stall`).
+    stall: object = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
         """The metrics as plain data (what ``cpasim run --json`` prints)."""
@@ -110,9 +116,15 @@ class Result:
             out["window"] = "empty"
         if self.transfer_incomplete:
             out["transfer"] = "incomplete"
+        if self.stall is not None:
+            out["stall"] = self.stall.to_json()
         if self.warnings:
             out["warnings"] = list(self.warnings)
         return out
+
+    def with_end_state(self) -> dict:
+        """:meth:`to_json` with the run's end state: what a verdict is made from."""
+        return {**self.to_json(), "end_state": self.end_state}
 
 
 class Interrupted(KeyboardInterrupt):
@@ -354,11 +366,12 @@ class _Runner:
                 f"transfer incomplete: {stats.read} of {cfg.workload.bytes} B read when the "
                 f"run stopped at {human(self.end_ns, TIME)} ({why})"
             )
+        end_state = s.end_state()
         frames = {
             name: d.frames - self.warm["link"][name]["frames"]
             for name, d in s.link_stats.directions.items()
         }
-        return Result(
+        result = Result(
             goodput_bps=stats.read_measured * 8e9 / elapsed if elapsed > 0 else 0.0,
             goodput_bps_per_connection={
                 conn: n * 8e9 / elapsed if elapsed > 0 else 0.0
@@ -398,7 +411,13 @@ class _Runner:
             window_empty=window_empty,
             transfer_incomplete=incomplete,
             warnings=warnings,
+            end_state=end_state,
         )
+        # No silent zero: a stream that stopped delivering says why.
+        result.stall = Stall.of(cfg, result.with_end_state())
+        if result.stall is not None:
+            warnings.append(result.stall.sentence)
+        return result
 
 
 class _Progress:

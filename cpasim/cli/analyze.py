@@ -162,15 +162,36 @@ def analyze_cmd(
             write_text_atomically(dot, text)
         except OSError as exc:
             raise CpasimError(f"{dot}: cannot write graph: {exc.strerror}") from None
+    # The verdict reads the run's sidecar and its configuration: the model's side,
+    # imported only here so that the analyzer itself stays free of it.
+    from cpasim.verdict import of_trace
+
+    with activity("what limits the run", progress):
+        verdict, why_none = of_trace(trace)
     if as_json:
-        typer.echo(json.dumps(_finite(result.to_json()), indent=1, sort_keys=True))
+        out = result.to_json()
+        out["verdict"] = verdict.to_json() if verdict is not None else None
+        typer.echo(json.dumps(_finite(out), indent=1, sort_keys=True))
     else:
+        _print_verdict(verdict, why_none, bool(result.transforms))
         _print(result, top, detail)
     if not result.reachable:
         raise CpasimError(
             f"{trace}: end {result.end} not reachable from start {result.start}"
             + (" under " + ", ".join(result.transforms) if result.transforms else "")
         )
+
+
+def _print_verdict(verdict, why_none: str | None, transformed: bool) -> None:
+    """What limits the recorded run, before the tables."""
+    if verdict is None:
+        typer.echo(f"limited by   (not known: {why_none})")
+        return
+    for line in verdict.lines():
+        typer.echo(line)
+    if transformed:
+        typer.echo("  (the run as recorded; the tables below are under the transforms asked for)")
+    typer.echo("")
 
 
 def _finite(obj):

@@ -192,5 +192,32 @@ class System:
                 out[reason] = out.get(reason, 0) + n
         return out
 
+    def drops_by_place(self) -> dict[str, dict[str, int]]:
+        """Dropped packets by where they were dropped (a host, ``link``, or the
+        bottleneck's ``path``) and reason; places and reasons with none left out."""
+        out: dict[str, dict[str, int]] = {}
+        for name, host in self.hosts.items():
+            out[name] = host.drops()
+        out["link"] = {"link_loss": sum(d.lost for d in self.link_stats.directions.values())}
+        for box in self.bottlenecks:
+            place = out.setdefault("path", {})
+            for reason, n in box.stats.drops.items():
+                place[reason] = place.get(reason, 0) + n
+        return {p: {r: n for r, n in d.items() if n} for p, d in out.items() if any(d.values())}
+
+    def end_state(self) -> dict:
+        """Where the run stands when it stops, for :mod:`cpasim.verdict`: every TCP
+        connection's end (windows, flight, timer), the drops by place, and when the
+        receiving side last read."""
+        return {
+            "tcp": {
+                name: [c.end_state() for c in host.tcp]
+                for name, host in self.hosts.items()
+                if getattr(host, "tcp", None)
+            },
+            "drops": self.drops_by_place(),
+            "last_read_ns": self.stats.last_ns,
+        }
+
     def retransmits(self) -> int:
         return sum(h.retransmits() for h in self.hosts.values())

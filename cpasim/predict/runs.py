@@ -297,14 +297,17 @@ def traced_run(
     trace = Path(trace)
     with note(f"simulating into {trace.name}"):
         res = simulate(cfg, trace_path=trace, progress=progress)
-    return analysed_run(cfg, trace, res.to_json(), window=window)
+    return analysed_run(cfg, trace, res.with_end_state(), window=window)
 
 
 def write_run_record(cfg: Config, trace: Path, result: dict) -> None:
     """The sidecar of a plain traced run (``cpasim run --trace``): its config digest and
     result, without the analysis, which :func:`load_run` adds the first time the trace
     is predicted from (so a run that is never predicted from costs no analysis)."""
-    _write_sidecar(trace, {"config_digest": cfg.digest, "result": result, "analysed": False})
+    _write_sidecar(
+        trace,
+        {"config_digest": cfg.digest, "config": cfg.to_toml(), "result": result, "analysed": False},
+    )
 
 
 def _write_sidecar(trace: Path, side: dict, digest: str | None = None) -> None:
@@ -348,6 +351,7 @@ def analysed_run(
         trace,
         {
             "config_digest": cfg.digest,
+            "config": cfg.to_toml(),
             "result": result,
             "analysed": True,
             "path": run.path.to_json(),
