@@ -44,10 +44,12 @@ MARKER = re.compile(r"<!-- figure: ([a-z0-9-]+) -->(.*?)<!-- end figure -->", re
 
 #: What each label means (the project's charter: every figure says which it is).
 LABELS = {
-    "fitted": "a value was fitted to this very figure",
-    "derived from fitted values": "computed from values fitted to other figures",
-    "held out": "nothing was fitted to it; it is set against an independent figure",
-    "closed form": "follows from the parameters by arithmetic, no simulation",
+    "fitted": "a parameter was fitted so that the model gives this figure",
+    "derived from fitted values": "it follows from parameters fitted to other figures, "
+    "so it restates them rather than testing them",
+    "held out": "nothing was fitted to it; where the scenario's parameters were fitted "
+    "to other figures, it tests them",
+    "closed form": "arithmetic on the parameters, no simulation",
 }
 
 
