@@ -199,6 +199,27 @@ def analyze(
     )
 
 
+def explain(
+    scenario: Scenario = None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    trace: str | Path | None = None,
+    progress: bool = False,
+    **keywords,
+):
+    """Simulate ``scenario`` traced, analyse it, and say what limits it; a
+    :class:`~cpasim.verdict.Verdict` (``.summary``, ``.kind``, ``.change``,
+    ``.predicted``, ``.next``), as ``cpasim run --explain`` prints it.  ``trace``: a
+    baseline ``.cpt`` to reuse (checked against the scenario) or where to keep the
+    one recorded now."""
+    from cpasim.predict.runs import baseline
+    from cpasim.verdict import explain_run
+
+    cfg = load(scenario, overrides, **keywords)
+    with tempfile.TemporaryDirectory(prefix="cpasim-explain-") as tmp:
+        return explain_run(baseline(cfg, trace, Path(tmp), progress=progress))
+
+
 def _what_if(scenario, change, overrides, keywords, predictable=True):
     from cpasim.predict.predict import changed_config
 

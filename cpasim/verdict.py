@@ -103,55 +103,44 @@ class Verdict:
         }
 
     def lines(self, scenario: str | None = None) -> list[str]:
-        """The verdict as a block of ``label  text`` lines for a terminal."""
-        out = [f"limited by   {self.resource}  [{self.kind}]"]
-        out += [f"  evidence   {e}" for e in self.evidence]
-        if self.change:
-            out.append(f"  change     {self.change_text()}")
-        if self.predicted is not None:
-            p = self.predicted
-            ratio = p["value"] / p["baseline"] if p["baseline"] else math.nan
-            out.append(
-                f"  predicted  {metric_text(p['metric'], p['baseline'])} -> "
-                f"{metric_text(p['metric'], p['value'])} (x {ratio:.2f}), from the trace"
-            )
-        if self.next:
-            out.append(f"  then       limited by {self.next}")
-        if self.note:
-            out.append(f"  note       {self.note}")
-        if self.change and scenario is not None:
-            changes = " ".join(f"--change {k}={v}" for k, v in self.change.items())
-            out.append(f"  check      cpasim validate {scenario} {changes}")
-        return out
+        """The verdict as a block of ``label  text`` lines for a terminal (with the
+        ``cpasim validate`` command that checks the change, given the scenario)."""
+        rows = self.rows(scenario)
+        return [f"{rows[0][0]:12} {rows[0][1]}"] + [f"  {k:10} {v}" for k, v in rows[1:]]
 
-    def _repr_html_(self) -> str:
-        from html import escape
-
-        rows = "".join(
-            f"<tr><th style='text-align:left'>{escape(k)}</th><td>{escape(v)}</td></tr>"
-            for k, v in self._rows()
-        )
-        return f"<table>{rows}</table>"
-
-    def _rows(self) -> list[tuple[str, str]]:
-        rows = [("limited by", f"{self.resource} [{self.kind}]")]
+    def rows(self, scenario: str | None = None) -> list[tuple[str, str]]:
+        """``(label, text)`` pairs: what :meth:`lines` and the HTML views show."""
+        rows = [("limited by", f"{self.resource}  [{self.kind}]")]
         rows += [("evidence", e) for e in self.evidence]
         if self.change:
             rows.append(("change", self.change_text()))
         if self.predicted is not None:
             p = self.predicted
+            ratio = p["value"] / p["baseline"] if p["baseline"] else math.nan
             rows.append(
                 (
                     "predicted",
                     f"{metric_text(p['metric'], p['baseline'])} -> "
-                    f"{metric_text(p['metric'], p['value'])}",
+                    f"{metric_text(p['metric'], p['value'])} (x {ratio:.2f}), from the trace",
                 )
             )
         if self.next:
             rows.append(("then", f"limited by {self.next}"))
         if self.note:
             rows.append(("note", self.note))
+        if self.change and scenario is not None:
+            changes = " ".join(f"--change {k}={v}" for k, v in self.change.items())
+            rows.append(("check", f"cpasim validate {scenario} {changes}"))
         return rows
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        rows = "".join(
+            f"<tr><th style='text-align:left'>{escape(k)}</th><td>{escape(v)}</td></tr>"
+            for k, v in self.rows()
+        )
+        return f"<table>{rows}</table>"
 
 
 def metric_text(metric: str, value: float) -> str:

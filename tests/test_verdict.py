@@ -329,5 +329,11 @@ def test_explain_names_the_limit_a_user_would_find(case):
     if keys is not None:
         assert set(v["change"]) == keys, v
     assert v["summary"].startswith("limited by ") and "propagat" not in v["summary"]
-    if v["predicted"] is not None:  # a change predicted from the trace, with what follows
-        assert v["predicted"]["value"] > 0 and v["next"]
+    if v["predicted"] is not None:  # a change predicted from the trace
+        assert v["predicted"]["value"] > v["predicted"]["baseline"] > 0
+    if case in LADDER_NEXT:  # the ladder's next rung, as the prediction sees it
+        assert v["next_kind"] == LADDER_NEXT[case], v
+
+
+#: The seed's ladder (figure 6.2): each rung's change predicts the next rung's limit.
+LADDER_NEXT = {"link": "window", "window": "bus", "bus": "cores", "cores": "cpu"}

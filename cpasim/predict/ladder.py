@@ -36,6 +36,13 @@ class Rung:
     def actual(self) -> float:
         return self.run.metric
 
+    @property
+    def verdict(self):
+        """What limits this configuration as re-simulated (:mod:`cpasim.verdict`)."""
+        from cpasim.verdict import explain
+
+        return explain(self.run.cfg, self.run.result, self.run.path)
+
     def error(self, source: int) -> float:
         return relative_error(self.predictions[source].predicted, self.actual)
 
@@ -57,6 +64,7 @@ class Ladder:
                     "kind": r.remedy.diagnosis.kind if r.remedy else None,
                     f"actual_{self.metric}": r.actual,
                     "actual_bottleneck": r.run.path.bottleneck,
+                    "limited_by": _verdict_json(r),
                     "predictions": [
                         {
                             "from_config": src,
@@ -101,6 +109,16 @@ def ladder(cfg: Config, steps: int, workdir: Path, *, progress: bool = False) ->
     return Ladder(metric, rungs, stopped)
 
 
+def _verdict_json(r: Rung) -> dict | None:
+    v = r.verdict
+    return v.to_json() if v is not None else None
+
+
+def _limited(r: Rung) -> str:
+    v = r.verdict
+    return f"{v.kind}: {v.resource}" if v is not None else "—"
+
+
 def _fmt(metric: str, value: float) -> str:
     return f"{value / 1e6:.0f}" if metric == "goodput_bps" else f"{value / 1e3:.1f}"
 
@@ -115,7 +133,11 @@ def markdown(lad: Ladder) -> str:
     unit = unit_of(lad.metric)
     head = ["config", "change"]
     head += [f"predicted from {i} ({unit})" for i in range(1, n)]
-    head += [f"re-simulated ({unit})", "bottleneck (predicted from 1 / re-simulated)"]
+    head += [
+        f"re-simulated ({unit})",
+        "bottleneck (predicted from 1 / re-simulated)",
+        "limited by (re-simulated)",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in lad.rungs:
         cells = [str(r.index), r.remedy.describe() if r.remedy else "baseline"]
@@ -127,6 +149,7 @@ def markdown(lad: Ladder) -> str:
         cells.append(_fmt(lad.metric, r.actual))
         first = r.predictions.get(1)
         cells.append(f"{first.predicted_bottleneck if first else '—'} / {r.run.path.bottleneck}")
+        cells.append(_limited(r))
         lines.append("| " + " | ".join(cells) + " |")
     if lad.stopped:
         lines.append("")
@@ -201,7 +224,9 @@ def draw(lad: Ladder):
         change = r.remedy.describe() if r.remedy else "baseline"
         found = r.run.path.bottleneck
         first = r.predictions.get(1)
-        label = f"config {r.index}: {_wrap(change)}\n\nbottleneck:\n{_wrap(found)}"
+        v = r.verdict
+        limited = f"limited by ({v.kind}):\n{_wrap(v.resource)}\n\n" if v is not None else ""
+        label = f"config {r.index}: {_wrap(change)}\n\n{limited}bottleneck:\n{_wrap(found)}"
         if first is not None and first.predicted_bottleneck != found:
             label += f"\n(predicted from 1:\n{_wrap(first.predicted_bottleneck)})"
         ticks.append(label)
