@@ -327,11 +327,16 @@ def capture() -> list[Figure]:
     ]
 
 
-#: Groups of figures in the order docs/figures.md shows them; each is computed in one
-#: worker (a group shares its traces).
-GROUPS: list[Callable[[], list[Figure]]] = [
-    tour, verdict_page, ladder, predictions, capture, windows,
-]  # fmt: skip
+#: Groups of figures in the order docs/figures.md shows them, with the names each
+#: gives; each is computed in one worker (a group shares its traces).
+GROUPS: dict[Callable[[], list[Figure]], tuple[str, ...]] = {
+    tour: ("tour-run", "tour-explain", "tour-predict", "tour-validate", "tour-analyze"),
+    verdict_page: ("verdict-window", "verdict-window-check"),
+    ladder: ("ladder-tcp-stream",),
+    predictions: ("prediction-errors",),
+    capture: ("capture-read-back",),
+    windows: ("rcvbuf-windows",),
+}
 #: The longest first, so that two workers finish together.
 LONGEST_FIRST = [ladder, predictions, tour, verdict_page, capture, windows]
 
@@ -344,10 +349,21 @@ def compute(workers: int = 2) -> dict[str, Figure]:
     ctx = get_context("spawn")  # workers import cpasim afresh, none of this process's state
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         futures = {g: pool.submit(_call, g) for g in LONGEST_FIRST}
-        done = [f for g in GROUPS for f in futures[g].result()]
-    names = [f.name for f in done]
-    assert len(set(names)) == len(names), names
-    return {f.name: f for f in done}
+        done = {g: futures[g].result() for g in GROUPS}
+    for group, figures in done.items():
+        assert tuple(f.name for f in figures) == GROUPS[group], group.__name__
+    return {f.name: f for figures in done.values() for f in figures}
+
+
+def unknown_markers() -> list[str]:
+    """Markers on the pages that name no figure, as ``PAGE: NAME``."""
+    known = {name for names in GROUPS.values() for name in names}
+    return [
+        f"{page.relative_to(ROOT)}: no figure named {m.group(1)!r}"
+        for page in pages()
+        for m in MARKER.finditer(page.read_text())
+        if m.group(1) not in known
+    ]
 
 
 def _call(group: Callable[[], list[Figure]]) -> list[Figure]:
@@ -429,6 +445,10 @@ def main(argv: list[str] | None = None) -> int:
     from cpasim.files import write_text_atomically
 
     started = time.perf_counter()
+    for bad in unknown_markers():  # before a minute of computing
+        print(f"figures: error: {bad}", file=sys.stderr)
+    if unknown_markers():
+        return 2
     figures = compute(args.workers)
     stale: list[str] = []  # what differs from the code, one line each
     for page in pages():

@@ -63,11 +63,13 @@ def test_every_page_is_in_the_index():
 
 
 def test_every_figure_shown_is_one_the_script_writes():
+    f = _figures()
     figures = (DOCS / "figures.md").read_text()
-    written = set(re.findall(r"^## ([a-z0-9-]+)$", figures, flags=re.M))
-    marker = _figures().MARKER
-    shown = {m.group(1) for p in PAGES for m in marker.finditer(p.read_text())}
-    assert shown and shown <= written, shown - written
+    written = re.findall(r"^## ([a-z0-9-]+)$", figures, flags=re.M)
+    assert written == [name for names in f.GROUPS.values() for name in names]
+    shown = {m.group(1) for p in PAGES for m in f.MARKER.finditer(p.read_text())}
+    assert shown and shown <= set(written), shown - set(written)
+    assert f.unknown_markers() == []
 
 
 def test_a_stale_copy_is_named_and_rewritten_and_an_unknown_name_refused():
