@@ -5,19 +5,25 @@ Run by ``bench/bench_detail.py`` with an interpreter that has ns-3's Python bind
 cpasim.  Two nodes on a point-to-point link (``--rate``, 350 us one-way, MTU 1500),
 TCP NewReno without SACK, timestamps on, delayed ACKs every second segment, Nagle on,
 an initial window of 10 segments, 128 KiB send and 174760 B receive buffers, a
-BulkSend writing 64 KiB blocks into a PacketSink: ``scenarios/tcp-stream.toml`` as
-ns-3 builds it.  The default traffic control (``pfifo_fast``, 1000 packets) is the
-qdisc.  Prints one JSON object: segments delivered, events, and the CPU and wall time
-of ``Simulator::Run`` alone (the bindings' start-up, about 20 s of compiling headers,
-is not counted).
+BulkSend into a PacketSink: ``scenarios/tcp-stream.toml`` as ns-3 builds it.  The
+default traffic control (``pfifo_fast``, 1000 packets) is the qdisc.  BulkSend writes
+16 KiB blocks, not the scenario's 64 KiB: ns-3's socket takes a write whole or not at
+all, so 64 KiB blocks into a 128 KiB buffer leave it half empty and the run
+window-limited (720 Mb/s), where cpasim's writer, as Linux's, copies what fits.
 
-    VENV/bin/python bench/ns3_tcp_stream.py [--duration 40ms] [--rate 1Gbps]
+Prints one JSON object per run: segments delivered, events, and the CPU and wall time
+of ``Simulator::Run`` alone (the bindings' start-up, about 20 s of compiling headers,
+is not counted).  With ``--serve`` it runs once per line read from stdin, so that a
+benchmark can interleave its runs with others' and pay the start-up once.
+
+    VENV/bin/python bench/ns3_tcp_stream.py [--duration 40ms] [--rate 1Gbps] [--serve]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 MSS = 1448  # 1500 B IP packets with the timestamp option, as cpasim's segments
@@ -25,7 +31,7 @@ PORT = 5000
 
 
 def simulate(duration_s: float, rate: str) -> dict:
-    from ns import ns
+    from ns import ns  # loads and compiles the bindings on first use
 
     uint, boolean = ns.UintegerValue, ns.BooleanValue
     ns.Config.SetDefault("ns3::TcpL4Protocol::SocketType", ns.StringValue("ns3::TcpNewReno"))
@@ -55,7 +61,7 @@ def simulate(duration_s: float, rate: str) -> dict:
     peer = ns.InetSocketAddress(interfaces.GetAddress(1), PORT).ConvertTo()
     bulk = ns.BulkSendHelper("ns3::TcpSocketFactory", peer)
     bulk.SetAttribute("MaxBytes", uint(0))
-    bulk.SetAttribute("SendSize", uint(64 * 1024))
+    bulk.SetAttribute("SendSize", uint(16 * 1024))
     send_apps = bulk.Install(nodes.Get(0))
     for apps in (sink_apps, send_apps):
         apps.Start(ns.Seconds(0.0))
@@ -92,8 +98,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", default="40ms", help="simulated time")
     parser.add_argument("--rate", default="1Gbps", help="link rate (ns-3's syntax)")
+    parser.add_argument("--serve", action="store_true", help="one run per line of stdin")
     args = parser.parse_args()
-    print(json.dumps(simulate(seconds(args.duration), args.rate)))
+    duration = seconds(args.duration)
+    if not args.serve:
+        print(json.dumps(simulate(duration, args.rate)))
+        return
+    try:
+        from ns import ns  # noqa: F401  (the bindings' start-up, before any run is timed)
+    except ImportError as exc:
+        print(json.dumps({"error": f"ns-3's bindings do not import: {exc}"}), flush=True)
+        return
+    print(json.dumps({"ready": True}), flush=True)
+    for _ in sys.stdin:
+        print(json.dumps(simulate(duration, args.rate)), flush=True)
 
 
 if __name__ == "__main__":

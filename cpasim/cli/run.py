@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -14,9 +14,25 @@ from cpasim.capture import DEFAULT_SNAPLEN, PcapSpec
 from cpasim.cli import app
 from cpasim.cli import outputs as outs
 from cpasim.config import load_scenario
-from cpasim.model.cpu import CATEGORIES
-from cpasim.predict.runs import write_run_record
-from cpasim.simulate import Result, simulate
+
+if TYPE_CHECKING:
+    from cpasim.simulate import Result
+
+
+# The model and the analyzer are imported when a command uses them, not when the
+# command line starts (every command pays for what the command line imports).
+def simulate(cfg, **kwargs):
+    """:func:`cpasim.simulate.simulate`."""
+    from cpasim.simulate import simulate as run
+
+    return run(cfg, **kwargs)
+
+
+def write_run_record(cfg, trace, result) -> None:
+    """:func:`cpasim.predict.runs.write_run_record`."""
+    from cpasim.predict.runs import write_run_record as write
+
+    write(cfg, trace, result)
 
 
 @app.command("run")
@@ -158,6 +174,8 @@ def summary(r: Result, cfg, scenario: Path, trace: Path | None) -> str:
         lines.append(
             "memory       " + "  ".join(f"{h} {_pct(v)}" for h, v in r.memory_utilization.items())
         )
+    from cpasim.model.cpu import CATEGORIES
+
     for host, cpu in r.cpu_utilization.items():
         parts = "  ".join(f"{c} {_pct(cpu[c])}" for c in (*CATEGORIES, "idle"))
         lines.append(f"CPU {host:8} {parts}")

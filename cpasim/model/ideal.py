@@ -34,7 +34,6 @@ from simpy.events import Event
 from cpasim.config.params import CpuCostParams
 from cpasim.model.detail import is_ideal
 from cpasim.model.host import Host
-from cpasim.model.ip import IpLayer
 from cpasim.model.qdisc import make_qdisc
 from cpasim.trace import TracedStore
 
@@ -125,6 +124,8 @@ class IdealDevice:
         self.env = env
         self.qdisc = make_qdisc(env, sys, qdisc, tracer, inst)
         self.backlog = TracedStore(env, tracer, sys, "RX backlog", inst)
+        self.qid = self.backlog.qid
+        self.traced = tracer.enabled  # untraced, no record is written: none is made
         self.ip = None  # the IpLayer packets go up to (bind)
         self.sm = None
         self.busy = False  # a delivery waits (in a process of its own)
@@ -138,25 +139,41 @@ class IdealDevice:
 
     def _wait(self) -> None:
         self.sm.begin("Wait")
-        self.sm.wait_empty(self.backlog.qid, 1)
+        self.sm.wait_empty(self.qid, 1)
 
     def arrive(self, frame, sm) -> None:
         """A frame from the wire, offered by carrier ``sm``."""
-        self.backlog.put_now(frame, sm)
-        if not self.busy:
-            self._drain()
+        if self.busy:  # behind a delivery that waits
+            self.backlog.put_now(frame, sm)
+            return
+        if self.traced:
+            # The records of a put into the empty backlog and IP Recv's take, without
+            # moving the frame through it.
+            sm.enq(self.qid, 1)
+            self.sm.deq(self.qid, 1)
+            if self._deliver(frame):
+                self._wait()
+        else:
+            self._deliver(frame)
+
+    def _deliver(self, pkt) -> bool:
+        """Deliver ``pkt`` now; False when the delivery has to wait, and goes on in a
+        process of its own."""
+        delivery = self.ip.deliver(self.sm, pkt)
+        event = run_until_blocked(delivery)
+        if event is None:
+            return True
+        self.busy = True
+        self.env.process(self._finish(delivery, event))
+        return False
 
     def _drain(self) -> None:
-        """Deliver what the backlog holds, in order, until it is empty or a delivery
-        has to wait."""
-        backlog, ip, sm = self.backlog, self.ip, self.sm
+        """Deliver what queued behind a delivery that waited, in order, until the
+        backlog is empty or another has to wait."""
+        backlog, sm = self.backlog, self.sm
         while backlog.items:
             (pkt,) = backlog.take_now(1, sm)
-            delivery = ip.deliver(sm, pkt)
-            event = run_until_blocked(delivery)
-            if event is not None:
-                self.busy = True
-                self.env.process(self._finish(delivery, event))
+            if not self._deliver(pkt):
                 return
         self._wait()
 

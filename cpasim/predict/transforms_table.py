@@ -172,8 +172,13 @@ from typing import Any
 from cpasim.analysis import Transforms
 from cpasim.config import ALL_HOSTS, FORWARDER, HOSTS, Config, spec_of
 from cpasim.errors import CpasimError
-from cpasim.model.bus_rules import BUS_STATES, MMIO_WAIT, READ, read_round_trip_ns
-from cpasim.model.copy_engine import STATES as ENGINE_STATES
+from cpasim.model.bus_rules import (
+    BUS_STATES,
+    COPY_ENGINE_STATES,
+    MMIO_WAIT,
+    READ,
+    read_round_trip_ns,
+)
 from cpasim.model.detail import absent, is_ideal
 from cpasim.model.pcie import pcie_bytes_per_ns
 from cpasim.model.sockbuf import SOCK_MIN_SNDBUF, largest_window, setsockopt_buf
@@ -270,8 +275,8 @@ REFUSED: dict[str, str] = {
     "tcp.wmem_max": _AUTOTUNING,
     "host.detail": (
         "changes which parts of the host exist (an ideal host has no CPU, bus, rings or "
-        "interrupts), not how long a step takes; compare the two levels by re-simulating "
-        "('cpasim validate', or a sweep with --grid host.detail=full,ideal)"
+        "interrupts), not how long a step takes (a sweep with --grid host.detail=full,ideal "
+        "shows the two side by side)" + _RESIMULATE
     ),
 }
 
@@ -484,7 +489,7 @@ def _locked_only(request: str, fixed: str) -> Callable[[Lookup, Lookup], str | N
 
 
 #: The states of an on-die copy engine's transfers (:mod:`cpasim.model.copy_engine`).
-ON_DIE_ENGINE_STATES = ENGINE_STATES["on_die"]
+ON_DIE_ENGINE_STATES = COPY_ENGINE_STATES["on_die"]
 
 #: The NIC states that hold the bus (:data:`~cpasim.model.bus_rules.BUS_STATES`):
 #: a DMA read waits one bridge round trip before its data streams back; a DMA
