@@ -26,6 +26,7 @@ from cpasim.errors import CpasimError
 
 _MISSING = object()
 
+
 def _build(cls: type, prefix: str, flat: Mapping[str, Any], host: str | None = None) -> Any:
     """A section from the flat keys under ``prefix``; for ``host``, a key the host does
     not have (:func:`~cpasim.config.params.hosts_of`) keeps its declared default."""

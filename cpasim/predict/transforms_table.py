@@ -881,7 +881,7 @@ def _check_ideal_hosts(old: Config, new: Config, diffs) -> None:
         lacks = absent(key)
         if lacks is not None:
             raise Refused(
-                f"cannot predict {full}: host {host} is ideal (host.detail = \"ideal\"): it has "
+                f'cannot predict {full}: host {host} is ideal (host.detail = "ideal"): it has '
                 f"{lacks}, so {key} acts on nothing there; set hosts.{host}.host.detail = "
                 '"full" to ask about it'
             )

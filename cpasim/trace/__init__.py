@@ -28,6 +28,7 @@ def __getattr__(name: str):
         return getattr(primitives, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
 __all__ = [
     "NULL_SM",
     "NULL_TRACER",
