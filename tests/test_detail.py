@@ -11,7 +11,6 @@ import pytest
 
 import cpasim.cli
 from cpasim.analysis import analyze
-from cpasim.analysis.report import PathResult
 from cpasim.config import load_scenario, parameters
 from cpasim.config.config import _digest
 from cpasim.errors import CpasimError
@@ -167,11 +166,6 @@ def test_predict_refuses_keys_of_parts_an_ideal_host_lacks():
     assert "host.detail" in REFUSED
 
 
-def _path(totals: dict[str, float]) -> PathResult:
-    cp = sum(totals.values())
-    return PathResult(None, True, cp, 0.0, cp, cp, state_totals=totals)
-
-
 def test_host_time_is_what_an_ideal_host_does_in_no_time():
     totals = {
         "tx:MAC:transmit": 50.0,
@@ -186,17 +180,33 @@ def test_host_time_is_what_an_ideal_host_does_in_no_time():
     assert host_time(totals, ("rx",)) == {"rx:NIC RX:DMA packet": 4.0}
 
 
-def test_ideal_would_differ_names_the_host_share_of_the_critical_path():
-    cfg = load_scenario(None)
-    link_bound = _path({"tx:MAC:transmit": 990.0, "tx:NAPI:poll": 5.0, "rx:App:copy": 4.0})
-    assert ideal_would_differ(cfg, link_bound) is None  # 0.9 %: within the 1 % agreement
-    host_bound = _path({"tx:MAC:transmit": 600.0, "tx:App:TcpSendMsg: copy": 400.0})
-    why = ideal_would_differ(cfg, host_bound)
-    assert "40.0% of the critical path" in why and "tx:App:TcpSendMsg: copy 40.0%" in why
-    assert "up to 66.7% higher" in why  # 0.4 / 0.6
-    # Only the full hosts' states count.
-    one_ideal = cfg.with_overrides({"hosts.tx.host.detail": "ideal"})
-    assert ideal_would_differ(one_ideal, host_bound) is None
+def test_ideal_would_differ_without_a_trace(pair):
+    full, _ = pair
+    cfg = cfg_at("full")
+    assert full.link_utilization["tx_to_rx"] > 0.99  # the link limits it: ideal agrees
+    assert ideal_would_differ(cfg, full) is None
+    assert ideal_would_differ(cfg_at("ideal"), full) is None  # nothing full to compare
+    dropped = {**full.to_json(), "drops": {"rx_fifo": 3}}
+    assert "NIC dropped frames (3 rx_fifo)" in ideal_would_differ(cfg, dropped)
+    short = {**full.to_json(), "link_utilization": {"tx_to_rx": 0.5}}
+    with pytest.raises(CpasimError, match="needs its trace"):
+        ideal_would_differ(cfg, short)
+
+
+def test_ideal_would_differ_predicts_a_host_bound_latency(tmp_path, monkeypatch):
+    """A ping-pong's round trip is mostly host time: the prediction from the full run's
+    trace (its host states at 0) against the ideal run re-simulated."""
+    monkeypatch.setenv("CPASIM_ANALYZER", "python")  # a small trace: no compiled kernel
+    sets = ("workload.kind=pingpong", "workload.message_size=1KiB", "link.rate=10Gbps")
+    sets += ("link.delay=2us", "sim.duration=3ms", "sim.warmup=1ms")
+    cfg = cfg_at("full", *sets)
+    full = simulate(cfg, trace_path=tmp_path / "full.cpt")
+    ideal_run = simulate(cfg_at("ideal", *sets))
+    why = ideal_would_differ(cfg, full, tmp_path / "full.cpt")
+    change = ideal_run.latency_ns["mean"] / full.latency_ns["mean"] - 1
+    assert change < -0.3  # the ideal round trip is much shorter
+    predicted = float(why.split("mean latency would be ")[1].split("%")[0]) / 100
+    assert predicted == pytest.approx(change, abs=0.02), why
 
 
 def test_a_sweep_over_levels_shows_the_agreement_and_shares_the_seed():

@@ -33,9 +33,11 @@ def absent(key: str) -> str | None:
     return ABSENT.get(key.split(".", 1)[0])
 
 
-#: Below this much of the critical path, the hosts' states do not change a figure by
-#: more than the agreement the levels promise (docs/detail-levels.md): 1 %.
+#: How far apart the levels may be and still agree (docs/detail-levels.md): 1 %.
 AGREEMENT = 0.01
+#: A link or bottleneck at least this busy in the data's direction is what limits a
+#: stream, and an ideal host keeps it as it is.
+SATURATED = 0.99
 
 #: State machines of the path between the hosts (the link's MAC and carriers, a
 #: bottleneck), which an ideal host keeps as they are.
@@ -45,14 +47,15 @@ _PATH_SMS = ("MAC", "Link", "Bottleneck")
 _KEPT_STATES = ("armed", "pace", "think")
 #: Drop reasons of a full host's device, which an ideal host does not have.
 _DEVICE_DROPS = ("rx_fifo", "rx_ring_full")
+#: The queue a stream's window is the sender's send buffer through.
+_SEND_BUFFER = "Send buffer"
 
 
 def host_time(state_totals, hosts=("tx", "rx")) -> dict[str, float]:
-    """Of a critical path's time per name (``sys:sm:state`` -> ns,
-    :attr:`~cpasim.analysis.PathResult.state_totals`), the states of ``hosts`` that
-    an ideal host does not have or does in no time: CPU work, DMA, the NIC's and the
-    driver's states, interrupt moderation.  Edges between state machines (queues)
-    carry no time."""
+    """Of ``sys:sm:state`` -> ns (a critical path's ``state_totals``), the states of
+    ``hosts`` that an ideal host does not have or does in no time: CPU work, DMA, the
+    NIC's and the driver's states, interrupt moderation.  Edges between state machines
+    (queues) carry no time of their own and are left out."""
     out = {}
     for name, ns in state_totals.items():
         if ns <= 0 or "->" in name:
@@ -64,72 +67,99 @@ def host_time(state_totals, hosts=("tx", "rx")) -> dict[str, float]:
     return out
 
 
-def ideal_would_differ(cfg, run, *, tolerance: float = AGREEMENT) -> str | None:
-    """Why an ideal host would give a different answer for this run of ``cfg``, or None
-    when it would agree within ``tolerance`` (1 %).
+def ideal_would_differ(cfg, result, trace=None, *, tolerance: float = AGREEMENT) -> str | None:
+    """Why simulating the full hosts of this run ideal (``host.detail = "ideal"``) would
+    give a figure more than ``tolerance`` (1 %) away, or None when it would agree.
 
-    ``run``: the run's critical path, as an analysis of its trace
-    (:class:`~cpasim.analysis.AnalysisResult` or one of its ``PathResult``), a trace
-    file, or a :class:`~cpasim.simulate.Result` recorded with a trace.  The answer is
-    the full hosts' share of the critical path: what an ideal host would do in no time.
-    Taking it away, the same work takes that much less time, so the run's goodput
-    rises (or its latency falls) by up to ``share / (1 - share)``; less where the path
-    then meets another limit (the link).  A full run that dropped frames in its NIC or
-    rings would also differ: an ideal host drops none there."""
+    ``result``: the run's :class:`~cpasim.simulate.Result` or its JSON (``cpasim run
+    --json``); ``trace``: its trace file (default ``result.trace``, set by
+    ``cpasim.run(trace=...)``).  In order:
+
+    * frames dropped in a full host's NIC or rings: an ideal host drops none there;
+    * a stream whose link or bottleneck is saturated in the data's direction: the
+      path limits it, and an ideal host keeps the path, so they agree;
+    * otherwise the run is predicted from its trace with every state of the full
+      hosts that an ideal host does in no time (:func:`host_time`) scaled to 0, as
+      ``cpasim predict`` does a what-if (Saidi 2009, 6.1): goodput scales by the
+      critical path's length before over after, a latency the other way;
+    * and where the critical path loops through the sender's send buffer, the
+      writer's copy time decides how full it is kept, which the graph does not
+      model: an ideal writer keeps it fuller (tcp-stream at 10 ms one way: 5.8 %).
+    Without a trace only the first two can be told; otherwise a
+    :class:`~cpasim.errors.CpasimError` says the trace is needed."""
+    from cpasim.errors import CpasimError
+
     full = tuple(h for h in ("tx", "rx") if not is_ideal(cfg, h))
     if not full:
         return None  # both hosts ideal already
-    drops = getattr(run, "drops", None) or {}
-    lost = {k: drops.get(k, 0) for k in _DEVICE_DROPS if drops.get(k)}
-    path = _critical_path(run)
-    cp = path.critical_path_ns or 0.0
-    states = host_time(path.state_totals, full)
-    share = sum(states.values()) / cp if cp > 0 else 0.0
-    gain = share / (1.0 - share) if share < 1.0 else float("inf")
+    data = result if isinstance(result, dict) else result.to_json()
+    if trace is None:
+        trace = getattr(result, "trace", None) or data.get("trace")
     why = []
-    if gain >= tolerance:
-        top = sorted(states.items(), key=lambda kv: -kv[1])[:3]
-        named = ", ".join(f"{n} {ns / cp:.1%}" for n, ns in top)
-        why.append(
-            f"the {'/'.join(full)} host states an ideal host does in no time are "
-            f"{share:.1%} of the critical path ({named}); without them the same work "
-            f"takes up to {share:.1%} less time, so goodput would be up to {gain:.1%} "
-            "higher (a latency as much lower) until another limit, such as the link, is met"
-        )
+    drops = data.get("drops") or {}
+    lost = ", ".join(f"{drops[k]} {k}" for k in _DEVICE_DROPS if drops.get(k))
     if lost:
-        counts = ", ".join(f"{n} {k}" for k, n in lost.items())
-        why.append(f"the full host's NIC dropped frames ({counts}), which an ideal host never does")
+        why.append(f"the full host's NIC dropped frames ({lost}), which an ideal host never does")
+    if _saturated(data) is None:
+        if trace is None:
+            raise CpasimError(
+                "ideal_would_differ: neither the link nor a bottleneck limits this run, so "
+                "the answer needs its trace (cpasim run --trace, cpasim.run(trace=...))"
+            )
+        why += _predicted(cfg, data, trace, full, tolerance)
     if not why:
         return None
     return 'host.detail = "ideal" would differ: ' + "; ".join(why)
 
 
-def _critical_path(run):
-    """The critical path (a ``PathResult``) of ``run`` (see :func:`ideal_would_differ`);
-    of several connections, the longest."""
-    if hasattr(run, "state_totals"):
-        return run
-    if hasattr(run, "connections"):  # an AnalysisResult
-        if run.path is not None:
-            return run.path
-        paths = [p for p in run.connections.values() if p.critical_path_ns is not None]
-        if not paths:
-            from cpasim.errors import CpasimError
+def _saturated(data) -> str | None:
+    """The link direction or bottleneck that limits a stream (busy >= SATURATED)."""
+    if data.get("workload") not in ("tcp_stream", "udp_stream", "udp_gbn"):
+        return None
+    busy = {**(data.get("bottleneck_utilization") or {}), **(data.get("link_utilization") or {})}
+    for name in ("tx_to_rx", "tx_to_fw", "fw_to_rx"):
+        if busy.get(name, 0.0) >= SATURATED:
+            return name
+    return None
 
-            raise CpasimError("the run's end is not reachable from its start: no critical path")
-        return max(paths, key=lambda p: p.critical_path_ns)
-    from cpasim.analysis import analyze
-    from cpasim.errors import CpasimError
+
+def _predicted(cfg, data, trace, full, tolerance) -> list[str]:
+    """The what-if of the full hosts' states at no time, from ``trace`` (see
+    :func:`ideal_would_differ`); a sentence for each reason to differ."""
+    from cpasim.analysis import Transforms
+    from cpasim.analysis.names import trace_names
+    from cpasim.predict.runs import metric_of, scaled_metric, summarize
+    from cpasim.predict.transforms_table import REORDERED_POOLS
+    from cpasim.predict.window import analyses
     from cpasim.trace import open_trace
 
-    start, end = ("tx", "App"), ("rx", "App")
-    trace = run
-    if hasattr(run, "goodput_bps"):  # a Result
-        trace, start, end = run.trace, run.analysis_start, run.analysis_end
-        if trace is None:
-            raise CpasimError(
-                "ideal_would_differ: the run was made without a trace; run it with one "
-                "(cpasim run --trace, cpasim.run(trace=True))"
-            )
-    source = open_trace(trace) if not hasattr(trace, "chunks") else trace
-    return _critical_path(analyze(source, start=start, end=end, listing_limit=0))
+    names = trace_names(open_trace(trace)).folded("states")
+    gone = host_time(dict.fromkeys(names, 1.0), full)
+    base = Transforms(breaks=list(REORDERED_POOLS))
+    ideal = Transforms(scale=[(n, 0.0) for n in gone], breaks=list(REORDERED_POOLS))
+    start, end = tuple(data["analysis_start"]), tuple(data["analysis_end"])
+    (b, b_cut, _), (i, i_cut, _) = analyses(
+        lambda: open_trace(trace), start, end, [base, ideal], cfg.sim.warmup
+    )
+    before = summarize(b, "the run")
+    path_b, path_i = summarize(b, "the run", b_cut), summarize(i, "its ideal what-if", i_cut)
+    metric, higher = metric_of(data["workload"])
+    change = scaled_metric(1.0, higher, path_b, path_i) - 1.0
+    out = []
+    if abs(change) >= tolerance:
+        what = "goodput" if higher else "mean latency"
+        top = [m for m in before.most_critical if host_time({m["name"]: 1.0}, full)][:3]
+        named = ", ".join(f"{m['name']} {m['share']:.1%}" for m in top)
+        out.append(
+            f"the {what} would be {change:+.1%} (predicted from the trace with the "
+            f"{'/'.join(full)} host states an ideal host does in no time at 0"
+            + (f"; on the critical path: {named}" if named else "")
+            + ")"
+        )
+    if any(_SEND_BUFFER in loop["edge"] for loop in before.loops[:1]):
+        out.append(
+            "the send buffer bounds the window, and how full the writer keeps it depends "
+            "on its copy time, which an ideal host does not have (tcp-stream at 10 ms one "
+            "way: ideal 5.8% faster)"
+        )
+    return out
