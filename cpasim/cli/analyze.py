@@ -5,12 +5,9 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from cpasim.analysis import AnalysisResult, PathResult, Transforms, analyze
 from cpasim.analysis.names import check_patterns, trace_names
@@ -19,6 +16,9 @@ from cpasim.cli import app
 from cpasim.errors import CpasimError
 from cpasim.files import write_text_atomically
 from cpasim.progress import CountingSource, activity
+
+if TYPE_CHECKING:  # rich is imported when something is printed
+    from rich.console import Console
 
 
 def _open(path: Path):
@@ -194,6 +194,9 @@ def _fmt(ns: float | None) -> str:
 
 
 def _print(result: AnalysisResult, top: int, detail: bool = False) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
     console = Console(highlight=False, soft_wrap=True, emoji=False)
     if not console.is_terminal:  # a file or pipe: do not squeeze tables to 80 columns
         console.width = 160
@@ -216,6 +219,9 @@ def _print(result: AnalysisResult, top: int, detail: bool = False) -> None:
 
 
 def _print_path(console: Console, path: PathResult, conn, top: int) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     title = f"connection {conn}: " if conn is not None else ""
     if not path.reachable:
         console.print(f"{title}end not reachable from start")
@@ -251,6 +257,9 @@ def _print_path(console: Console, path: PathResult, conn, top: int) -> None:
 
 
 def _print_slack(console: Console, path: PathResult, top: int) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     if not path.slack:
         console.print("near-critical (slack): none competed with the path")
         return
@@ -267,6 +276,9 @@ def _print_slack(console: Console, path: PathResult, top: int) -> None:
 
 
 def _print_profile(console: Console, profile: list[dict], top: int) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     """Per SM, over the whole trace: active and waiting time, and its busiest states."""
     table = Table(title="per-SM profile (whole trace)", title_justify="left")
     for col in ("state machine", "active", "waiting", "entries", "busiest states (active)"):
@@ -286,6 +298,9 @@ def _print_profile(console: Console, profile: list[dict], top: int) -> None:
 
 
 def _print_queues(console: Console, queues: list[dict]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     """Per queue: occupancy, blocking on empty/full, communication latency, arrivals."""
     table = Table(title="queues (whole trace)", title_justify="left")
     columns = (

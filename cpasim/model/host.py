@@ -5,7 +5,9 @@ The host is plumbing only: it builds :class:`~cpasim.model.cpu.Cpu`, the
 :class:`~cpasim.model.ip.IpLayer` (and, when configured, the
 :class:`~cpasim.model.memory.Memory` they share and the
 :class:`~cpasim.model.copy_engine.CopyEngine`), and opens TCP connections / UDP
-endpoints on request, registering each with IP for its incoming packets.
+endpoints on request, registering each with IP for its incoming packets.  An ideal
+host (``host.detail = "ideal"``) has a CPU and a device of its own instead and no
+memory, bus or copy engine (:mod:`cpasim.model.ideal`).
 """
 
 from __future__ import annotations
