@@ -15,7 +15,10 @@ figures are skipped with a line saying so; ``--setup-ns3 DIR`` makes one (a venv
 DIR with ``ns3`` installed) and uses it.
 
     .venv/bin/python bench/bench_detail.py [--duration 200ms] [--repeat 3]
-        [--ns3-python PATH | --setup-ns3 DIR]
+        [--ns3-python PATH | --setup-ns3 DIR] [--events]
+
+``--events`` also lists, per level, the events per segment by kind and by the
+process each wakes (a separate, untimed run of each).
 """
 
 from __future__ import annotations
@@ -94,6 +97,42 @@ class Ns3Worker:
             self.proc.wait(timeout=60)
 
 
+def events_by_waiter(cfg) -> tuple[int, list[tuple[str, float]]]:
+    """Where a run's events go: (segments, [(what, events per segment)]), each event
+    named by its kind and what it wakes (the process, or a carrier's callback)."""
+    from collections import Counter
+    from heapq import heappop
+
+    from cpasim.model import kernel
+    from cpasim.simulate import simulate
+
+    counts: Counter = Counter()
+
+    def run_until(env, t):  # Kernel.run_until, counting (untraced runs only)
+        queue = env._queue
+        while queue and queue[0][0] < t:
+            env._now, _, _, event = heappop(queue)
+            callbacks, event.callbacks = event.callbacks, None
+            owners = [getattr(c, "__self__", None) for c in callbacks]
+            procs = [o for o in owners if isinstance(o, kernel._Process)]
+            if procs:  # the process it resumes (a bounded store's get also serves puts)
+                woken = procs[0]._generator.__qualname__
+            else:
+                woken = getattr(callbacks[0], "__qualname__", "?") if callbacks else "-"
+            counts[f"{type(event).__name__.lstrip('_')} -> {woken}"] += 1
+            for callback in callbacks:
+                callback(event)
+        return True
+
+    plain = kernel.Kernel.run_until
+    kernel.Kernel.run_until = run_until
+    try:
+        segments = simulate(cfg).frames["tx_to_rx"]
+    finally:
+        kernel.Kernel.run_until = plain
+    return segments, [(what, n / segments) for what, n in counts.most_common()]
+
+
 def line(name: str, f: dict) -> str:
     return (
         f"{name:14s} goodput {f['goodput_Mbps']:6.1f} Mb/s | {f['segments']:6d} segments, "
@@ -109,6 +148,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure (best kept)")
     parser.add_argument("--ns3-python", default=None, help="interpreter with ns-3's bindings")
     parser.add_argument("--setup-ns3", type=Path, default=None, help="make one in this venv")
+    parser.add_argument(
+        "--events", action="store_true", help="also list where each level's events go"
+    )
     args, _ = parser.parse_known_args()  # bench/run.py passes its own arguments on
     sys.path.insert(0, str(HERE))
     from bench_sim import case_config, run_once
@@ -148,6 +190,13 @@ def main() -> None:
         f"ideal / full: {ideal['segments_per_s'] / full['segments_per_s']:.2f}x segments/CPU-s, "
         f"events/segment {ideal['events_per_segment']:.2f} against {full['events_per_segment']:.2f}"
     )
+    if args.events:
+        for level, cfg in cfgs.items():
+            segments, rows = events_by_waiter(cfg)
+            print(f"events per segment, {level} ({segments} segments):")
+            for what, per in rows:
+                if per >= 0.01:
+                    print(f"  {per:6.2f}  {what}")
     if "ns-3" not in best:
         print(f"ns-3: skipped ({why})")
         return
