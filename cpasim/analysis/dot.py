@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from cpasim.analysis.names import hint
 from cpasim.analysis.report import INITIAL_STATE, AnalysisResult, Names
 from cpasim.errors import CpasimError
 
@@ -100,8 +101,8 @@ def to_dot(result: AnalysisResult, graph: str = "high") -> str:
         want = graph[3:]
         ids = {sm for sm in range(len(p.s_last)) if want in (names.sm(sm), names.base_sm(sm))}
         if not ids:
-            known = ", ".join(sorted({names.base_sm(sm) for sm in range(len(p.s_last))}))
-            raise CpasimError(f"--graph {graph}: no state machine {want!r}; the trace has: {known}")
+            known = sorted({names.base_sm(sm) for sm in range(len(p.s_last))})
+            raise CpasimError(f"--graph {graph}: no state machine {want!r}; " + hint(want, known))
         return _global(p, names, path, names.base_sm(min(ids)))
     raise CpasimError(f"--graph {graph!r}: expected high, global or sm:SYS:SM")
 
