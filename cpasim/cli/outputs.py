@@ -23,8 +23,9 @@ OutOpt = Annotated[
     Path | None,
     typer.Option(
         "--out",
-        help="Run folder for config.toml (the resolved scenario) and result.json (what "
-        "--json prints); files asked for by a bare name (--trace t.cpt) go into it too.",
+        help="Run folder for config.toml (the resolved scenario), result.json (what "
+        "--json prints) and report.html; the other files asked for by a bare name go into "
+        "it too.",
     ),
 ]
 OverwriteOpt = Annotated[
