@@ -181,13 +181,19 @@ def analyze(
     ``trace``: the result of ``run(..., trace=True)`` (its own start and end are
     the defaults), a :class:`~cpasim.trace.Tracer` that recorded in memory, a
     :class:`~cpasim.trace.TraceSource` or a ``.cpt``/``.jsonl`` file.
-    ``start``/``end`` default to ``"tx:App"`` and ``"rx:App"``.  The what-if
+    ``start``/``end`` default to the run's (a result's own, a trace file's from the
+    ``.run.json`` sidecar ``run`` writes beside it), else ``"tx:App"`` and
+    ``"rx:App"``.  The what-if
     arguments are those of :func:`transforms`.
     """
     from cpasim.analysis import analyze as analyze_trace
 
     what_if = transforms(scale, scale_comm, breaks, capacity)  # checked before any reading
     source, (default_start, default_end) = _source(trace)
+    if (start is None or end is None) and isinstance(trace, str | Path):
+        from cpasim.predict.runs import recorded_ends
+
+        default_start, default_end = recorded_ends(Path(trace)) or (default_start, default_end)
     return analyze_trace(
         source,
         start or default_start,
