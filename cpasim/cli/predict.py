@@ -231,6 +231,12 @@ def ladder_cmd(
                 write_text_atomically(target, table)
         except OSError as exc:
             raise CpasimError(f"{target}: cannot write: {exc.strerror}") from None
+        if write is not None:
+            # stderr: stdout is the table (or --json).
+            typer.echo(
+                f"cpasim: wrote {target}: {ladder_mod.plot_what(lad)}",
+                err=True,
+            )
     if out_dir is not None:
         runfolder.write_config(out_dir, cfg)
         runfolder.write_result(out_dir, lad.to_json())
