@@ -80,6 +80,39 @@ class Result:
         """The metrics as plain data (what ``cpasim run --json`` prints)."""
         return self.to_json()
 
+    def _repr_html_(self) -> str:
+        """The run's main figures as a small table (notebooks)."""
+        from cpasim.results import html_table, metric_text
+
+        rows: list[tuple[str, object]] = [
+            ("workload", self.workload),
+            ("goodput", metric_text("goodput_bps", self.goodput_bps)),
+        ]
+        if self.latency_ns is not None and self.latency_ns.get("count"):
+            lat = self.latency_ns
+            rows.append(
+                (
+                    "latency mean / p99",
+                    f"{metric_text('latency', lat['mean'])} / {metric_text('latency', lat['p99'])}",
+                )
+            )
+        rows += [
+            (f"link {k.replace('_to_', '->')} busy", f"{v:.1%}")
+            for k, v in self.link_utilization.items()
+        ]
+        rows += [
+            (f"CPU {h} busy", f"{1 - cpu.get('idle', 0.0):.1%}")
+            for h, cpu in self.cpu_utilization.items()
+        ]
+        drops = {k: v for k, v in self.drops.items() if v}
+        rows += [
+            ("drops", ", ".join(f"{k} {v}" for k, v in drops.items()) or "none"),
+            ("retransmits", self.retransmits),
+            ("simulated", metric_text("time", self.sim_time_ns)),
+        ]
+        rows += [("warning", w) for w in self.warnings]
+        return html_table(f"cpasim run (config {self.config_digest})", rows)
+
     def to_json(self) -> dict:
         out = {
             "goodput_bps": self.goodput_bps,
