@@ -329,12 +329,9 @@ class _Runner:
                 self._run_until(t)
                 if stats.done.processed:
                     break
-                if (
-                    self.progress
-                    and bar is None
-                    and time.perf_counter() - self.wall0 > PROGRESS_AFTER_S
-                ):
-                    bar = _Progress(cfg, horizon if not sized else None)
+                if self.progress and time.perf_counter() - self.wall0 > PROGRESS_AFTER_S:
+                    self.progress = False  # asked once: a bar, or none off a terminal
+                    bar = _Progress.on_terminal(cfg, horizon if not sized else None)
                 if bar is not None:
                     bar.update(env.now, stats)
         finally:
@@ -437,8 +434,13 @@ class _Runner:
 class _Progress:
     """A rich progress bar on stderr: simulated time, or bytes for a sized run."""
 
-    def __init__(self, cfg, horizon: float | None) -> None:
-        from rich.console import Console
+    @classmethod
+    def on_terminal(cls, cfg, horizon: float | None) -> _Progress | None:
+        """The bar when stderr is a terminal; None (nothing drawn) in a file or pipe."""
+        console = activity.terminal_console()
+        return cls(cfg, horizon, console) if console is not None else None
+
+    def __init__(self, cfg, horizon: float | None, console) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.sized = horizon is None
@@ -449,7 +451,7 @@ class _Progress:
             BarColumn(),
             TextColumn("{task.percentage:>3.0f}%"),
             TimeElapsedColumn(),
-            console=Console(stderr=True, force_jupyter=False),  # no ipywidgets needed
+            console=console,
             transient=True,
         )
         self.task = self.bar.add_task("run", total=total)
