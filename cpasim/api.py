@@ -54,13 +54,16 @@ def run(
     """Simulate a scenario; a :class:`~cpasim.simulate.Result`.
 
     ``trace=True`` records the annotation trace in memory, a path (``.cpt`` or
-    ``.jsonl``) writes it there; ``result.trace`` is then what
-    :func:`analyze` reads, and ``result.config`` the configuration simulated.
+    ``.jsonl``) writes it there with its ``.run.json`` sidecar (the run's config
+    digest and result, what :func:`predict` and :func:`analyze` read beside it);
+    ``result.trace`` is then what :func:`analyze` reads, and ``result.config`` the
+    configuration simulated.
     ``series=True`` records the time series (:mod:`cpasim.series`) every
     ``interval`` (ns or ``"100us"``; default about 500 rows), a path also writes it
     there (.csv/.parquet); ``result.series`` is then a pandas DataFrame.
     ``out``: a run folder (refused if not empty unless ``overwrite``) receiving
-    ``config.toml``, ``result.json`` and the trace/series given as bare names.
+    ``config.toml``, ``result.json``, ``report.html`` and the trace/series given as
+    bare names.
     ``pcap`` writes the frames on the link there, as ``cpasim run --pcap``
     (tapped beside ``pcap_side``'s NIC, ``snaplen`` bytes kept per frame).
     """
@@ -93,8 +96,11 @@ def run(
         tracer.close()
         result.trace = tracer.source()
     elif trace:
+        from cpasim.predict.runs import write_run_record
+
         result = simulate(cfg, trace_path=trace, progress=progress, series=every, pcap=capture)
         result.trace = Path(trace)
+        write_run_record(cfg, result.trace, result.to_json())  # as 'cpasim run --trace'
     else:
         result = simulate(cfg, progress=progress, series=every, pcap=capture)
     result.config = cfg
@@ -105,6 +111,7 @@ def run(
     if out is not None:
         runfolder.write_config(out, cfg)
         runfolder.write_result(out, result.to_json())
+        runfolder.write_report(out, cfg, result.to_json(), series=series_path, trace=result.trace)
     return result
 
 

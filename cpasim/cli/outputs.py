@@ -80,13 +80,24 @@ def plan(
     return Outputs(out, trace, series, interval_ns)
 
 
-def finish(outputs: Outputs, cfg, result, result_json: dict) -> None:
-    """Write the series and the run folder's config.toml and result.json."""
+def finish(outputs: Outputs, cfg, result, result_json: dict, *, analysis=None) -> None:
+    """Write the series and the run folder's config.toml, result.json and report.html
+    (its verdict is ``result_json["verdict"]`` when the run was explained; its
+    critical-path pictures come from ``analysis``, the run's unmodified analysis,
+    else from analysing the trace, when the run was traced)."""
     if outputs.series is not None:
         result.series.write(outputs.series)
     if outputs.out is not None:
         runfolder.write_config(outputs.out, cfg)
         runfolder.write_result(outputs.out, result_json)
+        runfolder.write_report(
+            outputs.out,
+            cfg,
+            result_json,
+            series=outputs.series,
+            analysis=analysis,
+            trace=outputs.trace,
+        )
 
 
 def warn_if_huge(cfg, trace_suffix: str | None = None) -> None:
