@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-_INSTANCE = re.compile(r"#[^:>\[\]]*")
+#: ``#inst`` up to the next ``:``, ``[``, ``]`` or ``->`` of an edge name.
+_INSTANCE = re.compile(r"#(?:[^:>\[\]-]|-(?!>))*")
 _DIGITS = re.compile(r"(\d+)")
 
 

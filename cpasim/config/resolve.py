@@ -172,7 +172,10 @@ def _closest_key(lookup: str, candidates: list[str]) -> str | None:
         close = difflib.get_close_matches(leaf, list(siblings), n=1, cutoff=0.6)
         if close:
             return siblings[close[0]]
-    close = difflib.get_close_matches(lookup, list(by_lower), n=1, cutoff=0.6)
+    # Elsewhere: a misspelt section (``lnk.rate``).  Not the section's own keys again,
+    # which the shared prefix alone would make look close (``link.zzz``, ``link.mtu``).
+    others = [low for low in by_lower if low.rpartition(".")[0] != section or not siblings]
+    close = difflib.get_close_matches(lookup, others, n=1, cutoff=0.6)
     return by_lower[close[0]] if close else None
 
 
