@@ -125,6 +125,20 @@ def test_sweep_command_says_the_note_on_stderr(monkeypatch, capsys):
 # -- plot takes its axes from the sweep ---------------------------------------------------
 
 
+def test_default_axes_are_the_first_swept_key_and_the_runs_metric(tmp_path):
+    from test_plot import synthetic
+
+    from cpasim.plot import default_axes, load
+
+    path = synthetic(tmp_path / "s.csv")
+    assert default_axes(*load(path), path) == ("link.rate", "goodput_bps")
+    rows = [{"latency_ns.mean": 5.0}]
+    assert default_axes(rows, ["link.delay"], path) == ("link.delay", "latency_ns.mean")
+    with pytest.raises(CpasimError, match="no key was swept"):
+        default_axes(rows, [], path)
+
+
+@pytest.mark.slow
 def test_plot_takes_its_axes_from_the_swept_keys(tmp_path, capsys):
     from test_plot import synthetic
 
@@ -155,7 +169,16 @@ def _commands():
 _OTHERS = {"run", "analyze", "iperf3", "cpasim"}
 
 
-@pytest.mark.parametrize("path", [p for p, _c in _commands()], ids=lambda p: " ".join(p) or "-")
+def _quick_or_slow(path):
+    # Rendering a help page costs ~0.1 s: the quick suite checks the three that had the
+    # faults, CI all of them.
+    quick = path in (["ladder"], ["plot"], ["trace", "names"])
+    return path if quick else pytest.param(path, marks=pytest.mark.slow)
+
+
+@pytest.mark.parametrize(
+    "path", [_quick_or_slow(p) for p, _c in _commands()], ids=lambda p: " ".join(p) or "-"
+)
 def test_help_has_no_type_labels_markup_or_foreign_options(path):
     cmd = dict((tuple(p), c) for p, c in _commands())[tuple(path)]
     out = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200"}).output
@@ -298,6 +321,7 @@ def test_analyze_takes_the_runs_ends_from_the_sidecar(tmp_path):
     assert "bare.cpt.run.json" in str(r.exception)
 
 
+@pytest.mark.slow
 def test_dot_and_timeline_say_what_they_wrote(tmp_path):
     dot, png = tmp_path / "g.dot", tmp_path / "t.png"
     r = runner.invoke(
