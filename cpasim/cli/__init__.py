@@ -32,7 +32,9 @@ def _paragraphs(text: str | None) -> str | None:
     return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(text).split("\n\n"))
 
 
-class _Command(TyperCommand):
+class _PlainHelp:
+    """Help as a person reads it: paragraphs rewrapped, flags without a value label."""
+
     def __init__(self, *args, **kwargs) -> None:
         kwargs["help"] = _paragraphs(kwargs.get("help"))
         super().__init__(*args, **kwargs)
@@ -41,13 +43,12 @@ class _Command(TyperCommand):
         return _plain_flags(super().get_params(ctx))
 
 
-class _Group(TyperGroup):
-    def __init__(self, *args, **kwargs) -> None:
-        kwargs["help"] = _paragraphs(kwargs.get("help"))
-        super().__init__(*args, **kwargs)
+class _Command(_PlainHelp, TyperCommand):
+    pass
 
-    def get_params(self, ctx) -> list:
-        return _plain_flags(super().get_params(ctx))
+
+class _Group(_PlainHelp, TyperGroup):
+    pass
 
 
 app = typer.Typer(
