@@ -80,11 +80,13 @@ def plan(
     return Outputs(out, trace, series, interval_ns)
 
 
-def finish(outputs: Outputs, cfg, result, result_json: dict, *, analysis=None) -> None:
+def finish(outputs: Outputs, cfg, result, result_json: dict, *, analysis=None, trace=None) -> None:
     """Write the series and the run folder's config.toml, result.json and report.html
     (its verdict is ``result_json["verdict"]`` when the run was explained; its
-    critical-path pictures come from ``analysis``, the run's unmodified analysis,
-    else from analysing the trace, when the run was traced)."""
+    critical-path graph comes from ``analysis``, the run's unmodified analysis, and its
+    timeline from the trace: ``trace`` (a file or an in-memory source, e.g. the one
+    ``--explain`` recorded), else the ``--trace`` file; with a trace and no analysis
+    the trace is analysed for them)."""
     if outputs.series is not None:
         result.series.write(outputs.series)
     if outputs.out is not None:
@@ -96,7 +98,7 @@ def finish(outputs: Outputs, cfg, result, result_json: dict, *, analysis=None) -
             result_json,
             series=outputs.series,
             analysis=analysis,
-            trace=outputs.trace,
+            trace=trace if trace is not None else outputs.trace,
         )
 
 
