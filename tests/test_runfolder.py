@@ -122,9 +122,13 @@ def test_ladder_run_folder(tmp_path, capsys):
     run = tmp_path / "l"
     with pytest.raises(SystemExit) as exc:
         main(["ladder", STREAM, *SHORT, "--steps", "1", "--json", "--out", str(run)])
-    printed = capsys.readouterr().out
+    printed, err = capsys.readouterr()
     assert exc.value.code in (0, None)
     names = sorted(p.name for p in run.iterdir())
     assert names == ["config.toml", "ladder.md", "ladder.png", "report.html", "result.json"]
+    # The chart says what it is, on stderr, and is in the report too.
+    assert f"cpasim: wrote {run / 'ladder.png'}: goodput of 2 configurations" in err
+    report = (run / "report.html").read_text()
+    assert report.count("data:image/png;base64,") == 1 and "<h1>cpasim ladder</h1>" in report
     assert json.loads((run / "result.json").read_text()) == json.loads(printed)
     assert cpasim.load(run / "config.toml").digest == cpasim.load(STREAM, SHORT_KEYS).digest
