@@ -72,6 +72,7 @@ def test_a_pattern_wrong_only_in_case_is_named():
         ("Link.Rate", "did you mean 'link.rate'?"),
         ("hosts.tx.tcp.wmme", "did you mean 'hosts.tx.tcp.wmem'?"),
         ("link.zzz", "link has: delay, loss, mtu, rate"),
+        ("cpu.bogus", "cpu has: cache.*, cores, cost.*, freq, irq_cores, irq_preempt"),
     ],
 )
 def test_an_unknown_key_suggests_the_one_meant(key, said):

@@ -114,7 +114,9 @@ def _unknown(key: str, where: str, lookup: str, candidates: list[str], prefix: s
         hint = f"; did you mean {prefix + close!r}?"
     else:
         section = lookup.rpartition(".")[0]
-        leaves = sorted(c.rpartition(".")[2] for c in candidates if c.rpartition(".")[0] == section)
+        # The section's keys and sub-sections (``cost.*``), one level down.
+        under = [c[len(section) + 1 :] for c in candidates if c.startswith(section + ".")]
+        leaves = sorted({u.split(".", 1)[0] + (".*" if "." in u else "") for u in under})
         if 0 < len(leaves) <= 8:
             hint = f"; {prefix + section} has: " + ", ".join(leaves)
         else:
@@ -172,9 +174,11 @@ def _closest_key(lookup: str, candidates: list[str]) -> str | None:
         close = difflib.get_close_matches(leaf, list(siblings), n=1, cutoff=0.6)
         if close:
             return siblings[close[0]]
-    # Elsewhere: a misspelt section (``lnk.rate``).  Not the section's own keys again,
-    # which the shared prefix alone would make look close (``link.zzz``, ``link.mtu``).
-    others = [low for low in by_lower if low.rpartition(".")[0] != section or not siblings]
+    # Elsewhere: a misspelt section (``lnk.rate``).  Not the keys of a known section
+    # again, which the shared prefix alone would make look close (``link.zzz`` and
+    # ``link.mtu``, ``cpu.bogus`` and ``cpu.cost.user``).
+    top = lookup.split(".", 1)[0]
+    others = [low for low in by_lower if not siblings or low.split(".", 1)[0] != top]
     close = difflib.get_close_matches(lookup, others, n=1, cutoff=0.6)
     return by_lower[close[0]] if close else None
 
