@@ -44,6 +44,22 @@ UDP_APPS = {
 }
 
 
+def random_draws(cfg) -> list[str]:
+    """What in ``cfg`` draws random numbers, so that ``sim.seed`` changes the run:
+    frame loss on the link, the webserver's file sizes (the system's generator) and
+    BBR's first probing phase (each TCP connection's own, seeded from ``sim.seed``).
+    Empty when the run is the same whatever the seed."""
+    out = []
+    if cfg.link.loss > 0:
+        out.append(f"link.loss = {cfg.link.loss:g}")
+    wl = cfg.workload
+    if wl.kind == "webserver" and wl.file_size_max > wl.file_size_min:
+        out.append("the webserver's file sizes")
+    if wl.kind not in UDP_APPS:
+        out += [f"hosts.{h}.tcp.cc = bbr" for h in HOSTS if cfg.host(h).tcp.cc == "bbr"]
+    return out
+
+
 class System:
     def __init__(self, cfg, env, tracer) -> None:
         self.cfg = cfg

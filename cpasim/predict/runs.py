@@ -79,6 +79,29 @@ def sidecar_path(trace: Path) -> Path:
     return trace.with_name(trace.name + ".run.json")
 
 
+def recorded_ends(trace: Path) -> tuple[str, str] | None:
+    """The start and end state machines (``"tx:App"``, ``"rx:App"``) of the run that
+    recorded ``trace``, from its sidecar; None without one.  A sidecar that is not
+    one, or describes another trace, is refused (its ends would be a guess)."""
+    side = sidecar_path(Path(trace))
+    try:
+        data = json.loads(side.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise CpasimError(f"{side}: unreadable run sidecar ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != SIDECAR_FORMAT:
+        raise CpasimError(f"{side}: expected a {SIDECAR_FORMAT} sidecar; give --start and --end")
+    if data.get("trace_digest") != trace_digest(trace):
+        raise CpasimError(
+            f"{side}: describes another trace than {Path(trace).name} (replaced after its run "
+            "was recorded); give --start and --end"
+        )
+    _check_sidecar(data, side)
+    result = data["result"]
+    return ":".join(result["analysis_start"]), ":".join(result["analysis_end"])
+
+
 def metric_of(kind: str) -> tuple[str, bool]:
     return METRICS[kind]
 
