@@ -88,18 +88,16 @@ def run_cmd(
             # What predict/validate need to take this trace as their baseline; bound to
             # the trace just written (a stale one left by a failure here is refused).
             write_run_record(cfg, trace, result.with_end_state())
+        out = result.to_json()
+        out["scenario"] = str(scenario)
+        if verdict is not None:
+            out["verdict"] = verdict.to_json()
+        for name, path in (("trace", plan.trace), ("series", plan.series), ("pcap", pcap)):
+            if path is not None:
+                out[name] = str(path)
+        # Before a temporary trace goes: the report draws the run's path from it.
+        outs.finish(plan, cfg, result, out, trace=trace)
     trace = plan.trace  # the one kept, if any
-    out = result.to_json()
-    out["scenario"] = str(scenario)
-    if verdict is not None:
-        out["verdict"] = verdict.to_json()
-    if trace is not None:
-        out["trace"] = str(trace)
-    if plan.series is not None:
-        out["series"] = str(plan.series)
-    if pcap is not None:
-        out["pcap"] = str(pcap)
-    outs.finish(plan, cfg, result, out)
     if as_json:
         json.dump(out, sys.stdout, sort_keys=True)
         sys.stdout.write("\n")
