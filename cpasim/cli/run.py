@@ -64,8 +64,8 @@ def run_cmd(
         ),
     ] = False,
 ) -> None:
-    """Simulate SCENARIO and report goodput, utilisation, CPU split, latency and drops,
-    and what limits the run (in full with --explain)."""
+    """Simulate SCENARIO and report goodput, utilisation, CPU split, latency, drops and
+    what limits the run."""
     cfg = load_scenario(scenario, sets=sets or [])
     plan = outs.plan(
         cfg, out=out_dir, overwrite=overwrite, trace=trace, series=series, interval=interval
