@@ -1,21 +1,19 @@
 """Where the ideal host (``host.detail = "ideal"``) agrees with the full one, and where
-and why not: the shipped scenarios, tcp-stream's regimes, and the real-Linux held-out
-checks of calibration/ calibrated and predicted with ideal hosts (slow).
+and why not: the shipped scenarios and tcp-stream's regimes (slow).
 
 Figures measured with this revision (goodput, or a latency workload's mean latency,
 ideal over full minus one); a full run's :func:`~cpasim.model.detail.ideal_would_differ`
-says which of them differ, and by how much where the host is on the critical path.
+says which of them differ, and by how much where the host is on the critical path.  The
+real-Linux held-out checks at both levels are in tests/test_calibrate_grid.py and
+tests/test_calibrate_heldout.py, beside the full level's (their fixtures are shared).
 """
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
 import pytest
 
-from cpasim.calibrate.grid import calibrate, predict, read_grid
-from cpasim.calibrate.heldout import held_out, read_manifest
 from cpasim.config import load_scenario
 from cpasim.model.detail import ideal_would_differ
 from cpasim.simulate import simulate
@@ -166,77 +164,3 @@ def test_ideal_would_differ_says_nothing_where_they_agree(tmp_path, name):
     cfg = load_scenario(SCENARIOS / f"{name}.toml")
     full = simulate(cfg, trace_path=tmp_path / "full.cpt")
     assert ideal_would_differ(cfg, full, tmp_path / "full.cpt") is None
-
-
-# -- the real-Linux checks of calibration/ at both levels ----------------------------
-
-
-def _sim(cfg):
-    return simulate(cfg).to_json()
-
-
-GRID = ROOT / "calibration" / "grid"
-CAPTURES = ROOT / "calibration" / "captures"
-
-
-@pytest.fixture(scope="module")
-def grid_levels():
-    """calibration/grid's held-out prediction (tests/test_calibrate_grid.py), calibrated
-    and predicted once with full hosts and once with ideal ones."""
-    runs = read_grid(GRID)
-    by_name = {c.name: c for c in runs}
-    out = {}
-    for level in ("full", "ideal"):
-        base = load_scenario(None, sets=["sim.warmup=0s", f"host.detail={level}"])
-        cal = calibrate(base, by_name["cubic_r50m_d10ms_q2bdp_w64k"], _sim)
-        out[level] = (cal, {p.config.name: p for p in predict(cal, runs, _sim)})
-    return out
-
-
-#: Lossy grid configurations (a 15 kB tbf queue, below the bandwidth-delay product):
-#: the hosts' timing decides which packets the drop-tail queue drops, and with a few
-#: loss cycles in 4 s where they fall moves goodput by several percent (Linux's own
-#: repeats of reno_r50m_d10ms_q15k spread 31 %).  Largest measured: +3.45 %.
-LOSSY_AGREEMENT = 0.04
-
-
-def test_grid_held_out_scores_are_no_worse_with_ideal_hosts(grid_levels):
-    """33 configurations (cubic, reno, bbr; 20 and 50 Mb/s; 5 and 10 ms; queues below
-    and above the bandwidth-delay product), predicted from one calibration, at both
-    levels.  Rate- and window-limited ones agree within 1 % (largest: +0.65 %), lossy
-    ones within 4 %; the score tests/test_calibrate_grid.py holds (within 5 % of
-    Linux's median) is the same, configuration for configuration.  Measured: 31 of 33
-    within 5 % at both levels, median |error| 0.235 % full, 0.240 % ideal."""
-    (cal_f, full), (cal_i, ideal) = grid_levels["full"], grid_levels["ideal"]
-    assert abs(cal_i.residual) < 0.005
-    # The extra delay fitted takes up what the full hosts add to the round trip:
-    # measured 184 us full, 198 us ideal, each way.
-    assert 0 < cal_i.extra_delay_ns - cal_f.extra_delay_ns < 30e3
-    for name, p in full.items():
-        q = ideal[name]
-        tolerance = LOSSY_AGREEMENT if p.config.regime == "lossy" else 0.01
-        assert q.predicted_bps == pytest.approx(p.predicted_bps, rel=tolerance), name
-        assert (abs(q.error) <= 0.05) == (abs(p.error) <= 0.05), name
-    err_f = [abs(p.error) for p in full.values()]
-    err_i = [abs(p.error) for p in ideal.values()]
-    assert statistics.median(err_i) <= statistics.median(err_f) + 0.0001
-
-
-def test_capture_held_out_scores_are_no_worse_with_ideal_hosts():
-    """The 18 held-out captures of calibration/captures (tests/test_calibrate_heldout.py),
-    at both levels: each prediction within 0.1 % (the extra delay fitted: 40 us full,
-    49 us ideal), median |error| 0.17 % at both, largest 14.0 % full, 13.95 % ideal."""
-    checks = {}
-    for level in ("full", "ideal"):
-        base = load_scenario(
-            None, sets=["sim.duration=300ms", "sim.warmup=100ms", f"host.detail={level}"]
-        )
-        checks[level] = held_out(base, read_manifest(CAPTURES), "d5ms_tbf50m_w32k", _sim)
-    full = {p.run.name: p for p in checks["full"].predictions}
-    ideal = {p.run.name: p for p in checks["ideal"].predictions}
-    for name, p in full.items():
-        assert ideal[name].predicted_bps == pytest.approx(p.predicted_bps, rel=0.002), name
-    err_f = [abs(p.error) for p in full.values()]
-    err_i = [abs(p.error) for p in ideal.values()]
-    assert statistics.median(err_i) <= statistics.median(err_f) + 0.001
-    assert max(err_i) <= max(err_f) + 0.001
