@@ -337,3 +337,17 @@ def test_explain_names_the_limit_a_user_would_find(case):
 
 #: The seed's ladder (figure 6.2): each rung's change predicts the next rung's limit.
 LADDER_NEXT = {"link": "window", "window": "bus", "bus": "cores", "cores": "cpu"}
+
+
+@pytest.mark.slow
+def test_an_explained_run_folder_reports_its_verdict(tmp_path):
+    """``run --explain --out DIR``: result.json and report.html carry the verdict."""
+    out = tmp_path / "run"
+    args = ["run", str(STREAM), "--explain", "--out", str(out), "--no-progress"]
+    res = runner.invoke(app, [*args, "--set", "link.rate=10Gbps"])
+    assert res.exit_code == 0, res.output
+    verdict = json.loads((out / "result.json").read_text())["verdict"]
+    assert verdict["kind"] == "window"
+    page = (out / "report.html").read_text()
+    assert verdict["summary"].replace("'", "&#x27;") in page
+    assert not any(out.glob("*.cpt"))  # the trace --explain needed was a temporary one

@@ -83,12 +83,18 @@ def _cp(path: PathSummary) -> str:
 
 
 def _configs(
-    scenario: Path, change: list[str] | None, sets: list[str] | None, predictable: bool = True
+    scenario: Path,
+    change: list[str] | None,
+    sets: list[str] | None,
+    predictable: bool = True,
+    simulating: bool = True,
 ):
     """The scenario with its ``--set``s, and the same with the ``--change``s applied
-    (``predictable``: refused before any simulation if the table cannot predict it)."""
+    (``predictable``: refused before any simulation if the table cannot predict it;
+    ``simulating``: the baseline is to be simulated, so warn if that looks huge)."""
     cfg = load_scenario(scenario, sets=list(sets or []))
-    outs.warn_if_huge(cfg, ".cpt")  # the baseline is traced
+    if simulating:
+        outs.warn_if_huge(cfg, ".cpt")  # the baseline is traced
     return cfg, changed_config(cfg, parse_changes(change or []), predictable=predictable)
 
 
@@ -107,7 +113,8 @@ def predict_cmd(
     progress: Progress = True,
 ) -> None:
     """Predict a parameter change from the baseline's trace, without re-simulating it."""
-    cfg, new_cfg = _configs(scenario, change, set_)
+    reused = trace is not None and trace.exists()
+    cfg, new_cfg = _configs(scenario, change, set_, simulating=not reused)
     with (
         tempfile.TemporaryDirectory(prefix="cpasim-predict-") as tmp,
         activity("cpasim predict", progress),
@@ -172,7 +179,8 @@ def validate_cmd(
 
     A change the parameter table cannot predict is re-simulated all the same,
     with the reason the prediction was refused.  With --out DIR: DIR/config.toml
-    (the baseline), DIR/changed.toml and DIR/result.json (what --json prints)."""
+    (the baseline), DIR/changed.toml, DIR/result.json (what --json prints) and
+    DIR/report.html."""
     cfg, new_cfg = _configs(scenario, change, set_, predictable=False)
     if out_dir is not None:
         runfolder.prepare(out_dir, overwrite)
@@ -187,6 +195,7 @@ def validate_cmd(
         runfolder.write_config(out_dir, cfg)
         runfolder.write_config(out_dir, new_cfg, CHANGED)
         runfolder.write_result(out_dir, v.to_json())
+        runfolder.write_report(out_dir, cfg, v.to_json())
     if as_json:
         _echo_json(v.to_json())
         return
@@ -230,7 +239,8 @@ def ladder_cmd(
     """Remove bottlenecks one by one; predict each configuration from every earlier run.
 
     With --out DIR: DIR/config.toml, DIR/result.json (what --json prints),
-    DIR/ladder.md and DIR/ladder.png unless --markdown/--plot say otherwise."""
+    DIR/report.html, DIR/ladder.md and DIR/ladder.png unless --markdown/--plot say
+    otherwise."""
     cfg = load_scenario(scenario, sets=list(set_ or []))
     outs.warn_if_huge(cfg, ".cpt")
     if out_dir is not None:
@@ -262,9 +272,19 @@ def ladder_cmd(
                 write_text_atomically(target, table)
         except OSError as exc:
             raise CpasimError(f"{target}: cannot write: {exc.strerror}") from None
+        if write is not None:
+            # stderr: stdout is the table (or --json).
+            typer.echo(
+                f"cpasim: wrote {target}: {ladder_mod.plot_what(lad)}",
+                err=True,
+            )
     if out_dir is not None:
         runfolder.write_config(out_dir, cfg)
         runfolder.write_result(out_dir, lad.to_json())
+        chart = (
+            [(ladder_mod.plot_what(lad), plot)] if plot and plot.suffix.lower() == ".png" else []
+        )
+        runfolder.write_report(out_dir, cfg, lad.to_json(), images=chart)
     if as_json:
         _echo_json(lad.to_json())
         return

@@ -7,7 +7,7 @@ import sys
 import tempfile
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,11 +16,20 @@ from cpasim.capture import DEFAULT_SNAPLEN, PcapSpec
 from cpasim.cli import app
 from cpasim.cli import outputs as outs
 from cpasim.config import load_scenario
-from cpasim.model.cpu import CATEGORIES
 from cpasim.predict.runs import analysed_run, write_run_record
 from cpasim.progress import activity
-from cpasim.simulate import Result, simulate
 from cpasim.verdict import explain, explain_run, idle_line
+
+if TYPE_CHECKING:
+    from cpasim.simulate import Result
+
+
+def simulate(cfg, **kwargs):
+    """:func:`cpasim.simulate.simulate`, imported when a run is made: the model is not
+    loaded when the command line starts (every command pays for what it imports)."""
+    from cpasim.simulate import simulate as run
+
+    return run(cfg, **kwargs)
 
 
 @app.command("run")
@@ -64,8 +73,8 @@ def run_cmd(
         ),
     ] = False,
 ) -> None:
-    """Simulate SCENARIO and report goodput, utilisation, CPU split, latency and drops,
-    and what limits the run (in full with --explain)."""
+    """Simulate SCENARIO and report goodput, utilisation, CPU split, latency, drops and
+    what limits the run."""
     cfg = load_scenario(scenario, sets=sets or [])
     plan = outs.plan(
         cfg, out=out_dir, overwrite=overwrite, trace=trace, series=series, interval=interval
@@ -88,18 +97,16 @@ def run_cmd(
             # What predict/validate need to take this trace as their baseline; bound to
             # the trace just written (a stale one left by a failure here is refused).
             write_run_record(cfg, trace, result.with_end_state())
+        out = result.to_json()
+        out["scenario"] = str(scenario)
+        if verdict is not None:
+            out["verdict"] = verdict.to_json()
+        for name, path in (("trace", plan.trace), ("series", plan.series), ("pcap", pcap)):
+            if path is not None:
+                out[name] = str(path)
+        # Before a temporary trace goes: the report draws the run's path from it.
+        outs.finish(plan, cfg, result, out, trace=trace)
     trace = plan.trace  # the one kept, if any
-    out = result.to_json()
-    out["scenario"] = str(scenario)
-    if verdict is not None:
-        out["verdict"] = verdict.to_json()
-    if trace is not None:
-        out["trace"] = str(trace)
-    if plan.series is not None:
-        out["series"] = str(plan.series)
-    if pcap is not None:
-        out["pcap"] = str(pcap)
-    outs.finish(plan, cfg, result, out)
     if as_json:
         json.dump(out, sys.stdout, sort_keys=True)
         sys.stdout.write("\n")
@@ -190,6 +197,8 @@ def summary(r: Result, cfg, scenario: Path, trace: Path | None) -> str:
         lines.append(
             "memory       " + "  ".join(f"{h} {_pct(v)}" for h, v in r.memory_utilization.items())
         )
+    from cpasim.model.cpu import CATEGORIES
+
     for host, cpu in r.cpu_utilization.items():
         parts = "  ".join(f"{c} {_pct(cpu[c])}" for c in (*CATEGORIES, "idle"))
         lines.append(f"CPU {host:8} {parts}")

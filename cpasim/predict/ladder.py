@@ -53,6 +53,25 @@ class Ladder:
     rungs: list[Rung]
     stopped: str | None  # why the ladder ended early, if it did
 
+    def to_dict(self) -> dict:
+        """The ladder as plain data (what ``cpasim ladder --json`` prints)."""
+        return self.to_json()
+
+    def _repr_html_(self) -> str:
+        """Per configuration: its change, re-simulated figure and bottleneck (notebooks)."""
+        from cpasim.results import html_table, metric_text
+
+        rows = [
+            (
+                f"config {r.index}: {r.remedy.describe() if r.remedy else 'baseline'}",
+                f"{metric_text(self.metric, r.actual)}, bottleneck {r.run.path.bottleneck}",
+            )
+            for r in self.rungs
+        ]
+        if self.stopped:
+            rows.append(("stopped", self.stopped))
+        return html_table(f"prediction ladder of {self.metric}", rows)
+
     def to_json(self) -> dict:
         rows = []
         for r in self.rungs:
@@ -158,9 +177,26 @@ def markdown(lad: Ladder) -> str:
 
 
 def _wrap(text: str, width: int = 22) -> str:
-    import textwrap
-
-    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) or text
+    """``text`` in lines of about ``width`` characters, broken between words, or after
+    the ``=`` of a ``key=value`` too long for a line; never inside a word: a value
+    and its unit (``4MiB``) stay whole."""
+    pieces = []
+    for word in text.split():
+        key, eq, value = word.partition("=")
+        if eq and value and len(word.rstrip(",")) > width:
+            pieces += [key + eq, value]
+        else:
+            pieces.append(word)
+    lines: list[str] = []
+    line = ""
+    for piece in pieces:
+        joined = line + ("" if line.endswith("=") else " ") + piece if line else piece
+        if line and len(joined.rstrip(",")) > width:
+            lines.append(line)
+            line = piece
+        else:
+            line = joined
+    return "\n".join([*lines, line]) if line else text
 
 
 def _label(ax, bar, text: str, **style) -> None:
@@ -243,6 +279,15 @@ def draw(lad: Ladder):
         fig.text(0.01, 0.01, _wrap(f"Stopped early: {lad.stopped}.", 140), fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def plot_what(lad: Ladder) -> str:
+    """What the chart of :func:`plot` shows, in a line."""
+    name = "goodput" if lad.metric == "goodput_bps" else "mean latency"
+    return (
+        f"{name} of {len(lad.rungs)} configurations, each predicted from every earlier "
+        "one (bars labelled with their error) beside its re-simulation, and the bottlenecks"
+    )
 
 
 def plot(lad: Ladder, path: Path) -> None:

@@ -54,6 +54,24 @@ class Validation:
         """Prediction, re-simulation and error as plain data (``cpasim validate --json``)."""
         return self.to_json()
 
+    def _repr_html_(self) -> str:
+        """Baseline, prediction, re-simulation and error as a small table (notebooks)."""
+        from cpasim.results import html_table, metric_text
+
+        m = self.metric
+        p = self.prediction
+        rows = [
+            ("baseline", metric_text(m, self.baseline)),
+            ("predicted", metric_text(m, p.predicted) if p else f"refused: {self.refused}"),
+            ("re-simulated", metric_text(m, self.actual)),
+            ("error", "-" if self.error is None else f"{self.error:.1%}"),
+            ("bottleneck before", self.baseline_path.bottleneck or "(none)"),
+        ]
+        if p is not None:
+            rows.append(("bottleneck predicted", p.predicted_bottleneck or "(none)"))
+        rows.append(("bottleneck re-simulated", self.actual_path.bottleneck or "(none)"))
+        return html_table(f"validation of {m}", rows)
+
     def to_json(self) -> dict:
         m = self.metric
         if self.prediction is not None:
