@@ -32,6 +32,15 @@ PLAIN_EVERY_S = 5.0
 _current: Activity | None = None
 
 
+def terminal_console():
+    """A rich console on stderr when stderr is a terminal, else None: progress is
+    drawn only there (in a file or pipe rich would leave blank lines and bars)."""
+    from rich.console import Console
+
+    console = Console(stderr=True, force_jupyter=False)  # no ipywidgets needed
+    return console if console.is_terminal else None
+
+
 class Activity:
     """One spinner (or, off a terminal, plain lines); :meth:`step` names what it is doing now."""
 
@@ -90,10 +99,8 @@ class Activity:
     def start(self) -> None:
         if not self.enabled:
             return
-        from rich.console import Console
-
-        self._console = Console(stderr=True)
-        if self._console.is_terminal:
+        self._console = terminal_console()
+        if self._console is not None:
             self._timer = threading.Timer(PROGRESS_AFTER_S, self._show)
             self._timer.daemon = True
             self._timer.start()
