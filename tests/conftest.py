@@ -11,6 +11,8 @@ search for a counterexample is CI's.
 
 from __future__ import annotations
 
+import ctypes
+import resource
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +23,10 @@ from hypothesis import settings
 
 #: Examples a hypothesis test tries in the quick suite.
 QUICK_EXAMPLES = 10
+#: prctl's option "signal me when my parent dies" (linux/prctl.h).
+PR_SET_PDEATHSIG = 1
+#: CPU seconds a process started by :func:`dies_with_this_run` may use.
+CHILD_CPU_S = 120
 
 
 def quick_run(config: pytest.Config) -> bool:
@@ -42,6 +48,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if quick_run(config):
         for item in items:
             cap_examples(getattr(item, "obj", None))
+
+
+def dies_with_this_run() -> None:
+    """For ``Popen(preexec_fn=...)``: the process gets SIGKILL when the test run that
+    started it ends, however it ends (a test's ``finally`` does not run when the run
+    itself is killed), and has at most :data:`CHILD_CPU_S` of CPU time.  For a child
+    that would otherwise run for hours (a 1000 TB transfer stopped by a signal)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    resource.setrlimit(resource.RLIMIT_CPU, (CHILD_CPU_S, CHILD_CPU_S))
 
 
 @contextmanager

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import sigint_as_on_a_terminal
+from conftest import dies_with_this_run, sigint_as_on_a_terminal
 
 from cpasim.config import load_scenario
 from cpasim.estimate import WARN_EVENTS, estimate
@@ -92,6 +92,7 @@ def test_huge_run_warns_first_and_stops_cleanly_on_ctrl_c(tmp_path):
             text=True,
             env=env,
             cwd=tmp_path,
+            preexec_fn=dies_with_this_run,  # nor must a killed suite
         )
     try:
         first = proc.stderr.readline()
