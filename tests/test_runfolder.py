@@ -72,6 +72,7 @@ def test_non_empty_folder_refused_unless_overwrite(tmp_path, capsys):
     assert written == {"notes.txt", "config.toml", "report.html", "result.json"}
 
 
+@pytest.mark.slow  # its report analyses the trace and draws two figures
 def test_trace_and_series_go_into_the_folder(tmp_path, capsys):
     run = tmp_path / "run"
     _run([STREAM, *SHORT, "--out", str(run), "--trace", "t.cpt", "--series", "s.csv"], capsys)
