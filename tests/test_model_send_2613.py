@@ -426,6 +426,7 @@ def test_with_nothing_left_to_send_the_block_write_back_takes_the_remainder():
     assert any(n % 4 for n in sizes)
 
 
+@pytest.mark.slow  # a traced run analysed; the engine's own checks below are quick
 def test_a_shipped_run_with_the_write_back_engine_keeps_the_identity_invariant():
     _, path = _shipped_path("hosts.tx.nic.tx_writeback=block", *M5_FETCH)
     assert path.critical_path_ns == pytest.approx(path.elapsed_ns, rel=1e-9)

@@ -76,7 +76,8 @@ def test_series_changes_nothing(filled):
     assert filled.events == cpasim.run(STREAM, FILLED).events
 
 
-@pytest.mark.parametrize("suffix", [pytest.param(".jsonl", marks=pytest.mark.slow), ".cpt"])
+@pytest.mark.slow  # two traced runs; test_series_changes_nothing is the quick one
+@pytest.mark.parametrize("suffix", [".jsonl", ".cpt"])
 def test_series_with_trace_changes_neither(tmp_path, suffix):
     short = {"sim.duration": "4ms", "sim.warmup": "1ms"}
     a, b = tmp_path / f"a{suffix}", tmp_path / f"b{suffix}"
