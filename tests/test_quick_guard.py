@@ -36,7 +36,7 @@ def test_every_module_is_exercised_by_a_quick_test(tmp_path):
         capture_output=True,
         text=True,
     )
-    assert out.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert out.exists(), f"exit {proc.returncode}: {proc.stdout[-3000:]}{proc.stderr[-3000:]}"
     guard = json.loads(out.read_text())
     assert "cpasim.simulate" in guard["modules"] and "cpasim.model" in guard["no_functions"]
     unguarded = sorted(m for m, test in guard["modules"].items() if test is None)
