@@ -234,7 +234,7 @@ def explain(
 
 
 def _what_if(scenario, change, overrides, keywords, predictable=True):
-    from cpasim.predict.predict import changed_config
+    from cpasim.predict.whatif import changed_config
 
     if not change:
         raise CpasimError('change: give at least one key, e.g. change={"link.rate": "10Gbps"}')
@@ -252,13 +252,13 @@ def predict(
     **keywords,
 ):
     """Predict what ``change`` would give from a traced run of ``scenario``, without
-    simulating the change; a :class:`~cpasim.predict.predict.Prediction`.
+    simulating the change; a :class:`~cpasim.predict.whatif.Prediction`.
 
     ``trace``: a baseline ``.cpt`` recorded earlier by ``predict``/``validate``
     (checked against the scenario) or where to keep the one recorded now.
     """
-    from cpasim.predict.predict import predict as predict_change
     from cpasim.predict.runs import baseline
+    from cpasim.predict.whatif import predict as predict_change
 
     cfg, new_cfg = _what_if(scenario, change, overrides, keywords)
     with tempfile.TemporaryDirectory(prefix="cpasim-predict-") as tmp:
@@ -275,11 +275,11 @@ def validate(
     **keywords,
 ):
     """:func:`predict`, then simulate the change and compare; a
-    :class:`~cpasim.predict.validate.Validation` (``.error``, ``.actual``).  A change
+    :class:`~cpasim.predict.validation.Validation` (``.error``, ``.actual``).  A change
     the parameter table refuses (``tcp.cc``, ...) is simulated all the same: its
     ``.prediction`` and ``.error`` are None and ``.refused`` says why."""
     from cpasim.predict.runs import baseline
-    from cpasim.predict.validate import validate as validate_change
+    from cpasim.predict.validation import validate as validate_change
 
     cfg, new_cfg = _what_if(scenario, change, overrides, keywords, predictable=False)
     with tempfile.TemporaryDirectory(prefix="cpasim-validate-") as tmp:

@@ -727,7 +727,7 @@ def predicted(v: Verdict, run, prediction=None) -> Verdict:
     """``v`` with its change predicted from ``run``'s trace
     (:class:`~cpasim.predict.runs.TracedRun`; ``prediction``: already made) and the
     predicted path's verdict as ``next``."""
-    from cpasim.predict.predict import predict, refusal
+    from cpasim.predict.whatif import predict, refusal
 
     if not v.values or v.predicted is not None or v.stalled:
         return v
@@ -817,7 +817,7 @@ def of_prediction(run, new: Config, p) -> Verdict | None:
 def baseline_and_change(run, new: Config):
     """The baseline's verdict (its own change predicted) and the prediction of ``new``,
     in one pass over the trace: ``(verdict, prediction)``."""
-    from cpasim.predict.predict import predict_many, refusal
+    from cpasim.predict.whatif import predict_many, refusal
 
     v = explain(run.cfg, run.result, run.path)
     ours = None

@@ -219,7 +219,7 @@ class Bus:
 
 
 class MemoryBus(Bus):
-    """The I/O bus of a host whose memory is modelled (:mod:`cpasim.model.memory`):
+    """The I/O bus of a host whose memory is modelled (:mod:`cpasim.model.main_memory`):
     each DMA also takes its bytes' share of the memory (its whole transfer with
     ``memory.dma_holds``), and holds its channel until both are done; with
     ``memory.load_window`` a read's memory latency is stretched by the memory's

@@ -3,7 +3,7 @@
 The host is plumbing only: it builds :class:`~cpasim.model.cpu.Cpu`, the
 :class:`~cpasim.model.device.NetDevice` on its end of the link and
 :class:`~cpasim.model.ip.IpLayer` (and, when configured, the
-:class:`~cpasim.model.memory.Memory` they share and the
+:class:`~cpasim.model.main_memory.Memory` they share and the
 :class:`~cpasim.model.copy_engine.CopyEngine`), and opens TCP connections / UDP
 endpoints on request, registering each with IP for its incoming packets.  An ideal
 host (``host.detail = "ideal"``) has a CPU and a device of its own instead and no
@@ -17,10 +17,10 @@ from cpasim.model.copy_engine import CopyEngine
 from cpasim.model.cpu import Cpu
 from cpasim.model.device import host_device
 from cpasim.model.ip import IpLayer
-from cpasim.model.memory import make_memory
+from cpasim.model.main_memory import make_memory
 from cpasim.model.netdma import NetDma
 from cpasim.model.sockbuf import datagram_buffer
-from cpasim.model.socket import TcpSocket, UdpSocket
+from cpasim.model.socket_api import TcpSocket, UdpSocket
 from cpasim.model.tcp import TcpConnection
 from cpasim.model.udp import UdpEndpoint
 
