@@ -24,7 +24,8 @@ the snap length like ``tcpdump -s``:
   announcing host's receive buffer chose (:mod:`cpasim.model.sockbuf`, as
   ``tcp_select_initial_window``); with ``tcp.timestamps`` every segment carries
   the option (TSval in milliseconds of the segment's creation, TSecr the last
-  TSval the host received on the connection); SACK blocks ride on the ACKs that
+  TSval the host had received on the connection when its MAC sent the segment);
+  SACK blocks ride on the ACKs that
   have them.  The checksum is valid for the zero payload.
 - The handshake is not modelled (the connection is established at time 0), so
   each TCP connection opens with a synthetic SYN (from ``tx``, whichever side
@@ -157,6 +158,8 @@ class PcapTap:
         self.origin = 0.0
         # Synthetic frames due after time 0, (simulated ns, frame, length), in time order.
         self._later: list[tuple[float, bytes, int]] = []
+        # The far host's TSecr in each of its frames on the way, by the frame's id.
+        self._echo: dict[int, int] = {}
         self._open()
         try:
             if cfg.workload.kind != "udp_stream":
@@ -169,7 +172,7 @@ class PcapTap:
         # only the tapped host's frames are written.  Through a forwarding host
         # each end host's port is on its own link, and a frame keeps its addresses.
         system.port(side).tap(self._sent, self._arrived)
-        system.port(peer).tap(None, self._peer_arrived)
+        system.port(peer).tap(self._peer_sent, self._peer_arrived)
 
     # -- the file --------------------------------------------------------------------------
     def _open(self) -> None:
@@ -221,6 +224,12 @@ class PcapTap:
         self._received(self.side, pkt)
         self._record(PEER[self.side], pkt)
 
+    def _peer_sent(self, pkt) -> None:
+        # A frame from the far host echoes what that host had received when it sent the
+        # frame, not when the frame reaches the tap a one-way delay later.
+        if pkt.proto == "tcp":
+            self._echo[id(pkt)] = self.conns[pkt.conn].ts_recent[PEER[self.side]]
+
     def _peer_arrived(self, pkt) -> None:
         self._received(PEER[self.side], pkt)
 
@@ -236,9 +245,11 @@ class PcapTap:
             ip_id = conn.ip_id[src]
             conn.ip_id[src] = (ip_id + 1) & 0xFFFF
             opts = b""
+            echo = self._echo.pop(id(pkt), None) if src != self.side else None
             if self.timestamps[src]:
                 tsval = self._tsval(pkt.sent_ns)
-                opts = _TS.pack(OPT_NOP, OPT_NOP, OPT_TS, 10, tsval, conn.ts_recent[src])
+                tsecr = conn.ts_recent[src] if echo is None else echo
+                opts = _TS.pack(OPT_NOP, OPT_NOP, OPT_TS, 10, tsval, tsecr)
             if pkt.sack:
                 opts += _sack_option(pkt.sack)
             wnd = min(pkt.wnd >> conn.wscale.get(src, 0), U16_MAX)

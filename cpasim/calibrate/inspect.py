@@ -30,9 +30,10 @@ from cpasim.protocol import MAC_HEADER, TCP_TIMESTAMPS, tcp_header
 # Ethernet header.  Pass ETHERNET_FRAMING (38) for a real Ethernet wire (+ FCS,
 # preamble, gap).
 DEFAULT_L2_OVERHEAD = MAC_HEADER
-# Dispersion samples that fall in the densest ±5 % band of rates are taken as
-# back-to-back packets spaced by the bottleneck.
-_MODE_HALF_WIDTH = math.log(1.05)
+#: Dispersion samples that fall in the densest ±5 % band of rates are taken as
+#: back-to-back packets spaced by the bottleneck.
+MODE_BAND = 0.05
+_MODE_HALF_WIDTH = math.log(1 + MODE_BAND)
 _MIN_DISPERSION_SAMPLES = 20
 _SEQ_SPACE = 1 << 32
 #: Steady figures leave out the start of a transfer (slow start, BBR start-up).
@@ -581,14 +582,14 @@ def _halves(times: list[int], values: list[int], start: int, end: int | None):
 
 
 def _steady_goodput(packets: list[PacketRecord], sender: str):
-    """(bps, from, until): :func:`steady_goodput` of one flow, or None if it cannot tell."""
+    """(bps, from, until): :func:`flow_steady_goodput`, or None if it cannot tell."""
     try:
-        return steady_goodput(packets, sender)
+        return flow_steady_goodput(packets, sender)
     except CpasimError:
         return None
 
 
-def steady_goodput(
+def flow_steady_goodput(
     packets: list[PacketRecord], sender: str, skip: float = SKIP_FRACTION, path: str = ""
 ) -> tuple[float, int, int]:
     """Bytes acknowledged per second between ``skip`` of the transfer and its last ACK:

@@ -121,9 +121,15 @@ def fit_cmd(
         min=2,
         help="Simulation budget (default 24 without --params, 60 with).",
     ),
+    side: str = typer.Option(
+        None,
+        "--side",
+        help="Without --params: where the capture was taken, tx (beside the data's "
+        "sender) or rx (beside its receiver), if the capture cannot tell.",
+    ),
 ) -> None:
     """Set what a capture determines, then fit what remains so that simulated goodput
-    matches the measurement."""
+    matches the measurement over the span the capture measured."""
     from cpasim.calibrate.fit import calibrated_toml, show_figure, show_parameter
     from cpasim.config import load_scenario
 
@@ -132,9 +138,11 @@ def fit_cmd(
         from cpasim.calibrate.evidence import fit_from_evidence
 
         result, header = fit_from_evidence(
-            cfg, measurements, max_simulations=max_simulations or 24, say=typer.echo
+            cfg, measurements, max_simulations=max_simulations or 24, say=typer.echo, side=side
         )
     else:
+        if side is not None:
+            raise CpasimError("--side: only without --params (a fit of goodput needs no side)")
         result, header = _fit_params(cfg, measurements, params, max_simulations or 60), []
     for before, after in zip(result.start_residuals, result.residuals, strict=True):
         t = after.target
