@@ -43,14 +43,12 @@ DERIVED = {
     "time with nothing in flight": lambda r: r.idle_share,
     "flight / peer's window": lambda r: r.in_flight.p90 / r.adv_window.p50,
     "flight growth": lambda r: r.in_flight_late_max / r.in_flight_early_max,
-    "data dispersion / bottleneck rate": lambda r: (
-        r.bottleneck_alternatives[0].bps / r.bottleneck.bps
-    ),
+    "data spaced at the bottleneck rate": lambda r: r.data_at_bottleneck_share,
 }
 #: The checks a kind cannot be given without (any one of each group).
 REQUIRED = {
     "bottleneck": [{"goodput / bottleneck rate", "median / base round trip"}],
-    "link": [{"goodput / bottleneck rate"}, {"data dispersion / bottleneck rate"}],
+    "link": [{"goodput / bottleneck rate"}, {"data spaced at the bottleneck rate"}],
     "window": [
         {
             "time at the peer's window",
@@ -198,6 +196,52 @@ def test_a_full_window_over_a_standing_queue_is_the_bottleneck(tmp_path):
     names = [c.name for c in r.verdict.checks]
     assert names[:2] == ["time at the peer's window", "median / base round trip"]
     assert r.verdict.checks[1].op == ">"
+    assert_reasons_match_figures(r)
+
+
+def test_a_saturated_bottleneck_is_named_with_its_rate(tmp_path):
+    """Five segments in flight, below the peer's 10-segment window, over a path that
+    holds 2.5: the bottleneck runs full and its rate is the limit."""
+    r = inspect_capture(_synth(tmp_path, side="sender", window=5, timestamps=True))
+    v = r.verdict
+    assert (v.kind, v.resource) == ("bottleneck", "the narrowest link on the path (10.000 Mb/s)")
+    assert [c.name for c in v.checks] == ["bottleneck pairs in mode", "goodput / bottleneck rate"]
+    assert_reasons_match_figures(r)
+
+
+def test_a_silence_before_a_resend_is_a_timeout(tmp_path):
+    """The sender stops for a second with data outstanding, then resends."""
+    segs = synth.bulk_flow(side="sender", segments=200, rate_bps=100e6, window=10)
+    data = [s for s in segs if s.forward and s.payload]
+    cut = data[100].t_ns
+    out = [s if s.t_ns <= cut else replace(s, t_ns=s.t_ns + 10**9) for s in segs]
+    out.append(replace(data[100], t_ns=cut + 10**9 - 1))
+    path = tmp_path / "stalled.pcap"
+    synth.write_pcap(path, sorted(out, key=lambda s: s.t_ns), side="sender")
+    r = inspect_capture(read_capture(path))
+    assert r.stalls == 1 and r.stalled_ns == pytest.approx(1e9, rel=0.01)
+    assert (r.verdict.kind, r.verdict.resource) == ("timeout", "the retransmission timer")
+    assert_reasons_match_figures(r)
+
+
+def test_nothing_in_flight_is_the_sending_application(tmp_path):
+    """Ten writes of 20 segments, 50 ms apart: each is acknowledged within 6 ms."""
+    segs = synth.bulk_flow(side="sender", segments=20, rate_bps=100e6, window=10)
+    burst = len(segs[3:])
+    out = segs[:3]
+    for k in range(10):
+        off = k * 20 * synth.PAYLOAD
+        for s in segs[3:]:
+            moved = replace(s, t_ns=s.t_ns + k * 50_000_000)
+            out.append(
+                replace(moved, seq=s.seq + off) if s.forward else replace(moved, ack=s.ack + off)
+            )
+    assert len(out) == 3 + 10 * burst
+    path = tmp_path / "writes.pcap"
+    synth.write_pcap(path, out, side="sender")
+    r = inspect_capture(read_capture(path))
+    assert r.idle_share > 0.85  # 89 %
+    assert (r.verdict.kind, r.verdict.host) == ("app", "tx")
     assert_reasons_match_figures(r)
 
 

@@ -331,3 +331,24 @@ def test_run_with_pcap_read_back_by_inspect(tmp_path, capsys, side):
     assert report["rtt_ns"]["p50"] == pytest.approx(rtt, rel=0.15)
     assert report["handshake_rtt_ns"] == pytest.approx(rtt, rel=0.15)
     assert report["mss"] == 1448
+
+
+@pytest.mark.slow
+def test_the_verdict_of_cpasims_own_capture_matches_the_model(tmp_path):
+    """Beside tx, at the scenario's 0.7 ms round trip the link limits (97.6 % busy in
+    the run); at 1 ms the 128 KiB send buffer does, and the change the capture's
+    verdict gives buys what the model says it buys (predicted 941.5 Mb/s, simulated
+    941.1 Mb/s)."""
+    _, _, fast = _run(tmp_path, ["sim.duration=60ms"], name="link.pcap")
+    v = inspect_capture(read_capture(fast)).verdict
+    assert (v.kind, v.host) == ("link", "tx")
+    cfg, _, slow = _run(tmp_path, ["link.delay=500us"], name="wmem.pcap")
+    r = inspect_capture(read_capture(slow))
+    v = r.verdict
+    assert (v.kind, v.resource, v.host) == ("window", "the send buffer", "tx")
+    assert list(v.change) == ["hosts.tx.tcp.wmem"]
+    changed = load_scenario(
+        TCP, sets=["link.delay=500us", *(f"{k}={x}" for k, x in v.change.items())]
+    )
+    got = simulate(changed).goodput_bps
+    assert v.predicted["value"] == pytest.approx(got, rel=0.01)

@@ -126,6 +126,7 @@ class FlowReport:
     steady_until_ns: int | None = None
     # Beside the sender only: largest flight in each half of the steady part, and
     # the shares of it with the flight at the peer's window, or with nothing in flight.
+    data_at_bottleneck_share: float | None = None  # data spaced at the bottleneck rate
     in_flight_early_max: int | None = None
     in_flight_late_max: int | None = None
     window_full_share: float | None = None
@@ -451,6 +452,9 @@ class _TcpAnalysis:
         primary, alternatives = (ack_rate, data_rate) if side == "sender" else (data_rate, ack_rate)
         if primary is None:
             primary, alternatives = alternatives, None
+        spaced = None
+        if side == "sender" and primary is not None and len(data_t) > 1:
+            spaced = _share_at_rate(data_t, data_size, primary.bps)
         goodput = snd_max * 8e9 / duration if duration else 0.0
 
         ack_dist = single_dist = None
@@ -499,6 +503,7 @@ class _TcpAnalysis:
             goodput_bps=goodput,
             bottleneck=primary,
             bottleneck_alternatives=[alternatives] if alternatives else [],
+            data_at_bottleneck_share=spaced,
             data_packets=data_packets,
             retransmitted_segments=retrans_segs,
             retransmitted_bytes=retrans_bytes,
@@ -569,6 +574,18 @@ class _Steady:
 
     def share(self, ns: int) -> float | None:
         return ns / (self.end - self.start) if self.end > self.start else None
+
+
+def _share_at_rate(times: list[int], sizes: list[int], bps: float) -> float:
+    """The share of consecutive packets (simultaneous ones included) spaced within
+    :data:`MODE_BAND` of ``bps``: near 1 when the tap's own link sends at that rate
+    back to back, about one half when pairs leave at once on each ACK."""
+    hits = 0
+    for i in range(1, len(times)):
+        gap = times[i] - times[i - 1]
+        if gap > 0 and abs(sizes[i] * 8e9 / gap / bps - 1) <= MODE_BAND:
+            hits += 1
+    return hits / (len(times) - 1)
 
 
 def _halves(times: list[int], values: list[int], start: int, end: int | None):

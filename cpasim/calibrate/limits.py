@@ -21,8 +21,9 @@ The order in which the limits are tried (:func:`judge`):
    and the path's narrowest link is the limit (**bottleneck**).
 4. **bottleneck** (or **link**) — goodput within 15 % of a bottleneck rate that
    the dispersion measured clearly (:data:`MIN_MODE_SHARE` of the packet pairs
-   in its mode).  Beside the sender, when the data already leaves at that rate
-   in single segments, the tap's own link is the narrowest: **link**.
+   in its mode).  Beside the sender, when :data:`LINE_BUSY` of the data segments
+   (no super-segments) already leave one after another at that rate, the tap's own
+   link is the narrowest: **link**.
 5. **loss** — more than :data:`LOSSY` of the bytes were resent: the congestion
    window, cut by each loss, held the rate below the path's.
 6. **window** (the send buffer, or the congestion window) — beside the sender,
@@ -82,8 +83,10 @@ IDLE = 0.2
 GROWTH = 1.1
 #: Flight below this share of the peer's window never reached it.
 BELOW_WINDOW = 0.9
-#: Dispersion of data and ACKs within this of each other: one rate.
-SAME_RATE = 0.05
+#: Share of the data segments spaced at the bottleneck rate when the tap's own link is
+#: the narrowest: it sends them back to back (an ACK-clocked sender behind a slower
+#: link sends a pair at once on each ACK: about half).
+LINE_BUSY = 0.9
 
 
 @dataclass(frozen=True)
@@ -279,8 +282,8 @@ def _bottleneck_measured(r) -> Check | None:
         "a/b",
         ">=",
         MIN_MODE_SHARE,
-        "the bottleneck rate is measured: {v} of the packet pairs within 5 % of it "
-        "(at least {bound})",
+        "the bottleneck rate is measured: {a} of {b} packet pairs within 5 % of it, "
+        "{v} (at least {bound})",
     )
 
 
@@ -379,19 +382,15 @@ def _growth(r, op: str) -> Check | None:
     )
 
 
-def _same_rate(r) -> Check | None:
-    alternatives = lookup(r, "bottleneck_alternatives") or []
-    if not alternatives:
-        return None
+def _line_busy(r) -> Check | None:
     return _check(
-        "data dispersion / bottleneck rate",
-        (_figure(r, "bottleneck_alternatives.0.bps", "bps"), _figure(r, "bottleneck.bps", "bps")),
-        "a/b",
-        "<=",
-        1 + SAME_RATE,
-        "single segments already leave the tap at {a}, {v} the bottleneck rate {b} "
-        "(at most {bound})",
-        times=True,
+        "data spaced at the bottleneck rate",
+        (_figure(r, "data_at_bottleneck_share", "share"), _figure(r, "bottleneck.bps", "bps")),
+        "a",
+        ">=",
+        LINE_BUSY,
+        "{v} of the data segments left the tap one after another at the bottleneck rate "
+        "{b} (at least {bound}): the tap's own link sends at that rate",
     )
 
 
@@ -456,27 +455,25 @@ def judge(r: FlowReport) -> CaptureVerdict:
         if queued is not None and queued.holds:
             checks = (full, queued)
             rate = _bottleneck_full(r)
-            if rate is not None and rate.holds:
-                checks += (rate,)
+            named = rate is not None and rate.holds  # the rate is named only if reached
             return CaptureVerdict(
                 "bottleneck",
-                "the narrowest link on the path" + _rate_words(r),
+                "the narrowest link on the path" + (_rate_words(r) if named else ""),
                 "",
-                checks,
-                next=None,
+                (*checks, rate) if named else checks,
                 note="a larger window would only lengthen the queue",
             )
 
     measured = _bottleneck_measured(r)
     rate = _bottleneck_full(r)
     if measured is not None and measured.holds and rate is not None and rate.holds:
-        same = _same_rate(r)
-        if sender_side and same is not None and same.holds and not r.super_segments:
+        busy = _line_busy(r)
+        if sender_side and busy is not None and busy.holds and not r.super_segments:
             return CaptureVerdict(
                 "link",
                 "the link at the tap" + _rate_words(r),
                 "tx",
-                (measured, rate, same),
+                (measured, rate, busy),
                 next=_window_next(r),
             )
         return CaptureVerdict(
@@ -569,9 +566,13 @@ def _window_verdict(r, which: str, checks: tuple[Check, ...]) -> CaptureVerdict:
 
 
 def _window_next(r) -> str | None:
-    """What would limit once the bottleneck is faster: the window the receiver offers."""
+    """What would limit once the bottleneck is faster, at the latest: the window the
+    receiver offers (the sender's own limits do not show in a capture)."""
     adv, rtt = r.adv_window, r.rtt_ns
     if adv is None or rtt is None or not rtt.min:
         return None
     rate = show(adv.max * 8e9 / rtt.min, "bps")
-    return f"{PEER_WINDOW} at {rate} ({show(adv.max, 'B')} per base round trip)"
+    return (
+        f"{PEER_WINDOW} at {rate} at the most ({show(adv.max, 'B')} per base round trip; "
+        "a limit of the sender's own, which a capture does not show, may come first)"
+    )
