@@ -22,7 +22,7 @@ import numpy as np
 
 from cpasim.calibrate.limits import STALL_FLOOR_NS, STALL_RTTS, CaptureVerdict, judge
 from cpasim.calibrate.pcap import ACK, PROTO_TCP, SYN, Capture, PacketRecord
-from cpasim.calibrate.side import MIN_ECHOES, SIDE_NAMES, capture_side
+from cpasim.calibrate.side import MIN_ECHOES, SIDE_NAMES, capture_side, endpoint
 from cpasim.errors import CpasimError, shown
 from cpasim.protocol import MAC_HEADER, TCP_TIMESTAMPS, tcp_header
 
@@ -124,9 +124,10 @@ class FlowReport:
     steady_goodput_bps: float | None = None
     steady_from_ns: int | None = None
     steady_until_ns: int | None = None
-    # Beside the sender only: largest flight in each half of the steady part, and
-    # the shares of it with the flight at the peer's window, or with nothing in flight.
-    data_at_bottleneck_share: float | None = None  # data spaced at the bottleneck rate
+    # Beside the sender only: the share of data spaced at the bottleneck rate, the
+    # largest flight in each half of the steady part, and the shares of that part with
+    # the flight at the peer's window, or with nothing in flight.
+    data_at_bottleneck_share: float | None = None
     in_flight_early_max: int | None = None
     in_flight_late_max: int | None = None
     window_full_share: float | None = None
@@ -186,10 +187,6 @@ def _judged(report: FlowReport) -> FlowReport:
     return replace(report, verdict=verdict, limited_by=verdict.summary)
 
 
-def _endpoint(addr: str, port: int) -> str:
-    return f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
-
-
 def _group_flows(packets: list[PacketRecord]):
     by_key: dict[tuple, list[PacketRecord]] = {}
     for p in packets:
@@ -200,9 +197,9 @@ def _group_flows(packets: list[PacketRecord]):
     for i, (key, pkts) in enumerate(by_key.items(), start=1):
         sent: dict[str, int] = {}
         for p in pkts:
-            src = _endpoint(p.src, p.sport)
+            src = endpoint(p.src, p.sport)
             sent[src] = sent.get(src, 0) + p.payload
-        e1, e2 = (_endpoint(*key[1]), _endpoint(*key[2]))
+        e1, e2 = (endpoint(*key[1]), endpoint(*key[2]))
         a, b = (e1, e2) if sent.get(e1, 0) >= sent.get(e2, 0) else (e2, e1)
         proto = "tcp" if key[0] == PROTO_TCP else "udp"
         flows.append(FlowSummary(i, proto, a, b, len(pkts), sum(sent.values())))
@@ -269,7 +266,7 @@ def _dispersion(times: list[int], sizes: list[int]) -> list[float]:
 
 
 def _inspect_udp(capture, flows, chosen, packets, l2_overhead, given=None) -> FlowReport:
-    data = [p for p in packets if _endpoint(p.src, p.sport) == chosen.a and p.payload > 0]
+    data = [p for p in packets if endpoint(p.src, p.sport) == chosen.a and p.payload > 0]
     duration = data[-1].t_ns - data[0].t_ns if len(data) > 1 else 0
     total = sum(p.payload for p in data)
     rates = _dispersion([p.t_ns for p in data], [p.ip_bytes + l2_overhead for p in data])
@@ -314,8 +311,8 @@ class _TcpAnalysis:
         self.given_side = given_side
         self.packets = packets
         self.notes: list[str] = []
-        self.fwd = [p for p in packets if _endpoint(p.src, p.sport) == chosen.a]
-        self.rev = [p for p in packets if _endpoint(p.src, p.sport) != chosen.a]
+        self.fwd = [p for p in packets if endpoint(p.src, p.sport) == chosen.a]
+        self.rev = [p for p in packets if endpoint(p.src, p.sport) != chosen.a]
         self._handshake()
 
     # -- connection set-up -------------------------------------------------------------
@@ -380,7 +377,7 @@ class _TcpAnalysis:
 
         for p in self.packets:
             steady.advance(p.t_ns, snd_max - snd_una, adv)
-            if _endpoint(p.src, p.sport) == self.chosen.a:
+            if endpoint(p.src, p.sport) == self.chosen.a:
                 if p.payload == 0:
                     continue
                 data_packets += 1
