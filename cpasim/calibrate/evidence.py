@@ -422,10 +422,9 @@ def run_length(report: FlowReport, cfg: Config) -> list[Proposal]:
     established connection.  A scenario's own length would compare another part of
     the transfer (mostly slow start, when it is short) with the capture's."""
     if report.steady_goodput_bps is None:
-        raise CpasimError(
-            f"{report.capture}: too few ACKs to measure a steady goodput; "
-            "expected a transfer that lasts"
-        )
+        lead = "no steady goodput: "
+        why = [n.removeprefix(lead) for n in report.notes if n.startswith(lead)]
+        raise CpasimError(why[0] if why else f"{report.capture}: no steady goodput to fit")
     start, end = report.steady_from_ns, report.steady_until_ns
     why = (
         f"the capture's steady goodput counts the ACKs from {start / 1e9:.3f} s to "

@@ -485,7 +485,14 @@ class _TcpAnalysis:
                 "bytes in flight seen at the receiver miss the bytes still on the way"
             )
         at_sender = side == "sender"
-        steady_goodput = _steady_goodput(self.packets, self.chosen.a)
+        steady_goodput = None
+        if first_data_t is not None:
+            try:
+                steady_goodput = flow_steady_goodput(
+                    self.packets, self.chosen.a, path=self.capture.path
+                )
+            except CpasimError as exc:
+                self.notes.append(f"no steady goodput: {exc}")
         report = FlowReport(
             capture=self.capture.path,
             flows=self.flows,
@@ -593,14 +600,6 @@ def _halves(times: list[int], values: list[int], start: int, end: int | None):
     early = [v for t, v in zip(times, values, strict=True) if start <= t < mid]
     late = [v for t, v in zip(times, values, strict=True) if mid <= t <= end]
     return (max(early) if early else None), (max(late) if late else None)
-
-
-def _steady_goodput(packets: list[PacketRecord], sender: str):
-    """(bps, from, until): :func:`flow_steady_goodput`, or None if it cannot tell."""
-    try:
-        return flow_steady_goodput(packets, sender)
-    except CpasimError:
-        return None
 
 
 def flow_steady_goodput(
