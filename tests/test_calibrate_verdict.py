@@ -245,6 +245,14 @@ def test_nothing_in_flight_is_the_sending_application(tmp_path):
     assert_reasons_match_figures(r)
 
 
+def test_the_kinds_are_a_simulated_runs():
+    """A capture's verdict speaks the vocabulary of a run's (cpasim.verdict), plus
+    "unknown" where a capture does not show the limit."""
+    from cpasim import verdict
+
+    assert set(limits.KINDS) - {"unknown"} <= set(verdict.KINDS)
+
+
 def test_inspect_prints_the_verdict(tmp_path, capsys):
     cap = _synth(tmp_path, side="sender", rate_bps=100e6, window=10, timestamps=True)
     with pytest.raises(SystemExit) as exc:
