@@ -8,6 +8,7 @@ the advertised 39,096 B, which over a 10 ms round trip carries about 29 Mb/s.
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 
 import cpasim.cli
 from cpasim.calibrate import inspect_capture, limits, read_capture
-from cpasim.calibrate.limits import PEER_WINDOW, lookup, percent
+from cpasim.calibrate.limits import PEER_WINDOW, lookup
 from cpasim.errors import CpasimError
 
 sys.path.insert(0, str(Path(__file__).parent / "captures"))
@@ -63,6 +64,10 @@ REQUIRED = {
 }
 
 
+def _decimals(number: str) -> int:
+    return len(number.partition(".")[2])
+
+
 def assert_reasons_match_figures(r) -> None:
     """Every reason of ``r``'s verdict cites the report's own figures, its value
     follows from them, its sentence shows them, and it holds (or, for an unknown
@@ -75,8 +80,16 @@ def assert_reasons_match_figures(r) -> None:
             assert lookup(r, f.field) == pytest.approx(f.value), (c.name, f.field)
             assert f.shown() in c.text, (c.name, f.shown(), c.text)
         assert c.value == pytest.approx(DERIVED[c.name](r)), c.name
-        shown = f"{c.value:.2f} x" if " x " in c.text else percent(c.value)
-        assert shown in c.text, (shown, c.text)
+        # The value and the bound as printed: the first and last of their kind in the
+        # sentence; they must say what the check says.
+        unit = " x" if " x " in c.text else "%"
+        printed = re.findall(r"([0-9]+(?:\.[0-9]+)?)" + re.escape(unit) + r"(?![0-9])", c.text)
+        scale = 1 if unit == " x" else 100
+        value, bound = float(printed[0]) / scale, float(printed[-1]) / scale
+        assert bound == pytest.approx(c.bound), c.text
+        assert value == pytest.approx(c.value, abs=0.5 / scale * 10 ** -_decimals(printed[0]))
+        compare = {">=": value >= bound, "<=": value <= bound, ">": value > bound}
+        assert compare.get(c.op, value < bound) == c.holds, c.text
     assert all(c.holds for c in v.checks), v.evidence
     assert not any(c.holds for c in v.tried)
     names = {c.name for c in v.checks}

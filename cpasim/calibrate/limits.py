@@ -255,11 +255,24 @@ def _check(name, figures, formula, op, bound, template, times=False) -> Check | 
         return None
     names = dict(zip("abc", (f.shown() for f in figures), strict=False))
 
-    def fmt(x: float) -> str:
-        return f"{x:.2f} x" if times else percent(x)
-
-    text = template.format(**names, v=fmt(value), bound=fmt(bound))
+    text = template.format(**names, v=_beside(value, bound, times), bound=_show(bound, times))
     return Check(name, tuple(figures), formula, op, bound, text)
+
+
+def _show(x: float, times: bool, digits: int = 0) -> str:
+    if times:
+        return f"{x:.{2 + digits}f} x"
+    return percent(x) if not digits else f"{100 * x:.{digits}f}%"
+
+
+def _beside(value: float, bound: float, times: bool) -> str:
+    """``value`` shown with the digits that keep it apart from ``bound`` when it differs:
+    84.5 % is not "85 %" beside a bound of 85 %."""
+    for digits in range(4):
+        shown = _show(value, times, digits)
+        if value == bound or shown != _show(bound, times, digits):
+            return shown
+    return shown
 
 
 # -- the checks ---------------------------------------------------------------------------
