@@ -189,6 +189,49 @@ def test_side_given_overrides(tmp_path, capsys):
     assert capsys.readouterr().err.count("\n") == 1
 
 
+def _refused(capsys, *args) -> str:
+    with pytest.raises(SystemExit) as exc:
+        cpasim.cli.main(["calibrate", "inspect", *map(str, args)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("cpasim: error: "), err
+    return err
+
+
+def test_a_capture_that_cannot_be_read_is_one_line_and_exit_2(tmp_path, capsys):
+    nothing = tmp_path / "nothing.pcap"
+    nothing.write_bytes(b"")
+    assert "nothing.pcap: not a pcap or pcapng capture (first bytes empty)" in _refused(
+        capsys, nothing
+    )
+    empty = tmp_path / "empty.pcap"
+    synth.write_pcap(empty, [], side="sender")  # a header and no packet
+    assert "empty.pcap: no TCP or UDP packets found" in _refused(capsys, empty)
+    udp = tmp_path / "udp.pcap"
+    synth.write_udp_only(udp)
+    assert "udp.pcap: no TCP flow in the capture" in _refused(capsys, udp)
+    cap = _synth(tmp_path, side="sender")
+    assert "--side sender: expected one of tx, rx" in _refused(capsys, cap.path, "--side", "sender")
+
+
+def test_a_capture_begun_mid_flow_is_read_and_says_what_it_lacks(tmp_path, capsys):
+    """No handshake is no error: a capture started after the connection opened still
+    shows the rate, the round trip and, by the timestamp echoes, its side; it says
+    that the window scale is unknown."""
+    segs = synth.bulk_flow(side="sender", timestamps=True)
+    path = tmp_path / "midflow.pcap"
+    synth.write_pcap(path, segs[3:], side="sender")
+    with pytest.raises(SystemExit) as exc:
+        cpasim.cli.main(["calibrate", "inspect", str(path)])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "side     sender: the sender echoes the receiver's timestamps" in out
+    assert "handshake not captured: window scale unknown" in out
+    r = inspect_capture(read_capture(path))
+    assert r.handshake_rtt_ns is None
+    assert r.verdict.kind == "bottleneck"
+
+
 def test_a_fast_dispersion_is_no_bottleneck(tmp_path):
     """Packets that leave back to back at 12 Gb/s while the window carries 58 Mb/s: the
     dispersion rate is the sender's, and the reason says the window."""
