@@ -334,9 +334,9 @@ def calibrate(
 def inspect_capture(capture: str | Path, flow: str | None = None, side: str | None = None):
     """What a tcpdump capture tells about a transfer (bottleneck rate, RTT, MSS,
     windows, goodput) and what limited it (``report.verdict``); a
-    :class:`~cpasim.calibrate.inspect.FlowReport`.  ``side``: "tx" or "rx", where the
+    :class:`~cpasim.calibrate.inspection.FlowReport`.  ``side``: "tx" or "rx", where the
     capture was taken, if the capture cannot tell."""
-    from cpasim.calibrate.inspect import inspect_capture as inspect
+    from cpasim.calibrate.inspection import inspect_capture as inspect
     from cpasim.calibrate.pcap import read_capture
 
     return inspect(read_capture(Path(capture)), flow=flow, side=side)

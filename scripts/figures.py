@@ -284,7 +284,7 @@ def windows() -> list[Figure]:
 def capture() -> list[Figure]:
     """``run --pcap`` read back by ``calibrate inspect``: the rate, the round trip, the MSS."""
     from cpasim.calibrate import read_capture
-    from cpasim.calibrate.inspect import inspect_capture
+    from cpasim.calibrate.inspection import inspect_capture
     from cpasim.capture import PcapSpec
     from cpasim.config import load_scenario
     from cpasim.model.link import serialization_ns
@@ -433,7 +433,7 @@ def fit_run_length() -> list[Figure]:
     """A fit of the scenario's own run length against one of the capture's."""
     from cpasim.calibrate import evidence
     from cpasim.calibrate.fit import Target, fit_one
-    from cpasim.calibrate.inspect import inspect_capture
+    from cpasim.calibrate.inspection import inspect_capture
     from cpasim.calibrate.iperf import read_iperf
     from cpasim.calibrate.pcap import read_capture
     from cpasim.config import load_scenario

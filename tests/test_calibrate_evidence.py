@@ -17,7 +17,7 @@ import pytest
 import cpasim.cli
 from cpasim.calibrate import evidence
 from cpasim.calibrate.grid import read_grid
-from cpasim.calibrate.inspect import inspect_capture
+from cpasim.calibrate.inspection import inspect_capture
 from cpasim.calibrate.iperf import read_iperf
 from cpasim.calibrate.pcap import read_capture
 from cpasim.calibrate.search import search_1d

@@ -15,7 +15,7 @@ import cpasim
 import cpasim.cli
 from cpasim import capture as capture_module
 from cpasim.calibrate import read_capture
-from cpasim.calibrate.inspect import inspect_capture
+from cpasim.calibrate.inspection import inspect_capture
 from cpasim.capture import PCAP_MAGIC_NS, PcapSpec
 from cpasim.cli import main
 from cpasim.config import load_scenario

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from cpasim.calibrate.inspect import DEFAULT_L2_OVERHEAD, MODE_BAND, FlowReport, inspect_capture
+from cpasim.calibrate.inspection import DEFAULT_L2_OVERHEAD, MODE_BAND, FlowReport, inspect_capture
 from cpasim.calibrate.iperf import IperfRun, read_iperf
 from cpasim.calibrate.limits import LOSSY
 from cpasim.calibrate.pcap import SYN, Capture, head_bytes, is_capture, read_capture
@@ -416,7 +416,7 @@ def request_for_window(adv: int, tcp: TcpParams, mss: int) -> int | None:
 
 def run_length(report: FlowReport, cfg: Config) -> list[Proposal]:
     """The run that measures what the capture measured: its steady goodput counts the
-    ACKs over a span of the transfer (from :data:`~cpasim.calibrate.inspect.SKIP_FRACTION`
+    ACKs over a span of the transfer (from :data:`~cpasim.calibrate.inspection.SKIP_FRACTION`
     of it to its end), so the run warms up until that span starts and ends with it,
     time counted from the first data packet as the model counts it from the
     established connection.  A scenario's own length would compare another part of

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cpasim.calibrate.fit import Target, fit
-from cpasim.calibrate.inspect import SKIP_FRACTION, flow_steady_goodput, inspect_capture
+from cpasim.calibrate.inspection import SKIP_FRACTION, flow_steady_goodput, inspect_capture
 from cpasim.calibrate.pcap import Capture, read_capture
 from cpasim.config import Config
 from cpasim.errors import CpasimError

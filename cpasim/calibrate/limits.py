@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cpasim.calibrate.inspect import FlowReport
+    from cpasim.calibrate.inspection import FlowReport
 
 #: The kinds a capture can show (the vocabulary of a simulated run's verdict).
 KINDS: dict[str, str] = {

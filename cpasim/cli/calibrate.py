@@ -14,7 +14,7 @@ from cpasim.files import write_text_atomically
 from cpasim.protocol import DEFAULT_L2_OVERHEAD
 
 if TYPE_CHECKING:  # the readers (dpkt, numpy) are imported when a command runs
-    from cpasim.calibrate.inspect import Distribution, FlowReport
+    from cpasim.calibrate.inspection import Distribution, FlowReport
 
 calibrate_app = typer.Typer(
     help="Measurements of real systems: read them, inspect captures (bottleneck, RTT, windows).",
@@ -46,7 +46,7 @@ def inspect_cmd(
 ) -> None:
     """Figures a capture tells about the path (bottleneck rate, RTT, MSS, ACKs, windows),
     and what limited the transfer."""
-    from cpasim.calibrate.inspect import inspect_capture
+    from cpasim.calibrate.inspection import inspect_capture
     from cpasim.calibrate.pcap import read_capture
 
     cap = read_capture(capture)
