@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cpasim.model.bus import Bus, BusStats, MemoryBus, bus_timing
+from cpasim.model.bus import Bus, BusStats
+from cpasim.model.buses import make_bus
 from cpasim.model.driver import Driver, Rings
-from cpasim.model.m5bus import M5Bus
 from cpasim.model.nic import InterruptUnit, Nic
 from cpasim.model.qdisc import make_qdisc
 from cpasim.trace import TracedStore
@@ -52,16 +52,6 @@ class DeviceStats:
             "interrupts": self.interrupts,
             "napi_polls": self.napi_polls,
         }
-
-
-def make_bus(env, sys: str, tracer, *, bus, pcie, memory=None) -> Bus:
-    """Host ``sys``'s I/O bus from its ``bus`` and ``pcie`` sections; with ``memory`` (the
-    host's :class:`~cpasim.model.main_memory.Memory`) each DMA also takes its share of it."""
-    if bus.kind == "m5":  # never with a modelled memory (the configuration's check)
-        return M5Bus(env, sys, bus_timing(bus, pcie), tracer)
-    if memory is None:
-        return Bus(env, sys, bus_timing(bus, pcie), tracer)
-    return MemoryBus(env, sys, bus_timing(bus, pcie), tracer, memory)
 
 
 class NetDevice:

@@ -12,7 +12,7 @@ memory, bus or copy engine (:mod:`cpasim.model.ideal`).
 
 from __future__ import annotations
 
-from cpasim.model.bus import Bus, MemoryBus, on_die_timing
+from cpasim.model.buses import bus_kind, on_die_timing, plain_bus
 from cpasim.model.copy_engine import CopyEngine
 from cpasim.model.cpu import Cpu
 from cpasim.model.device import host_device
@@ -77,12 +77,9 @@ class Host:
         hc, bus = self.hc, self.dev.bus
         if hc.copy_engine.location == "io_bus":
             return bus.port("Copy Engine")
-        if hc.bus.kind == "on_die":
+        if bus_kind(hc.bus.kind).on_die:
             return bus
-        timing = on_die_timing(hc.bus)
-        if self.memory is None:
-            return Bus(self.env, self.sys, timing, self.tracer)
-        return MemoryBus(self.env, self.sys, timing, self.tracer, self.memory)
+        return plain_bus(self.env, self.sys, on_die_timing(hc.bus), self.tracer, self.memory)
 
     def open_tcp(self, idx: int, *, peer_window: int, peer_sack: bool = True) -> TcpSocket:
         conn = TcpConnection(
