@@ -2,7 +2,7 @@
 
 Each role is one state machine ``(host, "App", <connection index>)`` (webserver
 event loops: ``("tx", "Server", <process>)``).  An app takes a core for each
-call and makes its system calls (:mod:`cpasim.model.socket`) in the states
+call and makes its system calls (:mod:`cpasim.model.socket_api`) in the states
 those name; its own work per call (``cpu.cost.user``) is spent together with
 the call's copy.
 
@@ -10,9 +10,9 @@ the call's copy.
   (until ``workload.bytes``, if set); rx reads ``read_size`` per call.
 * ``udp_stream``: tx sends ``message_size`` datagrams; rx receives them.  With
   ``workload.receive = "poll"`` every UDP receiver here picks datagrams up from
-  a user-mapped pool without a system call (Directed Point, seed 002); the
+  a user-mapped pool without a system call (Directed Point); the
   stream's receiver then drains the pool each time it has the core.
-* ``udp_gbn``: seed 002's user-level reliable layer over polled UDP (whatever
+* ``udp_gbn``: the Directed Point paper's user-level reliable layer over polled UDP (whatever
   ``workload.receive`` says: it reads sequence numbers from the pool), Go-Back-N:
   tx sends ``message_size`` datagrams numbered in order, at most ``window``
   unacknowledged, picking up the acknowledgements between sends; after
