@@ -515,5 +515,5 @@ def compile_kernel() -> None:
 if __name__ == "__main__":
     from cpasim.progress import activity
 
-    with activity("compiling the critical-path analyzer (numba)"):
+    with activity("compiling the critical-path analyzer with numba"):
         compile_kernel()
