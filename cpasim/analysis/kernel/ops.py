@@ -15,7 +15,7 @@ from cpasim.analysis.kernel.conns import link
 from cpasim.analysis.kernel.edges import pick
 from cpasim.analysis.kernel.layout import NONE, W_EMPTY, W_FULL, W_SHORT
 from cpasim.analysis.kernel.rings import put, put_freed, resize, shifted, slots, take, trim_freed
-from cpasim.analysis.snapshot import NOT_WAITING, ON_EMPTY, ON_FULL
+from cpasim.analysis.snapshot import NOT_WAITING, ON_EMPTY, ON_FULL, ON_LINK
 from cpasim.trace.records import (
     DECLARE,
     DEQ,
@@ -191,11 +191,13 @@ def _stop_waiting(sms, sm, a, wk, on):
 
 
 @njit(cache=True, inline="always")
-def effects(v, m, flags, sm, op, a, n, t, rec, new, wk):
+def effects(v, m, flags, sm, op, a, n, t, rec, new, wk, linked):
     """What the record does to its queue and to the SM's wait, once its node
-    ``new`` is known (state transitions were counted before): ``(ok, wait
-    kind)``; ``ok`` false for a resize the queue cannot take (details in
-    ``m``).  ``n`` is, for a ``deq``/``peek``, the units it took."""
+    ``new`` is known (state transitions were counted before); false for a
+    resize the queue cannot take (details in ``m``).  ``n`` is, for a
+    ``deq``/``peek``, the units it took; ``wk`` the SM's wait before the
+    record; ``linked`` whether a link to the SM was taken up (which ends its
+    wait for one)."""
     if op == ENQ:
         if n > 0:
             put(v.nodes, v.queues, a, n, new, t, v.sms[sm].conn, sm)
@@ -214,10 +216,13 @@ def effects(v, m, flags, sm, op, a, n, t, rec, new, wk):
         if not resize(v.nodes, v.queues, m, a, n, t, sm):
             m.err_q = a
             m.err_n = n
-            return False, wk
+            return False
     elif op == LINK:
         link(v.nodes, v.sms, m, sm, a, new, t)
+        return True
     elif op == DECLARE:
         v.queues.table[a].cap = n
         v.queues.table[a].flow = 1 if flags & 1 else 0
-    return True, wk
+    if linked and wk == ON_LINK:
+        v.sms[sm].wait_kind = NOT_WAITING
+    return True

@@ -33,7 +33,6 @@ from cpasim.analysis.kernel.nodes import drop, free_chain, hold, hold_handle, ne
 from cpasim.analysis.kernel.ops import effects, later, queue_candidate
 from cpasim.analysis.kernel.state import as_view, view
 from cpasim.analysis.kernel.summaries import new_summary, release_summary
-from cpasim.analysis.snapshot import NOT_WAITING, ON_LINK
 from cpasim.trace.records import BEGIN, IDENTIFY, LINK, RUN, WAIT_EMPTY
 
 
@@ -174,14 +173,11 @@ def run(chunk, base, keyed, state, meta):
         drop(v.nodes, m, node)
         v.sms[sm].node = new
         # ---- effects of the record ----
-        ok, wk = effects(v, m, chunk.flags[i], sm, op, a, n, t, rec, new, wk)
-        if not ok:
+        if not effects(v, m, chunk.flags[i], sm, op, a, n, t, rec, new, wk, linked):
             return ERR_RESIZE, i
         if op == LINK:
             key = (sm << 21) | a
             lookups.links[key] = lookups.links[key] + 1 if key in lookups.links else 1
-        elif linked and wk == ON_LINK:
-            v.sms[sm].wait_kind = NOT_WAITING
         if v.sms[sm].is_end:
             end(v.nodes, v.sms, v.conns, m, sm, new, t)
         # ---- references this record gave up ----
