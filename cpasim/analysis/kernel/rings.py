@@ -93,16 +93,21 @@ def put_freed(nodes, queues, q, n, node, t, sm):
 
 
 @njit(cache=True, inline="always")
-def trim_freed(nodes, queues, m, q):
-    """Forget the slots no future ``enq`` can depend on (after the tail moved)."""
-    row = queues.table[q]
-    floor = row.tail - row.cap - row.extra
-    while queues.rings[q, FREED].n > 0:
-        seg = queues.segments[ring_at(queues.rings, q, FREED, 0)]
+def _forget(nodes, queues, m, q, r, floor):
+    """Drop the oldest segments of ring ``r`` that end at or before position ``floor``."""
+    while queues.rings[q, r].n > 0:
+        seg = queues.segments[ring_at(queues.rings, q, r, 0)]
         if seg.end > floor:
             break
         drop(nodes, m, seg.node)
-        _popleft(queues.rings, q, FREED)
+        _popleft(queues.rings, q, r)
+
+
+@njit(cache=True, inline="always")
+def trim_freed(nodes, queues, m, q):
+    """Forget the slots no future ``enq`` can depend on (after the tail moved)."""
+    row = queues.table[q]
+    _forget(nodes, queues, m, q, FREED, row.tail - row.cap - row.extra)
 
 
 @njit(cache=True, inline="always")
@@ -148,6 +153,21 @@ def candidate(queues, m, node, sm, conn):
 
 
 @njit(cache=True, inline="always")
+def _offer(nodes, queues, m, seg, cur, collect, best, best_cp, best_sm):
+    """Segment ``seg`` offered to a consumer working for connection ``cur``: one
+    more candidate edge (with ``collect``), and the best producer so far,
+    ``(node, its cp, its SM)``, if its units join ``cur`` and its path is longer."""
+    node = seg.node
+    if collect and node >= 0:
+        candidate(queues, m, node, seg.sm, seg.conn)
+    if node >= 0 and (seg.conn < 0 or seg.conn == cur):
+        c = nodes.table[node].cp
+        if c > best_cp:
+            return node, c, seg.sm
+    return best, best_cp, best_sm
+
+
+@njit(cache=True, inline="always")
 def shifted(nodes, queues, m, q, lo, hi, cur, collect):
     """QueueState.shifted: best producer among positions ``[lo, hi)`` of the history."""
     best = NONE
@@ -162,38 +182,18 @@ def shifted(nodes, queues, m, q, lo, hi, cur, collect):
                 continue
             if seg.first >= hi:
                 break
-            node = seg.node
-            cu = seg.conn
-            if collect and node >= 0:
-                candidate(queues, m, node, seg.sm, cu)
-            if node >= 0 and (cu < 0 or cu == cur):
-                c = nodes.table[node].cp
-                if c > best_cp:
-                    best_cp = c
-                    best = node
-                    best_sm = seg.sm
+            best, best_cp, best_sm = _offer(
+                nodes, queues, m, seg, cur, collect, best, best_cp, best_sm
+            )
     return best, best_sm
 
 
 @njit(cache=True, inline="always")
-def _keep_past(nodes, queues, m, q, pos, first, seg):
+def _keep_past(nodes, queues, q, pos, first, seg):
     """The credit what-if: what a take consumed stays matchable (the part of
     ``seg`` from ``first`` to ``pos``)."""
     hold(nodes, seg.node)
     _push(queues, q, PAST, first, pos, seg.node, seg.conn, seg.sm, seg.t)
-
-
-@njit(cache=True, inline="always")
-def _trim_past(nodes, queues, m, q):
-    """Forget the taken units this take's own shifted match can no longer see."""
-    row = queues.table[q]
-    floor = row.head - row.extra
-    while queues.rings[q, PAST].n > 0:
-        seg = queues.segments[ring_at(queues.rings, q, PAST, 0)]
-        if seg.end > floor:
-            break
-        drop(nodes, m, seg.node)
-        _popleft(queues.rings, q, PAST)
 
 
 @njit(cache=True, inline="always")
@@ -213,8 +213,7 @@ def take(nodes, queues, m, q, count, remove, cur, t, collect):
     switched = False
     credit = row.extra != 0 and row.cap < 0
     while left:
-        idx = ring_at(queues.rings, q, LIVE, 0 if remove else j)
-        seg = queues.segments[idx]
+        seg = queues.segments[ring_at(queues.rings, q, LIVE, 0 if remove else j)]
         first = seg.first
         end = seg.end
         node = seg.node
@@ -225,14 +224,7 @@ def take(nodes, queues, m, q, count, remove, cur, t, collect):
         if cu >= 0 and not switched:
             cur = cu  # the first unit's connection flows to the consumer
             switched = True
-        if collect and node >= 0:
-            candidate(queues, m, node, seg.sm, cu)
-        if node >= 0 and (cu < 0 or cu == cur):
-            c = nodes.table[node].cp
-            if c > best_cp:
-                best_cp = c
-                best = node
-                best_sm = seg.sm
+        best, best_cp, best_sm = _offer(nodes, queues, m, seg, cur, collect, best, best_cp, best_sm)
         newest = seg.t
         pos += k
         left -= k
@@ -246,13 +238,14 @@ def take(nodes, queues, m, q, count, remove, cur, t, collect):
                     drop(nodes, m, node)
             else:
                 if credit:
-                    _keep_past(nodes, queues, m, q, pos, first, seg)
+                    _keep_past(nodes, queues, q, pos, first, seg)
                 seg.first = pos
         elif pos >= end:
             j += 1
     if remove:
         if credit:
-            _trim_past(nodes, queues, m, q)
+            # Keep what this take's own shifted match may still look at.
+            _forget(nodes, queues, m, q, PAST, row.head - row.extra)
         row.head = pos
     return best, best_sm, newest, cur
 
