@@ -7,7 +7,7 @@ import sys
 import tempfile
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,11 +16,20 @@ from cpasim.capture import DEFAULT_SNAPLEN, PcapSpec
 from cpasim.cli import app
 from cpasim.cli import outputs as outs
 from cpasim.config import load_scenario
-from cpasim.model.cpu import CATEGORIES
 from cpasim.predict.runs import analysed_run, write_run_record
 from cpasim.progress import activity
-from cpasim.simulate import Result, simulate
 from cpasim.verdict import explain, explain_run, idle_line
+
+if TYPE_CHECKING:
+    from cpasim.simulate import Result
+
+
+def simulate(cfg, **kwargs):
+    """:func:`cpasim.simulate.simulate`, imported when a run is made: the model is not
+    loaded when the command line starts (every command pays for what it imports)."""
+    from cpasim.simulate import simulate as run
+
+    return run(cfg, **kwargs)
 
 
 @app.command("run")
@@ -188,6 +197,8 @@ def summary(r: Result, cfg, scenario: Path, trace: Path | None) -> str:
         lines.append(
             "memory       " + "  ".join(f"{h} {_pct(v)}" for h, v in r.memory_utilization.items())
         )
+    from cpasim.model.cpu import CATEGORIES
+
     for host, cpu in r.cpu_utilization.items():
         parts = "  ".join(f"{c} {_pct(cpu[c])}" for c in (*CATEGORIES, "idle"))
         lines.append(f"CPU {host:8} {parts}")

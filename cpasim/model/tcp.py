@@ -105,6 +105,10 @@ class TcpConnection:
         self.env = env
         self.conn = f"c{idx}"
         self.cpu = cpu
+        # The receive path's costs per packet, looked up once: it runs for every segment.
+        self.c_rx_packet = cpu.cycles("rx_packet")
+        self.c_tx_packet = cpu.cycles("tx_packet")
+        self.c_ack = cpu.cycles("ack")
         self.ip = ip
         tp = params
         self.hdr = tcp_header(tp.timestamps)
@@ -496,10 +500,10 @@ class TcpConnection:
             csum = cpu.cycles("csum", pkt.length) if self.sw_csum else 0.0
             if csum and cpu.memory is not None:  # the sum reads the segment from memory
                 csum = cpu.stall(csum, pkt.length)
-            stack = cpu.cycles("rx_packet") + cpu.cycles("tx_packet") * sends
+            stack = self.c_rx_packet + self.c_tx_packet * sends
             yield cpu.spend(sm, "tcp_v4_rcv", stack=stack, copy=csum)
         else:
-            stack = cpu.cycles("ack") + cpu.cycles("tx_packet") * sends
+            stack = self.c_ack + self.c_tx_packet * sends
             yield cpu.spend(sm, "tcp_ack", stack=stack)
         if out.acked:
             self.bytes_acked += out.acked
