@@ -34,8 +34,8 @@ def switch(sms, conns, layers, worked, sm, conn):
 
 @njit(cache=True, inline="always")
 def linked_dep(v, m, inter, layers, worked, sm):
-    """The dependency a pending link gives the SM: ``(dep, dcp, dcode)``.  The
-    linked node is held until the end of the record."""
+    """The dependency a pending link gives the SM: ``(node, its cp, edge weight,
+    edge code)``.  The linked node is held until the end of the record."""
     s = v.sms[sm]
     dep = s.link_node
     dsm = s.link_sm
@@ -46,8 +46,8 @@ def linked_dep(v, m, inter, layers, worked, sm):
     if pconn >= 0 and pconn != s.conn:
         switch(v.sms, v.conns, layers, worked, sm, pconn)
     if dep == NONE:
-        return dep, 0.0, -1
-    return dep, v.nodes.table[dep].cp, inter_code(v.edges, m, inter, dsm, sm, 0)
+        return dep, 0.0, 0.0, -1
+    return dep, v.nodes.table[dep].cp, 0.0, inter_code(v.edges, m, inter, dsm, sm, 0)
 
 
 @njit(cache=True, inline="always")

@@ -149,12 +149,13 @@ def queue_candidate(v, m, sm, op, a, n, t, wk, rec):
 
 
 @njit(cache=True, inline="always")
-def later(v, a, edgewise, best, w2, dep, dcp, dw):
-    """Whether queue ``a``'s candidate ``best`` (not through a broken queue) ends
-    later than the dependency so far."""
+def later(v, a, edgewise, best, w2, dep):
+    """Whether queue ``a``'s candidate ``best`` (not through a broken queue), over
+    an edge of weight ``w2``, ends later than the dependency so far ``(node, its
+    cp, edge weight, code)``."""
     if best == NONE or not (edgewise or not v.queues.table[a].broken):
         return False
-    return dep == NONE or v.nodes.table[best].cp + w2 > dcp + dw
+    return dep[0] == NONE or v.nodes.table[best].cp + w2 > dep[1] + dep[2]
 
 
 @njit(cache=True, inline="always")

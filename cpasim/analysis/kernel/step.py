@@ -46,21 +46,29 @@ def _commit(keyed, state, m, rec):
     m.next_commit = rec + (every if every > 4 * unsettled else 4 * unsettled)
 
 
+#: No dependency: ``(node, its cp, edge weight, edge code)``.
+NO_DEP = (NONE, 0.0, 0.0, -1)
+
+
 @njit(cache=True, inline="always")
 def _intra_edge(v, m, sm, cell, t, rec):
-    """The record's intra edge (``CriticalPathPass._prepare``): the core time
-    lent since the SM's last record (weighted), its time in its state, that
-    time weighted, and the edge's code."""
+    """The record's intra edge (``CriticalPathPass._prepare``): ``(the SM's time
+    in its state since its last record (NaN at its first), that time weighted,
+    the core time lent meanwhile (weighted), the edge's code)``."""
     lent = lent_since_last(v.sms, sm, t) * v.edges.cells[cell].factor
     dt, w, ic = intra(v.sms, v.edges, m, sm, cell, t, rec)
-    return lent, dt, w, ic
+    return dt, w, lent, ic
 
 
 @njit(cache=True, inline="always")
-def _node(nodes, cells, m, node, dt, wk, cell, w, lent, ic, dep, dcp, dw, dcode):
-    """The record's path node: the later of the intra edge from the SM's ``node``
-    and the dependency (the loser's code and margin kept); ``NONE`` if it has
-    neither.  Adds the time to the cell's active or waiting total."""
+def _node(nodes, cells, m, node, cell, wk, intra, dep):
+    """The record's path node: the later of the ``intra`` edge (see
+    :func:`_intra_edge`) from the SM's ``node`` and the dependency ``dep`` (see
+    :data:`NO_DEP`), the loser's code and margin kept; ``NONE`` if it has
+    neither.  Adds the time to the (SM, state) ``cell``'s active or waiting total
+    (``wk``: the SM's wait)."""
+    dt, w, lent, ic = intra
+    dep, dcp, dw, dcode = dep
     if dt == dt:  # not the SM's first record
         if wk:
             w_in = 0.0
@@ -135,7 +143,7 @@ def run(chunk, base, keyed, state, meta):
         if cell < 0:
             cell = new_cell(v.edges, m, lookups.cells, lookups.factors, sm, v.sms[sm].state)
             v.sms[sm].cell = cell
-        lent, dt, w, ic = _intra_edge(v, m, sm, cell, t, rec)
+        intra_edge = _intra_edge(v, m, sm, cell, t, rec)
         if op == BEGIN:
             k, slot = transition_cached(v.edges, v.sms, sm, a)
             if k < 0:
@@ -149,10 +157,10 @@ def run(chunk, base, keyed, state, meta):
             v.edges.qops[k].count += 1
         # ---- dependencies (and connection switches) ----
         wk = v.sms[sm].wait_kind
-        dep, dcp, dw, dcode = NONE, 0.0, 0.0, -1
+        dep = NO_DEP
         linked = v.sms[sm].linked != 0
         if linked:
-            dep, dcp, dcode = linked_dep(v, m, lookups.inter, lookups.layers, lookups.worked, sm)
+            dep = linked_dep(v, m, lookups.inter, lookups.layers, lookups.worked, sm)
         ok, n, best, bsm, w2, edgewise, conn = queue_candidate(v, m, sm, op, a, n, t, wk, rec)
         if not ok:
             return ERR_SHORT, i
@@ -160,13 +168,12 @@ def run(chunk, base, keyed, state, meta):
             switch(v.sms, v.conns, lookups.layers, lookups.worked, sm, conn)
         elif op == IDENTIFY:
             switch(v.sms, v.conns, lookups.layers, lookups.worked, sm, a)
-        if later(v, a, edgewise, best, w2, dep, dcp, dw):
-            dep, dcp, dw = best, v.nodes.table[best].cp, w2
-            dcode = inter_code(v.edges, m, lookups.inter, bsm, sm, a + 1)
+        if later(v, a, edgewise, best, w2, dep):
+            code = inter_code(v.edges, m, lookups.inter, bsm, sm, a + 1)
+            dep = (best, v.nodes.table[best].cp, w2, code)
         # ---- the intra-SM edge and the node (the SM holds one reference) ----
         node = v.sms[sm].node
-        cells = v.edges.cells
-        new = _node(v.nodes, cells, m, node, dt, wk, cell, w, lent, ic, dep, dcp, dw, dcode)
+        new = _node(v.nodes, v.edges.cells, m, node, cell, wk, intra_edge, dep)
         if _starts(v, sm, node, new):
             new = _start_path(v, state.sums, m, sm, t)
         hold(v.nodes, new)
