@@ -61,14 +61,13 @@ def _intra_edge(v, m, sm, cell, t, rec):
 
 
 @njit(cache=True, inline="always")
-def _node(nodes, cells, m, node, cell, wk, intra, dep):
-    """The record's path node: the later of the ``intra`` edge (see
-    :func:`_intra_edge`) from the SM's ``node`` and the dependency ``dep`` (see
-    :data:`NO_DEP`), the loser's code and margin kept; ``NONE`` if it has
-    neither.  Adds the time to the (SM, state) ``cell``'s active or waiting total
-    (``wk``: the SM's wait)."""
-    dt, w, lent, ic = intra
-    dep, dcp, dw, dcode = dep
+def _node(nodes, cells, m, node, cell, wk, intra_edge, dependency):
+    """The record's path node: the later of the intra edge (see :func:`_intra_edge`)
+    from the SM's ``node`` and the ``dependency`` (see :data:`NO_DEP`), the
+    loser's code and margin kept; ``NONE`` if it has neither.  Adds the time to
+    the (SM, state) ``cell``'s active or waiting total (``wk``: the SM's wait)."""
+    dt, w, lent, ic = intra_edge
+    dep, dcp, dw, dcode = dependency
     if dt == dt:  # not the SM's first record
         if wk:
             w_in = 0.0
