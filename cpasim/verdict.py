@@ -23,6 +23,8 @@ resource is saturated (:func:`saturated`), and otherwise a line saying so.
 from __future__ import annotations
 
 import math
+import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -102,13 +104,14 @@ class Verdict:
             "explained": self.explained,
         }
 
-    def lines(self, scenario: str | None = None) -> list[str]:
+    def lines(self, scenario: str | None = None, sets: Sequence[str] = ()) -> list[str]:
         """The verdict as a block of ``label  text`` lines for a terminal (with the
-        ``cpasim validate`` command that checks the change, given the scenario)."""
-        rows = self.rows(scenario)
+        ``cpasim validate`` command that checks the change, given the scenario and the
+        ``--set`` options it ran with)."""
+        rows = self.rows(scenario, sets)
         return [f"{rows[0][0]:12} {rows[0][1]}"] + [f"  {k:10} {v}" for k, v in rows[1:]]
 
-    def rows(self, scenario: str | None = None) -> list[tuple[str, str]]:
+    def rows(self, scenario: str | None = None, sets: Sequence[str] = ()) -> list[tuple[str, str]]:
         """``(label, text)`` pairs: what :meth:`lines` and the HTML views show."""
         rows = [("limited by", f"{self.resource}  [{self.kind}]")]
         rows += [("evidence", e) for e in self.evidence]
@@ -129,8 +132,9 @@ class Verdict:
         if self.note:
             rows.append(("note", self.note))
         if self.change and scenario is not None:
-            changes = " ".join(f"--change {k}={v}" for k, v in self.change.items())
-            rows.append(("check", f"cpasim validate {scenario} {changes}"))
+            words = [f"--set {shlex.quote(s)}" for s in sets]
+            words += [f"--change {k}={v}" for k, v in self.change.items()]
+            rows.append(("check", f"cpasim validate {shlex.quote(scenario)} {' '.join(words)}"))
         return rows
 
     def _repr_html_(self) -> str:

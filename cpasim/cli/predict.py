@@ -142,20 +142,20 @@ def predict_cmd(
     )
     typer.echo(f"           {_limited(new_v, p.predicted_path)}")
     typer.echo(f"analysed   {_span(p.analysed_ns)} of the run")
-    _advice(base_v, cfg, new_cfg, scenario)
+    _advice(base_v, cfg, new_cfg, scenario, set_ or [])
 
 
 def _json(v: Verdict | None) -> dict | None:
     return v.to_json() if v is not None else None
 
 
-def _advice(v: Verdict | None, cfg, new_cfg, scenario: Path) -> None:
+def _advice(v: Verdict | None, cfg, new_cfg, scenario: Path, sets: list[str]) -> None:
     """The baseline's verdict in full, when its change is not the one asked about."""
     if v is None or not v.change or cfg.with_values(v.values).digest == new_cfg.digest:
         return
     typer.echo("")
     typer.echo("the baseline's own verdict:")
-    for line in v.lines(str(scenario)):
+    for line in v.lines(str(scenario), sets):
         typer.echo(line)
 
 

@@ -113,7 +113,7 @@ def run_cmd(
         return
     text = summary(result, cfg, scenario, trace)
     if explain:
-        block = verdict.lines(str(scenario)) if verdict is not None else []
+        block = verdict.lines(str(scenario), sets or []) if verdict is not None else []
         text += "\n" + "\n".join(block or ["limited by   nothing the analysis recognises"])
     else:
         text += "\n" + limited_line(cfg, result)
