@@ -781,6 +781,15 @@ class CpuCacheParams:
         lo=0,
         hi="1TiB",
     )
+    # Seed 004's ladder (section 6.2.2): ACKs flushed from the cache as the data rate grows.
+    ack_footprint: bool = param(
+        False,
+        BOOL,
+        "processing an ACK misses in the share of the data in flight past the device "
+        "queue beyond the cache (the buffers it frees were last touched when sent, and "
+        "all data sent since has streamed through the cache): cpu.cost.ack x (1 + MR*MP), "
+        "MR = max(0, 1 - size / those bytes); with cpu.cache.size set",
+    )
 
 
 @dataclass(frozen=True)

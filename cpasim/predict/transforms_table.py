@@ -218,7 +218,9 @@ CPU_STATES = (
     "ip_fragment",
     "ip_defrag",
     # Linux 2.6.13's UDP send path (ip.send_path, cpasim.model.ip_send).
+    "udp_sendmsg",
     "alloc_skb",
+    "__kmalloc",
     "do_csum_partial_copy_from_user",
     "memcpy",
     "interrupt",
@@ -548,8 +550,9 @@ CPU_PATTERNS: tuple[str, ...] = tuple(t.pattern for t in _CPU_TARGETS)
 
 #: States of a caller inside a synchronous call whose work another SM does on the
 #: caller's core (Linux 2.6.13's ``ip_push_pending_frames`` while ``IP Send`` runs,
-#: ``IP Send``'s ``qdisc_restart`` while ``Driver TX`` transmits a fragment, and its
-#: ``do_softirq`` while the interrupt handler and NAPI run): their time is cycles,
+#: ``IP Send``'s ``qdisc_restart`` while ``Driver TX`` transmits a fragment, its
+#: ``do_softirq`` and the caller's ``release_sock`` while the interrupt handler and
+#: NAPI run): their time is cycles,
 #: but the callee's states already count them as the core's work, so they scale
 #: with the clock and stay out of :data:`CPU_PATTERNS`; a ``qdisc_restart`` holds one
 #: doorbell's stall, which the clock does not change (a ``do_softirq``'s polls are
@@ -558,6 +561,7 @@ _CALL_TARGETS = (
     Target("{sys}:*:ip_push_pending_frames", writes=_tail_writes_in, writes_scale=False),
     Target("{sys}:IP Send:qdisc_restart", _mmio, writes=_tail_writes_in, writes_scale=False),
     Target("{sys}:IP Send:do_softirq"),
+    Target("{sys}:*:release_sock"),
 )
 
 RULES: tuple[Rule, ...] = (
