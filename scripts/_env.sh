@@ -8,8 +8,9 @@ venv="${CPASIM_VENV:-$root/.venv}"
 stamp="$venv/.cpasim-installed"
 compiled="$venv/.cpasim-compiled"
 want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)"
-# numba's cache is keyed on the kernel's sources: recompile when one changes.
-want_kernel="$(cat "$root"/cpasim/analysis/kernel/*.py | sha256sum | cut -d' ' -f1)"
+# numba's cache is keyed on the kernel's sources, every module's name and text
+# (cpasim/analysis/numba_cache.py): recompile when one changes, or one is added.
+want_kernel="$(cd "$root/cpasim/analysis/kernel" && sha256sum -- *.py | sha256sum | cut -d' ' -f1)"
 
 say() { echo "cpasim: $*" >&2; }
 
