@@ -8,8 +8,9 @@ venv="${CPASIM_VENV:-$root/.venv}"
 stamp="$venv/.cpasim-installed"
 compiled="$venv/.cpasim-compiled"
 want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)"
-# numba's cache is keyed on the kernel's source: recompile when it changes.
-want_kernel="$(sha256sum "$root/cpasim/analysis/kernel.py" | cut -d' ' -f1)"
+# numba's cache is keyed on the kernel's sources, every module's name and text
+# (cpasim/analysis/numba_cache.py): recompile when one changes, or one is added.
+want_kernel="$(cd "$root/cpasim/analysis/kernel" && sha256sum -- *.py | sha256sum | cut -d' ' -f1)"
 
 say() { echo "cpasim: $*" >&2; }
 
@@ -67,7 +68,7 @@ if [ "$(cat "$compiled" 2>/dev/null)" != "$want_kernel" ]; then
     if ! "$venv/bin/python" -m cpasim.analysis.compiled; then
         say "compiling the analyzer failed; cpasim analyze will try again when first used"
     else
-        say "analyzer compiled in $((SECONDS - t0)) s (cached beside cpasim/analysis/kernel.py)"
+        say "analyzer compiled in $((SECONDS - t0)) s (cached beside cpasim/analysis/kernel/)"
         echo "$want_kernel" >"$compiled"
     fi
 fi
