@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import struct
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +21,7 @@ from hypothesis import strategies as st
 from cpasim.cli import main
 from cpasim.errors import CpasimError
 from cpasim.trace import open_trace, trace_digest
-from cpasim.trace.columnar import FRAME, HEADER, CptWriter, read_cpt
+from cpasim.trace.columnar import FRAME, HEADER, CptWriter, block_frame, read_cpt
 from cpasim.trace.records import RECORD_DTYPE
 
 TRACES = Path(__file__).parent / "traces"
@@ -158,9 +156,9 @@ def blocks(data: bytes) -> list[tuple[bytes, int, int]]:
 def reframed(data: bytes, at: int, payload: bytes) -> bytes:
     """``data`` with the block at byte ``at`` given ``payload`` and a valid checksum."""
     tag, length, _ = FRAME.unpack_from(data, at)
-    head = struct.pack("<4sQ", tag, len(payload))
-    crc = zlib.crc32(payload, zlib.crc32(head))
-    return data[:at] + head + struct.pack("<I", crc) + payload + data[at + FRAME.size + length :]
+    number = [b[1] for b in blocks(data)].index(at) + 1
+    head = block_frame(number, tag, len(payload), payload)
+    return data[:at] + head + payload + data[at + FRAME.size + length :]
 
 
 JSON_VALUES = st.recursive(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import struct
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +28,7 @@ from cpasim.trace.columnar import (
     TAG_RECS,
     VERSION,
     CptWriter,
+    block_frame,
     read_cpt,
 )
 from cpasim.trace.records import BEGIN, DECLARE, ENQ, RECORD_DTYPE, TraceKey
@@ -36,15 +36,19 @@ from cpasim.trace.records import BEGIN, DECLARE, ENQ, RECORD_DTYPE, TraceKey
 TRACES = Path(__file__).parent / "traces"
 
 
-def block(tag: bytes, payload: bytes) -> bytes:
-    head = struct.pack("<4sQ", tag, len(payload))
-    return head + struct.pack("<I", zlib.crc32(payload, zlib.crc32(head))) + payload
+def block(tag: bytes, payload: bytes) -> tuple[bytes, bytes]:
+    """A block to be framed (with its number) by :func:`cpt_file`."""
+    return tag, payload
 
 
-def cpt_file(*blocks: bytes, records: int = 0, rec_blocks: int = 0) -> bytes:
+def cpt_file(*blocks: tuple[bytes, bytes], records: int = 0, rec_blocks: int = 0) -> bytes:
     """A ``.cpt`` file of ``blocks`` with a footer announcing ``records``/``rec_blocks``."""
-    head = HEADER.pack(MAGIC, VERSION, RECORD_DTYPE.itemsize, 0)
-    return head + b"".join(blocks) + block(TAG_END, FOOTER.pack(records, rec_blocks))
+    out = [HEADER.pack(MAGIC, VERSION, RECORD_DTYPE.itemsize, 0)]
+    for number, (tag, payload) in enumerate(
+        [*blocks, block(TAG_END, FOOTER.pack(records, rec_blocks))], 1
+    ):
+        out += [block_frame(number, tag, len(payload), payload), payload]
+    return b"".join(out)
 
 
 def names_block(delta) -> bytes:
