@@ -22,7 +22,7 @@ from rich.progress import (
 )
 
 from cpasim.errors import CpasimError
-from cpasim.files import check_writable
+from cpasim.files import check_writable, is_stream, stream_kind
 from cpasim.sweeps import executors, table
 from cpasim.sweeps.evaluate import guarded
 from cpasim.sweeps.grid import Point
@@ -122,10 +122,15 @@ def execute(
     if out is not None and out.is_dir():
         raise CpasimError(f"--out {out}: is a directory, expected a .csv or .parquet file")
     kind = table.check_format(out) if out is not None else None
+    # A device or FIFO gets the table once, at the end: a reader of a FIFO would
+    # take the first of several writes for the whole.  It holds nothing to keep.
+    stream = out is not None and is_stream(out)
     if out is not None:
+        if stream and resume:
+            raise CpasimError(f"--resume {out}: is {stream_kind(out)}, which holds no rows")
         if out.exists() and resume:
             previous = load_previous(out, keys, digest, analyze_columns)
-        elif out.exists() and not overwrite:
+        elif out.exists() and not overwrite and not stream:
             raise CpasimError(
                 f"--out {out}: the file exists; pass --resume to continue it or --overwrite"
             )
@@ -183,7 +188,7 @@ def execute(
                     table.DIGEST: digest,
                 }
                 finished[point.ident] = row
-                if kind == ".csv":
+                if kind == ".csv" and not stream:
                     if appender is None:
                         appender = table.CsvAppender(out, kept, first)
                     appender.append(row)
