@@ -17,6 +17,8 @@ import typer
 from cpasim import runfolder
 from cpasim.errors import CpasimError
 from cpasim.estimate import estimate
+from cpasim.files import is_stream
+from cpasim.predict.runs import check_sidecar_writable
 from cpasim.series import check_path, default_interval, parse_interval
 
 OutOpt = Annotated[
@@ -66,6 +68,8 @@ def plan(
 ) -> Outputs:
     """Where this run's files go; every refusal happens here, before the run."""
     trace = runfolder.artefact_path(out, runfolder.TRACE, trace) if trace else None
+    if trace is not None and trace.parent.is_dir() and not is_stream(trace):
+        check_sidecar_writable(trace)  # (a run folder made below is empty)
     series = runfolder.artefact_path(out, runfolder.SERIES, series) if series else None
     if series is not None:
         check_path(series)

@@ -9,11 +9,12 @@ from typing import Annotated
 
 import typer
 
-from cpasim import runfolder
+from cpasim import interrupts, runfolder
 from cpasim.capture import DEFAULT_SNAPLEN, PcapSpec
 from cpasim.cli import app
 from cpasim.cli import outputs as outs
 from cpasim.config import load_scenario
+from cpasim.files import is_stream
 from cpasim.model.cpu import CATEGORIES
 from cpasim.predict.runs import write_run_record
 from cpasim.simulate import Result, simulate
@@ -72,12 +73,14 @@ def run_cmd(
         said = f"; the trace recorded so far is in {kept}" if kept is not None else ""
         if trace is not None and kept is None:
             said = f"; no trace written ({trace} is as it was)"
-        print(f"cpasim: run interrupted, no result{said}", file=sys.stderr)
+        interrupts.report(f"cpasim: run interrupted, no result{said}")
         raise typer.Exit(130) from None
-    if trace is not None:
+    if trace is not None and not is_stream(trace):
         # What predict/validate need to take this trace as their baseline; bound to
-        # the trace just written (a stale one left by a failure here is refused).
-        write_run_record(cfg, trace, result.to_json())
+        # the trace as this run wrote it (a stale one left by a failure here, or one
+        # beside another run's trace, is refused).  A trace streamed to a device or
+        # FIFO is no file to predict from.
+        write_run_record(cfg, trace, result.to_json(), result.trace_digest)
     out = result.to_json()
     out["scenario"] = str(scenario)
     if trace is not None:
