@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from cpasim import interrupts
 from cpasim.cli import app
 from cpasim.errors import CpasimError
 
@@ -57,7 +58,7 @@ def sweep_command(
             progress=progress,
         )
     except SweepInterrupted as stop:
-        print(f"cpasim: {stop}", file=sys.stderr)
+        interrupts.report(f"cpasim: {stop}")
         raise typer.Exit(130) from None
     console = Console()
     if not console.is_terminal:  # a file or pipe: do not squeeze to 80 columns
