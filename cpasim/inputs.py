@@ -108,3 +108,14 @@ def read_bytes(path: str | Path, what: str = "file", limit: int = TEXT_LIMIT) ->
             errno.EFBIG,
         )
     return data
+
+
+def read_text(path: str | Path, what: str = "file", limit: int = TEXT_LIMIT) -> str:
+    """:func:`read_bytes` decoded as UTF-8; text that is not UTF-8 is one line too."""
+    data = read_bytes(path, what, limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{path}: cannot read {what}: not UTF-8 text (byte {exc.start})", errno.EILSEQ
+        ) from None

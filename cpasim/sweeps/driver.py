@@ -21,7 +21,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from cpasim.errors import CpasimError
+from cpasim.errors import CpasimError, shown
 from cpasim.files import check_writable, is_stream, stream_kind
 from cpasim.sweeps import executors, table
 from cpasim.sweeps.evaluate import guarded
@@ -51,6 +51,19 @@ def load_previous(
     """The rows of an earlier run of the same sweep, checked to belong to it."""
     rows = table.read_rows(path, text_columns=keys, drop_cut_row=True)
     if not rows:
+        # No finished row: an empty file, or the header a sweep writes before its
+        # first row (its identity columns, no digest yet).  Anything else is not ours.
+        header = table.read_columns(path)
+        if header and header != identity_columns(header[: max(len(header) - 3, 0)]):
+            raise CpasimError(
+                f"--resume {path}: not a cpasim sweep file (its header is "
+                f"{shown(','.join(header))}, with no {table.REPEAT!r} column); use another --out"
+            )
+        if header and header[:-3] != list(keys):
+            raise CpasimError(
+                f"--resume {path}: the file varies {', '.join(header[:-3]) or 'nothing'}, "
+                f"this sweep varies {', '.join(keys) or 'nothing'}; use another --out"
+            )
         return []
     header = list(rows[0])
     if table.REPEAT not in header or table.DIGEST not in header:

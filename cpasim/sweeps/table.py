@@ -27,6 +27,7 @@ from pathlib import Path
 
 from cpasim.errors import CpasimError
 from cpasim.files import replace_atomically, write_error
+from cpasim.inputs import open_input, read_bytes
 
 TABLE_INSTALL_HINT = "install it with: pip install 'cpasim[table]'"
 FORMATS = (".csv", ".parquet")
@@ -117,7 +118,10 @@ def read_rows(
     if path.suffix.lower() == ".parquet":
         pandas = require_pandas(f"reading {path}", parquet=True)
         try:
-            frame = pandas.read_parquet(path)
+            with open_input(path, "sweep results") as fh:
+                frame = pandas.read_parquet(fh)
+        except CpasimError:
+            raise
         except Exception as exc:
             raise CpasimError(f"{path}: not a readable parquet file ({exc})") from None
         rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
@@ -129,12 +133,9 @@ def read_rows(
         raise CpasimError(f"{path}: expected a .csv or .parquet sweep results file")
     keep = set(text_columns)
     try:
-        with path.open(encoding="utf-8", newline="") as f:
-            text = f.read()
+        text = read_bytes(path, "sweep results").decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CpasimError(f"{path}: not a readable CSV file ({exc})") from None
-    except OSError as exc:
-        raise CpasimError(f"{path}: cannot read: {exc.strerror}") from None
     if text and not text.endswith("\n"):
         # Rows are appended as points finish: a sweep killed while appending one
         # leaves it cut.  The rows before it are whole.
@@ -155,6 +156,25 @@ def read_rows(
         if None in r.values():
             raise CpasimError(f"{path}: line {number} has fewer cells than the header")
     return [{k: (v if k in keep else parse_cell(v)) for k, v in r.items()} for r in raw]
+
+
+def read_columns(path: Path) -> list[str]:
+    """The column names of a sweep file, from its header (a file of no rows has one)."""
+    path = Path(path)
+    if path.suffix.lower() == ".parquet":
+        pandas = require_pandas(f"reading {path}", parquet=True)
+        try:
+            with open_input(path, "sweep results") as fh:
+                return [str(c) for c in pandas.read_parquet(fh).columns]
+        except CpasimError:
+            raise
+        except Exception as exc:
+            raise CpasimError(f"{path}: not a readable parquet file ({exc})") from None
+    try:
+        text = read_bytes(path, "sweep results").decode("utf-8")
+        return next(csv.reader(io.StringIO(text, newline="")), [])
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise CpasimError(f"{path}: not a readable CSV file ({exc})") from None
 
 
 def write_rows(path: Path, rows: Sequence[Mapping], first: Sequence[str] = ()) -> None:
