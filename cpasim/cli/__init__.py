@@ -45,13 +45,26 @@ def main(argv: list[str] | None = None) -> None:
         # A name from a file or a file name of undecodable bytes that reaches
         # stdout unescaped is written escaped, never a UnicodeEncodeError.
         _reconfigure(sys.stdout)
+    _settle_run_folders(0)  # folders made before this command are not its own
     try:
         with interrupts.handled():
             code = _run(argv)
+            _settle_run_folders(code)
     finally:
         if program:  # what is left is the interpreter's shutdown
             interrupts.exit_at_once()
     raise SystemExit(code)
+
+
+def _settle_run_folders(code: int) -> None:
+    """A failed command leaves no empty run folder (--out) behind."""
+    runfolder = sys.modules.get("cpasim.runfolder")
+    if runfolder is None:
+        return
+    if code:
+        runfolder.remove_unused()
+    else:
+        runfolder.forget_created()
 
 
 def _run(argv: list[str] | None) -> int:
