@@ -74,9 +74,15 @@ def _label(name: str, unit: str) -> str:
 
 
 def _number(value: object) -> float | None:
+    """A cell as a number to draw; None for text, a blank (NaN) or an infinity, which
+    have no place on an axis and are left out as blanks are."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return None if math.isnan(value) else float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an integer beyond any float
+        return None
+    return value if math.isfinite(value) else None
 
 
 def load(results: str | Path) -> tuple[list[dict], list[str]]:
