@@ -9,16 +9,22 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as escape_markup
 from rich.table import Table
 
 from cpasim.analysis import AnalysisResult, PathResult, Transforms, analyze
 from cpasim.analysis.names import check_patterns, trace_names
 from cpasim.analysis.transforms import check_factor, check_pattern, parse_assignment, parse_capacity
 from cpasim.cli import app
-from cpasim.errors import CpasimError
+from cpasim.errors import CpasimError, printable
 from cpasim.files import write_text_atomically
 from cpasim.progress import CountingSource, activity
+
+
+def escape(text: str) -> str:
+    """A name from the trace as rich prints it literally: terminal escapes written
+    out (:func:`~cpasim.errors.printable`), ``[...]`` not taken for markup."""
+    return escape_markup(printable(text))
 
 
 def _open(path: Path):
@@ -216,7 +222,7 @@ def _print(result: AnalysisResult, top: int, detail: bool = False) -> None:
 
 
 def _print_path(console: Console, path: PathResult, conn, top: int) -> None:
-    title = f"connection {conn}: " if conn is not None else ""
+    title = f"connection {escape(conn)}: " if conn is not None else ""
     if not path.reachable:
         console.print(f"{title}end not reachable from start")
         return

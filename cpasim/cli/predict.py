@@ -14,7 +14,7 @@ from cpasim.cli import app
 from cpasim.cli import outputs as outs
 from cpasim.cli.outputs import OutOpt, OverwriteOpt
 from cpasim.config import load_scenario
-from cpasim.errors import CpasimError
+from cpasim.errors import CpasimError, printable
 from cpasim.files import write_text_atomically
 from cpasim.predict import ladder as ladder_mod
 from cpasim.predict.predict import changed_config, parse_changes, predict
@@ -68,7 +68,7 @@ def _fmt(metric: str, value: float) -> str:
 def _bottleneck(path: PathSummary) -> str:
     if path.bottleneck is None:
         return "(none)"
-    return f"{path.bottleneck} ({path.share:.0%})"
+    return f"{printable(path.bottleneck)} ({path.share:.0%})"
 
 
 def _cp(path: PathSummary) -> str:
@@ -114,7 +114,7 @@ def predict_cmd(
     typer.echo(f"baseline   {_fmt(m, p.baseline)}  critical path {_cp(p.baseline_path)}")
     typer.echo(f"           bottleneck {_bottleneck(p.baseline_path)}")
     for line in p.effects:
-        typer.echo(f"what-if    {line}")
+        typer.echo(f"what-if    {printable(line)}")
     ratio = p.predicted / p.baseline if p.baseline else float("nan")
     typer.echo(
         f"predicted  {_fmt(m, p.predicted)} (× {ratio:.3f})  critical path {_cp(p.predicted_path)}"
@@ -169,7 +169,7 @@ def validate_cmd(
         typer.echo(f"actual     {_fmt(m, v.actual)}  bottleneck {_bottleneck(v.actual_path)}")
         return
     for line in p.effects:
-        typer.echo(f"what-if    {line}")
+        typer.echo(f"what-if    {printable(line)}")
     typer.echo(f"predicted  {_fmt(m, p.predicted)}  bottleneck {_bottleneck(p.predicted_path)}")
     typer.echo(f"actual     {_fmt(m, v.actual)}  bottleneck {_bottleneck(v.actual_path)}")
     typer.echo(f"error      {v.error:.1%}  (predicted over {_span(p.analysed_ns)} of the run)")

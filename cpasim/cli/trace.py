@@ -11,7 +11,7 @@ import typer
 
 from cpasim.analysis.names import trace_names
 from cpasim.cli import app
-from cpasim.errors import CpasimError
+from cpasim.errors import CpasimError, printable
 from cpasim.files import is_stream
 from cpasim.predict.runs import carry_run_record, sidecar_path
 from cpasim.trace import TRACE_SUFFIXES, open_trace, write_trace_digested
@@ -147,10 +147,11 @@ def names(
     def listing(title: str, counts: dict[str, int]) -> list[str]:
         rows = [f"{title} ({len(counts)})"]
         for name, n in counts.items():
-            rows.append(f"  {name}" + (f"  ({n} instances)" if n > 1 else ""))
+            rows.append(f"  {printable(name)}" + (f"  ({n} instances)" if n > 1 else ""))
         return rows
 
-    lines = [f"systems ({len(found['systems'])})", *(f"  {s}" for s in found["systems"])]
+    systems = found["systems"]
+    lines = [f"systems ({len(systems)})", *(f"  {printable(s)}" for s in systems)]
     lines += listing("state machines", found["sms"])
     lines += listing("states (--scale sys:sm:state)", found["states"])
     lines += listing("queues (--scale-comm, --break, --capacity sys:queue)", found["queues"])
