@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
 import tempfile
 from collections.abc import Callable
@@ -221,10 +222,19 @@ def replace_atomically(path: str | Path, write: Callable[[Path], object]) -> Pat
 
     Anything ``write`` raises leaves ``path`` as it was and removes the temporary
     file; an ``OSError`` (a full disk) becomes a :class:`CpasimError` naming ``path``.
+    A stream gets the file once it is whole (``write`` may seek, as image and
+    parquet writers do, which a FIFO cannot): a failure sends its reader nothing.
     """
     with OutputFile(path) as out:
         out._close_fd()
-        write(out.tmp)
+        if not out.stream:
+            write(out.tmp)
+            return out.path
+        with tempfile.TemporaryDirectory(prefix="cpasim-") as folder:
+            whole = Path(folder) / out.path.name  # the same suffix: writers go by it
+            write(whole)
+            with whole.open("rb") as src, out.open("wb") as dst:
+                shutil.copyfileobj(src, dst)
     return out.path
 
 

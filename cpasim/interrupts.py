@@ -94,12 +94,17 @@ def handled() -> Iterator[None]:
 
 
 def _exit_now(signum: int, frame) -> None:
+    for stream in (sys.stdout, sys.stderr):  # what the command printed is not lost
+        with contextlib.suppress(Exception):
+            stream.flush()
     os._exit(128 + signum)
 
 
 def exit_at_once() -> None:
     """For the rest of the process: a stop signal ends it at once, with status 128 +
-    its number (the command is over; the interpreter's shutdown is all that is left)."""
+    its number (the command is over; the interpreter's shutdown is all that is left).
+    In the shutdown's last instants Python gives the signals back to the system, which
+    then ends the process by the signal itself: the same status to a shell."""
     if threading.current_thread() is not threading.main_thread():
         return
     for signum in STOP_SIGNALS:

@@ -147,6 +147,32 @@ def test_a_full_disk_keeps_the_old_file_and_is_one_line(tmp_path, case, capsys, 
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 
 
+@pytest.mark.parametrize("extra", [[], ["--trace", "t.cpt"]])
+def test_a_full_disk_with_out_leaves_no_empty_run_folder(tmp_path, capsys, request, extra):
+    """The run folder (and the parents made for it) go again when nothing reached them."""
+    request.getfixturevalue("full_disk")
+    out = tmp_path / "runs" / "first"
+    code = cli(["run", SCENARIO, *SHORT, "--out", out, *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and "No space left on device" in err and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_folder_that_holds_a_file_is_kept_when_a_later_write_fails(
+    tmp_path, capsys, monkeypatch
+):
+    import cpasim.runfolder
+
+    def full(*args):
+        raise CpasimError("result.json: cannot write output file: No space left on device")
+
+    monkeypatch.setattr(cpasim.runfolder, "write_result", full)
+    out = tmp_path / "run"
+    assert cli(["run", SCENARIO, *SHORT, "--out", out]) == 2
+    capsys.readouterr()
+    assert sorted(p.name for p in out.iterdir()) == ["config.toml"]
+
+
 def test_a_failed_write_of_any_kind_leaves_no_temporary(tmp_path):
     out = tmp_path / "x.txt"
     write_text_atomically(out, OLD)
@@ -293,6 +319,33 @@ def test_resume_after_a_kill_mid_row_runs_the_cut_row_again(tmp_path, capsys):
     assert [{k: v for k, v in r.items() if k not in drop} for r in again] == [
         {k: v for k, v in r.items() if k not in drop} for r in (first, second)
     ]
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("a,b\n", "not a cpasim sweep file (its header is a,b"),
+        ("x,repeat,seed,error\n", "the file varies x, this sweep varies link.rate"),
+    ],
+)
+def test_resume_of_a_file_holding_only_a_foreign_header_is_refused(
+    tmp_path, capsys, header, expected
+):
+    """It was taken for a sweep with no finished row, and replaced."""
+    out = tmp_path / "s.csv"
+    out.write_text(header)
+    assert cli(sweep_args(out, "--resume")) == 2
+    err = capsys.readouterr().err
+    assert expected in err and err.count("\n") == 1, err
+    assert out.read_text() == header
+
+
+def test_resume_of_the_header_a_sweep_writes_before_its_first_row(tmp_path, capsys):
+    out = tmp_path / "s.csv"
+    out.write_text("link.rate,repeat,seed,error\n")  # killed before its first row
+    assert cli(sweep_args(out, "--resume")) == 0
+    capsys.readouterr()
+    assert len(read_rows(out)) == 2
 
 
 def test_a_short_row_in_the_middle_is_one_line(tmp_path):

@@ -36,7 +36,7 @@ from cpasim.analysis import AnalysisResult
 from cpasim.config import Config
 from cpasim.errors import CpasimError, shown
 from cpasim.files import check_writable, write_text_atomically
-from cpasim.inputs import InputError, read_bytes
+from cpasim.inputs import InputError, open_input, read_bytes
 from cpasim.predict.bounds import busy, holding
 from cpasim.predict.transforms_table import reference, state_active, state_means
 from cpasim.predict.window import WINDOW_COMMIT_EVERY, Window, analyses, make_window
@@ -554,6 +554,7 @@ def load_run(cfg: Config, trace: Path) -> TracedRun:
     side = sidecar_path(trace)
     if not trace.exists():
         raise CpasimError(f"{trace}: no such trace")
+    open_input(trace, "trace").close()  # a FIFO, a device: refused before its sidecar
     try:
         data = json.loads(read_bytes(side, "run sidecar"))
     except InputError as exc:

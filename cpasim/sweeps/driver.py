@@ -22,7 +22,7 @@ from rich.progress import (
 )
 
 from cpasim.errors import CpasimError, shown
-from cpasim.files import check_writable, is_stream, stream_kind
+from cpasim.files import check_writable, is_stream
 from cpasim.sweeps import executors, table
 from cpasim.sweeps.evaluate import guarded
 from cpasim.sweeps.grid import Point
@@ -137,13 +137,11 @@ def execute(
     kind = table.check_format(out) if out is not None else None
     # A device or FIFO gets the table once, at the end: a reader of a FIFO would
     # take the first of several writes for the whole.  It holds nothing to keep.
-    stream = out is not None and is_stream(out)
+    streamed = out is not None and is_stream(out)
     if out is not None:
-        if stream and resume:
-            raise CpasimError(f"--resume {out}: is {stream_kind(out)}, which holds no rows")
         if out.exists() and resume:
             previous = load_previous(out, keys, digest, analyze_columns)
-        elif out.exists() and not overwrite and not stream:
+        elif out.exists() and not overwrite and not streamed:
             raise CpasimError(
                 f"--out {out}: the file exists; pass --resume to continue it or --overwrite"
             )
@@ -201,7 +199,7 @@ def execute(
                     table.DIGEST: digest,
                 }
                 finished[point.ident] = row
-                if kind == ".csv" and not stream:
+                if kind == ".csv" and not streamed:
                     if appender is None:
                         appender = table.CsvAppender(out, kept, first)
                     appender.append(row)

@@ -19,6 +19,7 @@ Output files:
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import math
 import re
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from cpasim.errors import CpasimError
 from cpasim.files import replace_atomically, write_error
-from cpasim.inputs import open_input, read_bytes
+from cpasim.inputs import InputError, open_input, read_bytes
 
 TABLE_INSTALL_HINT = "install it with: pip install 'cpasim[table]'"
 FORMATS = (".csv", ".parquet")
@@ -113,8 +114,12 @@ def read_rows(
     ``drop_cut_row`` read without that row (what ``--resume`` does: it runs the
     point again)."""
     path = Path(path)
-    if not path.exists():
-        raise CpasimError(f"{path}: no such sweep results file")
+    try:  # refused now, with why, when it cannot be read
+        open_input(path, "sweep results").close()
+    except InputError as exc:
+        if exc.errno == errno.ENOENT:
+            raise CpasimError(f"{path}: no such sweep results file") from None
+        raise
     if path.suffix.lower() == ".parquet":
         pandas = require_pandas(f"reading {path}", parquet=True)
         try:
