@@ -54,23 +54,14 @@ def write_error(path: str | Path, exc: OSError, what: str = "") -> CpasimError:
     return CpasimError(f"{path}: cannot write{' ' + what if what else ''}: {reason}")
 
 
-def stream_kind(path: str | Path) -> str | None:
-    """What ``path`` is if it is written as a stream (a character device or a FIFO,
-    through symbolic links), else None (a regular file, a missing one, anything else)."""
+def is_stream(path: str | Path) -> bool:
+    """Whether ``path`` is written in place rather than replaced: it names (through
+    symbolic links too) a character device or a FIFO."""
     try:
         mode = os.stat(path).st_mode
-    except (OSError, ValueError):
-        return None
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    return None
-
-
-def is_stream(path: str | Path) -> bool:
-    """Whether ``path`` is written in place rather than replaced (:func:`stream_kind`)."""
-    return stream_kind(path) is not None
+    except (OSError, ValueError):  # missing (a file to be made), or no name at all
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
 
 
 def check_target(path: str | Path, what: str = "output file") -> Path:

@@ -11,9 +11,7 @@ campaigns (``-m slow``, run in CI) run many more.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
-import io
 import json
 import struct
 import sys
@@ -23,8 +21,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from inprocess import cli
 
-from cpasim.cli import main
 from cpasim.config import load_scenario
 from cpasim.config.params import SPECS
 
@@ -40,18 +38,6 @@ QUICK = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 CAMPAIGN = settings(QUICK, max_examples=400)
-
-
-def cli(*argv: str) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of one in-process command; a traceback escapes."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(list(argv))
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return code, out.getvalue(), err.getvalue()
 
 
 def clean(code: int, err: str) -> None:

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from inprocess import session
 
 import cpasim.files
 from cpasim.cli import main
@@ -432,19 +433,6 @@ for _ in run_dask(time.sleep, [600, 600], "local", 2):
 """
 
 
-def _session(sid: int) -> list[int]:
-    """Live processes of the session ``sid`` (not zombies)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            found.append(int(stat.parent.name))
-    return found
-
-
 @pytest.mark.parametrize("script", [PARENT, pytest.param(DASK_PARENT, marks=pytest.mark.slow)])
 def test_sweep_workers_end_when_the_sweep_is_killed(tmp_path, script):
     """Local workers (+ forkserver) and a local Dask cluster's workers (+ resource
@@ -461,18 +449,18 @@ def test_sweep_workers_end_when_the_sweep_is_killed(tmp_path, script):
         assert proc.stdout.readline().strip() == "started"
         deadline = time.monotonic() + 60
         # The sweep, two workers and the forkserver (Dask: the resource tracker).
-        while len(_session(proc.pid)) < 4 and time.monotonic() < deadline:
+        while len(session(proc.pid)) < 4 and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert len(_session(proc.pid)) >= 4, _session(proc.pid)
+        assert len(session(proc.pid)) >= 4, session(proc.pid)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         deadline = time.monotonic() + 15
-        while _session(proc.pid) and time.monotonic() < deadline:
+        while session(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _session(proc.pid) == []
+        assert session(proc.pid) == []
     finally:
         proc.stdout.close()
-        for pid in _session(proc.pid):
+        for pid in session(proc.pid):
             os.kill(pid, signal.SIGKILL)
 
 

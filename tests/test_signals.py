@@ -15,7 +15,6 @@ seconds each and are marked slow.
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import random
 import signal
@@ -25,8 +24,8 @@ import time
 from pathlib import Path
 
 import pytest
+from inprocess import cli, session
 
-from cpasim.cli import main
 from cpasim.trace import open_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,17 +36,6 @@ OLD = "what the file held before\n"
 STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 #: The console script of this environment (scripts/test installs it).
 CPASIM = Path(sys.executable).parent / "cpasim"
-
-
-def cli(*argv) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main([str(a) for a in argv])
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return code, out.getvalue(), err.getvalue()
 
 
 def signal_at(monkeypatch, target, name: str, call: int, signum: int) -> None:
@@ -163,18 +151,6 @@ def start(args: list, cwd: Path) -> subprocess.Popen:
     return proc
 
 
-def _session(sid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            found.append(int(stat.parent.name))
-    return found
-
-
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_during_the_imports_of_the_installed_command(tmp_path, signum):
     """The first second of a command is spent importing: a signal then is one line
@@ -252,6 +228,6 @@ def test_a_sigterm_sweep_writes_its_rows_stops_its_workers_and_leaks_nothing(tmp
     rows = out.read_text().splitlines()
     assert 2 <= len(rows) < 9 and all(r.count(",") == rows[0].count(",") for r in rows)
     deadline = time.monotonic() + 20
-    while _session(proc.pid) and time.monotonic() < deadline:
+    while session(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _session(proc.pid) == []
+    assert session(proc.pid) == []

@@ -18,7 +18,6 @@ which a regression could not replace without root.
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import signal
 import stat
@@ -28,8 +27,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from cpasim.cli import main
+from inprocess import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT / "tests" / "traces"
@@ -37,18 +35,6 @@ SCENARIO = ROOT / "scenarios" / "tcp-stream.toml"
 SHORT = ["--set", "sim.duration=3ms", "--set", "sim.warmup=1ms"]
 NULL = os.makedev(1, 3)  # Linux's /dev/null
 FULL = os.makedev(1, 7)  # Linux's /dev/full: every write fails with ENOSPC
-
-
-def cli(*argv) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of one in-process command; a traceback escapes."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main([str(a) for a in argv])
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return code, out.getvalue(), err.getvalue()
 
 
 def one_line_error(code: int, err: str) -> str:

@@ -517,29 +517,20 @@ def test_a_window_preamble_naming_undefined_ids_is_refused():
 
 # --- the second campaign: the sidecar race, sidecars of the wrong sense, block numbers ---
 
-LONG = """
-[sim]
-duration = "30ms"
-warmup = "1ms"
-
-[nic]
-itr = "off"
-"""
+#: Long enough after its warm-up for predictions to analyse the window of its tail.
+WINDOWED = ["--set", "sim.duration=30ms"]
 
 
 @pytest.fixture(scope="module")
-def windowed(tmp_path_factory):
-    """A trace long enough to be predicted from its window, with its analysed sidecar."""
-    root = tmp_path_factory.mktemp("windowed")
-    scenario = root / "long.toml"
-    scenario.write_text(LONG)
-    trace = root / "t.cpt"
-    runner = CliRunner()
-    cpasim.cli._register()
-    args = ["predict", str(scenario), "--change", "link.rate=2Gbps", "--trace", str(trace)]
-    res = runner.invoke(cpasim.cli.app, args)
-    assert res.exit_code == 0, res.output
-    side = json.loads((root / "t.cpt.run.json").read_text())
+def windowed(recorded, tmp_path_factory):
+    """A trace predicted from its window, with the analysed sidecar that says so."""
+    scenario = recorded[0]
+    trace = tmp_path_factory.mktemp("windowed") / "t.cpt"
+    with pytest.raises(SystemExit) as stop:
+        args = ["predict", scenario, *WINDOWED, "--change", "link.rate=2Gbps", "--trace", trace]
+        main([str(a) for a in args])
+    assert stop.value.code == 0
+    side = json.loads(trace.with_name("t.cpt.run.json").read_text())
     assert side["window"] is not None
     return scenario, trace, side
 
@@ -554,7 +545,8 @@ def test_a_sidecar_window_outside_the_trace_is_refused(windowed, tmp_path, capsy
     field, shift = where
     edited = _edit(side, f"window.{field}", side["window"][field] + shift)
     (tmp_path / "t.cpt.run.json").write_text(json.dumps(edited))
-    args = ["predict", scenario, "--change", "link.rate=2Gbps", "--trace", tmp_path / "t.cpt"]
+    args = ["predict", scenario, *WINDOWED, "--change", "link.rate=2Gbps"]
+    args += ["--trace", tmp_path / "t.cpt"]
     code, err = cli(args, capsys)
     assert_one_line_error(code, err, "t.cpt.run.json: malformed run sidecar (field window.t0)")
     (tmp_path / "t.cpt.run.json").write_text(json.dumps(side))
