@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,24 @@ OLD = "what the file held before\n"
 STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 #: The console script of this environment (scripts/test installs it).
 CPASIM = Path(sys.executable).parent / "cpasim"
+
+
+@pytest.fixture(autouse=True)
+def stoppable():
+    """The stop signals as a terminal gives them to a command.  A test run under nohup
+    or as a background job starts with SIGHUP or SIGINT ignored, which cpasim (as
+    any program) keeps ignored, in this process and in the commands it starts."""
+    previous = {}
+    for signum, handler in (
+        (signal.SIGINT, signal.default_int_handler),
+        (signal.SIGTERM, signal.SIG_DFL),
+        (signal.SIGHUP, signal.SIG_DFL),
+    ):
+        if signal.getsignal(signum) is signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, handler)
+    yield
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
 
 
 def signal_at(monkeypatch, target, name: str, call: int, signum: int) -> None:
@@ -131,33 +150,40 @@ def _catches(pid: int, signum: int) -> bool:
     return False
 
 
-def start(args: list, cwd: Path) -> subprocess.Popen:
-    """The installed cpasim, started once cpasim's own code runs (its SIGTERM handler
-    is in place: the interpreter's start-up before it is Python's, not cpasim's)."""
+@contextlib.contextmanager
+def started(args: list, cwd: Path) -> Iterator[subprocess.Popen]:
+    """The installed cpasim, once cpasim's own code runs (its SIGTERM handler is in
+    place: the interpreter's start-up before it is Python's, not cpasim's); killed
+    with its workers if the test ends first."""
     assert CPASIM.exists(), f"{CPASIM}: the console script is not installed"
-    proc = subprocess.Popen(
+    with subprocess.Popen(
         [CPASIM, *map(str, args)],
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
-    )
-    deadline = time.monotonic() + 60
-    while not _catches(proc.pid, signal.SIGTERM):
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "cpasim never took charge of SIGTERM"
-        time.sleep(0.002)
-    return proc
+    ) as proc:
+        try:
+            deadline = time.monotonic() + 60
+            while not _catches(proc.pid, signal.SIGTERM):
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline, "cpasim never took charge of SIGTERM"
+                time.sleep(0.002)
+            yield proc
+        finally:
+            for pid in session(proc.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_during_the_imports_of_the_installed_command(tmp_path, signum):
     """The first second of a command is spent importing: a signal then is one line
     (it was a KeyboardInterrupt traceback), with no output and no file."""
-    proc = start(["run", SCENARIO, *SHORT, "--trace", "t.cpt"], tmp_path)
-    os.kill(proc.pid, signum)
-    out, err = proc.communicate(timeout=60)
+    with started(["run", SCENARIO, *SHORT, "--trace", "t.cpt"], tmp_path) as proc:
+        os.kill(proc.pid, signum)
+        out, err = proc.communicate(timeout=60)
     assert (proc.returncode, out, err) == (STATUS[signum], "", "cpasim: interrupted\n")
     assert files(tmp_path) == []
 
@@ -172,11 +198,11 @@ def check_signalled_run(folder: Path, signum: int, delay: float) -> None:
         (folder / name).write_text(OLD)
     args = ["run", SCENARIO, "--set", "sim.duration=40ms", "--no-progress"]
     args += ["--trace", "t.cpt", "--series", "s.csv", "--pcap", "c.pcap"]
-    proc = start(args, folder)
-    time.sleep(delay)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(proc.pid, signum)
-    out, err = proc.communicate(timeout=120)
+    with started(args, folder) as proc:
+        time.sleep(delay)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signum)
+        out, err = proc.communicate(timeout=120)
     assert "Traceback" not in err and "Exception ignored" not in err, err
     if proc.returncode in (0, -signum):
         # The signal came after the command was over (in the interpreter's last
@@ -214,20 +240,21 @@ def test_a_sigterm_sweep_writes_its_rows_stops_its_workers_and_leaks_nothing(tmp
     out = tmp_path / "w.csv"
     args = ["sweep", SCENARIO, "--set", "sim.duration=150ms", "--no-progress"]
     args += ["-g", "link.rate=1Gbps,2Gbps,3Gbps,4Gbps,5Gbps,6Gbps,7Gbps,8Gbps"]
-    proc = start([*args, "--workers", "2", "--out", out], tmp_path)
-    deadline = time.monotonic() + 120
-    while not (out.exists() and out.read_text().count("\n") >= 2):  # a row finished
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
+    with started([*args, "--workers", "2", "--out", out], tmp_path) as proc:
+        deadline = time.monotonic() + 120
+        while not (out.exists() and out.read_text().count("\n") >= 2):  # a row finished
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        deadline = time.monotonic() + 20
+        while session(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        workers = session(proc.pid)
     assert proc.returncode == 143, err
     assert err.startswith("cpasim: interrupted: ") and err.count("\n") == 1, err
     assert "written to" in err and "leaked" not in err
     assert files(tmp_path) == ["w.csv"]
     rows = out.read_text().splitlines()
     assert 2 <= len(rows) < 9 and all(r.count(",") == rows[0].count(",") for r in rows)
-    deadline = time.monotonic() + 20
-    while session(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert session(proc.pid) == []
+    assert workers == []
