@@ -89,6 +89,8 @@ MATTERS: dict[str, Case] = {
     "bottleneck.aqm": Case(
         "codel", ("bottleneck.rate=50Mbps", "link.delay=1ms", "sim.duration=300ms")
     ),
+    # host
+    "host.detail": Case("ideal"),
     # tcp: socket buffers
     "tcp.sndbuf": Case("8KiB"),
     "tcp.rcvbuf": Case("8KiB"),

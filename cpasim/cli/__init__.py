@@ -29,6 +29,9 @@ def __getattr__(name: str):
 def _register() -> None:
     # Imported for their side effect of adding commands to ``app``.
     from cpasim.cli import commands  # noqa: F401
+    from cpasim.cli.root import app, plain_help
+
+    plain_help(app)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -82,6 +85,10 @@ def _run(argv: list[str] | None) -> int:
         # (cpasim.files), so one line is all there is to say.
         return _interrupted()
     except Exception as exc:
+        from typer import Abort
+
+        if isinstance(exc, Abort):  # end of input where a command asked for more
+            return _fail("aborted", 130)
         # Usage errors (unknown option, missing argument, bad value) are click
         # exceptions; typer may vendor click, so recognise them by interface.
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):

@@ -16,17 +16,15 @@ import typer
 
 from cpasim import runfolder
 from cpasim.errors import CpasimError
-from cpasim.estimate import estimate
 from cpasim.files import is_stream
-from cpasim.predict.runs import check_sidecar_writable
-from cpasim.series import check_path, default_interval, parse_interval
 
 OutOpt = Annotated[
     Path | None,
     typer.Option(
         "--out",
-        help="Run folder for config.toml (the resolved scenario) and result.json (what "
-        "--json prints); files asked for by a bare name (--trace t.cpt) go into it too.",
+        help="Run folder for config.toml (the resolved scenario), result.json (what "
+        "--json prints) and report.html; the other files asked for by a bare name go into "
+        "it too.",
     ),
 ]
 OverwriteOpt = Annotated[
@@ -69,9 +67,13 @@ def plan(
     """Where this run's files go; every refusal happens here, before the run."""
     trace = runfolder.artefact_path(out, runfolder.TRACE, trace) if trace else None
     if trace is not None and trace.parent.is_dir() and not is_stream(trace):
+        from cpasim.predict.runs import check_sidecar_writable
+
         check_sidecar_writable(trace)  # (a run folder made below is empty)
     series = runfolder.artefact_path(out, runfolder.SERIES, series) if series else None
     if series is not None:
+        from cpasim.series import check_path, default_interval, parse_interval
+
         check_path(series)
     if interval is not None and series is None:
         raise CpasimError("--interval: only with --series (there is no series to sample)")
@@ -83,19 +85,34 @@ def plan(
     return Outputs(out, trace, series, interval_ns)
 
 
-def finish(outputs: Outputs, cfg, result, result_json: dict) -> None:
-    """Write the series and the run folder's config.toml and result.json."""
+def finish(outputs: Outputs, cfg, result, result_json: dict, *, analysis=None, trace=None) -> None:
+    """Write the series and the run folder's config.toml, result.json and report.html
+    (its verdict is ``result_json["verdict"]`` when the run was explained; its
+    critical-path graph comes from ``analysis``, the run's unmodified analysis, and its
+    timeline from the trace: ``trace`` (a file or an in-memory source, e.g. the one
+    ``--explain`` recorded), else the ``--trace`` file; with a trace and no analysis
+    the trace is analysed for them)."""
     if outputs.series is not None:
         result.series.write(outputs.series)
     if outputs.out is not None:
         runfolder.write_config(outputs.out, cfg)
         runfolder.write_result(outputs.out, result_json)
+        runfolder.write_report(
+            outputs.out,
+            cfg,
+            result_json,
+            series=outputs.series,
+            analysis=analysis,
+            trace=trace if trace is not None else outputs.trace,
+        )
 
 
 def warn_if_huge(cfg, trace_suffix: str | None = None) -> None:
     """Before simulating ``cfg``: one warning line on stderr with the estimate when the
     run (or its trace, recorded with ``trace_suffix``) looks huge
     (:mod:`cpasim.estimate`)."""
+    from cpasim.estimate import estimate
+
     size = estimate(cfg, trace_suffix).warning()
     if size is not None:
         typer.echo(f"cpasim: warning: {size}", err=True)

@@ -22,6 +22,7 @@ from cpasim.model import app, bottleneck
 from cpasim.model.app import AppStats, WebServer
 from cpasim.model.forwarder import INTERFACES, Forwarder
 from cpasim.model.host import Host
+from cpasim.model.ideal import make_host
 from cpasim.model.link import Link, LinkStats
 from cpasim.model.sockbuf import syn_window
 
@@ -44,6 +45,22 @@ UDP_APPS = {
 }
 
 
+def random_draws(cfg) -> list[str]:
+    """What in ``cfg`` draws random numbers, so that ``sim.seed`` changes the run:
+    frame loss on the link, the webserver's file sizes (the system's generator) and
+    BBR's first probing phase (each TCP connection's own, seeded from ``sim.seed``).
+    Empty when the run is the same whatever the seed."""
+    out = []
+    if cfg.link.loss > 0:
+        out.append(f"link.loss = {cfg.link.loss:g}")
+    wl = cfg.workload
+    if wl.kind == "webserver" and wl.file_size_max > wl.file_size_min:
+        out.append("the webserver's file sizes")
+    if wl.kind not in UDP_APPS:
+        out += [f"hosts.{h}.tcp.cc = bbr" for h in HOSTS if cfg.host(h).tcp.cc == "bbr"]
+    return out
+
+
 class System:
     def __init__(self, cfg, env, tracer) -> None:
         self.cfg = cfg
@@ -60,7 +77,7 @@ class System:
             self.bottlenecks = bottleneck.build(
                 env, params=cfg.bottleneck, link=self.link, tracer=tracer
             )
-            self.hosts = {h: Host(env, h, cfg, tracer, self.link.port(h)) for h in HOSTS}
+            self.hosts = {h: make_host(env, h, cfg, tracer, self.link.port(h)) for h in HOSTS}
         # Busy time is counted over the measured interval only: from the warm-up to
         # sim.duration (a sized run's end is not known in advance: not clipped there).
         since = cfg.sim.warmup
@@ -71,7 +88,8 @@ class System:
             box.measure_from, box.measure_until = since, until
         for host in self.hosts.values():
             host.cpu.start_measuring(since, until)
-            host.bus.measure_from = since
+            if host.bus is not None:  # an ideal host (host.detail) has none
+                host.bus.measure_from = since
         self.stats = AppStats(env, warmup=cfg.sim.warmup, target=cfg.workload.bytes)
         self.servers: list[WebServer] = []
         self._web_socks: dict = {}  # webserver: connection index -> server-side socket
@@ -100,8 +118,8 @@ class System:
         self.link = sides[0]
         self.bottlenecks = []  # the configuration refuses one with a forwarding host
         self.hosts = {
-            "tx": Host(env, "tx", cfg, tracer, sides[0].port("tx")),
-            "rx": Host(env, "rx", cfg, tracer, sides[1].port("rx")),
+            "tx": make_host(env, "tx", cfg, tracer, sides[0].port("tx")),
+            "rx": make_host(env, "rx", cfg, tracer, sides[1].port("rx")),
             fw: Forwarder(env, cfg, tracer, (sides[0].port(fw), sides[1].port(fw))),
         }
 
@@ -191,6 +209,33 @@ class System:
             for reason, n in box.stats.drops.items():
                 out[reason] = out.get(reason, 0) + n
         return out
+
+    def drops_by_place(self) -> dict[str, dict[str, int]]:
+        """Dropped packets by where they were dropped (a host, ``link``, or the
+        bottleneck's ``path``) and reason; places and reasons with none left out."""
+        out: dict[str, dict[str, int]] = {}
+        for name, host in self.hosts.items():
+            out[name] = host.drops()
+        out["link"] = {"link_loss": sum(d.lost for d in self.link_stats.directions.values())}
+        for box in self.bottlenecks:
+            place = out.setdefault("path", {})
+            for reason, n in box.stats.drops.items():
+                place[reason] = place.get(reason, 0) + n
+        return {p: {r: n for r, n in d.items() if n} for p, d in out.items() if any(d.values())}
+
+    def end_state(self) -> dict:
+        """Where the run stands when it stops, for :mod:`cpasim.verdict`: every TCP
+        connection's end (windows, flight, timer), the drops by place, and when the
+        receiving side last read."""
+        return {
+            "tcp": {
+                name: [c.end_state() for c in host.tcp]
+                for name, host in self.hosts.items()
+                if getattr(host, "tcp", None)
+            },
+            "drops": self.drops_by_place(),
+            "last_read_ns": self.stats.last_ns,
+        }
 
     def retransmits(self) -> int:
         return sum(h.retransmits() for h in self.hosts.values())

@@ -105,6 +105,10 @@ class TcpConnection:
         self.env = env
         self.conn = f"c{idx}"
         self.cpu = cpu
+        # The receive path's costs per packet, looked up once: it runs for every segment.
+        self.c_rx_packet = cpu.cycles("rx_packet")
+        self.c_tx_packet = cpu.cycles("tx_packet")
+        self.c_ack = cpu.cycles("ack")
         self.ip = ip
         tp = params
         self.hdr = tcp_header(tp.timestamps)
@@ -251,6 +255,29 @@ class TcpConnection:
         r = self.receiver
         free = self.bufs.window(int(self.rcvbuf.level) + self.rcv_in_copy + r.ofo_bytes)
         return max(free, self.announced_edge - r.rcv_nxt, 0)
+
+    def end_state(self) -> dict:
+        """Where this end stands when the run stops: its windows, what it has in
+        flight and its retransmission timer (what :mod:`cpasim.verdict` reads to say
+        which window binds, or why a connection stalled)."""
+        s = self.sender
+        return {
+            "conn": self.conn,
+            "flight": int(s.flight),
+            "unsent": max(0, int(self.bytes_queued - s.snd_nxt)),
+            "cwnd": int(s.cwnd),
+            "peer_window": int(s.snd_wnd),
+            "sndbuf": int(self.sndbuf_size),
+            "sndbuf_free": int(self.sndbuf.level),
+            "rcv_unread": int(self.rcvbuf.level) + self.rcv_in_copy,
+            "rcv_window": int(self.receive_window()),
+            "rcvbuf": int(self.bufs.rmem if self.bufs.fixed_rcv else self.bufs.rcvbuf),
+            "timer_ns": self.rto_deadline,
+            "timer": getattr(s, "pending", "rto") if self.rto_deadline is not None else None,
+            "rto_ns": float(s.rto_ns),
+            "backoff": int(s.backoff),
+            "retransmits": int(s.retransmits),
+        }
 
     def after_read(self) -> None:
         """A read() copied data out: Linux's receive-buffer autotuning step."""
@@ -473,10 +500,10 @@ class TcpConnection:
             csum = cpu.cycles("csum", pkt.length) if self.sw_csum else 0.0
             if csum and cpu.memory is not None:  # the sum reads the segment from memory
                 csum = cpu.stall(csum, pkt.length)
-            stack = cpu.cycles("rx_packet") + cpu.cycles("tx_packet") * sends
+            stack = self.c_rx_packet + self.c_tx_packet * sends
             yield cpu.spend(sm, "tcp_v4_rcv", stack=stack, copy=csum)
         else:
-            stack = cpu.cycles("ack") + cpu.cycles("tx_packet") * sends
+            stack = self.c_ack + self.c_tx_packet * sends
             yield cpu.spend(sm, "tcp_ack", stack=stack)
         if out.acked:
             self.bytes_acked += out.acked

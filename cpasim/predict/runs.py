@@ -41,7 +41,6 @@ from cpasim.predict.bounds import busy, holding
 from cpasim.predict.transforms_table import reference, state_active, state_means
 from cpasim.predict.window import WINDOW_COMMIT_EVERY, Window, analyses, make_window
 from cpasim.progress import note
-from cpasim.simulate import simulate
 from cpasim.trace import open_trace, trace_digest
 from cpasim.trace.records import BEGIN, TraceSource
 
@@ -88,6 +87,41 @@ def state_entries(source: TraceSource) -> dict[str, int]:
 
 def sidecar_path(trace: Path) -> Path:
     return trace.with_name(trace.name + ".run.json")
+
+
+def read_sidecar(trace: Path) -> dict | None:
+    """What the sidecar of ``trace`` holds, parsed but not checked; None when there is
+    none.  Read as every input is (:mod:`cpasim.inputs`): a FIFO or device there is
+    refused, a sidecar that is not JSON is one line."""
+    side = sidecar_path(Path(trace))
+    try:
+        return json.loads(read_bytes(side, "run sidecar"))
+    except InputError as exc:
+        if exc.errno != errno.ENOENT:
+            raise
+        return None
+    except (ValueError, RecursionError) as exc:
+        raise CpasimError(f"{side}: unreadable run sidecar ({shown(exc)})") from None
+
+
+def recorded_ends(trace: Path) -> tuple[str, str] | None:
+    """The start and end state machines (``"tx:App"``, ``"rx:App"``) of the run that
+    recorded ``trace``, from its sidecar; None without one.  A sidecar that is not
+    one, or describes another trace, is refused (its ends would be a guess)."""
+    side = sidecar_path(Path(trace))
+    data = read_sidecar(trace)
+    if data is None:
+        return None
+    if not isinstance(data, dict) or data.get("format") != SIDECAR_FORMAT:
+        raise CpasimError(f"{side}: expected a {SIDECAR_FORMAT} sidecar; give --start and --end")
+    if data.get("trace_digest") != trace_digest(trace):
+        raise CpasimError(
+            f"{side}: describes another trace than {Path(trace).name} (replaced after its run "
+            "was recorded); give --start and --end"
+        )
+    _check_sidecar(data, side)
+    result = data["result"]
+    return ":".join(result["analysis_start"]), ":".join(result["analysis_end"])
 
 
 def metric_of(kind: str) -> tuple[str, bool]:
@@ -308,8 +342,10 @@ def traced_run(
     trace = Path(trace)
     check_sidecar_writable(trace)  # before the run, not after it
     with note(f"simulating into {trace.name}"):
+        from cpasim.simulate import simulate  # the model, only when a run is made
+
         res = simulate(cfg, trace_path=trace, progress=progress)
-    return analysed_run(cfg, trace, res.to_json(), window=window, digest=res.trace_digest)
+    return analysed_run(cfg, trace, res.with_end_state(), window=window, digest=res.trace_digest)
 
 
 def check_sidecar_writable(trace: Path) -> None:
@@ -323,8 +359,8 @@ def write_run_record(cfg: Config, trace: Path, result: dict, digest: str) -> Non
     result, without the analysis, which :func:`load_run` adds the first time the trace
     is predicted from (so a run that is never predicted from costs no analysis).
     ``digest``: the trace's, as the run wrote it (``Result.trace_digest``)."""
-    side = {"config_digest": cfg.digest, "result": result, "analysed": False}
-    _write_sidecar(trace, side, digest)
+    side = {"config_digest": cfg.digest, "config": cfg.to_toml(), "result": result}
+    _write_sidecar(trace, {**side, "analysed": False}, digest)
 
 
 def _write_sidecar(trace: Path, side: dict, digest: str) -> None:
@@ -373,6 +409,7 @@ def analysed_run(
         trace,
         {
             "config_digest": cfg.digest,
+            "config": cfg.to_toml(),
             "result": result,
             "analysed": True,
             "path": run.path.to_json(),
@@ -523,7 +560,9 @@ def _fits(value, schema) -> str | None:
     return None
 
 
-def _check_sidecar(data: dict, side: Path, cfg: Config) -> None:
+def _check_sidecar(data: dict, side: Path, cfg: Config | None = None) -> None:
+    """Refuse a sidecar whose fields are of the wrong type or sense (``cfg``: the
+    configuration the run must be of, whose window its own must be)."""
     schema = _ANALYSED if data.get("analysed") is True else {"result": _RESULT}
     where = None if isinstance(data.get("analysed"), bool) else ".analysed"
     where = where or _fits(data, schema)
@@ -538,7 +577,7 @@ def _check_sidecar(data: dict, side: Path, cfg: Config) -> None:
             where = ".window.origins"
         elif any(len(r) != 5 for r in window["preamble"]):
             where = ".window.preamble"
-        elif (window["t0"], window["t_measure"]) != window_span(cfg):
+        elif cfg is not None and (window["t0"], window["t_measure"]) != window_span(cfg):
             # The window is the config's (window_span): one elsewhere is not this run's.
             where = ".window.t0"
     if where is not None:
@@ -555,18 +594,13 @@ def load_run(cfg: Config, trace: Path) -> TracedRun:
     if not trace.exists():
         raise CpasimError(f"{trace}: no such trace")
     open_input(trace, "trace").close()  # a FIFO, a device: refused before its sidecar
-    try:
-        data = json.loads(read_bytes(side, "run sidecar"))
-    except InputError as exc:
-        if exc.errno != errno.ENOENT:
-            raise
+    data = read_sidecar(trace)
+    if data is None:
         raise CpasimError(
             f"{trace}: no {side.name} next to it, so the config and result of the run that "
             "recorded it are unknown; record it with 'cpasim run --trace' or 'cpasim "
             "predict --trace' (which runs the baseline when the trace does not exist yet)"
-        ) from None
-    except (ValueError, RecursionError) as exc:
-        raise CpasimError(f"{side}: unreadable run sidecar ({shown(exc)})") from None
+        )
     if not isinstance(data, dict) or data.get("format") != SIDECAR_FORMAT:
         raise CpasimError(
             f"{side}: expected a {SIDECAR_FORMAT} sidecar (one of an older cpasim, or not "
@@ -609,10 +643,9 @@ def carry_run_record(src: Path, dst: Path, digest: str) -> bool:
     ``dst``.  The analysis is left to be redone (its window refers to the ids of the
     file it was made from).  Nothing is written when ``src`` has no sidecar that
     matches it; returns whether one was written."""
-    side = sidecar_path(Path(src))
     try:
-        data = json.loads(read_bytes(side, "run sidecar"))
-    except (CpasimError, ValueError, RecursionError):
+        data = read_sidecar(Path(src))
+    except CpasimError:
         return False
     if (
         not isinstance(data, dict)
@@ -624,6 +657,8 @@ def carry_run_record(src: Path, dst: Path, digest: str) -> bool:
     ):
         return False
     record = {"config_digest": data["config_digest"], "result": data["result"], "analysed": False}
+    if isinstance(data.get("config"), str):  # the configuration, for the run's verdict
+        record["config"] = data["config"]
     _write_sidecar(Path(dst), record, digest)
     return True
 

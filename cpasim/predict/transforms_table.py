@@ -147,7 +147,13 @@ re-simulated figures with the prediction marked as refused:
 ``copy_engine.rate``             a copy's read and write last their DMA's time or
                                  their bytes at the rate, whichever is longer (0 =
                                  no limit, gem5's engine): no one factor
+``host.detail``                  which parts of the host exist, not a step's time
 ================================ ==================================================
+
+On an ideal host (``host.detail = "ideal"``, :mod:`cpasim.model.ideal`) the keys of
+the parts it does not have (``cpu``, ``memory``, ``bus``, ``pcie``, ``nic``,
+``driver``, ``copy_engine``) act on nothing: a change of one is refused with the
+part that is missing.
 
 Not in the table (structure changes the trace cannot express; re-simulate
 them with ``cpasim validate``): MTU, TSO, checksum offload (its cycles are
@@ -166,8 +172,14 @@ from typing import Any
 from cpasim.analysis import Transforms
 from cpasim.config import ALL_HOSTS, FORWARDER, HOSTS, Config, spec_of
 from cpasim.errors import CpasimError
-from cpasim.model.bus_rules import BUS_STATES, MMIO_WAIT, READ, read_round_trip_ns
-from cpasim.model.copy_engine import STATES as ENGINE_STATES
+from cpasim.model.bus_rules import (
+    BUS_STATES,
+    COPY_ENGINE_STATES,
+    MMIO_WAIT,
+    READ,
+    read_round_trip_ns,
+)
+from cpasim.model.detail import absent, is_ideal
 from cpasim.model.pcie import pcie_bytes_per_ns
 from cpasim.model.sockbuf import SOCK_MIN_SNDBUF, largest_window, setsockopt_buf
 from cpasim.protocol import frame_bytes, mss_for, wire_bytes
@@ -261,6 +273,11 @@ REFUSED: dict[str, str] = {
     "tcp.rmem_max": _AUTOTUNING,
     "tcp.wmem_default": _AUTOTUNING,
     "tcp.wmem_max": _AUTOTUNING,
+    "host.detail": (
+        "changes which parts of the host exist (an ideal host has no CPU, bus, rings or "
+        "interrupts), not how long a step takes (a sweep with --grid host.detail=full,ideal "
+        "shows the two side by side)" + _RESIMULATE
+    ),
 }
 
 
@@ -472,7 +489,7 @@ def _locked_only(request: str, fixed: str) -> Callable[[Lookup, Lookup], str | N
 
 
 #: The states of an on-die copy engine's transfers (:mod:`cpasim.model.copy_engine`).
-ON_DIE_ENGINE_STATES = ENGINE_STATES["on_die"]
+ON_DIE_ENGINE_STATES = COPY_ENGINE_STATES["on_die"]
 
 #: The NIC states that hold the bus (:data:`~cpasim.model.bus_rules.BUS_STATES`):
 #: a DMA read waits one bridge round trip before its data streams back; a DMA
@@ -805,6 +822,7 @@ def plan_change(
         hosts = HOSTS
         diffs = {k: v for k, v in diffs.items() if _split(k)[0] != FORWARDER}
     check_keys(_as_given(diffs, hosts))
+    _check_ideal_hosts(old, new, diffs)
     # Group per (rule, host): several keys of one rule (gen + lanes) act together.
     touched: dict[tuple[int, str | None], list[str]] = {}
     for full in diffs:
@@ -851,6 +869,22 @@ def plan_change(
                     effects.append(Effect(label, old_text, new_text, SCALE, name, factor))
     transforms = Transforms(scale=scale, capacity=capacity, breaks=list(REORDERED_POOLS))
     return Plan(transforms, tuple(effects))
+
+
+def _check_ideal_hosts(old: Config, new: Config, diffs) -> None:
+    """Refuse a change of a key an ideal host (``host.detail``) has no part for: its
+    trace holds no state the key acts on, and a re-simulation would not change."""
+    for full in diffs:
+        host, key = _split(full)
+        if host not in HOSTS or not (is_ideal(old, host) or is_ideal(new, host)):
+            continue
+        lacks = absent(key)
+        if lacks is not None:
+            raise Refused(
+                f'cannot predict {full}: host {host} is ideal (host.detail = "ideal"): it has '
+                f"{lacks}, so {key} acts on nothing there; set hosts.{host}.host.detail = "
+                '"full" to ask about it'
+            )
 
 
 def _scale_entries(pattern, target, r, lo, ln, state_means, state_entries=None):
