@@ -185,6 +185,33 @@ def test_a_trace_streamed_to_a_device_gets_no_sidecar(tmp_path):
     assert not Path(f"{node}.run.json").exists()
 
 
+def test_explain_refuses_a_streamed_trace_before_the_run(tmp_path):
+    """--explain reads its trace back; one gone to a device cannot be."""
+    node = char_device(tmp_path / "t.cpt")
+    code, out, err = cli("run", SCENARIO, *SHORT, "--trace", node, "--explain")
+    one_line_error(code, err)
+    assert f"--explain: reads the trace back, and --trace {node} is a device or pipe" in err
+    assert out == "" and stat.S_ISCHR(os.stat(node).st_mode)
+
+
+def test_a_run_folder_report_says_what_was_streamed_and_does_not_read_it(tmp_path):
+    """report.html draws the series and the timeline from the files: a series sent to
+    a FIFO (whose reader has it) and a trace sent to a device are not read back."""
+    node = char_device(tmp_path / "t.cpt")
+    reader = FifoReader(tmp_path / "s.csv")
+    with no_hang():
+        code, _, err = cli(
+            "run", SCENARIO, *SHORT, "--trace", node, "--series", tmp_path / "s.csv",
+            "--out", tmp_path / "run",
+        )  # fmt: skip
+    assert code == 0, err
+    assert reader.result().startswith(b"time_ns,")
+    page = (tmp_path / "run" / "report.html").read_text()
+    assert f"The time series went to <code>{tmp_path / 's.csv'}</code>, a device or pipe" in page
+    assert f"The trace went to <code>{node}</code>" in page
+    assert stat.S_ISCHR(os.stat(node).st_mode) and litter(tmp_path) == []
+
+
 def test_sweep_resume_of_a_device_is_refused(tmp_path):
     node = char_device(tmp_path / "w.csv")
     command = OUTPUTS["sweep --out"][0](node)

@@ -16,6 +16,7 @@ from cpasim.capture import DEFAULT_SNAPLEN, PcapSpec
 from cpasim.cli import app
 from cpasim.cli import outputs as outs
 from cpasim.config import load_scenario
+from cpasim.errors import CpasimError
 from cpasim.files import is_stream
 from cpasim.predict.runs import analysed_run, write_run_record
 from cpasim.progress import activity
@@ -83,6 +84,11 @@ def run_cmd(
     if pcap is not None:  # a bare file name goes into the run folder
         pcap = runfolder.artefact_path(plan.out, runfolder.CAPTURE, pcap)
     capture = PcapSpec(pcap, pcap_side, snaplen) if pcap is not None else None
+    if explain and plan.trace is not None and is_stream(plan.trace):
+        raise CpasimError(
+            f"--explain: reads the trace back, and --trace {plan.trace} is a device or "
+            "pipe; give a file, or leave --trace out (a temporary one is used)"
+        )
     with ExitStack() as stack:
         trace = plan.trace
         if explain and trace is None:  # the analysis needs a trace: a temporary one
