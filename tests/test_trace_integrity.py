@@ -557,17 +557,33 @@ def _record(scenario, trace, duration: str) -> list:
     return ["run", scenario, "--set", f"sim.duration={duration}", "--trace", trace]
 
 
+def _record_by_api(scenario, trace, duration: str) -> None:
+    cpasim.run(scenario, trace=trace, **{"sim.duration": duration})
+
+
+#: Each way a traced run publishes its trace and sidecar, with the function it calls
+#: between the two: (module to patch, its name).
+PUBLISHERS = {
+    "run --trace": ("cpasim.cli.run", "write_run_record"),
+    "run --explain --trace": ("cpasim.cli.run", "analysed_run"),
+    "cpasim.run(trace=...)": ("cpasim.predict.runs", "write_run_record"),
+}
+
+
+@pytest.mark.parametrize("how", PUBLISHERS)
 def test_a_run_whose_trace_another_run_replaced_leaves_that_runs_pair_alone(
-    recorded, tmp_path, capsys, monkeypatch
+    recorded, tmp_path, capsys, monkeypatch, how
 ):
     """Run A pauses after writing its trace, before its sidecar; run B records the same
     path meanwhile.  A used to read its digest back from the path (B's trace) and
     write its own sidecar with it: predict then took B's 5 ms trace for A's 4 ms run."""
-    from cpasim.predict import runs
+    import importlib
 
     scenario, _, _ = recorded
     trace = tmp_path / "t.cpt"
-    real = runs.write_run_record
+    module, name = PUBLISHERS[how]
+    module = importlib.import_module(module)
+    real = getattr(module, name)
     paused = []
 
     def pause_then_write(*args, **kwargs):
@@ -576,12 +592,20 @@ def test_a_run_whose_trace_another_run_replaced_leaves_that_runs_pair_alone(
             assert cli(_record(scenario, trace, "5ms"), capsys)[0] == 0
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(cpasim.cli.run, "write_run_record", pause_then_write)
-    code, err = cli(_record(scenario, trace, "4ms"), capsys)
-    assert_one_line_error(code, err, f"{trace}: replaced or changed while this command used it")
+    monkeypatch.setattr(module, name, pause_then_write)
+    replaced = f"{trace}: replaced or changed while this command used it"
+    if how.startswith("cpasim.run"):
+        with pytest.raises(CpasimError, match="replaced or changed while this command"):
+            _record_by_api(scenario, trace, "4ms")
+    else:
+        extra = ["--explain"] if "--explain" in how else []
+        code, err = cli([*_record(scenario, trace, "4ms"), *extra], capsys)
+        assert_one_line_error(code, err, replaced)
+    assert paused
     monkeypatch.undo()
     side = json.loads((tmp_path / "t.cpt.run.json").read_text())
     assert side["result"]["sim_time_ns"] == 5e6  # B's pair stands, whole
+    assert side["trace_digest"] == trace_digest(trace)
     # Predicting from A's configuration is refused: the pair on disk is B's.
     code, err = cli(predict_args(scenario, trace), capsys)
     assert_one_line_error(code, err, "recorded with config digest")
