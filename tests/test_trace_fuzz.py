@@ -322,7 +322,8 @@ def check_hostile_names(folder: Path, capsys, field: str, piece: str) -> None:
         ["trace", "convert", str(path), str(folder / "o.cpt")],
         ["trace", "convert", str(path), str(folder / "o.jsonl")],
     ]
-    commands.append(["analyze", str(path), "--start", start, "--end", "h:B"])
+    # --detail: the per-SM profile and the queues name every state machine and queue.
+    commands.append(["analyze", str(path), "--start", start, "--end", "h:B", "--detail"])
     for command in commands:
         with pytest.raises(SystemExit) as stop:
             main(command)
@@ -349,6 +350,7 @@ names_drawn = st.tuples(
 
 
 def test_a_name_that_would_set_the_terminals_title_is_printed_escaped(files, capsys):
+    check_hostile_names(files["work"], capsys, "q", "\x1b]0;title\x07")  # (--detail's queues)
     check_hostile_names(files["work"], capsys, "state", "\x1b]0;title\x07")
     path = str(files["work"] / "names.jsonl")
     outs = []
@@ -357,6 +359,20 @@ def test_a_name_that_would_set_the_terminals_title_is_printed_escaped(files, cap
             main(command)
         outs.append(capsys.readouterr().out)
     assert all("h:A:x\\x1b]0;title\\x07y" in out for out in outs), outs
+
+
+def test_a_verdict_naming_a_hostile_state_is_printed_escaped():
+    """The verdict (analyze and predict print it from a trace and its sidecar) names
+    states and resources of the trace."""
+    from cpasim.cli.predict import _limited
+    from cpasim.predict.runs import PathSummary
+    from cpasim.verdict import Verdict
+
+    title = "tx:A:x\x1b]0;title\x07y"
+    v = Verdict(kind="cpu", resource=title, evidence=(f"most critical ({title})",), note=title)
+    lines = v.lines("s\u202e.toml") + [_limited(v, PathSummary({"": 1.0}, title, 0.5, [], []))]
+    assert all(_SAFE.match(line) for line in lines), lines
+    assert "tx:A:x\\x1b]0;title\\x07y" in lines[0]
 
 
 @settings(QUICK, max_examples=3)

@@ -74,7 +74,9 @@ def _bottleneck(path: PathSummary) -> str:
 
 def _limited(v: Verdict | None, path: PathSummary) -> str:
     """``limited by <resource> [kind]; most critical <state> (share)``."""
-    head = f"limited by {v.resource} [{v.kind}]" if v is not None else "limited by (unknown)"
+    head = "limited by (unknown)"
+    if v is not None:
+        head = f"limited by {printable(v.resource)} [{v.kind}]"
     return f"{head}; most critical {_bottleneck(path)}"
 
 
