@@ -592,7 +592,7 @@ def test_a_microbenchmark_table_with_a_line_over_128_kib_is_one_line(capsys, tmp
     assert f"{table}: not a readable CSV table" in line and "field larger than field limit" in line
 
 
-def test_plot_leaves_an_infinite_value_out_as_a_blank(capsys, tmp_path):
+def test_plot_leaves_an_infinite_value_out_and_says_so(capsys, tmp_path):
     results = tmp_path / "s.csv"
     results.write_text(
         "link.rate,repeat,seed,error,goodput_bps\n1Gbps,0,1,,inf\n2Gbps,0,1,,5e8\n3Gbps,0,1,,-inf\n"
@@ -600,10 +600,11 @@ def test_plot_leaves_an_infinite_value_out_as_a_blank(capsys, tmp_path):
     args = ["plot", str(results), "--x", "link.rate", "--y", "goodput_bps"]
     code, _, err = cli(capsys, *args, "--out", str(tmp_path / "p.png"))
     assert code == 0, err
+    assert "cpasim: goodput_bps: 2 row(s) of s.csv infinite, left out of the figure" in err
     assert (tmp_path / "p.png").stat().st_size > 0
     results.write_text("link.rate,repeat,seed,error,goodput_bps\n1Gbps,0,1,,inf\n")
     line = refused(capsys, *args, "--out", str(tmp_path / "q.png"))
-    assert "--y goodput_bps: the column holds no numbers" in line
+    assert "--y goodput_bps: the column holds no finite numbers" in line
 
 
 def test_a_pcapng_block_announcing_4_gib_is_refused_without_reading_it(capsys, tmp_path):
