@@ -239,6 +239,7 @@ INPUTS = {
     "trace names": lambda i, d: ["trace", "names", i],
     "trace convert": lambda i, d: ["trace", "convert", i, d / "out.cpt"],
     "analyze": lambda i, d: ["analyze", i, "--start", "h:A", "--end", "h:A"],
+    "analyze (the run's ends)": lambda i, d: ["analyze", i],
     "calibrate show": lambda i, d: ["calibrate", "show", i],
     "calibrate inspect": lambda i, d: ["calibrate", "inspect", i],
     "plot": lambda i, d: ["plot", i, "--x", "a", "--y", "b", "--out", d / "p.png"],
@@ -280,6 +281,32 @@ def check_input_refused(folder: Path, case: str, kind: str) -> None:
 def test_a_special_file_given_as_an_input_is_refused_at_once(tmp_path, case, kind):
     """(A device node of the test's own is one of the kinds the fuzzing below draws.)"""
     check_input_refused(tmp_path, case, kind)
+
+
+SIDECAR_READERS = {
+    "analyze (the run's ends)": lambda t: ["analyze", t],
+    "analyze (the run's verdict)": lambda t: ["analyze", t, "--start", "tx:App", "--end", "rx:App"],
+    "predict --trace": lambda t: ["predict", SCENARIO, "--change", "link.rate=2Gbps", "--trace", t],
+    "trace convert": lambda t: ["trace", "convert", t, t.with_name("out.jsonl")],
+}
+
+
+@pytest.mark.parametrize("case", SIDECAR_READERS)
+def test_a_fifo_where_a_sidecar_goes_is_never_waited_on(tmp_path, case):
+    """The trace is a file, its sidecar (X.cpt.run.json) a FIFO: a reader that must
+    have the sidecar refuses it in one line, one that can do without goes on."""
+    trace = tmp_path / "t.cpt"
+    trace.write_bytes((TRACES / "model_tcp_stream.cpt").read_bytes())
+    os.mkfifo(tmp_path / "t.cpt.run.json")
+    with no_hang():
+        code, _, err = cli(*SIDECAR_READERS[case](trace))
+    if case in ("analyze (the run's ends)", "predict --trace"):
+        err = one_line_error(code, err)
+        assert f"t.cpt.run.json: cannot read run sidecar: {WHAT['a FIFO']}" in err
+    else:
+        assert code == 0, err
+    assert stat.S_ISFIFO(os.stat(tmp_path / "t.cpt.run.json").st_mode)
+    assert not (tmp_path / "out.jsonl.run.json").exists()
 
 
 # --- fuzzing: any command, any special file, in either role --------------------------------

@@ -247,10 +247,12 @@ def _ends(trace: Path, start: str | None, end: str | None) -> tuple[str, str]:
     (its sidecar), said in one line on stderr."""
     if start is not None and end is not None:
         return start, end
+    from cpasim.inputs import open_input
     from cpasim.predict.runs import recorded_ends, sidecar_path
 
     if not trace.exists():
         raise CpasimError(f"{trace}: no such trace")
+    open_input(trace, "trace").close()  # a FIFO, a device: refused before its sidecar
     ends = recorded_ends(trace)
     if ends is None:
         raise CpasimError(
