@@ -195,6 +195,27 @@ def test_ctrl_c_in_a_point_writes_the_finished_rows(tmp_path):
     assert [(r["x"], r["y"]) for r in read_csv(out)] == [("1", "a"), ("1", "b"), ("2", "a")]
 
 
+def test_ctrl_c_before_any_point_finished_says_the_file_is_as_it_was(tmp_path):
+    """(It said 'written to s.csv' of a file it never wrote, or one it left as it was.)"""
+    out = tmp_path / "s.csv"
+    for old in (None, "what the file held before\n"):
+        if old is not None:
+            out.write_text(old)
+        with pytest.raises(SweepInterrupted) as info:
+            execute(
+                grid_points(),
+                functools.partial(interrupting_runner, 0),
+                keys=KEYS,
+                digest=DIGEST,
+                out=out,
+                workers=1,
+                progress=False,
+                overwrite=True,
+            )
+        assert str(info.value) == f"interrupted: 0 of 6 points finished; {out} is as it was"
+        assert (out.read_text() if out.exists() else None) == old
+
+
 def test_ctrl_c_in_the_collection_loop_leaves_a_valid_csv(tmp_path, monkeypatch):
     points = grid_points(repeat=2)
     out = tmp_path / "s.csv"

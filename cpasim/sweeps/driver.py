@@ -29,11 +29,14 @@ from cpasim.sweeps.grid import Point
 
 
 class SweepInterrupted(KeyboardInterrupt):
-    """Ctrl-C during a sweep, after the finished rows were written."""
+    """Ctrl-C during a sweep, after the finished rows were written (``written``:
+    whether ``out`` holds any: with none finished, it is left as it was)."""
 
-    def __init__(self, finished: int, total: int, out: Path | None):
+    def __init__(self, finished: int, total: int, out: Path | None, written: bool = True):
         self.finished, self.total, self.out = finished, total, out
-        where = f", written to {out}" if out else ""
+        where = ""
+        if out is not None:
+            where = f", written to {out}" if written else f"; {out} is as it was"
         super().__init__(f"interrupted: {finished} of {total} points finished{where}")
 
 
@@ -208,10 +211,12 @@ def execute(
         except BaseException as exc:
             # Whatever stops the sweep, the rows finished by now reach the file.
             stream.close()
-            if out is not None and len(finished) > len(kept):
+            added = len(finished) > len(kept)
+            if out is not None and added:
                 table.write_rows(out, ordered(), first)
             if isinstance(exc, KeyboardInterrupt):
-                raise SweepInterrupted(len(finished), len(points), out) from None
+                written = added or (bool(kept) and not streamed)  # (a resumed file's rows)
+                raise SweepInterrupted(len(finished), len(points), out, written) from None
             raise
         finally:
             stream.close()
