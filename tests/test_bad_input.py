@@ -659,6 +659,10 @@ def test_a_capture_whose_time_goes_backwards_is_refused(capsys, tmp_path, retime
     for command in (["calibrate", "inspect"], ["calibrate", "show"]):
         line = refused(capsys, *command, str(path))
         assert expected in line, line
+    # fit took such a capture for a slower path, and fitted another regime to it
+    line = refused(capsys, "calibrate", "fit", TCP, str(path), "--out", str(tmp_path / "f.toml"))
+    assert expected in line, line
+    assert not (tmp_path / "f.toml").exists()
 
 
 def test_reversed_records_closer_than_a_millisecond_are_refused_as_a_whole(capsys, tmp_path):
