@@ -64,7 +64,7 @@ TCP_NUM_SACKS = 4
 UDP_HEADER = 8
 #: The largest UDP payload over IPv4: 65535 - 20 (IPv4 header) - 8 (UDP header).
 MAX_UDP_PAYLOAD = MAX_IP_PACKET - IP_HEADER - UDP_HEADER
-#: Payload of a Go-Back-N acknowledgement (workload.kind = udp_gbn): seed 002's
+#: Payload of a Go-Back-N acknowledgement (workload.kind = udp_gbn): the Directed Point paper's
 #: benchmarks acknowledge with a 4-byte message.
 GBN_ACK = 4
 

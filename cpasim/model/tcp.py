@@ -480,6 +480,13 @@ class TcpConnection:
             self.tso_deferred = False
             self.sendq.put_now(0, sm)
 
+    def _footprint(self) -> int:
+        """Bytes sent since the ones an incoming ACK frees were last touched
+        (``cpu.cache.ack_footprint``): the flight, less what still waits in the device
+        queue, untouched since TCP handed it over."""
+        queued = sum(p.payload for p in self.ip.dev.qdisc.items if p.conn == self.conn)
+        return self.sender.flight - queued
+
     # -- incoming segments (run by IP Recv, holding a core) ------------------------------
     def receive(self, sm, pkt: Packet):
         """Process one incoming segment: its ACK, then its data.
@@ -488,6 +495,7 @@ class TcpConnection:
         receive path and any ACK or retransmission it sends, and their effects
         (buffer space, window, data for the app, packets) follow it."""
         cpu, sender = self.cpu, self.sender
+        flight = self._footprint() if cpu.cache is not None else 0
         if self.linux:
             out = sender.on_ack(pkt.ack, pkt.wnd, self.env._now, pkt.payload > 0, pkt.sack)
             rtx = out.retransmits
@@ -503,7 +511,10 @@ class TcpConnection:
             stack = self.c_rx_packet + self.c_tx_packet * sends
             yield cpu.spend(sm, "tcp_v4_rcv", stack=stack, copy=csum)
         else:
-            stack = self.c_ack + self.c_tx_packet * sends
+            ack = self.c_ack
+            if cpu.cache is not None:  # the acknowledged buffers may have left the cache
+                ack *= cpu.cache.ack_stretch(flight)
+            stack = ack + self.c_tx_packet * sends
             yield cpu.spend(sm, "tcp_ack", stack=stack)
         if out.acked:
             self.bytes_acked += out.acked
