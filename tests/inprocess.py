@@ -3,13 +3,15 @@
 :func:`cli` runs one command in the test's own process and returns its exit
 status and output (a traceback escapes and fails the test); :func:`session`
 lists the live processes of a process session (a command started with
-``start_new_session=True`` and every worker it started).
+``start_new_session=True`` and every worker it started); :func:`at_call` does
+something (sends a signal, raises Ctrl-C) at a chosen moment of a command.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+from collections.abc import Callable
 from pathlib import Path
 
 from cpasim.cli import main
@@ -38,3 +40,18 @@ def session(sid: int) -> list[int]:
         if int(fields[3]) == sid and fields[0] != "Z":
             found.append(int(stat.parent.name))
     return found
+
+
+def at_call(monkeypatch, target, name: str, call: int, action: Callable[[], None]) -> None:
+    """Run ``action()`` at the ``call``-th call of ``target.name``, before the call."""
+    real = getattr(target, name)
+    calls = 0
+
+    def wrapped(*args, **kwargs):
+        nonlocal calls
+        calls += 1
+        if calls == call:
+            action()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(target, name, wrapped)

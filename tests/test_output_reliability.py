@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from inprocess import session
+from inprocess import at_call, session
 
 import cpasim.files
 from cpasim.cli import main
@@ -211,17 +211,11 @@ def test_temporary_names_are_fresh_and_hidden_beside_the_target(tmp_path, monkey
 
 def interrupt_at(monkeypatch, target, name, after: int) -> None:
     """Make ``target.name`` raise KeyboardInterrupt on its ``after``-th call."""
-    real = getattr(target, name)
-    calls = 0
 
-    def wrapped(*args, **kwargs):
-        nonlocal calls
-        calls += 1
-        if calls == after:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
+    def ctrl_c() -> None:
+        raise KeyboardInterrupt
 
-    monkeypatch.setattr(target, name, wrapped)
+    at_call(monkeypatch, target, name, after, ctrl_c)
 
 
 def test_ctrl_c_during_the_run_keeps_the_old_jsonl_and_the_partial_beside_it(

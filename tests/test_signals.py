@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from inprocess import cli, session
+from inprocess import at_call, cli, session
 
 from cpasim.trace import open_trace
 
@@ -59,17 +59,7 @@ def stoppable():
 
 def signal_at(monkeypatch, target, name: str, call: int, signum: int) -> None:
     """Send ``signum`` to this process at the ``call``-th call of ``target.name``."""
-    real = getattr(target, name)
-    calls = 0
-
-    def wrapped(*args, **kwargs):
-        nonlocal calls
-        calls += 1
-        if calls == call:
-            os.kill(os.getpid(), signum)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(target, name, wrapped)
+    at_call(monkeypatch, target, name, call, lambda: os.kill(os.getpid(), signum))
 
 
 def files(folder: Path) -> list[str]:
