@@ -83,7 +83,7 @@ def test_a_signal_while_an_output_is_written_keeps_the_old_file(tmp_path, monkey
 
 
 def test_sigterm_during_a_run_keeps_the_old_trace_and_the_partial_beside_it(tmp_path, monkeypatch):
-    from cpasim.model.kernel import Kernel
+    from cpasim.model.environment import Kernel
 
     path = tmp_path / "t.cpt"
     path.write_text(OLD)

@@ -30,7 +30,7 @@ from cpasim.errors import CpasimError
 from cpasim.files import replace_atomically, write_error
 from cpasim.inputs import InputError, open_input, read_bytes
 
-#: The column a sweep over levels of detail adds (:mod:`cpasim.sweeps.detail`).
+#: The column a sweep over levels of detail adds (:mod:`cpasim.sweeps.agreement`).
 AGREEMENT = "ideal_vs_full"
 
 TABLE_INSTALL_HINT = "install it with: pip install 'cpasim[table]'"
