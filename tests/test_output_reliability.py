@@ -427,7 +427,8 @@ for _ in run_dask(time.sleep, [600, 600], "local", 2):
 """
 
 
-@pytest.mark.parametrize("script", [PARENT, pytest.param(DASK_PARENT, marks=pytest.mark.slow)])
+@pytest.mark.slow  # two Python processes and their workers, and seconds of waiting
+@pytest.mark.parametrize("script", [PARENT, DASK_PARENT])
 def test_sweep_workers_end_when_the_sweep_is_killed(tmp_path, script):
     """Local workers (+ forkserver) and a local Dask cluster's workers (+ resource
     tracker) end once the sweep is killed with SIGKILL."""
@@ -458,6 +459,7 @@ def test_sweep_workers_end_when_the_sweep_is_killed(tmp_path, script):
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_local_dask_is_started_with_no_dashboard_and_no_http_routes(monkeypatch):
     import dask.config
     import distributed

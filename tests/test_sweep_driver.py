@@ -77,6 +77,7 @@ def test_process_pool_gives_the_same_rows_as_in_process(tmp_path):
     assert pooled == inline
 
 
+@pytest.mark.slow
 def test_failing_points_become_rows_and_do_not_stop_the_sweep(tmp_path):
     points = grid_points(ys=("a", "bad", "boom"))
     rows = run(points, out=tmp_path / "s.csv", workers=2)
@@ -204,6 +205,7 @@ def test_ctrl_c_before_any_point_finished_says_the_file_is_as_it_was(tmp_path):
         assert (out.read_text() if out.exists() else None) == old
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_the_collection_loop_leaves_a_valid_csv(tmp_path, monkeypatch):
     points = grid_points(repeat=2)
     out = tmp_path / "s.csv"
@@ -300,6 +302,7 @@ def test_identity_columns_come_first():
     assert runner.identity_columns(["k"]) == ["k", "repeat", "seed", "error"]
 
 
+@pytest.mark.slow
 def test_a_sweep_that_cannot_start_leaves_no_file(tmp_path):
     out = tmp_path / "s.csv"
     with pytest.raises(CpasimError, match="--dask foo: expected tcp://HOST:PORT or 'local'"):
