@@ -67,53 +67,47 @@ def run(
     ``pcap`` writes the frames on the link there, as ``cpasim run --pcap``
     (tapped beside ``pcap_side``'s NIC, ``snaplen`` bytes kept per frame).
     """
-    from cpasim import runfolder
-    from cpasim.capture import PcapSpec
-    from cpasim.series import check_path, default_interval, parse_interval
+    from cpasim import run_outputs
     from cpasim.simulate import simulate
     from cpasim.trace import Tracer
 
     cfg = load(scenario, overrides, **keywords)
-    series_path = None
-    if series is not None and series is not False:
-        if series is not True:
-            series_path = check_path(runfolder.artefact_path(out, runfolder.SERIES, series))
-        every = default_interval(cfg) if interval is None else parse_interval(interval, "interval")
-    elif interval is not None:
-        raise CpasimError("interval: only with series=True or a series path")
-    else:
-        every = None
-    if out is not None:  # after every check: a refused run leaves no folder behind
-        runfolder.prepare(out, overwrite)
-        if trace is not None and trace is not True and trace is not False:
-            trace = runfolder.artefact_path(out, runfolder.TRACE, trace)
-    if pcap is not None:  # a bare file name goes into the run folder
-        pcap = runfolder.artefact_path(out, runfolder.CAPTURE, pcap)
-    capture = PcapSpec(Path(pcap), pcap_side, snaplen) if pcap is not None else None
+    # The planner of 'cpasim run': the same refusals, the same places, the same result.json.
+    plan = run_outputs.plan(
+        cfg,
+        out=out,
+        overwrite=overwrite,
+        trace=trace if trace is not True and trace is not False else None,
+        series=series if series is not True and series is not False else None,
+        sample=series is True,
+        interval=interval,
+        pcap=pcap,
+        pcap_side=pcap_side,
+        snaplen=snaplen,
+        flag=run_outputs.api_flag,
+    )
+    every, capture = plan.interval_ns, plan.capture
     if trace is True:
         tracer = Tracer.in_memory(None)
         result = simulate(cfg, tracer=tracer, progress=progress, series=every, pcap=capture)
         tracer.close()
         result.trace = tracer.source()
-    elif trace:
+    elif plan.trace is not None:
         from cpasim.files import is_stream
         from cpasim.predict.runs import write_run_record
 
-        result = simulate(cfg, trace_path=trace, progress=progress, series=every, pcap=capture)
-        result.trace = Path(trace)
+        result = simulate(cfg, trace_path=plan.trace, progress=progress, series=every, pcap=capture)
+        result.trace = plan.trace
         if not is_stream(result.trace):  # as 'cpasim run --trace'
             write_run_record(cfg, result.trace, result.with_end_state(), result.trace_digest)
     else:
         result = simulate(cfg, progress=progress, series=every, pcap=capture)
     result.config = cfg
+    run_outputs.finish(
+        plan, cfg, result, run_outputs.result_json(result, plan, scenario), trace=result.trace
+    )
     if every is not None:
-        if series_path is not None:
-            result.series.write(series_path)
         result.series = result.series.to_frame()
-    if out is not None:
-        runfolder.write_config(out, cfg)
-        runfolder.write_result(out, result.to_json())
-        runfolder.write_report(out, cfg, result.to_json(), series=series_path, trace=result.trace)
     return result
 
 

@@ -12,7 +12,7 @@ read them all (or when nothing is left to happen).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -38,9 +38,25 @@ MAX_SIM_NS = 1000e9
 PROGRESS_AFTER_S = activity.PROGRESS_AFTER_S
 
 
+def _internal(**keywords):
+    """A field of the run's objects, not of its figures: in no JSON."""
+    return field(default=None, repr=False, compare=False, metadata={"json": False}, **keywords)
+
+
+def _when_set(default=None, *, key: str | None = None, shown: str | None = None, **keywords):
+    """A field :meth:`Result.to_json` writes only when it is set (not None, False or an
+    empty list), so an ordinary run's JSON and a sweep's columns stay as they were;
+    ``key``/``shown``: a flag written as ``{key: shown}``."""
+    meta = {"json": "when set", "key": key, "shown": shown}
+    if "default_factory" not in keywords:
+        keywords["default"] = default
+    return field(metadata=meta, **keywords)
+
+
 @dataclass
 class Result:
-    """The metrics of one run; :meth:`to_json` is the machine-readable form."""
+    """The metrics of one run; :meth:`to_json` is the machine-readable form, written
+    from the fields themselves: a new figure is declared here once."""
 
     goodput_bps: float
     goodput_bps_per_connection: dict[str, float]
@@ -61,29 +77,29 @@ class Result:
     analysis_start: tuple[str, str] = ("tx", "App")
     analysis_end: tuple[str, str] = ("rx", "App")
     #: Busy share of each bottleneck (``tx_to_rx``, ``rx_to_tx``); None without one.
-    bottleneck_utilization: dict[str, float] | None = None
+    bottleneck_utilization: dict[str, float] | None = _when_set()
     #: Busy share of each host's memory (``memory.bandwidth``); None when none is modelled.
-    memory_utilization: dict[str, float] | None = None
+    memory_utilization: dict[str, float] | None = _when_set()
     #: Set by :func:`cpasim.run`: the configuration simulated, and the trace recorded
     #: (its file, or the in-memory :class:`~cpasim.trace.records.TraceSource`).
-    config: object = field(default=None, repr=False, compare=False)
-    trace: object = field(default=None, repr=False, compare=False)
+    config: object = _internal()
+    trace: object = _internal()
     #: The ``trace_digest`` of the trace file this run wrote, taken from the bytes it
     #: wrote (:func:`cpasim.trace.trace_digest`); None without one.
-    trace_digest: str | None = field(default=None, repr=False, compare=False)
+    trace_digest: str | None = _internal()
     #: The time series (:class:`~cpasim.series.Sampler`) when one was asked for.
-    series: object = field(default=None, repr=False, compare=False)
+    series: object = _internal()
     #: The run ended before the warm-up did: no figure is measured (goodput 0 says nothing).
-    window_empty: bool = False
+    window_empty: bool = _when_set(False, key="window", shown="empty")
     #: A run with a byte target stopped before the receiver read them all.
-    transfer_incomplete: bool = False
+    transfer_incomplete: bool = _when_set(False, key="transfer", shown="incomplete")
+    #: Why a stream delivered nothing or stopped delivering (:class:`cpasim.stall.Stall`).
+    stall: object = _when_set(repr=False, compare=False)
     #: One sentence per condition above, for people.
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = _when_set(default_factory=list)
     #: Where the run stood when it stopped (:meth:`~cpasim.model.system.System.end_state`):
     #: what :mod:`cpasim.verdict` reads; not part of :meth:`to_json`.
-    end_state: dict | None = field(default=None, repr=False, compare=False)
-    #: Why a stream delivered nothing or stopped delivering (:class:`cpasim.stall.Stall`).
-    stall: object = field(default=None, repr=False, compare=False)
+    end_state: dict | None = _internal()
 
     def to_dict(self) -> dict:
         """The metrics as plain data (what ``cpasim run --json`` prints)."""
@@ -123,39 +139,19 @@ class Result:
         return html_table(f"cpasim run (config {self.config_digest})", rows)
 
     def to_json(self) -> dict:
-        out = {
-            "goodput_bps": self.goodput_bps,
-            "goodput_bps_per_connection": self.goodput_bps_per_connection,
-            "link_utilization": self.link_utilization,
-            "io_bus_utilization": self.io_bus_utilization,
-            "cpu_utilization": self.cpu_utilization,
-            "latency_ns": self.latency_ns,
-            "drops": self.drops,
-            "retransmits": self.retransmits,
-            "sim_time_ns": self.sim_time_ns,
-            "events": self.events,
-            "wall_s": self.wall_s,
-            "config_digest": self.config_digest,
-            "bytes_delivered": self.bytes_delivered,
-            "bytes_measured": self.bytes_measured,
-            "frames": self.frames,
-            "workload": self.workload,
-            "analysis_start": list(self.analysis_start),
-            "analysis_end": list(self.analysis_end),
-        }
-        if self.bottleneck_utilization is not None:  # absent without a bottleneck
-            out["bottleneck_utilization"] = self.bottleneck_utilization
-        if self.memory_utilization is not None:  # absent without a modelled memory
-            out["memory_utilization"] = self.memory_utilization
-        # Absent from an ordinary run, so its JSON (and a sweep's columns) stay as they were.
-        if self.window_empty:
-            out["window"] = "empty"
-        if self.transfer_incomplete:
-            out["transfer"] = "incomplete"
-        if self.stall is not None:
-            out["stall"] = self.stall.to_json()
-        if self.warnings:
-            out["warnings"] = list(self.warnings)
+        out = {}
+        for f in fields(self):
+            how = f.metadata.get("json", "always")
+            value = getattr(self, f.name)
+            unset = value is None or value is False or (isinstance(value, list) and not value)
+            if how is False or (how == "when set" and unset):
+                continue
+            if f.metadata.get("shown") is not None:
+                out[f.metadata["key"]] = f.metadata["shown"]
+            elif hasattr(value, "to_json"):
+                out[f.name] = value.to_json()
+            else:
+                out[f.name] = list(value) if isinstance(value, tuple | list) else value
         return out
 
     def with_end_state(self) -> dict:

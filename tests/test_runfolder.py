@@ -135,3 +135,16 @@ def test_ladder_run_folder(tmp_path, capsys):
     assert report.count("data:image/png;base64,") == 1 and "<h1>cpasim ladder</h1>" in report
     assert json.loads((run / "result.json").read_text()) == json.loads(printed)
     assert cpasim.load(run / "config.toml").digest == cpasim.load(STREAM, SHORT_KEYS).digest
+
+
+def test_the_command_line_and_the_api_write_the_same_result_json(tmp_path, capsys):
+    """One planner for both front doors: the same keys, the same values but the wall
+    time, and the same refusal of an interval without a series, each in its spelling."""
+    _run([STREAM, *SHORT, "--out", str(tmp_path / "cli"), "--series", "s.csv"], capsys)
+    cpasim.run(STREAM, SHORT_KEYS, out=tmp_path / "api", series="s.csv")
+    cli, api = (json.loads((tmp_path / d / "result.json").read_text()) for d in ("cli", "api"))
+    assert set(cli) == set(api)
+    assert {k for k in cli if cli[k] != api[k]} == {"wall_s", "series"}
+    assert Path(cli["series"]).name == Path(api["series"]).name == "s.csv"
+    with pytest.raises(CpasimError, match=r"^interval: only with series "):
+        cpasim.run(STREAM, SHORT_KEYS, interval="1ms")

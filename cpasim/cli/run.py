@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cpasim import interrupts, runfolder
-from cpasim.capture import DEFAULT_SNAPLEN, PcapSpec
+from cpasim import interrupts, run_outputs
+from cpasim.capture import DEFAULT_SNAPLEN
 from cpasim.cli import app
 from cpasim.cli import outputs as outs
 from cpasim.config import load_scenario
@@ -78,12 +78,19 @@ def run_cmd(
     """Simulate SCENARIO and report goodput, utilisation, CPU split, latency, drops and
     what limits the run."""
     cfg = load_scenario(scenario, sets=sets or [])
-    plan = outs.plan(
-        cfg, out=out_dir, overwrite=overwrite, trace=trace, series=series, interval=interval
+    plan = run_outputs.plan(
+        cfg,
+        out=out_dir,
+        overwrite=overwrite,
+        trace=trace,
+        series=series,
+        interval=interval,
+        pcap=pcap,
+        pcap_side=pcap_side,
+        snaplen=snaplen,
     )
-    if pcap is not None:  # a bare file name goes into the run folder
-        pcap = runfolder.artefact_path(plan.out, runfolder.CAPTURE, pcap)
-    capture = PcapSpec(pcap, pcap_side, snaplen) if pcap is not None else None
+    capture = plan.capture
+    pcap = capture.path if capture is not None else None
     if explain and plan.trace is not None and is_stream(plan.trace):
         raise CpasimError(
             f"--explain: reads the trace back, and --trace {plan.trace} is a device or "
@@ -107,15 +114,9 @@ def run_cmd(
             # beside another run's trace, is refused).  A trace streamed to a device or
             # FIFO is no file to predict from.
             write_run_record(cfg, trace, result.with_end_state(), result.trace_digest)
-        out = result.to_json()
-        out["scenario"] = str(scenario)
-        if verdict is not None:
-            out["verdict"] = verdict.to_json()
-        for name, path in (("trace", plan.trace), ("series", plan.series), ("pcap", pcap)):
-            if path is not None:
-                out[name] = str(path)
+        out = run_outputs.result_json(result, plan, scenario, verdict)
         # Before a temporary trace goes: the report draws the run's path from it.
-        outs.finish(plan, cfg, result, out, trace=trace)
+        run_outputs.finish(plan, cfg, result, out, trace=trace)
     trace = plan.trace  # the one kept, if any
     if as_json:
         json.dump(out, sys.stdout, sort_keys=True)
