@@ -22,6 +22,7 @@ from cpasim import progress as activity
 from cpasim.capture import PcapSpec, PcapTap
 from cpasim.errors import CpasimError
 from cpasim.files import check_writable, write_error
+from cpasim.model import flows
 from cpasim.model.kernel import Kernel
 from cpasim.model.system import ANALYSIS_ENDS, System
 from cpasim.trace import NULL_TRACER, TRACE_SUFFIXES, Tracer, write_trace
@@ -63,6 +64,12 @@ class Result:
     bottleneck_utilization: dict[str, float] | None = None
     #: Busy share of each host's memory (``memory.bandwidth``); None when none is modelled.
     memory_utilization: dict[str, float] | None = None
+    #: Retransmissions by cause (:mod:`cpasim.model.losses`); None without any.
+    retransmit_causes: dict[str, int] | None = None
+    #: With ``[[flows]]``: one entry per flow (:func:`cpasim.model.flows.result`), and
+    #: the flows together (:func:`cpasim.model.flows.aggregate`); None without.
+    flows: list[dict] | None = None
+    flows_aggregate: dict | None = None
     #: Set by :func:`cpasim.run`: the configuration simulated, and the trace recorded
     #: (its file, or the in-memory :class:`~cpasim.trace.records.TraceSource`).
     config: object = field(default=None, repr=False, compare=False)
@@ -105,6 +112,11 @@ class Result:
             out["bottleneck_utilization"] = self.bottleneck_utilization
         if self.memory_utilization is not None:  # absent without a modelled memory
             out["memory_utilization"] = self.memory_utilization
+        if self.retransmit_causes is not None:  # absent without retransmissions
+            out["retransmit_causes"] = self.retransmit_causes
+        if self.flows is not None:  # absent without [[flows]]
+            out["flows"] = self.flows
+            out["flows_aggregate"] = self.flows_aggregate
         # Absent from an ordinary run, so its JSON (and a sweep's columns) stay as they were.
         if self.window_empty:
             out["window"] = "empty"
@@ -278,7 +290,7 @@ class _Runner:
 
     def run(self) -> None:
         env, cfg, stats = self.env, self.cfg, self.system.stats
-        sized = cfg.workload.bytes > 0
+        sized = self.system.sized
         horizon = MAX_SIM_NS if sized else cfg.sim.duration
         step = SLICE_NS if sized else cfg.sim.duration / SLICES
         stats.done.callbacks.append(StopSimulation.callback)
@@ -343,17 +355,21 @@ class _Runner:
                 f"before the {human(warm, TIME)} warm-up did; nothing was measured "
                 "(lower sim.warmup)"
             )
-        incomplete = bool(cfg.workload.bytes) and stats.end_ns is None
+        incomplete = s.sized and stats.end_ns is None
         if incomplete:
             why = (
                 f"the {human(MAX_SIM_NS, TIME)} bound on a sized run"
                 if self.end_ns >= MAX_SIM_NS
                 else "nothing was left to happen"
             )
+            target = sum(f.stats.target for f in s.flows) if s.flows else cfg.workload.bytes
             warnings.append(
-                f"transfer incomplete: {stats.read} of {cfg.workload.bytes} B read when the "
+                f"transfer incomplete: {stats.read} of {target} B read when the "
                 f"run stopped at {human(self.end_ns, TIME)} ({why})"
             )
+        flow_entries = [
+            flows.result(f, warmup=warm, elapsed=elapsed, losses=s.losses) for f in s.flows
+        ]
         frames = {
             name: d.frames - self.warm["link"][name]["frames"]
             for name, d in s.link_stats.directions.items()
@@ -398,6 +414,9 @@ class _Runner:
             window_empty=window_empty,
             transfer_incomplete=incomplete,
             warnings=warnings,
+            retransmit_causes=dict(sorted(s.losses.causes.items())) or None,
+            flows=flow_entries or None,
+            flows_aggregate=flows.aggregate(flow_entries) if flow_entries else None,
         )
 
 

@@ -85,6 +85,12 @@ class AppStats:
         if started >= self.warmup:
             self.latencies.append(self.env._now - started)
 
+    def finish(self) -> None:
+        """The run's transfers are complete (every sized flow's, with [[flows]])."""
+        if not self.done.triggered:
+            self.end_ns = self.env._now
+            self.done.succeed()
+
     def sent_budget(self, want: int) -> int:
         """Bytes the source may still write (all of ``want`` without a target)."""
         if not self.target:
@@ -245,28 +251,69 @@ def _read_exactly(sm, sock, nbytes):
 
 
 def ping_client(sm, cpu, sock, wl, stats, conn):
-    sm.identify(conn)
     m = wl.message_size
+    return request_client(sm, cpu, sock, stats, conn, request=m, response=m)
+
+
+def ping_server(sm, cpu, sock, wl, stats, conn):
+    m = wl.message_size
+    return request_server(sm, cpu, sock, stats, conn, request=m, response=m)
+
+
+def request_client(sm, cpu, sock, stats, conn, *, request, response, think=0.0, count=False):
+    """A client over TCP: write a ``request``-byte request, read the whole
+    ``response``, record the round trip, pause ``think`` ns; ``count``: the response
+    counts as delivered (an rpc flow's), else only the server's reads do."""
+    sm.identify(conn)
     env = cpu.env
     while True:
         started = env._now
         yield from cpu.take(sm)
-        yield from sock.write(sm, m, user=cpu.cycles("user"))
-        stats.written += m
-        yield from _read_exactly(sm, sock, m)
+        yield from sock.write(sm, request, user=cpu.cycles("user"))
+        stats.written += request
+        yield from _read_exactly(sm, sock, response)
         cpu.release(sm)
+        if count:
+            stats.delivered(response, conn)
         stats.latency(started)
+        if think:
+            sm.begin("think")
+            yield env.timeout(think)
 
 
-def ping_server(sm, cpu, sock, wl, stats, conn):
+def request_server(sm, cpu, sock, stats, conn, *, request, response):
+    """The server of :func:`request_client`: read a whole request, write the response."""
     sm.identify(conn)
-    m = wl.message_size
     while True:
         yield from cpu.take(sm)
-        yield from _read_exactly(sm, sock, m)
-        stats.delivered(m, conn)
-        yield from sock.write(sm, m, user=cpu.cycles("user"))
+        yield from _read_exactly(sm, sock, request)
+        stats.delivered(request, conn)
+        yield from sock.write(sm, response, user=cpu.cycles("user"))
         cpu.release(sm)
+
+
+# -- ping flows ------------------------------------------------------------------------------
+def pinger(sm, cpu, sock, interval, stats, conn):
+    """``ping -i interval``: an echo request every ``interval`` ns, whatever came back.
+
+    ping reads its replies as they come, but the round trip it reports is the
+    kernel's timestamps' (the reply's arrival, :class:`~cpasim.model.icmp.PingSocket`),
+    so here the replies that arrived meanwhile are read after each request: the
+    same calls, and no process of its own waiting for them."""
+    sm.identify(conn)
+    env = cpu.env
+    seq = 0
+    due = env._now
+    while True:
+        yield from cpu.take(sm)
+        yield from sock.send(sm, seq, user=cpu.cycles("user"))
+        seq += 1
+        while sock.pending():
+            yield from sock.recv(sm)
+        cpu.release(sm)
+        due += interval
+        sm.begin("sleep")
+        yield env.timeout(max(0.0, due - env._now))
 
 
 # -- rpc -------------------------------------------------------------------------------------

@@ -69,12 +69,16 @@ class Host:
             return Bus(self.env, self.sys, timing, self.tracer)
         return MemoryBus(self.env, self.sys, timing, self.tracer, self.memory)
 
-    def open_tcp(self, idx: int, *, peer_window: int, peer_sack: bool = True) -> TcpSocket:
+    def open_tcp(
+        self, idx: int, *, peer_window: int, peer_sack: bool = True, tcp=None
+    ) -> TcpSocket:
+        """Connection ``c<idx>``'s end here; ``tcp``: its own ``tcp`` section (a flow's),
+        else the host's."""
         conn = TcpConnection(
             self.env,
             self.sys,
             idx,
-            params=self.hc.tcp,
+            params=self.hc.tcp if tcp is None else tcp,
             tso=self.hc.nic.tso,
             csum_offload=self.hc.nic.csum_offload,
             mtu=self.mtu,

@@ -61,7 +61,7 @@ from cpasim.model import cc
 from cpasim.model.memory import send_touch
 from cpasim.model.packet import ACK, PSH, Packet
 from cpasim.model.sockbuf import SocketBuffers
-from cpasim.model.tcp_linux import TIMEOUT_MIN_NS, LinuxSender
+from cpasim.model.tcp_linux import TIMEOUT_MIN_NS, TIMER_REO, TIMER_RTO, TIMER_TLP, LinuxSender
 from cpasim.model.tcp_rules import Receiver, RenoSender
 from cpasim.protocol import (
     TCP_SACK_BASE,
@@ -79,6 +79,9 @@ TSO_MAX_BYTES = 65535
 #: (default 3) of min(cwnd, peer's window) is free.
 TSO_DEFER_FULL = 65536
 TSO_WIN_DIVISOR = 3
+#: What a retransmission sent by Linux's retransmission timer answers, by the timer
+#: armed (cpasim.model.losses): the RTO, a tail loss probe, RACK's reordering timer.
+TIMER_TRIGGER = {TIMER_RTO: "timeout", TIMER_TLP: "probe", TIMER_REO: "fast"}
 
 
 class TcpConnection:
@@ -103,6 +106,7 @@ class TcpConnection:
         seed=0,
     ) -> None:
         self.env = env
+        self.sys = sys
         self.conn = f"c{idx}"
         self.cpu = cpu
         self.ip = ip
@@ -199,6 +203,12 @@ class TcpConnection:
         # Called as notify(sm) when data arrives or send-buffer space frees
         # (an event-loop server's epoll); None for blocking applications.
         self.notify = None
+        # The run's LossLog (cpasim.model.losses): told the trigger of every
+        # retransmission, it counts its cause.
+        self.losses = None
+        # A list to note (time, RTT sample, srtt) of every RTT sample in (a flow's
+        # results: cpasim.model.flows); None: not noted.
+        self.rtt_log = None
 
         env.process(self._send_loop())
         env.process(self._delack_loop())
@@ -467,6 +477,8 @@ class TcpConnection:
         else:
             out = sender.on_ack(pkt.ack, pkt.wnd, self.env._now, pkt.payload > 0)
             rtx = () if out.retransmit is None else (out.retransmit,)
+        if self.rtt_log is not None and out.rtt_ns is not None:
+            self.rtt_log.append((self.env._now, out.rtt_ns, sender.srtt))
         delivered, ack_now = self.receiver.on_data(pkt.seq, pkt.payload) if pkt.payload else (0, 0)
         sends = len(rtx) + bool(ack_now)
         if pkt.payload:
@@ -490,8 +502,9 @@ class TcpConnection:
             self.nagle_hold = False
             self.sendq.put_now(0, sm)
         self._sync_window(sm)
+        trigger = sender.rtx_trigger() if rtx else ""
         for seq, n in rtx:
-            yield from self._retransmit(sm, seq, n, charge=False)
+            yield from self._retransmit(sm, seq, n, trigger, charge=False)
         if delivered:
             if self.netdma is None:
                 self.rcvbuf.give(delivered, sm)
@@ -525,10 +538,15 @@ class TcpConnection:
         if self.sndbuf.level >= self.wake_bytes:
             self.nospace = False
 
-    def _retransmit(self, sm, seq: int, n: int, charge: bool = True):
+    def _retransmit(self, sm, seq: int, n: int, trigger: str, charge: bool = True):
+        """Send the segment at ``seq`` again; ``trigger``: ``timeout``, ``fast`` or
+        ``probe`` (what :class:`~cpasim.model.losses.LossLog` counts it under when no
+        copy of it was lost)."""
         n = min(n, self.mss)
         now = self.env._now
         self.sender.on_retransmit(seq, now)
+        if self.losses is not None:
+            self.losses.resent(self.conn, self.sys, seq, n, trigger)
         if charge:
             yield self.cpu.spend(sm, "tcp_retransmit_skb", stack=self.cpu.cycles("tx_packet"))
         yield from self.ip.output(sm, self._segment(seq, n, now, retrans=True))
@@ -603,15 +621,17 @@ class TcpConnection:
                 if due is None or env._now < due:
                     continue
                 if self.linux:
+                    trigger = TIMER_TRIGGER[sender.pending]
                     segs = sender.on_timeout(env._now)
                 else:
+                    trigger = "timeout"
                     seg = sender.on_timeout()
                     segs = () if seg is None else (seg,)
                 self._sync_window(sm)
                 if segs:
                     yield from cpu.take(sm)
                     for seq, n in segs:
-                        yield from self._retransmit(sm, seq, n)
+                        yield from self._retransmit(sm, seq, n, trigger)
                     cpu.release(sm)
                 if not sender.flight:
                     self.rto_deadline = None

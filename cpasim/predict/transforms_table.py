@@ -201,6 +201,10 @@ CPU_STATES = (
     "tcp_send_ack",
     "tcp_retransmit_skb",
     "udp_rcv",
+    "ping_sendmsg",
+    "ping_recvmsg",
+    "icmp_rcv",
+    "icmp_echo",
     "nf_hook",
     "ip_forward",
     "ip_fragment",
@@ -224,7 +228,7 @@ CPU_STATES = (
 #: ``bottleneck.rate``, ``bottleneck.overhead``: see "Pacing");
 #: ``Bottleneck:serialize`` with its direction's rate and the overhead.  The
 #: bottleneck's ``Wait`` (an empty queue) is waiting, with no active time.
-FIXED_TIME_STATES = ("think", "countdown", "armed", "set-up", "report")
+FIXED_TIME_STATES = ("think", "sleep", "countdown", "armed", "set-up", "report")
 
 #: Keys no transform models, each with the reason ``predict`` gives (see the
 #: module docstring, "Refused keys").
