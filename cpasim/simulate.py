@@ -11,7 +11,10 @@ read them all (or when nothing is left to happen).
 
 from __future__ import annotations
 
+import gc
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -204,15 +207,17 @@ def simulate(
         tracer.env = env
     tap = None
     try:
-        system = System(cfg, env, tracer)
-        if pcap is not None:
-            tap = PcapTap(system, pcap)
-        runner = _Runner(env, system, cfg, progress, wall0)
-        if series is not None:
-            from cpasim.series import Sampler
+        with _building():
+            system = System(cfg, env, tracer)
+            if pcap is not None:
+                tap = PcapTap(system, pcap)
+            runner = _Runner(env, system, cfg, progress, wall0)
+            if series is not None:
+                from cpasim.series import Sampler
 
-            runner.sampler = Sampler(system, series)
-        runner.run()
+                runner.sampler = Sampler(system, series)
+        with _frozen():
+            runner.run()
     except BaseException as exc:
         if tap is not None:
             tap.discard()
@@ -248,6 +253,35 @@ def simulate(
         runner.sampler.finish(runner.end_ns)
         result.series = runner.sampler
     return result
+
+
+@contextmanager
+def _building() -> Iterator[None]:
+    """No cycle collection while the system is built: all of it lives as long as the run."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@contextmanager
+def _frozen() -> Iterator[None]:
+    """Run with what exists now (the system) left out of every cycle collection.
+
+    A system holds some forty objects per connection that live as long as the run;
+    every full collection would walk them all again, and collections come with every
+    few thousand objects made, so a run of 10,000 connections spent three quarters of
+    its time in them.  ``gc.freeze`` sets them aside until the run ends (then they are
+    collected as any); the short-lived objects of the run (events, packets) are
+    collected as before."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 class _Runner:

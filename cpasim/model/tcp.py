@@ -26,12 +26,12 @@ State machines (instance = connection index):
 ``RTO Timer``
     ``Idle`` until armed through ``RTO arm``; ``armed`` until the retransmission
     deadline (restarted by every ACK of new data; the timer wakes at least every
-    ``tcp.rto_min`` to notice an earlier deadline); on expiry the window
+    ``tcp.rto_min`` to notice a later deadline and sleeps on); on expiry the window
     collapses and ``tcp_retransmit_skb`` resends the oldest segment.  Linux's
     sender with SACK also runs RACK's reordering timer (``tcp_rack_reo_timeout``:
     mark overdue segments lost, enter Recovery, resend) and the tail loss probe
-    (``tcp_send_loss_probe``: resend the last segment) on it, so it wakes at
-    least every ``TCP_TIMEOUT_MIN`` (2 ms) instead.
+    (``tcp_send_loss_probe``: resend the last segment) on it; armed sooner than
+    the timer sleeps, these wake it at their deadline.
 
 Incoming segments are processed by the host's ``IP Recv`` SM calling
 :meth:`TcpConnection.receive` (state ``tcp_v4_rcv`` for data, ``tcp_ack`` for
@@ -58,10 +58,11 @@ from __future__ import annotations
 from collections import deque
 
 from cpasim.model import cc
+from cpasim.model.kernel import wake_sooner
 from cpasim.model.memory import send_touch
 from cpasim.model.packet import ACK, PSH, Packet
 from cpasim.model.sockbuf import SocketBuffers
-from cpasim.model.tcp_linux import TIMEOUT_MIN_NS, TIMER_REO, TIMER_RTO, TIMER_TLP, LinuxSender
+from cpasim.model.tcp_linux import TIMER_REO, TIMER_RTO, TIMER_TLP, LinuxSender
 from cpasim.model.tcp_rules import Receiver, RenoSender
 from cpasim.protocol import (
     TCP_SACK_BASE,
@@ -199,6 +200,8 @@ class TcpConnection:
         self.rto_deadline: float | None = None
         self._delack_running = False
         self._rto_running = False
+        self._rto_asleep = False  # the RTO Timer sleeps in "armed" until _rto_wake
+        self._rto_wake = 0.0
         self.bytes_acked = 0
         # Called as notify(sm) when data arrives or send-buffer space frees
         # (an event-loop server's epoll); None for blocking applications.
@@ -212,7 +215,7 @@ class TcpConnection:
 
         env.process(self._send_loop())
         env.process(self._delack_loop())
-        env.process(self._rto_loop())
+        self._rto_proc = env.process(self._rto_loop())
 
     # -- the application side ------------------------------------------------------
     # Bytes a write() or read() is copying belong to neither queue meanwhile; only
@@ -601,22 +604,33 @@ class TcpConnection:
         if not self._rto_running:
             self._rto_running = True
             self.rto_q.put_now(1, sm)
+        elif self._rto_asleep and self.rto_deadline < self._rto_wake:
+            # Armed sooner than the timer sleeps (a loss probe or RACK's reordering
+            # timer after an RTO): it wakes at the new deadline instead.
+            self._rto_wake = self.rto_deadline
+            wake_sooner(self.env, self._rto_proc, self.rto_deadline - self.env._now)
 
     def _rto_loop(self):
         sm, env, sender = self.rto_sm, self.env, self.sender
         cpu = self.cpu.softirq()
         sm.identify(self.conn)
-        # Sleep at most rto_min at a time: a restart can only move the deadline to
-        # now + RTO >= now + rto_min, so the timer never oversleeps it.  With SACK
-        # Linux's sender also arms RACK's reordering timer and the tail loss probe,
-        # each at least TCP_TIMEOUT_MIN ahead.
-        nap = TIMEOUT_MIN_NS if self.linux and sender.sack else sender.rto_min_ns
+        # Sleep at most rto_min at a time: a restart moves the deadline to now + RTO
+        # >= now + rto_min, so the timer wakes no later than the deadline and sleeps
+        # on if it moved.  Linux's sender with SACK also arms the tail loss probe and
+        # RACK's reordering timer, which may fall sooner than the timer sleeps:
+        # _restart_rto then wakes it at the new deadline.  A timer that slept 2 ms at
+        # a time instead cost every connection 500 wake-ups a second, whatever it sent.
+        nap = sender.rto_min_ns
         while True:
             sm.begin("Idle")
             yield self.rto_q.get(sm)
             while self.rto_deadline is not None:
                 sm.begin("armed")
-                yield env.timeout(min(max(0.0, self.rto_deadline - env._now), nap))
+                wait = min(max(0.0, self.rto_deadline - env._now), nap)
+                self._rto_wake = env._now + wait
+                self._rto_asleep = True
+                yield env.timeout(wait)
+                self._rto_asleep = False
                 due = self.rto_deadline
                 if due is None or env._now < due:
                     continue
