@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cpasim.errors import CpasimError
@@ -67,7 +67,7 @@ CLIENT_PORT_BASE = 40000
 ETH_MIN = MIN_FRAME - FCS  # a captured frame has no FCS
 ETHERTYPE_IPV4 = b"\x08\x00"
 TTL = 64
-PROTO = {"tcp": 6, "udp": 17}
+PROTO = {"tcp": 6, "udp": 17, "icmp": 1}
 IP_DF, IP_MF = 0x4000, 0x2000
 SYN = 0x02
 # TCP option kinds (RFC 9293, 7323, 2018).
@@ -79,6 +79,7 @@ _RECORD = struct.Struct("<IIII")
 _IP = struct.Struct("!BBHHHBBH4s4s")
 _TCP = struct.Struct("!HHIIBBHHH")
 _UDP = struct.Struct("!HHHH")
+_ICMP = struct.Struct("!BBHHH")
 _TS = struct.Struct("!BBBBII")  # NOP NOP kind len TSval TSecr
 
 
@@ -120,6 +121,7 @@ class _Conn:
     wscale: dict[str, int]  # host -> the shift of the windows it announces
     ip_id: dict[str, int]  # host -> next IP id of its TCP segments
     ts_recent: dict[str, int]  # host -> last TSval it received
+    tcp: dict = field(default_factory=dict)  # host -> its TcpConnection (none: not TCP)
 
 
 class PcapTap:
@@ -130,9 +132,9 @@ class PcapTap:
         self.spec = spec
         self.side = spec.side
         cfg = system.cfg
-        self.timestamps = {h: cfg.host(h).tcp.timestamps for h in SIDES}
+        self.mtu = cfg.link.mtu
         self.conns: dict[str, _Conn] = {}
-        for i in range(cfg.workload.connections):
+        for i in range(cfg.flow_count or cfg.workload.connections):
             self.conns[f"c{i}"] = _Conn(
                 ports={
                     "tx": (CLIENT_PORT_BASE + i, SERVER_PORT),
@@ -145,10 +147,10 @@ class PcapTap:
         for host in SIDES:
             for conn in system.hosts[host].tcp:
                 self.conns[conn.conn].wscale[host] = _announced_wscale(conn.bufs)
+                self.conns[conn.conn].tcp[host] = conn
         self._open()
         try:
-            if cfg.workload.kind != "udp_stream":
-                self._handshakes(system)
+            self._handshakes()
         except BaseException:
             self.discard()
             raise
@@ -206,8 +208,10 @@ class PcapTap:
         self._received(PEER[self.side], pkt)
 
     def _received(self, host: str, pkt) -> None:
-        if pkt.proto == "tcp" and self.timestamps[host]:
-            self.conns[pkt.conn].ts_recent[host] = _tsval(pkt.sent_ns)
+        if pkt.proto == "tcp":
+            conn = self.conns[pkt.conn]
+            if conn.tcp[host].params.timestamps:
+                conn.ts_recent[host] = _tsval(pkt.sent_ns)
 
     def _record(self, src: str, pkt) -> None:
         """Write ``pkt``, sent by host ``src``, as it passes the tap now."""
@@ -217,7 +221,7 @@ class PcapTap:
             ip_id = conn.ip_id[src]
             conn.ip_id[src] = (ip_id + 1) & 0xFFFF
             opts = b""
-            if self.timestamps[src]:
+            if conn.tcp[src].params.timestamps:
                 tsval = _tsval(pkt.sent_ns)
                 opts = _TS.pack(OPT_NOP, OPT_NOP, OPT_TS, 10, tsval, conn.ts_recent[src])
             if pkt.sack:
@@ -226,6 +230,11 @@ class PcapTap:
             seq, ack = pkt.seq + 1, pkt.ack + 1  # the SYN took sequence number 0
             l4 = _tcp_header(src, sport, dport, seq, ack, pkt.flags | ACK, wnd, opts, pkt.payload)
             frag = IP_DF
+        elif pkt.proto == "icmp":  # an echo request or reply of a ping flow
+            ip_id = pkt.seq & 0xFFFF
+            frag = 0
+            ident = CLIENT_PORT_BASE + int(pkt.conn[1:])
+            l4 = _icmp_header(pkt.flags, ident, pkt.seq)
         else:
             ip_id = pkt.frag_id & 0xFFFF
             frag = (pkt.frag_off >> 3) | (IP_MF if pkt.more_frags else 0)
@@ -241,32 +250,37 @@ class PcapTap:
         self._write(self.env._now, head, orig)
 
     # -- the synthetic handshake -----------------------------------------------------------
-    def _handshakes(self, system) -> None:
-        cfg = system.cfg
-        mss = mss_for(cfg.link.mtu, False)  # the MSS option counts no options
-        tps = {h: cfg.host(h).tcp for h in SIDES}
+    def _handshakes(self) -> None:
+        """A SYN, SYN-ACK and ACK for every TCP connection, with each end's own options."""
+        for conn in self.conns.values():
+            if conn.tcp:
+                self._handshake(conn)
+
+    def _handshake(self, conn: _Conn) -> None:
+        ends = conn.tcp
+        mss = mss_for(self.mtu, False)  # the MSS option counts no options
+        tps = {h: ends[h].params for h in SIDES}
         sack = all(tp.sack for tp in tps.values())
         ts = all(tp.timestamps for tp in tps.values())
-        syn_window = {h: min(_syn_window(system, h), U16_MAX) for h in SIDES}
-        for conn in self.conns.values():
-            for src, ack, flags in (("tx", 0, SYN), ("rx", 1, SYN | ACK)):
-                # As tcp_options_write orders them; the SYN-ACK offers only what both do.
-                offer_sack = tps[src].sack and (src == "tx" or sack)
-                offer_ts = tps[src].timestamps and (src == "tx" or ts)
-                opts = struct.pack("!BBH", OPT_MSS, 4, mss)
-                stamp = _TS.pack(OPT_NOP, OPT_NOP, OPT_TS, 10, _tsval(0), _tsval(0) if ack else 0)
-                if offer_sack and offer_ts:
-                    opts += bytes((OPT_SACK_PERM, 2)) + stamp[2:]
-                elif offer_ts:
-                    opts += stamp
-                elif offer_sack:
-                    opts += bytes((OPT_NOP, OPT_NOP, OPT_SACK_PERM, 2))
-                opts += bytes((OPT_NOP, OPT_WSCALE, 3, conn.wscale.get(src, 0)))
-                self._handshake_segment(src, conn, 0, ack, flags, syn_window[src], opts)
-            conn.ts_recent = {"tx": _tsval(0), "rx": _tsval(0)}
-            opts = _TS.pack(OPT_NOP, OPT_NOP, OPT_TS, 10, _tsval(0), _tsval(0)) if ts else b""
-            wnd = min(syn_window["tx"] >> conn.wscale.get("tx", 0), U16_MAX)
-            self._handshake_segment("tx", conn, 1, 1, ACK, wnd, opts)
+        syn_window = {h: min(ends[h].bufs.syn_window, U16_MAX) for h in SIDES}
+        for src, ack, flags in (("tx", 0, SYN), ("rx", 1, SYN | ACK)):
+            # As tcp_options_write orders them; the SYN-ACK offers only what both do.
+            offer_sack = tps[src].sack and (src == "tx" or sack)
+            offer_ts = tps[src].timestamps and (src == "tx" or ts)
+            opts = struct.pack("!BBH", OPT_MSS, 4, mss)
+            stamp = _TS.pack(OPT_NOP, OPT_NOP, OPT_TS, 10, _tsval(0), _tsval(0) if ack else 0)
+            if offer_sack and offer_ts:
+                opts += bytes((OPT_SACK_PERM, 2)) + stamp[2:]
+            elif offer_ts:
+                opts += stamp
+            elif offer_sack:
+                opts += bytes((OPT_NOP, OPT_NOP, OPT_SACK_PERM, 2))
+            opts += bytes((OPT_NOP, OPT_WSCALE, 3, conn.wscale.get(src, 0)))
+            self._handshake_segment(src, conn, 0, ack, flags, syn_window[src], opts)
+        conn.ts_recent = {"tx": _tsval(0), "rx": _tsval(0)}
+        opts = _TS.pack(OPT_NOP, OPT_NOP, OPT_TS, 10, _tsval(0), _tsval(0)) if ts else b""
+        wnd = min(syn_window["tx"] >> conn.wscale.get("tx", 0), U16_MAX)
+        self._handshake_segment("tx", conn, 1, 1, ACK, wnd, opts)
 
     def _handshake_segment(self, src, conn, seq, ack, flags, wnd, opts) -> None:
         sport, dport = conn.ports[src]
@@ -285,11 +299,6 @@ def _announced_wscale(bufs) -> int:
     while bufs.rmem >> shift > U16_MAX:
         shift += 1
     return shift
-
-
-def _syn_window(system, host: str) -> int:
-    conns = system.hosts[host].tcp
-    return conns[0].bufs.syn_window if conns else U16_MAX
 
 
 def _tsval(t_ns: float) -> int:
@@ -337,6 +346,12 @@ def _tcp_header(src, sport, dport, seq, ack, flags, wnd, opts: bytes, payload: i
     header = _TCP.pack(sport, dport, seq, ack, offset, flags, wnd, 0, 0) + opts
     total = _pseudo_sum(src, "tcp", len(header) + payload) + _word_sum(header)
     return header[:16] + struct.pack("!H", _fold(total)) + header[18:]
+
+
+def _icmp_header(icmp_type: int, ident: int, seq: int) -> bytes:
+    """An echo request or reply header; the checksum covers the zero data (adding nothing)."""
+    words = (icmp_type << 8) + ident + (seq & 0xFFFF)
+    return _ICMP.pack(icmp_type, 0, _fold(words), ident, seq & 0xFFFF)
 
 
 def _udp_header(src: str, sport: int, dport: int, payload: int) -> bytes:

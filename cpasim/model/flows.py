@@ -45,6 +45,9 @@ class FlowStats:
         self.read = 0
         self.read_measured = 0
         self.latencies: list[float] = []  # round trips begun after the warm-up (ns)
+        # Every round trip, warm-up included (a time series' means): count and sum.
+        self.trips = 0
+        self.trips_ns = 0.0
         self.end_ns: float | None = None  # when a sized flow's receiver had it all
         self._on_done = on_done
 
@@ -58,11 +61,12 @@ class FlowStats:
             self._on_done()
 
     def latency(self, started: float) -> None:
-        if started >= self.warmup:
-            self.latencies.append(self.env._now - started)
+        self.reply(started, self.env._now)
 
     def reply(self, sent_ns: float, now: float) -> None:
-        """A ping reply: its round trip from the request's send time."""
+        """A round trip that began at ``sent_ns`` (a call's, or a ping's request) ended."""
+        self.trips += 1
+        self.trips_ns += now - sent_ns
         if sent_ns >= self.warmup:
             self.latencies.append(now - sent_ns)
 

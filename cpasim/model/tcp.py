@@ -111,7 +111,7 @@ class TcpConnection:
         self.conn = f"c{idx}"
         self.cpu = cpu
         self.ip = ip
-        tp = params
+        self.params = tp = params
         self.hdr = tcp_header(tp.timestamps)
         self.mss = mss = mss_for(mtu, tp.timestamps)
         # Most bytes one tcp_write_xmit pass sends; one packet carries maxseg of them.
