@@ -63,6 +63,9 @@ class Result:
     workload: str
     analysis_start: tuple[str, str] = ("tx", "App")
     analysis_end: tuple[str, str] = ("rx", "App")
+    #: The connections the run's analysis follows from start to end; None: every one
+    #: (a ping flow's runs from its own tx:Ping to itself: :mod:`cpasim.predict.flows`).
+    analysis_conns: list[str] | None = None
     #: Busy share of each bottleneck (``tx_to_rx``, ``rx_to_tx``); None without one.
     bottleneck_utilization: dict[str, float] | None = None
     #: Busy share of each host's memory (``memory.bandwidth``); None when none is modelled.
@@ -111,6 +114,8 @@ class Result:
             "analysis_start": list(self.analysis_start),
             "analysis_end": list(self.analysis_end),
         }
+        if self.analysis_conns is not None:  # absent unless some connections are not followed
+            out["analysis_conns"] = self.analysis_conns
         if self.bottleneck_utilization is not None:  # absent without a bottleneck
             out["bottleneck_utilization"] = self.bottleneck_utilization
         if self.memory_utilization is not None:  # absent without a modelled memory
@@ -450,6 +455,9 @@ class _Runner:
             warnings=warnings,
             retransmit_causes=dict(sorted(s.losses.causes.items())) or None,
             flows=flow_entries or None,
+            analysis_conns=[f.conn for f in s.flows if f.kind != "ping"]
+            if any(f.kind == "ping" for f in s.flows)
+            else None,
             flows_aggregate=flows.aggregate(flow_entries) if flow_entries else None,
         )
 

@@ -296,24 +296,27 @@ def request_server(sm, cpu, sock, stats, conn, *, request, response):
 def pinger(sm, cpu, sock, interval, stats, conn):
     """``ping -i interval``: an echo request every ``interval`` ns, whatever came back.
 
-    ping reads its replies as they come, but the round trip it reports is the
-    kernel's timestamps' (the reply's arrival, :class:`~cpasim.model.icmp.PingSocket`),
-    so here the replies that arrived meanwhile are read after each request: the
-    same calls, and no process of its own waiting for them."""
+    As ping's loop: send the request that is due, then ``poll()`` until a reply
+    arrives (read it) or the next request is due, and again.  The round trip ping
+    reports is the kernel's timestamps' (the reply's arrival,
+    :class:`~cpasim.model.icmp.PingSocket`), not when it is read."""
     sm.identify(conn)
     env = cpu.env
     seq = 0
     due = env._now
+    reply = None  # a reply poll() took off the queue
+    yield from cpu.take(sm)
     while True:
-        yield from cpu.take(sm)
-        yield from sock.send(sm, seq, user=cpu.cycles("user"))
-        seq += 1
+        if env._now >= due:
+            yield from sock.send(sm, seq, user=cpu.cycles("user"))
+            seq += 1
+            due += interval
+        if reply is not None:
+            yield from sock.recv(sm, reply)
         while sock.pending():
             yield from sock.recv(sm)
-        cpu.release(sm)
-        due += interval
-        sm.begin("sleep")
-        yield env.timeout(max(0.0, due - env._now))
+        sm.begin("poll")
+        reply = yield from sock.poll(sm, due)
 
 
 # -- rpc -------------------------------------------------------------------------------------

@@ -81,10 +81,25 @@ class PingSocket:
         """Replies waiting to be read."""
         return len(self.rcvq.items)
 
-    def recv(self, sm):
-        """``recvfrom()`` of one waiting reply: the system call and the copy."""
+    def poll(self, sm, deadline: float):
+        """``poll()`` with a timeout, the core given up meanwhile: until a reply arrives
+        or ``deadline``, whichever comes first.  Returns the reply it took off the
+        queue (for :meth:`recv`), or None."""
+        env = self.env
+        if deadline <= env._now:
+            return None
+        got = self.rcvq.get(sm)
+        yield from self.cpu.block(sm, got | env.timeout(deadline - env._now))
+        if not got.triggered:
+            got.cancel()
+            return None
+        return got.value
+
+    def recv(self, sm, taken: int | None = None):
+        """``recvfrom()`` of one reply (``taken`` off the queue already, or the next
+        waiting): the system call and the copy."""
         cpu = self.cpu
-        (nbytes,) = self.rcvq.take_now(1, sm)
+        nbytes = taken if taken is not None else self.rcvq.take_now(1, sm)[0]
         yield cpu.spend(
             sm,
             "ping_recvmsg",
