@@ -16,12 +16,14 @@ each round, so every figure sees the same machine load.
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
-import time
 from pathlib import Path
 
 from cpasim.config import load_scenario
-from cpasim.simulate import simulate
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_sim import run_once  # noqa: E402  (the same timed run as bench_sim's)
 
 SCENARIO = """
 [sim]
@@ -61,23 +63,6 @@ def case_config(count: int, ping: bool, duration: str, where: Path):
     path = where / f"flows_{count}_{int(ping)}.toml"
     path.write_text(SCENARIO.format(duration=duration, count=count, ping=PING if ping else ""))
     return load_scenario(path)
-
-
-def run_once(cfg) -> dict:
-    t0 = time.process_time()
-    r = simulate(cfg)
-    cpu = time.process_time() - t0
-    segments = r.frames["tx_to_rx"]
-    return {
-        "goodput_Mbps": r.goodput_bps / 1e6,
-        "segments": segments,
-        "events": r.events,
-        "retransmits": r.retransmits,
-        "cpu_s": cpu,
-        "segments_per_s": segments / cpu,
-        "events_per_s": r.events / cpu,
-        "events_per_segment": r.events / max(segments, 1),
-    }
 
 
 def main() -> None:

@@ -25,7 +25,10 @@ the call's copy.
 * ``workload.duplex`` (``udp_stream``, ``udp_gbn``): each host also runs the
   sender of a stream to the other (connection ``r<i>``), as its own process.
 * ``pingpong``: tx writes ``message_size`` bytes, reads as many back, and
-  records the round trip; rx echoes.
+  records the round trip; rx echoes (:func:`request_client`, :func:`request_server`:
+  also an ``rpc`` flow's, with its own sizes and think time).
+* a ``ping`` flow (``[[flows]]``, :mod:`cpasim.model.flows`): :func:`pinger` sends an
+  ICMP echo request every ``workload.interval`` and reads the replies as they come.
 * ``rpc``: request/response over UDP: tx (the client) sends a ``request_size``
   datagram, waits for the ``response_size`` reply and records the round trip;
   rx (the server) answers each request.  One call outstanding per connection

@@ -6,6 +6,10 @@ given SimPy environment and tracer, and starts the application processes of
 ``workload.kind`` (see :mod:`cpasim.model.app`).  Running it is the business
 of :func:`cpasim.simulate.simulate`.
 
+With ``[[flows]]`` the flows of :mod:`cpasim.model.flows` replace the workload's
+identical connections.  Every drop and retransmission is told to the run's
+:class:`~cpasim.model.losses.LossLog`.
+
 ``topology.kind = "forward"`` puts the forwarding host ``fw``
 (:mod:`cpasim.model.forwarder`) between tx and rx: a link tx–fw and a link
 fw–rx, both of the ``link`` section, counted together in ``link_stats``.
