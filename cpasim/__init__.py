@@ -7,6 +7,7 @@ bottleneck, and predicts what a parameter change would buy.
     import cpasim
     r = cpasim.run("scenarios/tcp-stream.toml", trace=True, **{"link.rate": "10Gbps"})
     a = cpasim.analyze(r)                    # critical path, bottleneck, loops
+    v = cpasim.explain("scenarios/tcp-stream.toml")  # what limits it, what to change
     p = cpasim.predict("scenarios/tcp-stream.toml", change={"tcp.wmem": "1MiB"})
     t = cpasim.sweep("scenarios/tcp-stream.toml", grid={"link.rate": ["1Gbps", "10Gbps"]})
 
@@ -26,6 +27,7 @@ _LAZY = {
     "load": "cpasim.api",
     "run": "cpasim.api",
     "analyze": "cpasim.api",
+    "explain": "cpasim.api",
     "transforms": "cpasim.api",
     "predict": "cpasim.api",
     "validate": "cpasim.api",
@@ -42,6 +44,7 @@ _LAZY = {
     "Config": "cpasim.config",
     "Result": "cpasim.simulate",
     "AnalysisResult": "cpasim.analysis",
+    "Verdict": "cpasim.verdict",
     "SweepResult": "cpasim.sweeps",
     "CpasimError": "cpasim.errors",
 }

@@ -54,13 +54,16 @@ def run(
     """Simulate a scenario; a :class:`~cpasim.simulate.Result`.
 
     ``trace=True`` records the annotation trace in memory, a path (``.cpt`` or
-    ``.jsonl``) writes it there; ``result.trace`` is then what
-    :func:`analyze` reads, and ``result.config`` the configuration simulated.
+    ``.jsonl``) writes it there with its ``.run.json`` sidecar (the run's config
+    digest and result, what :func:`predict` and :func:`analyze` read beside it);
+    ``result.trace`` is then what :func:`analyze` reads, and ``result.config`` the
+    configuration simulated.
     ``series=True`` records the time series (:mod:`cpasim.series`) every
     ``interval`` (ns or ``"100us"``; default about 500 rows), a path also writes it
     there (.csv/.parquet); ``result.series`` is then a pandas DataFrame.
     ``out``: a run folder (refused if not empty unless ``overwrite``) receiving
-    ``config.toml``, ``result.json`` and the trace/series given as bare names.
+    ``config.toml``, ``result.json``, ``report.html`` and the trace/series given as
+    bare names.
     ``pcap`` writes the frames on the link there, as ``cpasim run --pcap``
     (tapped beside ``pcap_side``'s NIC, ``snaplen`` bytes kept per frame).
     """
@@ -93,8 +96,11 @@ def run(
         tracer.close()
         result.trace = tracer.source()
     elif trace:
+        from cpasim.predict.runs import write_run_record
+
         result = simulate(cfg, trace_path=trace, progress=progress, series=every, pcap=capture)
         result.trace = Path(trace)
+        write_run_record(cfg, result.trace, result.to_json())  # as 'cpasim run --trace'
     else:
         result = simulate(cfg, progress=progress, series=every, pcap=capture)
     result.config = cfg
@@ -105,6 +111,7 @@ def run(
     if out is not None:
         runfolder.write_config(out, cfg)
         runfolder.write_result(out, result.to_json())
+        runfolder.write_report(out, cfg, result.to_json(), series=series_path, trace=result.trace)
     return result
 
 
@@ -181,13 +188,19 @@ def analyze(
     ``trace``: the result of ``run(..., trace=True)`` (its own start and end are
     the defaults), a :class:`~cpasim.trace.Tracer` that recorded in memory, a
     :class:`~cpasim.trace.TraceSource` or a ``.cpt``/``.jsonl`` file.
-    ``start``/``end`` default to ``"tx:App"`` and ``"rx:App"``.  The what-if
+    ``start``/``end`` default to the run's (a result's own, a trace file's from the
+    ``.run.json`` sidecar ``run`` writes beside it), else ``"tx:App"`` and
+    ``"rx:App"``.  The what-if
     arguments are those of :func:`transforms`.
     """
     from cpasim.analysis import analyze as analyze_trace
 
     what_if = transforms(scale, scale_comm, breaks, capacity)  # checked before any reading
     source, (default_start, default_end) = _source(trace)
+    if (start is None or end is None) and isinstance(trace, str | Path):
+        from cpasim.predict.runs import recorded_ends
+
+        default_start, default_end = recorded_ends(Path(trace)) or (default_start, default_end)
     return analyze_trace(
         source,
         start or default_start,
@@ -197,6 +210,27 @@ def analyze(
         lenient=lenient,
         engine=engine,
     )
+
+
+def explain(
+    scenario: Scenario = None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    trace: str | Path | None = None,
+    progress: bool = False,
+    **keywords,
+):
+    """Simulate ``scenario`` traced, analyse it, and say what limits it; a
+    :class:`~cpasim.verdict.Verdict` (``.summary``, ``.kind``, ``.change``,
+    ``.predicted``, ``.next``), as ``cpasim run --explain`` prints it.  ``trace``: a
+    baseline ``.cpt`` to reuse (checked against the scenario) or where to keep the
+    one recorded now."""
+    from cpasim.predict.runs import baseline
+    from cpasim.verdict import explain_run
+
+    cfg = load(scenario, overrides, **keywords)
+    with tempfile.TemporaryDirectory(prefix="cpasim-explain-") as tmp:
+        return explain_run(baseline(cfg, trace, Path(tmp), progress=progress))
 
 
 def _what_if(scenario, change, overrides, keywords, predictable=True):

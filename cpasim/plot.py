@@ -108,19 +108,31 @@ def _x_position(row: Mapping, x: str) -> object:
     return resolved if _number(resolved) is not None else row[x]
 
 
+def default_axes(rows: Sequence[Mapping], keys: Sequence[str], results: Path) -> tuple[str, str]:
+    """``(x, y)`` when not given: the first swept key, and the run's own metric
+    (mean latency for request/response workloads, goodput for streams)."""
+    if not keys:
+        raise CpasimError(f"{results}: no key was swept (only repeats); give --x and --y")
+    latency = any(_number(r.get("latency_ns.mean")) is not None for r in rows)
+    return keys[0], "latency_ns.mean" if latency else "goodput_bps"
+
+
 def plot(
     results: str | Path,
     *,
-    x: str,
-    y: str,
+    x: str | None = None,
+    y: str | None = None,
     hue: str | None = None,
     heatmap: bool = False,
     out: str | Path | None = None,
 ) -> Path:
-    """Draw ``y`` against ``x`` from a sweep file into a PNG; returns its path."""
+    """Draw ``y`` against ``x`` from a sweep file into a PNG; returns its path.
+    Without ``x``/``y``: :func:`default_axes`."""
 
     results = Path(results)
     rows, keys = load(results)
+    default_x, default_y = default_axes(rows, keys, results) if x is None or y is None else (x, y)
+    x, y = x or default_x, y or default_y
     for name, option in ((x, "--x"), (y, "--y"), (hue, "--hue")):
         if name is not None:
             _check_column(name, option, rows, results)

@@ -24,6 +24,15 @@ PROGRESS_AFTER_S = 2.0
 _current: Activity | None = None
 
 
+def terminal_console():
+    """A rich console on stderr when stderr is a terminal, else None: progress is
+    drawn only there (in a file or pipe rich would leave blank lines and bars)."""
+    from rich.console import Console
+
+    console = Console(stderr=True, force_jupyter=False)  # no ipywidgets needed
+    return console if console.is_terminal else None
+
+
 class Activity:
     """One spinner; :meth:`step` names what it is doing now."""
 
@@ -37,15 +46,14 @@ class Activity:
         self._paused = 0
 
     def _show(self) -> None:
-        from rich.console import Console
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         with self._lock:
             if self._bar is not None or self._paused or not self.enabled:
                 return
-            console = Console(stderr=True)
-            if not console.is_terminal:
-                return  # a spinner in a log file is noise (rich would leave a blank line)
+            console = terminal_console()
+            if console is None:
+                return  # a spinner in a log file is noise
             self._bar = Progress(
                 SpinnerColumn(),
                 TextColumn("{task.description}"),

@@ -3,8 +3,9 @@
 As gem5's ``m5out/`` (``config.ini`` + ``stats.txt``): ``config.toml`` is the
 fully resolved scenario (``cpasim run DIR/config.toml`` simulates the same
 configuration, so it reproduces ``result.json`` except its wall-time field),
-``result.json`` is what ``--json`` prints, and the artefacts a run was asked
-for (trace, series, capture, ...) go beside them under default names.
+``result.json`` is what ``--json`` prints, ``report.html`` is the page a person
+opens (:mod:`cpasim.runreport`), and the artefacts a run was asked for (trace,
+series, capture, ...) go beside them under default names.
 
 :func:`artefact_path` is the one place that says where an artefact goes; every
 writer that accepts a run folder asks it.  Every file is written atomically
@@ -68,3 +69,30 @@ def write_result(out_dir: str | Path, result: dict, name: str = RESULT) -> Path:
     path = artefact_path(out_dir, name)
     write_text_atomically(path, json.dumps(result, sort_keys=True, indent=1) + "\n")
     return path
+
+
+def write_report(
+    out_dir: str | Path,
+    cfg,
+    result: dict,
+    *,
+    series: Path | None = None,
+    analysis=None,
+    trace=None,
+    images=(),
+) -> Path:
+    """``report.html``: the verdict, the figures, the pictures and the configuration
+    on one page (:func:`cpasim.runreport.write_report`)."""
+    from cpasim.progress import note
+    from cpasim.runreport import write_report as write
+
+    with note("writing report.html"):
+        return write(
+            out_dir,
+            result=result,
+            config_text=cfg.to_toml(),
+            series=series,
+            analysis=analysis,
+            trace=trace,
+            images=images,
+        )

@@ -28,6 +28,7 @@ from cpasim.files import check_writable, write_error
 from cpasim.model import flows
 from cpasim.model.kernel import Kernel
 from cpasim.model.system import ANALYSIS_ENDS, System
+from cpasim.stall import Stall
 from cpasim.trace import NULL_TRACER, TRACE_SUFFIXES, Tracer, write_trace
 from cpasim.trace.columnar import CptWriter
 from cpasim.units import TIME, human
@@ -88,10 +89,48 @@ class Result:
     transfer_incomplete: bool = False
     #: One sentence per condition above, for people.
     warnings: list[str] = field(default_factory=list)
+    #: Where the run stood when it stopped (:meth:`~cpasim.model.system.System.end_state`):
+    #: what :mod:`cpasim.verdict` reads; not part of :meth:`to_json`.
+    end_state: dict | None = field(default=None, repr=False, compare=False)
+    #: Why a stream delivered nothing or stopped delivering (:class:`cpasim.stall.Stall`).
+    stall: object = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
         """The metrics as plain data (what ``cpasim run --json`` prints)."""
         return self.to_json()
+
+    def _repr_html_(self) -> str:
+        """The run's main figures as a small table (notebooks)."""
+        from cpasim.results import html_table, metric_text
+
+        rows: list[tuple[str, object]] = [
+            ("workload", self.workload),
+            ("goodput", metric_text("goodput_bps", self.goodput_bps)),
+        ]
+        if self.latency_ns is not None and self.latency_ns.get("count"):
+            lat = self.latency_ns
+            rows.append(
+                (
+                    "latency mean / p99",
+                    f"{metric_text('latency', lat['mean'])} / {metric_text('latency', lat['p99'])}",
+                )
+            )
+        rows += [
+            (f"link {k.replace('_to_', '->')} busy", f"{v:.1%}")
+            for k, v in self.link_utilization.items()
+        ]
+        rows += [
+            (f"CPU {h} busy", f"{1 - cpu.get('idle', 0.0):.1%}")
+            for h, cpu in self.cpu_utilization.items()
+        ]
+        drops = {k: v for k, v in self.drops.items() if v}
+        rows += [
+            ("drops", ", ".join(f"{k} {v}" for k, v in drops.items()) or "none"),
+            ("retransmits", self.retransmits),
+            ("simulated", metric_text("time", self.sim_time_ns)),
+        ]
+        rows += [("warning", w) for w in self.warnings]
+        return html_table(f"cpasim run (config {self.config_digest})", rows)
 
     def to_json(self) -> dict:
         out = {
@@ -130,9 +169,15 @@ class Result:
             out["window"] = "empty"
         if self.transfer_incomplete:
             out["transfer"] = "incomplete"
+        if self.stall is not None:
+            out["stall"] = self.stall.to_json()
         if self.warnings:
             out["warnings"] = list(self.warnings)
         return out
+
+    def with_end_state(self) -> dict:
+        """:meth:`to_json` with the run's end state: what a verdict is made from."""
+        return {**self.to_json(), "end_state": self.end_state}
 
 
 class Interrupted(KeyboardInterrupt):
@@ -347,12 +392,9 @@ class _Runner:
                 self._run_until(t)
                 if stats.done.processed:
                     break
-                if (
-                    self.progress
-                    and bar is None
-                    and time.perf_counter() - self.wall0 > PROGRESS_AFTER_S
-                ):
-                    bar = _Progress(cfg, horizon if not sized else None)
+                if self.progress and time.perf_counter() - self.wall0 > PROGRESS_AFTER_S:
+                    self.progress = False  # asked once: a bar, or none off a terminal
+                    bar = _Progress.on_terminal(cfg, horizon if not sized else None)
                 if bar is not None:
                     bar.update(env.now, stats)
         finally:
@@ -409,11 +451,12 @@ class _Runner:
         flow_entries = [
             flows.result(f, warmup=warm, elapsed=elapsed, losses=s.losses) for f in s.flows
         ]
+        end_state = s.end_state()
         frames = {
             name: d.frames - self.warm["link"][name]["frames"]
             for name, d in s.link_stats.directions.items()
         }
-        return Result(
+        result = Result(
             goodput_bps=stats.read_measured * 8e9 / elapsed if elapsed > 0 else 0.0,
             goodput_bps_per_connection={
                 conn: n * 8e9 / elapsed if elapsed > 0 else 0.0
@@ -459,14 +502,25 @@ class _Runner:
             if any(f.kind == "ping" for f in s.flows)
             else None,
             flows_aggregate=flows.aggregate(flow_entries) if flow_entries else None,
+            end_state=end_state,
         )
+        # No silent zero: a stream that stopped delivering says why.
+        result.stall = Stall.of(cfg, result.with_end_state())
+        if result.stall is not None:
+            warnings.append(result.stall.sentence)
+        return result
 
 
 class _Progress:
     """A rich progress bar on stderr: simulated time, or bytes for a sized run."""
 
-    def __init__(self, cfg, horizon: float | None) -> None:
-        from rich.console import Console
+    @classmethod
+    def on_terminal(cls, cfg, horizon: float | None) -> _Progress | None:
+        """The bar when stderr is a terminal; None (nothing drawn) in a file or pipe."""
+        console = activity.terminal_console()
+        return cls(cfg, horizon, console) if console is not None else None
+
+    def __init__(self, cfg, horizon: float | None, console) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.sized = horizon is None
@@ -477,7 +531,7 @@ class _Progress:
             BarColumn(),
             TextColumn("{task.percentage:>3.0f}%"),
             TimeElapsedColumn(),
-            console=Console(stderr=True, force_jupyter=False),  # no ipywidgets needed
+            console=console,
             transient=True,
         )
         self.task = self.bar.add_task("run", total=total)

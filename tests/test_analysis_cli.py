@@ -42,12 +42,12 @@ def test_detail_shows_profile_queues_and_near_critical_names():
     assert r.exit_code == 0, r.output
     lines = r.output.splitlines()
     assert "near-critical (slack): none competed with the path" in lines
-    profile = lines.index("per-SM profile (whole trace)")
+    profile = next(i for i, ln in enumerate(lines) if ln.startswith("per-SM profile (whole"))
     stack = next(ln for ln in lines[profile:] if "h:Stack " in ln)
     # Stack: 11 ns active over 5 entries, its busiest state first.
     assert stack.split("│")[1:5] == [" h:Stack       ", "  11 ns ", "    0 ns ", "       5 "]
     assert "Append hdrs 5 ns, Look up dest 4 ns, Queue pkt 2 ns" in stack
-    queues = lines.index("queues (whole trace)")
+    queues = next(i for i, ln in enumerate(lines) if ln.startswith("queues (whole trace"))
     pktq = next(ln for ln in lines[queues:] if "h:pktq" in ln)
     assert "1 (13 ns)" in pktq and "2 ns / 2 ns" in pktq
 

@@ -38,7 +38,7 @@ def _results(path: Path) -> dict:
 def test_config_toml_reproduces_result_json(tmp_path, capsys):
     a, b = tmp_path / "a", tmp_path / "b"
     _run([STREAM, *SHORT, "--set", "link.rate=2.5Gbps", "--out", str(a)], capsys)
-    assert sorted(p.name for p in a.iterdir()) == ["config.toml", "result.json"]
+    assert sorted(p.name for p in a.iterdir()) == ["config.toml", "report.html", "result.json"]
     # The folder's own scenario, with nothing set: every override is in it.
     _run([str(a / "config.toml"), "--no-progress", "--out", str(b)], capsys)
     first, again = _results(a / "result.json"), _results(b / "result.json")
@@ -68,7 +68,8 @@ def test_non_empty_folder_refused_unless_overwrite(tmp_path, capsys):
     assert err.count("\n") == 1 and "not empty" in err and str(tmp_path) in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # nothing written
     _run([STREAM, *SHORT, "--out", str(tmp_path), "--overwrite"], capsys)
-    assert {p.name for p in tmp_path.iterdir()} == {"notes.txt", "config.toml", "result.json"}
+    written = {p.name for p in tmp_path.iterdir()}
+    assert written == {"notes.txt", "config.toml", "report.html", "result.json"}
 
 
 def test_trace_and_series_go_into_the_folder(tmp_path, capsys):
@@ -105,7 +106,8 @@ def test_validate_run_folder(tmp_path, capsys):
         main([*argv, "--out", str(run)])
     printed = capsys.readouterr().out
     assert exc.value.code in (0, None)
-    assert sorted(p.name for p in run.iterdir()) == ["changed.toml", "config.toml", "result.json"]
+    names = sorted(p.name for p in run.iterdir())
+    assert names == ["changed.toml", "config.toml", "report.html", "result.json"]
     assert json.loads((run / "result.json").read_text()) == json.loads(printed)
     base = cpasim.load(run / "config.toml")
     changed = cpasim.load(run / "changed.toml")
@@ -120,9 +122,13 @@ def test_ladder_run_folder(tmp_path, capsys):
     run = tmp_path / "l"
     with pytest.raises(SystemExit) as exc:
         main(["ladder", STREAM, *SHORT, "--steps", "1", "--json", "--out", str(run)])
-    printed = capsys.readouterr().out
+    printed, err = capsys.readouterr()
     assert exc.value.code in (0, None)
     names = sorted(p.name for p in run.iterdir())
-    assert names == ["config.toml", "ladder.md", "ladder.png", "result.json"]
+    assert names == ["config.toml", "ladder.md", "ladder.png", "report.html", "result.json"]
+    # The chart says what it is, on stderr, and is in the report too.
+    assert f"cpasim: wrote {run / 'ladder.png'}: goodput of 2 configurations" in err
+    report = (run / "report.html").read_text()
+    assert report.count("data:image/png;base64,") == 1 and "<h1>cpasim ladder</h1>" in report
     assert json.loads((run / "result.json").read_text()) == json.loads(printed)
     assert cpasim.load(run / "config.toml").digest == cpasim.load(STREAM, SHORT_KEYS).digest

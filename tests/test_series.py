@@ -145,10 +145,10 @@ def test_plot_draws_a_series(tmp_path, capsys):
     assert exc.value.code in (0, None), capsys.readouterr().err
     png = (tmp_path / "s.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
-    with pytest.raises(SystemExit) as exc:  # a sweep file still needs its axes
+    with pytest.raises(SystemExit) as exc:  # neither a series nor a sweep: said so
         (tmp_path / "sweep.csv").write_text("a,b\n1,2\n")
         main(["plot", str(tmp_path / "sweep.csv")])
-    assert exc.value.code == 2 and "--x and --y" in capsys.readouterr().err
+    assert exc.value.code == 2 and "not a cpasim sweep file" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -176,6 +176,9 @@ def test_analyze_changes_no_metric():
     grid = {"link.rate": ["100Mbps", "1Gbps"]}
     plain = cpasim.sweep(grid=grid, sets=TINY, workers=1, progress=False).to_frame()
     traced = cpasim.sweep(grid=grid, sets=TINY, workers=1, analyze=True, progress=False).to_frame()
-    analysis = [c for c in traced.columns if c.startswith(("critical_state", "resource_loop"))]
-    assert len(analysis) == 5
+    analysis = [
+        c for c in traced.columns if c.startswith(("critical_state", "resource_loop", "limited_by"))
+    ]
+    assert len(analysis) == 6
+    assert set(traced["limited_by"]) == {"link"}  # both rates fill their link
     assert rows_of(traced.drop(columns=analysis)) == rows_of(plain)

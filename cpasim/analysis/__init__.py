@@ -25,6 +25,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from cpasim.analysis.criticalpath import COMMIT_EVERY, CriticalPathPass
+from cpasim.analysis.names import hint
 from cpasim.analysis.report import (
     AnalysisResult,
     Names,
@@ -183,7 +184,7 @@ def analyze_many(
             known = sorted({f"{s}:{m}" for s, m, _ in key.sms})
             raise CpasimError(
                 f"{source.name}: no state machine {_display(spec)}; "
-                f"the trace has: {', '.join(known) or '(none)'}"
+                + hint(_display(spec[:2]), known)
             )
     if conn is not None and conn not in key.conns:
         raise CpasimError(

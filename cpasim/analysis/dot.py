@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from cpasim.analysis.names import hint
 from cpasim.analysis.report import INITIAL_STATE, AnalysisResult, Names
 from cpasim.errors import CpasimError
 
@@ -100,8 +101,8 @@ def to_dot(result: AnalysisResult, graph: str = "high") -> str:
         want = graph[3:]
         ids = {sm for sm in range(len(p.s_last)) if want in (names.sm(sm), names.base_sm(sm))}
         if not ids:
-            known = ", ".join(sorted({names.base_sm(sm) for sm in range(len(p.s_last))}))
-            raise CpasimError(f"--graph {graph}: no state machine {want!r}; the trace has: {known}")
+            known = sorted({names.base_sm(sm) for sm in range(len(p.s_last))})
+            raise CpasimError(f"--graph {graph}: no state machine {want!r}; " + hint(want, known))
         return _global(p, names, path, names.base_sm(min(ids)))
     raise CpasimError(f"--graph {graph!r}: expected high, global or sm:SYS:SM")
 
@@ -223,6 +224,9 @@ def _high(p, names: Names, path: _Path) -> str:
 
 
 def _global(p, names: Names, path: _Path, only: str | None) -> str:
+    """States per SM, clustered by host.  An SM's ``(initial)`` state is left out (it
+    is where the trace found the SM, no state it works in), and so are the SMs the
+    path never touched (``global``: the legend counts them)."""
     # Per base SM: each state's visits and time, and transition counts frm -> state.
     visits: dict[tuple, int] = defaultdict(int)
     time: dict[tuple, float] = defaultdict(float)
@@ -231,75 +235,103 @@ def _global(p, names: Names, path: _Path, only: str | None) -> str:
     for sm, frm, state, _to, n, t in p.transition_counts():
         base = names.base_sm(sm)
         inst[base].add(sm)
-        if only is not None and base != only:
+        if (only is not None and base != only) or state == 0:
             continue
         visits[(base, state)] += n
         time[(base, state)] += t
-        if (frm, state) != (0, 0):
+        if frm != 0:
             moves[(base, frm, state)] += n
     for base, frm, _state in list(moves):
         visits.setdefault((base, frm), 0)
     _prod, _cons, pairs = _interactions(p, names)
-    ids: dict = {}
-    what = (
-        "States of every state machine (dashed: hand-overs on the path; all are in --graph high)"
-        if only is None
-        else f"States of {only} and who it exchanges with (dashed)"
-    )
-    lines = [
-        "digraph cpasim {",
-        "  newrank=true; nodesep=0.2; ranksep=0.3;",
-        '  node [fontsize=9, shape=box, style="rounded,filled", fillcolor=white];',
-        "  edge [fontsize=8];",
-        f"  label={_q(_legend(what + '; solid arrows are transitions', path))};",
-        "  labeljust=l; fontsize=10;",
-    ]
-    by_sm: dict[str, list] = defaultdict(list)
-    for base, state in visits:
-        by_sm[base].append(state)
-    anchor = {}
-    for base, states in sorted(by_sm.items()):
-        n = len(inst[base])
-        title = base + (f" ×{n}" if n > 1 else "")
-        lines.append(f"  subgraph cluster_{len(ids)} {{ label={_q(title)}; style=rounded;")
-        for state in sorted(states):
-            sname = names.state(state)
-            share = path.share(f"{base}:{sname}")
-            label = f"{sname}\n{visits[(base, state)]}× {_ns(time[(base, state)])}"
-            if share > 0:
-                label += f"\n{_pct(share)} of path"
-            node = _ident("s", (base, state), ids)
-            anchor.setdefault(base, node)
-            lines.append(
-                f"    {node} [label={_q(label)}, fillcolor={_q(_heat(share))}, "
-                f"fontcolor={_font(share)}, penwidth={1 + 4 * share:.1f}, "
-                f"color={_q(_PATH if share > 0 else 'black')}];"
-            )
-        lines.append("  }")
-    # Wrap the clusters into rows (invisible arrows from every state of one
-    # cluster to the first of the cluster below) so the picture is not one
-    # cluster wide and dozens long.
-    order = sorted(by_sm)
-    per_row = max(1, round(len(order) ** 0.5 * 1.5))
-    for i in range(per_row, len(order)):
-        above, below = order[i - per_row], order[i]
-        for state in by_sm[above]:
-            lines.append(f"  {ids[(above, state)]} -> {anchor[below]} [style=invis];")
-    for (base, frm, state), n in sorted(moves.items()):
-        lines.append(
-            f"  {ids[(base, frm)]} -> {ids[(base, state)]} [label={_q(str(n))}, color={_q(_OFF)}];"
-        )
-    # Interactions with other SMs: their anchor state, or an ellipse when not drawn.
     on_path: dict[tuple, int] = defaultdict(int)
     for name, v in path.visits.items():
         if "->" in name and name.endswith("]"):
             a, rest = name.split("->", 1)
             b, via = rest[:-1].split("[", 1)
             on_path[(a, b, via)] += v
+    by_sm: dict[str, list] = defaultdict(list)
+    for base, state in visits:
+        by_sm[base].append(state)
+    left_out = 0
+    if only is None:
+        # What matters: the SMs the path spent time in or handed over through.
+        touched = {sm for (a, b, _via) in on_path for sm in (a, b)}
+        for base in list(by_sm):
+            if base not in touched and not any(
+                path.share(f"{base}:{names.state(s)}") > 0 for s in by_sm[base]
+            ):
+                del by_sm[base]
+                left_out += 1
+    ids: dict = {}
+    what = (
+        "States of the state machines on the critical path, by host (dashed: hand-overs the "
+        "path took; every hand-over is in --graph high"
+        + (f"; {left_out} state machines off the path not drawn" if left_out else "")
+        + ")"
+        if only is None
+        else f"States of {only} and who it exchanges with (dashed)"
+    )
+    lines = [
+        "digraph cpasim {",
+        "  newrank=true; compound=true; nodesep=0.2; ranksep=0.3;",
+        '  node [fontsize=9, shape=box, style="rounded,filled", fillcolor=white];',
+        "  edge [fontsize=8];",
+        f"  label={_q(_legend(what + '; solid arrows are transitions', path))};",
+        "  labeljust=l; fontsize=10;",
+    ]
+    anchor: dict[str, str] = {}
+    cluster: dict[str, str] = {}
+    hosts: dict[str, list[str]] = defaultdict(list)
+    for base in sorted(by_sm):
+        hosts[base.split(":", 1)[0]].append(base)
+    for host, bases in sorted(hosts.items()):
+        lines.append(
+            f"  subgraph cluster_host_{len(cluster)} {{ label={_q(host)}; style=dashed; "
+            "fontsize=12;"
+        )
+        for base in bases:
+            states = by_sm[base]
+            n = len(inst[base])
+            title = base.split(":", 1)[1] + (f" ×{n}" if n > 1 else "")
+            cluster[base] = f"cluster_{len(cluster)}"
+            lines.append(
+                f"  subgraph {cluster[base]} {{ label={_q(title)}; style=rounded; fontsize=10;"
+            )
+            # Hand-overs meet the SM at the state with most of the path (or most time).
+            best = max(
+                states,
+                key=lambda s: (path.share(f"{base}:{names.state(s)}"), time[(base, s)], -s),
+            )
+            for state in sorted(states):
+                sname = names.state(state)
+                share = path.share(f"{base}:{sname}")
+                label = f"{sname}\n{visits[(base, state)]}× {_ns(time[(base, state)])}"
+                if share > 0:
+                    label += f"\n{_pct(share)} of path"
+                node = _ident("s", (base, state), ids)
+                if state == best:
+                    anchor[base] = node
+                lines.append(
+                    f"    {node} [label={_q(label)}, fillcolor={_q(_heat(share))}, "
+                    f"fontcolor={_font(share)}, penwidth={1 + 4 * share:.1f}, "
+                    f"color={_q(_PATH if share > 0 else 'black')}];"
+                )
+            lines.append("  }")
+        lines.append("  }")
+    for (base, frm, state), n in sorted(moves.items()):
+        if base in by_sm:
+            lines.append(
+                f"  {ids[(base, frm)]} -> {ids[(base, state)]} "
+                f"[label={_q(str(n))}, color={_q(_OFF)}];"
+            )
+    # Interactions with other SMs: between their clusters, or an ellipse when not drawn.
     # The whole-trace view draws only the hand-overs the path took (all of them
     # are in ``high``); a one-SM view draws every interaction of that SM.
     if only is None:
-        shown = {k: n for k, n in pairs.items() if on_path.get(k)}
+        shown = {
+            k: n for k, n in pairs.items() if on_path.get(k) and k[0] in by_sm and k[1] in by_sm
+        }
     else:
         shown = {k: n for k, n in pairs.items() if only in k[:2]}
     top = max([*on_path.values(), 1])
@@ -309,7 +341,13 @@ def _global(p, names: Names, path: _Path, only: str | None) -> str:
                 anchor[base] = _ident("o", base, ids)
                 lines.append(f"  {anchor[base]} [label={_q(base)}, shape=ellipse];")
         attrs = _edge_attrs(path, on_path.get((a, b, via), 0), top, f"{via} {n}")
-        # No constraint=false: with clusters it makes dot fail ("trouble in init_rank").
-        lines.append(f"  {anchor[a]} -> {anchor[b]} [{attrs}, style=dashed];")
+        # Drawn between the SMs' boxes; no constraint=false: with clusters it makes dot
+        # fail ("trouble in init_rank").
+        ends = "".join(
+            f", {end}={cluster[sm]}" for end, sm in (("ltail", a), ("lhead", b)) if sm in cluster
+        )
+        if a == b:
+            ends = ""  # an SM handing over to itself: a loop on its anchor
+        lines.append(f"  {anchor[a]} -> {anchor[b]} [{attrs}, style=dashed{ends}];")
     lines.append("}")
     return "\n".join(lines) + "\n"

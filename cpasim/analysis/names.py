@@ -22,6 +22,36 @@ from cpasim.trace.records import BEGIN, TraceSource
 
 #: Closest names offered when a pattern matches nothing.
 CLOSEST = 5
+#: A trace with at most this many names lists them all when one is not found.
+FEW = 8
+
+
+def closest(name: str, known: Sequence[str], n: int = CLOSEST) -> list[str]:
+    """The names of ``known`` nearest to ``name``: those equal to it but for case
+    first (``tx:app`` is ``tx:App`` misspelt, not a near miss of fifty names),
+    else difflib's nearest, compared without case."""
+    low = name.lower()
+    same = [k for k in known if k.lower() == low]
+    if same:
+        return same[:n]
+    by_lower: dict[str, str] = {}
+    for k in known:
+        by_lower.setdefault(k.lower(), k)
+    return [by_lower[m] for m in difflib.get_close_matches(low, list(by_lower), n=n, cutoff=0.4)]
+
+
+def hint(name: str, known: Sequence[str]) -> str:
+    """What to say after "``name`` is not in the trace": the name it surely meant
+    (the same but for case), all names of a small trace, the closest few, or how to
+    list them."""
+    close = closest(name, known)
+    if close and close[0].lower() == name.lower():
+        return "did you mean " + " or ".join(repr(c) for c in close) + "?"
+    if len(known) <= FEW:
+        return "the trace has: " + (", ".join(known) or "(none)")
+    if close:
+        return "closest: " + ", ".join(close)
+    return f"the trace has {len(known)} (list them with 'cpasim trace names')"
 
 
 @dataclass(frozen=True)
@@ -107,12 +137,28 @@ def _check(names: TraceNames, patterns, rows, kind: str, what: str) -> None:
         if any(fnmatchcase(v, pat) for vs in variants for v in vs):
             continue
         folded = list(names.folded(kind))
-        # Compare with the pattern's glob characters dropped: "tx:NIC*" is near "tx:NIC".
-        bare = pat.replace("*", "").replace("?", "")
-        close = difflib.get_close_matches(bare, folded, n=CLOSEST, cutoff=0.4)
-        hint = (
-            "closest: " + ", ".join(close)
-            if close
-            else f"the trace has {len(folded)} (list them with 'cpasim trace names')"
-        )
-        raise CpasimError(f"{option} {pat!r} matches no {what} in the trace; {hint}")
+        # The same pattern but for case: surely what was meant.
+        low = pat.lower()
+        same = [
+            f for f, vs in _folded_variants(rows) if any(fnmatchcase(v.lower(), low) for v in vs)
+        ]
+        if same:
+            said = "did you mean " + ", ".join(same[:CLOSEST]) + "? (names are case-sensitive)"
+        else:
+            # Compare with the pattern's glob characters dropped: "tx:NIC*" is near "tx:NIC".
+            close = closest(pat.replace("*", "").replace("?", ""), folded)
+            said = (
+                "closest: " + ", ".join(close)
+                if close
+                else f"the trace has {len(folded)} (list them with 'cpasim trace names')"
+            )
+        raise CpasimError(f"{option} {pat!r} matches no {what} in the trace; {said}")
+
+
+def _folded_variants(rows) -> list[tuple[str, tuple[str, ...]]]:
+    """``(name without instance, its variants)`` per row, one per folded name."""
+    out: dict[str, set[str]] = {}
+    for row in rows:
+        sys, name, _inst, *state = row
+        out.setdefault(":".join([sys, name, *state]), set()).update(_variants([row])[0])
+    return [(k, tuple(v)) for k, v in sorted(out.items())]

@@ -209,6 +209,33 @@ class AnalysisResult:
         """Everything as plain data (what ``cpasim analyze --json`` prints)."""
         return self.to_json()
 
+    def _repr_html_(self) -> str:
+        """The critical path's length and its most critical names (notebooks)."""
+        from cpasim.results import html_table, metric_text
+
+        rows: list[tuple[str, object]] = [("records", self.records)]
+        paths = {"": self.path} if self.path is not None else self.connections
+        for conn, path in paths.items():
+            where = f" (connection {conn})" if conn else ""
+            if not path.reachable:
+                rows.append((f"critical path{where}", "end not reachable from start"))
+                continue
+            rows.append(
+                (
+                    f"critical path{where}",
+                    f"{metric_text('time', path.critical_path_ns)} of "
+                    f"{metric_text('time', path.elapsed_ns)} elapsed",
+                )
+            )
+            rows += [(m["name"], f"{m['share']:.1%} of the path") for m in path.most_critical[:5]]
+            rows += [(f"loop ×{lp['count']}", lp["edge"]) for lp in path.loops[:1]]
+        if self.warnings:
+            rows.append(("warnings", len(self.warnings)))
+        title = f"critical path {self.start} -> {self.end}"
+        return html_table(
+            title + (f" [{', '.join(self.transforms)}]" if self.transforms else ""), rows
+        )
+
     def to_frame(self, table: str = "most_critical"):
         """One table as a pandas DataFrame: ``most_critical`` (default), ``loops``,
         ``edges`` (the path's listing), ``slack``, ``profile`` or ``queues``."""

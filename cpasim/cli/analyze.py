@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cpasim.analysis import AnalysisResult, PathResult, Transforms, analyze
+from cpasim.analysis.fold import fold_profile, fold_queues, fold_slack
 from cpasim.analysis.names import check_patterns, trace_names
 from cpasim.analysis.transforms import check_factor, check_pattern, parse_assignment, parse_capacity
 from cpasim.cli import app
@@ -44,8 +45,20 @@ def _scales(values: list[str], what: str, takes: str) -> list[tuple[str, float]]
 @app.command("analyze")
 def analyze_cmd(
     trace: Annotated[Path, typer.Argument(help="Trace file (.cpt or JSON Lines).")],
-    start: Annotated[str, typer.Option("--start", help="Start state machine SYS:SM[#INST].")],
-    end: Annotated[str, typer.Option("--end", help="End state machine SYS:SM[#INST].")],
+    start: Annotated[
+        str | None,
+        typer.Option(
+            "--start",
+            help="Start state machine SYS:SM[#INST] (default: the run's, from the trace's "
+            ".run.json sidecar).",
+        ),
+    ] = None,
+    end: Annotated[
+        str | None,
+        typer.Option(
+            "--end", help="End state machine SYS:SM[#INST] (default: the run's, as --start)."
+        ),
+    ] = None,
     conn: Annotated[str | None, typer.Option("--conn", help="Only this connection id.")] = None,
     scale: Annotated[
         list[str] | None,
@@ -108,6 +121,7 @@ def analyze_cmd(
     ] = False,
 ) -> None:
     """Find the critical path from START's first record to END's last; name the bottleneck."""
+    start, end = _ends(trace, start, end)
     if not (graph in ("high", "global") or graph.startswith("sm:")):
         raise CpasimError(f"--graph {graph!r}: expected high, global or sm:SYS:SM")
     for pat in breaks or []:
@@ -154,6 +168,10 @@ def analyze_cmd(
             from cpasim.analysis.timeline import write_timeline
 
             write_timeline(timeline, _open(trace), result, span)
+            _wrote(
+                timeline,
+                "the critical path through every state machine's states, " + _span(result, span),
+            )
     if dot is not None:
         from cpasim.analysis.dot import to_dot
 
@@ -162,15 +180,82 @@ def analyze_cmd(
             write_text_atomically(dot, text)
         except OSError as exc:
             raise CpasimError(f"{dot}: cannot write graph: {exc.strerror}") from None
+        _wrote(dot, f"the {_graph_what(graph)}, critical path in red (Graphviz: dot -Tsvg {dot})")
+    # The verdict reads the run's sidecar and its configuration: the model's side,
+    # imported only here so that the analyzer itself stays free of it.
+    from cpasim.verdict import of_trace
+
+    with activity("what limits the run", progress):
+        verdict, why_none = of_trace(trace)
     if as_json:
-        typer.echo(json.dumps(_finite(result.to_json()), indent=1, sort_keys=True))
+        out = result.to_json()
+        out["verdict"] = verdict.to_json() if verdict is not None else None
+        typer.echo(json.dumps(_finite(out), indent=1, sort_keys=True))
     else:
+        _print_verdict(verdict, why_none, bool(result.transforms))
         _print(result, top, detail)
     if not result.reachable:
         raise CpasimError(
             f"{trace}: end {result.end} not reachable from start {result.start}"
             + (" under " + ", ".join(result.transforms) if result.transforms else "")
         )
+
+
+def _print_verdict(verdict, why_none: str | None, transformed: bool) -> None:
+    """What limits the recorded run, before the tables."""
+    if verdict is None:
+        typer.echo(f"limited by   (not known: {why_none})")
+        return
+    for line in verdict.lines():
+        typer.echo(line)
+    if transformed:
+        typer.echo("  (the run as recorded; the tables below are under the transforms asked for)")
+    typer.echo("")
+
+
+def _graph_what(graph: str) -> str:
+    """What a --graph view draws, for the line that says what was written."""
+    if graph == "high":
+        return "state machines and queues"
+    if graph == "global":
+        return "states of every state machine"
+    return f"states of {graph[3:]} and who it exchanges with"
+
+
+def _wrote(path: Path, what: str) -> None:
+    """One line on stderr (stdout may be --json): the file written and what it shows."""
+    typer.echo(f"cpasim: wrote {path}: {what}", err=True)
+
+
+def _span(result: AnalysisResult, span: tuple[float, float] | None) -> str:
+    from cpasim.analysis.timeline import default_window
+
+    t0, t1 = span if span is not None else default_window(result)
+    return f"{t0 / 1e6:.6g} ms to {t1 / 1e6:.6g} ms"
+
+
+def _ends(trace: Path, start: str | None, end: str | None) -> tuple[str, str]:
+    """--start and --end, the missing ones taken from the run that recorded ``trace``
+    (its sidecar), said in one line on stderr."""
+    if start is not None and end is not None:
+        return start, end
+    from cpasim.predict.runs import recorded_ends, sidecar_path
+
+    if not trace.exists():
+        raise CpasimError(f"{trace}: no such trace")
+    ends = recorded_ends(trace)
+    if ends is None:
+        raise CpasimError(
+            f"{trace}: give --start and --end (e.g. --start tx:App --end rx:App): without "
+            f"them they are read from {sidecar_path(trace).name}, which 'cpasim run --trace' "
+            "writes, and there is none"
+        )
+    start, end = start or ends[0], end or ends[1]
+    typer.echo(
+        f"cpasim: --start {start} --end {end} (the run's, from {sidecar_path(trace).name})",
+        err=True,
+    )
+    return start, end
 
 
 def _finite(obj):
@@ -208,7 +293,7 @@ def _print(result: AnalysisResult, top: int, detail: bool = False) -> None:
             _print_slack(console, path, top)
     if detail:
         _print_profile(console, result.profile, top)
-        _print_queues(console, result.queues)
+        _print_queues(console, result.queues, top)
     if result.warnings:
         console.print(f"warnings ({len(result.warnings)}):")
         for w in result.warnings:
@@ -250,10 +335,26 @@ def _print_path(console: Console, path: PathResult, conn, top: int) -> None:
         console.print("resource loops: none")
 
 
+def _more(console: Console, shown: int, total: int, what: str) -> None:
+    """Under a table cut to --top rows: how many were left out."""
+    if total > shown:
+        console.print(f"  … {total - shown} more {what} (--top {total} lists them, --json all)")
+
+
+def _named(name: str, instances: int) -> str:
+    return escape(name) + (f" ×{instances}" if instances > 1 else "")
+
+
+def _count(x: float) -> str:
+    """A count, or one instance's mean count (folded rows)."""
+    return str(int(x)) if float(x).is_integer() else f"{x:.4g}"
+
+
 def _print_slack(console: Console, path: PathResult, top: int) -> None:
     if not path.slack:
         console.print("near-critical (slack): none competed with the path")
         return
+    rows = fold_slack(path.slack)
     table = Table(
         title="near-critical: least slack (one occurrence may grow this much before the "
         "path moves)",
@@ -261,33 +362,44 @@ def _print_slack(console: Console, path: PathResult, top: int) -> None:
     )
     table.add_column("name")
     table.add_column("slack", justify="right")
-    for s in path.slack[:top]:
-        table.add_row(escape(s["name"]), _fmt(s["slack_ns"]))
+    for s in rows[:top]:
+        table.add_row(_named(s["name"], s["instances"]), _fmt(s["slack_ns"]))
     console.print(table)
+    _more(console, min(top, len(rows)), len(rows), "names")
 
 
 def _print_profile(console: Console, profile: list[dict], top: int) -> None:
-    """Per SM, over the whole trace: active and waiting time, and its busiest states."""
-    table = Table(title="per-SM profile (whole trace)", title_justify="left")
+    """Per SM over the whole trace (instances folded, busiest first): active and
+    waiting time, and its busiest states."""
+    rows = [sm for sm in fold_profile(profile) if sm["active_ns"] or sm["waiting_ns"]]
+    table = Table(
+        title="per-SM profile (whole trace; ×N: N instances, figures of one on average)",
+        title_justify="left",
+    )
     for col in ("state machine", "active", "waiting", "entries", "busiest states (active)"):
         table.add_column(col, justify="left" if col[0] in "sb" else "right")
-    for sm in sorted(profile, key=lambda d: (-d["active_ns"], d["sm"])):
-        if not (sm["active_ns"] or sm["waiting_ns"]):
-            continue  # an SM that only declares a queue
+    for sm in rows[:top]:  # an SM with no time only declares a queue
         states = [d for d in sm["states"] if d["active_ns"] > 0][:3]
         table.add_row(
-            escape(sm["sm"]),
+            _named(sm["sm"], sm["instances"]),
             _fmt(sm["active_ns"]),
             _fmt(sm["waiting_ns"]),
-            str(sum(d["entered"] for d in sm["states"])),
+            _count(sm["entered"]),
             escape(", ".join(f"{d['state']} {_fmt(d['active_ns'])}" for d in states)),
         )
     console.print(table)
+    _more(console, min(top, len(rows)), len(rows), "state machines")
 
 
-def _print_queues(console: Console, queues: list[dict]) -> None:
-    """Per queue: occupancy, blocking on empty/full, communication latency, arrivals."""
-    table = Table(title="queues (whole trace)", title_justify="left")
+def _print_queues(console: Console, queues: list[dict], top: int) -> None:
+    """Per queue (instances folded; the longest waits for space first): occupancy,
+    blocking on empty/full, communication latency, arrivals."""
+    rows = fold_queues(queues)
+    table = Table(
+        title="queues (whole trace, longest waits for space, then for data, first; ×N: N "
+        "instances, figures of one on average)",
+        title_justify="left",
+    )
     columns = (
         "queue",
         "capacity",
@@ -299,15 +411,16 @@ def _print_queues(console: Console, queues: list[dict]) -> None:
     )
     for col in columns:
         table.add_column(col, justify="left" if col == "queue" else "right")
-    for q in queues:
+    for q in rows[:top]:
         rate = q["arrival_rate_per_s"]
         table.add_row(
-            escape(q["queue"]),
+            _named(q["queue"], q["instances"]),
             "-" if q["capacity"] is None else str(q["capacity"]),
             f"{q['mean_occupancy']:.3g} / {q['max_occupancy']}",
-            f"{q['waits_empty']} ({_fmt(q['waited_empty_ns'])})",
-            f"{q['waits_full']} ({_fmt(q['waited_full_ns'])})",
+            f"{_count(q['waits_empty'])} ({_fmt(q['waited_empty_ns'])})",
+            f"{_count(q['waits_full'])} ({_fmt(q['waited_full_ns'])})",
             f"{_fmt(q['comm_latency_mean_ns'])} / {_fmt(q['comm_latency_max_ns'])}",
-            f"{q['arrivals']}" + ("" if rate is None else f" ({rate:.4g}/s)"),
+            _count(q["arrivals"]) + ("" if rate is None else f" ({rate:.4g}/s)"),
         )
     console.print(table)
+    _more(console, min(top, len(rows)), len(rows), "queues")

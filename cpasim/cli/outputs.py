@@ -23,8 +23,9 @@ OutOpt = Annotated[
     Path | None,
     typer.Option(
         "--out",
-        help="Run folder for config.toml (the resolved scenario) and result.json (what "
-        "--json prints); files asked for by a bare name (--trace t.cpt) go into it too.",
+        help="Run folder for config.toml (the resolved scenario), result.json (what "
+        "--json prints) and report.html; the other files asked for by a bare name go into "
+        "it too.",
     ),
 ]
 OverwriteOpt = Annotated[
@@ -79,13 +80,26 @@ def plan(
     return Outputs(out, trace, series, interval_ns)
 
 
-def finish(outputs: Outputs, cfg, result, result_json: dict) -> None:
-    """Write the series and the run folder's config.toml and result.json."""
+def finish(outputs: Outputs, cfg, result, result_json: dict, *, analysis=None, trace=None) -> None:
+    """Write the series and the run folder's config.toml, result.json and report.html
+    (its verdict is ``result_json["verdict"]`` when the run was explained; its
+    critical-path graph comes from ``analysis``, the run's unmodified analysis, and its
+    timeline from the trace: ``trace`` (a file or an in-memory source, e.g. the one
+    ``--explain`` recorded), else the ``--trace`` file; with a trace and no analysis
+    the trace is analysed for them)."""
     if outputs.series is not None:
         result.series.write(outputs.series)
     if outputs.out is not None:
         runfolder.write_config(outputs.out, cfg)
         runfolder.write_result(outputs.out, result_json)
+        runfolder.write_report(
+            outputs.out,
+            cfg,
+            result_json,
+            series=outputs.series,
+            analysis=analysis,
+            trace=trace if trace is not None else outputs.trace,
+        )
 
 
 def warn_if_huge(cfg, trace_suffix: str | None = None) -> None:

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from cpasim import runfolder
+from cpasim import runfolder, verdict
 from cpasim.cli import app
 from cpasim.cli import outputs as outs
 from cpasim.cli.outputs import OutOpt, OverwriteOpt
@@ -21,6 +21,7 @@ from cpasim.predict.predict import changed_config, parse_changes, predict
 from cpasim.predict.runs import PathSummary, baseline
 from cpasim.predict.validate import validate
 from cpasim.progress import activity
+from cpasim.verdict import Verdict
 
 #: The changed scenario in a validate run folder (beside config.toml, the baseline).
 CHANGED = "changed.toml"
@@ -71,6 +72,12 @@ def _bottleneck(path: PathSummary) -> str:
     return f"{path.bottleneck} ({path.share:.0%})"
 
 
+def _limited(v: Verdict | None, path: PathSummary) -> str:
+    """``limited by <resource> [kind]; most critical <state> (share)``."""
+    head = f"limited by {v.resource} [{v.kind}]" if v is not None else "limited by (unknown)"
+    return f"{head}; most critical {_bottleneck(path)}"
+
+
 def _cp(path: PathSummary) -> str:
     return ", ".join(f"{v / 1e6:.3f} ms" for v in path.critical_path_ns.values())
 
@@ -106,21 +113,43 @@ def predict_cmd(
         activity("cpasim predict", progress),
     ):
         run = baseline(cfg, trace, Path(tmp), progress=progress)
-        p = predict(run, new_cfg, whole=whole)
+        if whole:  # the verdict's own change is predicted over the tail; not here
+            base_v = verdict.explain(run.cfg, run.result, run.path)
+            p = predict(run, new_cfg, whole=True)
+        else:
+            base_v, p = verdict.baseline_and_change(run, new_cfg)
+        new_v = verdict.of_prediction(run, new_cfg, p)
     if as_json:
-        _echo_json(p.to_json())
+        _echo_json(
+            {**p.to_json(), "baseline_verdict": _json(base_v), "predicted_verdict": _json(new_v)}
+        )
         return
     m = p.metric
     typer.echo(f"baseline   {_fmt(m, p.baseline)}  critical path {_cp(p.baseline_path)}")
-    typer.echo(f"           bottleneck {_bottleneck(p.baseline_path)}")
+    typer.echo(f"           {_limited(base_v, p.baseline_path)}")
     for line in p.effects:
         typer.echo(f"what-if    {line}")
     ratio = p.predicted / p.baseline if p.baseline else float("nan")
     typer.echo(
         f"predicted  {_fmt(m, p.predicted)} (× {ratio:.3f})  critical path {_cp(p.predicted_path)}"
     )
-    typer.echo(f"           bottleneck {_bottleneck(p.predicted_path)}")
+    typer.echo(f"           {_limited(new_v, p.predicted_path)}")
     typer.echo(f"analysed   {_span(p.analysed_ns)} of the run")
+    _advice(base_v, cfg, new_cfg, scenario)
+
+
+def _json(v: Verdict | None) -> dict | None:
+    return v.to_json() if v is not None else None
+
+
+def _advice(v: Verdict | None, cfg, new_cfg, scenario: Path) -> None:
+    """The baseline's verdict in full, when its change is not the one asked about."""
+    if v is None or not v.change or cfg.with_values(v.values).digest == new_cfg.digest:
+        return
+    typer.echo("")
+    typer.echo("the baseline's own verdict:")
+    for line in v.lines(str(scenario)):
+        typer.echo(line)
 
 
 def _span(ns: tuple[float, float]) -> str:
@@ -143,7 +172,8 @@ def validate_cmd(
 
     A change the parameter table cannot predict is re-simulated all the same,
     with the reason the prediction was refused.  With --out DIR: DIR/config.toml
-    (the baseline), DIR/changed.toml and DIR/result.json (what --json prints)."""
+    (the baseline), DIR/changed.toml, DIR/result.json (what --json prints) and
+    DIR/report.html."""
     cfg, new_cfg = _configs(scenario, change, set_, predictable=False)
     if out_dir is not None:
         runfolder.prepare(out_dir, overwrite)
@@ -158,20 +188,23 @@ def validate_cmd(
         runfolder.write_config(out_dir, cfg)
         runfolder.write_config(out_dir, new_cfg, CHANGED)
         runfolder.write_result(out_dir, v.to_json())
+        runfolder.write_report(out_dir, cfg, v.to_json())
     if as_json:
         _echo_json(v.to_json())
         return
     p = v.prediction
     m = v.metric
-    typer.echo(f"baseline   {_fmt(m, v.baseline)}  bottleneck {_bottleneck(v.baseline_path)}")
+    typer.echo(f"baseline   {_fmt(m, v.baseline)}  {_limited(v.baseline_verdict, v.baseline_path)}")
     if p is None:
         typer.echo(f"refused    {v.refused}")
-        typer.echo(f"actual     {_fmt(m, v.actual)}  bottleneck {_bottleneck(v.actual_path)}")
+        typer.echo(f"actual     {_fmt(m, v.actual)}  {_limited(v.actual_verdict, v.actual_path)}")
         return
     for line in p.effects:
         typer.echo(f"what-if    {line}")
-    typer.echo(f"predicted  {_fmt(m, p.predicted)}  bottleneck {_bottleneck(p.predicted_path)}")
-    typer.echo(f"actual     {_fmt(m, v.actual)}  bottleneck {_bottleneck(v.actual_path)}")
+    typer.echo(
+        f"predicted  {_fmt(m, p.predicted)}  {_limited(v.predicted_verdict, p.predicted_path)}"
+    )
+    typer.echo(f"actual     {_fmt(m, v.actual)}  {_limited(v.actual_verdict, v.actual_path)}")
     typer.echo(f"error      {v.error:.1%}  (predicted over {_span(p.analysed_ns)} of the run)")
 
 
@@ -199,7 +232,8 @@ def ladder_cmd(
     """Remove bottlenecks one by one; predict each configuration from every earlier run.
 
     With --out DIR: DIR/config.toml, DIR/result.json (what --json prints),
-    DIR/ladder.md and DIR/ladder.png unless --markdown/--plot say otherwise."""
+    DIR/report.html, DIR/ladder.md and DIR/ladder.png unless --markdown/--plot say
+    otherwise."""
     cfg = load_scenario(scenario, sets=list(set_ or []))
     outs.warn_if_huge(cfg, ".cpt")
     if out_dir is not None:
@@ -231,9 +265,19 @@ def ladder_cmd(
                 write_text_atomically(target, table)
         except OSError as exc:
             raise CpasimError(f"{target}: cannot write: {exc.strerror}") from None
+        if write is not None:
+            # stderr: stdout is the table (or --json).
+            typer.echo(
+                f"cpasim: wrote {target}: {ladder_mod.plot_what(lad)}",
+                err=True,
+            )
     if out_dir is not None:
         runfolder.write_config(out_dir, cfg)
         runfolder.write_result(out_dir, lad.to_json())
+        chart = (
+            [(ladder_mod.plot_what(lad), plot)] if plot and plot.suffix.lower() == ".png" else []
+        )
+        runfolder.write_report(out_dir, cfg, lad.to_json(), images=chart)
     if as_json:
         _echo_json(lad.to_json())
         return

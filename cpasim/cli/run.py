@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated
 
@@ -17,8 +19,10 @@ from cpasim.cli import outputs as outs
 from cpasim.config import load_scenario
 from cpasim.model import flows
 from cpasim.model.cpu import CATEGORIES
-from cpasim.predict.runs import write_run_record
+from cpasim.predict.runs import analysed_run, write_run_record
+from cpasim.progress import activity
 from cpasim.simulate import Result, simulate
+from cpasim.verdict import explain, explain_run, idle_line
 
 
 @app.command("run")
@@ -53,47 +57,59 @@ def run_cmd(
     snaplen: Annotated[
         int, typer.Option("--snaplen", help="Bytes of each frame the capture keeps.")
     ] = DEFAULT_SNAPLEN,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="Also trace the run (into --trace, or a temporary file), find its critical "
+            "path, and say what limits it, what to change and what the change would buy.",
+        ),
+    ] = False,
 ) -> None:
-    """Simulate SCENARIO and report goodput, utilisation, CPU split, latency and drops."""
+    """Simulate SCENARIO and report goodput, utilisation, CPU split, latency, drops and
+    what limits the run."""
     cfg = load_scenario(scenario, sets=sets or [])
     plan = outs.plan(
         cfg, out=out_dir, overwrite=overwrite, trace=trace, series=series, interval=interval
     )
-    trace = plan.trace
     if pcap is not None:  # a bare file name goes into the run folder
         pcap = runfolder.artefact_path(plan.out, runfolder.CAPTURE, pcap)
     capture = PcapSpec(pcap, pcap_side, snaplen) if pcap is not None else None
-    outs.warn_if_huge(cfg, trace.suffix.lower() if trace is not None else None)
-    try:
-        result = simulate(
-            cfg, trace_path=trace, progress=progress, series=plan.interval_ns, pcap=capture
-        )
-    except KeyboardInterrupt as stop:
-        # The files asked for keep what they held (and an earlier trace its sidecar).
-        kept = getattr(stop, "kept", None)
-        said = f"; the trace recorded so far is in {kept}" if kept is not None else ""
-        if trace is not None and kept is None:
-            said = f"; no trace written ({trace} is as it was)"
-        print(f"cpasim: run interrupted, no result{said}", file=sys.stderr)
-        raise typer.Exit(130) from None
-    if trace is not None:
-        # What predict/validate need to take this trace as their baseline; bound to
-        # the trace just written (a stale one left by a failure here is refused).
-        write_run_record(cfg, trace, result.to_json())
-    out = result.to_json()
-    out["scenario"] = str(scenario)
-    if trace is not None:
-        out["trace"] = str(trace)
-    if plan.series is not None:
-        out["series"] = str(plan.series)
-    if pcap is not None:
-        out["pcap"] = str(pcap)
-    outs.finish(plan, cfg, result, out)
+    with ExitStack() as stack:
+        trace = plan.trace
+        if explain and trace is None:  # the analysis needs a trace: a temporary one
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="cpasim-explain-"))
+            trace = Path(tmp) / "run.cpt"
+        result = _simulate(cfg, trace, progress, plan.interval_ns, capture)
+        verdict = None
+        if explain:
+            # Analysed once; the sidecar then holds the analysis predict/validate reuse.
+            with activity("cpasim run --explain", progress):
+                verdict = explain_run(analysed_run(cfg, trace, result.with_end_state()))
+        elif trace is not None:
+            # What predict/validate need to take this trace as their baseline; bound to
+            # the trace just written (a stale one left by a failure here is refused).
+            write_run_record(cfg, trace, result.with_end_state())
+        out = result.to_json()
+        out["scenario"] = str(scenario)
+        if verdict is not None:
+            out["verdict"] = verdict.to_json()
+        for name, path in (("trace", plan.trace), ("series", plan.series), ("pcap", pcap)):
+            if path is not None:
+                out[name] = str(path)
+        # Before a temporary trace goes: the report draws the run's path from it.
+        outs.finish(plan, cfg, result, out, trace=trace)
+    trace = plan.trace  # the one kept, if any
     if as_json:
         json.dump(out, sys.stdout, sort_keys=True)
         sys.stdout.write("\n")
         return
     text = summary(result, cfg, scenario, trace)
+    if explain:
+        block = verdict.lines(str(scenario)) if verdict is not None else []
+        text += "\n" + "\n".join(block or ["limited by   nothing the analysis recognises"])
+    else:
+        text += "\n" + limited_line(cfg, result)
     if pcap is not None:
         text += (
             f"\ncapture      {pcap}  (beside {pcap_side}'s NIC; cpasim calibrate inspect {pcap})"
@@ -102,6 +118,20 @@ def run_cmd(
     for name, path in (("series", plan.series), ("run folder", plan.out)):
         if path is not None:
             typer.echo(f"{name:12} {path}")
+
+
+def _simulate(cfg, trace, progress, interval_ns, capture) -> Result:
+    outs.warn_if_huge(cfg, trace.suffix.lower() if trace is not None else None)
+    try:
+        return simulate(cfg, trace_path=trace, progress=progress, series=interval_ns, pcap=capture)
+    except KeyboardInterrupt as stop:
+        # The files asked for keep what they held (and an earlier trace its sidecar).
+        kept = getattr(stop, "kept", None)
+        said = f"; the trace recorded so far is in {kept}" if kept is not None else ""
+        if trace is not None and kept is None:
+            said = f"; no trace written ({trace} is as it was)"
+        print(f"cpasim: run interrupted, no result{said}", file=sys.stderr)
+        raise typer.Exit(130) from None
 
 
 def _pct(x: float) -> str:
@@ -308,3 +338,15 @@ def _flow_lines(r: Result, cfg) -> list[str]:
         name = f"{first}" if group.count == 1 else f"{first}-{first + group.count - 1}"
         lines.append(f"  flows {name:<5}{_table_line(entries)}")
     return lines
+
+
+def limited_line(cfg, result: Result) -> str:
+    """What limits an untraced run, when one resource is saturated or it stalled; else
+    the line saying nothing is, pointing to ``--explain``."""
+    v = explain(cfg, result.with_end_state())
+    if v is None:
+        return f"limited by   {idle_line(result.to_json())}"
+    text = f"limited by   {v.resource}  [{v.kind}]"
+    if v.change:
+        text += f"\n  change     {v.change_text()}  (--explain predicts what it buys)"
+    return text

@@ -9,7 +9,6 @@ import typer
 from rich.console import Console
 
 from cpasim.cli import app
-from cpasim.errors import CpasimError
 
 
 @app.command("sweep")
@@ -55,6 +54,7 @@ def sweep_command(
             sets=sets,
             overwrite=overwrite,
             progress=progress,
+            note=lambda text: print(f"cpasim: note: {text}", file=sys.stderr),
         )
     except SweepInterrupted as stop:
         print(f"cpasim: {stop}", file=sys.stderr)
@@ -70,22 +70,29 @@ def sweep_command(
 @app.command("plot")
 def plot_command(
     results: Path = typer.Argument(..., help="Sweep results or a time series (.csv/.parquet)."),
-    x: str | None = typer.Option(None, "--x", help="Column on the x axis (a varied key)."),
-    y: str | None = typer.Option(None, "--y", help="Metric on the y axis."),
+    x: str | None = typer.Option(
+        None, "--x", help="Column on the x axis (default: the first swept key)."
+    ),
+    y: str | None = typer.Option(
+        None, "--y", help="Metric on the y axis (default: goodput, or mean latency)."
+    ),
     hue: str | None = typer.Option(None, "--hue", help="One line per value of this column."),
     heatmap: bool = typer.Option(False, "--heatmap", help="Heat map of --y over --x and --hue."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Image file (default RESULTS.png)."),
 ) -> None:
     """Draw a sweep (mean with min/max band over repeats, or a heat map), or a time
-    series from ``run --series`` (windows, queues and goodput over time)."""
+    series from 'cpasim run --series' (windows, queues and goodput over time)."""
     from cpasim.plot_series import is_series, plot_series
 
     if is_series(results):
         written = plot_series(results, out=out)
     else:
-        from cpasim.plot import plot
+        from cpasim.plot import default_axes, load, plot
 
         if x is None or y is None:
-            raise CpasimError(f"{results}: a sweep plot needs --x and --y")
+            rows, keys = load(results)
+            default_x, default_y = default_axes(rows, keys, results)
+            x, y = x or default_x, y or default_y
+            print(f"cpasim: plotting {y} against {x} (--x, --y choose others)", file=sys.stderr)
         written = plot(results, x=x, y=y, hue=hue, heatmap=heatmap, out=out)
     print(f"wrote {written}", file=sys.stderr)

@@ -126,8 +126,9 @@ def names(
 ) -> None:
     """List the systems, state machines, states and queues what-if patterns can match.
 
-    States are sys:sm:state (for --scale), queues sys:queue (for --scale-comm, --break,
-    --capacity); a name with several instances also matches as sys:name#inst.
+    States are sys:sm:state (for analyze --scale), queues sys:queue (for analyze
+    --scale-comm, --break and --capacity); a name with several instances also matches
+    as sys:name#inst.
     """
     found = trace_names(open_trace(path)).to_json()
     if as_json:

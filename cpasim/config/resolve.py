@@ -109,9 +109,78 @@ def _unknown(key: str, where: str, lookup: str, candidates: list[str], prefix: s
         )
     if lookup in SPECS:  # a global key under hosts.<h>.
         return f"{where}: {key!r}: {lookup!r} is global and cannot be set per host"
-    close = difflib.get_close_matches(lookup, candidates, n=1, cutoff=0.6)
-    hint = f"; did you mean {prefix + close[0]!r}?" if close else "; see `cpasim params`"
+    close = _closest_key(lookup, candidates)
+    if close is not None:
+        hint = f"; did you mean {prefix + close!r}?"
+    else:
+        section = lookup.rpartition(".")[0]
+        # The section's keys and sub-sections (``cost.*``), one level down.
+        under = [c[len(section) + 1 :] for c in candidates if c.startswith(section + ".")]
+        leaves = sorted({u.split(".", 1)[0] + (".*" if "." in u else "") for u in under})
+        if 0 < len(leaves) <= 8:
+            hint = f"; {prefix + section} has: " + ", ".join(leaves)
+        else:
+            hint = (
+                f"; see `cpasim params {prefix + section}`" if leaves else "; see `cpasim params`"
+            )
     return f"{where}: unknown key {key!r}{hint}"
+
+
+#: Words people use for a parameter under another name (the last part of a key).
+_SAME_MEANING = {
+    "speed": "rate",
+    "bandwidth": "rate",
+    "bw": "rate",
+    "bitrate": "rate",
+    "throughput": "rate",
+    "latency": "delay",
+    "rtt": "delay",
+    "propagation": "delay",
+    "drop": "loss",
+    "drops": "loss",
+    "loss_rate": "loss",
+    "per": "loss",
+    "frequency": "freq",
+    "clock": "freq",
+    "ghz": "freq",
+    "cpus": "cores",
+    "ncores": "cores",
+    "time": "duration",
+    "length": "duration",
+    "runtime": "duration",
+    "random_seed": "seed",
+    "congestion_control": "cc",
+    "congestion": "cc",
+}
+
+
+def _closest_key(lookup: str, candidates: list[str]) -> str | None:
+    """The key ``lookup`` most likely means: within its own section first (a word
+    of the same meaning, then the nearest spelling of the last part), then the
+    nearest spelling of the whole key.  ``link.speed`` means ``link.rate``, not
+    ``sim.seed``, which is spelt closer."""
+    lookup = lookup.lower()
+    by_lower = {c.lower(): c for c in candidates}
+    if lookup in by_lower:
+        return by_lower[lookup]
+    section, _, leaf = lookup.rpartition(".")
+    siblings = {
+        c.rpartition(".")[2]: c for low, c in by_lower.items() if low.rpartition(".")[0] == section
+    }
+    if siblings:
+        meaning = _SAME_MEANING.get(leaf)
+        if meaning in siblings:
+            return siblings[meaning]
+        close = difflib.get_close_matches(leaf, list(siblings), n=1, cutoff=0.6)
+        if close:
+            return siblings[close[0]]
+    # Elsewhere: a misspelt section (``lnk.rate``).  Not the keys of a known section
+    # again, which the shared prefix alone would make look close (``link.zzz`` and
+    # ``link.mtu``, ``cpu.bogus`` and ``cpu.cost.user``).
+    top = lookup.split(".", 1)[0]
+    others = [low for low in by_lower if not siblings or low.split(".", 1)[0] != top]
+    close = difflib.get_close_matches(lookup, others, n=1, cutoff=0.6)
+    return by_lower[close[0]] if close else None
 
 
 def _keys_under(section: str) -> list[str]:

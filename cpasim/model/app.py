@@ -73,10 +73,11 @@ class AppStats:
         self.latencies: list[float] = []
         self.done = env.event()
         self.end_ns: float | None = None
+        self.last_ns: float | None = None  # when the receiving side last read anything
 
     def delivered(self, nbytes: int, conn: str) -> None:
         self.read += nbytes
-        now = self.env._now
+        now = self.last_ns = self.env._now
         if now >= self.warmup:
             self.read_measured += nbytes
             self.measured_by_conn[conn] = self.measured_by_conn.get(conn, 0) + nbytes

@@ -50,6 +50,22 @@ UDP_APPS = {
 }
 
 
+def random_draws(cfg) -> list[str]:
+    """What in ``cfg`` draws random numbers, so that ``sim.seed`` changes the run:
+    frame loss on the link, the webserver's file sizes (the system's generator) and
+    BBR's first probing phase (each TCP connection's own, seeded from ``sim.seed``).
+    Empty when the run is the same whatever the seed."""
+    out = []
+    if cfg.link.loss > 0:
+        out.append(f"link.loss = {cfg.link.loss:g}")
+    wl = cfg.workload
+    if wl.kind == "webserver" and wl.file_size_max > wl.file_size_min:
+        out.append("the webserver's file sizes")
+    if wl.kind not in UDP_APPS:
+        out += [f"hosts.{h}.tcp.cc = bbr" for h in HOSTS if cfg.host(h).tcp.cc == "bbr"]
+    return out
+
+
 class System:
     def __init__(self, cfg, env, tracer) -> None:
         self.cfg = cfg
@@ -226,6 +242,33 @@ class System:
             for reason, n in box.stats.drops.items():
                 out[reason] = out.get(reason, 0) + n
         return out
+
+    def drops_by_place(self) -> dict[str, dict[str, int]]:
+        """Dropped packets by where they were dropped (a host, ``link``, or the
+        bottleneck's ``path``) and reason; places and reasons with none left out."""
+        out: dict[str, dict[str, int]] = {}
+        for name, host in self.hosts.items():
+            out[name] = host.drops()
+        out["link"] = {"link_loss": sum(d.lost for d in self.link_stats.directions.values())}
+        for box in self.bottlenecks:
+            place = out.setdefault("path", {})
+            for reason, n in box.stats.drops.items():
+                place[reason] = place.get(reason, 0) + n
+        return {p: {r: n for r, n in d.items() if n} for p, d in out.items() if any(d.values())}
+
+    def end_state(self) -> dict:
+        """Where the run stands when it stops, for :mod:`cpasim.verdict`: every TCP
+        connection's end (windows, flight, timer), the drops by place, and when the
+        receiving side last read."""
+        return {
+            "tcp": {
+                name: [c.end_state() for c in host.tcp]
+                for name, host in self.hosts.items()
+                if getattr(host, "tcp", None)
+            },
+            "drops": self.drops_by_place(),
+            "last_read_ns": self.stats.last_ns,
+        }
 
     def retransmits(self) -> int:
         return sum(h.retransmits() for h in self.hosts.values())

@@ -265,6 +265,29 @@ class TcpConnection:
         free = self.bufs.window(int(self.rcvbuf.level) + self.rcv_in_copy + r.ofo_bytes)
         return max(free, self.announced_edge - r.rcv_nxt, 0)
 
+    def end_state(self) -> dict:
+        """Where this end stands when the run stops: its windows, what it has in
+        flight and its retransmission timer (what :mod:`cpasim.verdict` reads to say
+        which window binds, or why a connection stalled)."""
+        s = self.sender
+        return {
+            "conn": self.conn,
+            "flight": int(s.flight),
+            "unsent": max(0, int(self.bytes_queued - s.snd_nxt)),
+            "cwnd": int(s.cwnd),
+            "peer_window": int(s.snd_wnd),
+            "sndbuf": int(self.sndbuf_size),
+            "sndbuf_free": int(self.sndbuf.level),
+            "rcv_unread": int(self.rcvbuf.level) + self.rcv_in_copy,
+            "rcv_window": int(self.receive_window()),
+            "rcvbuf": int(self.bufs.rmem if self.bufs.fixed_rcv else self.bufs.rcvbuf),
+            "timer_ns": self.rto_deadline,
+            "timer": getattr(s, "pending", "rto") if self.rto_deadline is not None else None,
+            "rto_ns": float(s.rto_ns),
+            "backoff": int(s.backoff),
+            "retransmits": int(s.retransmits),
+        }
+
     def after_read(self) -> None:
         """A read() copied data out: Linux's receive-buffer autotuning step."""
         if self.linux_rcv:

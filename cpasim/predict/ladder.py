@@ -36,6 +36,13 @@ class Rung:
     def actual(self) -> float:
         return self.run.metric
 
+    @property
+    def verdict(self):
+        """What limits this configuration as re-simulated (:mod:`cpasim.verdict`)."""
+        from cpasim.verdict import explain
+
+        return explain(self.run.cfg, self.run.result, self.run.path)
+
     def error(self, source: int) -> float:
         return relative_error(self.predictions[source].predicted, self.actual)
 
@@ -45,6 +52,25 @@ class Ladder:
     metric: str
     rungs: list[Rung]
     stopped: str | None  # why the ladder ended early, if it did
+
+    def to_dict(self) -> dict:
+        """The ladder as plain data (what ``cpasim ladder --json`` prints)."""
+        return self.to_json()
+
+    def _repr_html_(self) -> str:
+        """Per configuration: its change, re-simulated figure and bottleneck (notebooks)."""
+        from cpasim.results import html_table, metric_text
+
+        rows = [
+            (
+                f"config {r.index}: {r.remedy.describe() if r.remedy else 'baseline'}",
+                f"{metric_text(self.metric, r.actual)}, bottleneck {r.run.path.bottleneck}",
+            )
+            for r in self.rungs
+        ]
+        if self.stopped:
+            rows.append(("stopped", self.stopped))
+        return html_table(f"prediction ladder of {self.metric}", rows)
 
     def to_json(self) -> dict:
         rows = []
@@ -57,6 +83,7 @@ class Ladder:
                     "kind": r.remedy.diagnosis.kind if r.remedy else None,
                     f"actual_{self.metric}": r.actual,
                     "actual_bottleneck": r.run.path.bottleneck,
+                    "limited_by": _verdict_json(r),
                     "predictions": [
                         {
                             "from_config": src,
@@ -101,6 +128,16 @@ def ladder(cfg: Config, steps: int, workdir: Path, *, progress: bool = False) ->
     return Ladder(metric, rungs, stopped)
 
 
+def _verdict_json(r: Rung) -> dict | None:
+    v = r.verdict
+    return v.to_json() if v is not None else None
+
+
+def _limited(r: Rung) -> str:
+    v = r.verdict
+    return f"{v.kind}: {v.resource}" if v is not None else "—"
+
+
 def _fmt(metric: str, value: float) -> str:
     return f"{value / 1e6:.0f}" if metric == "goodput_bps" else f"{value / 1e3:.1f}"
 
@@ -115,7 +152,11 @@ def markdown(lad: Ladder) -> str:
     unit = unit_of(lad.metric)
     head = ["config", "change"]
     head += [f"predicted from {i} ({unit})" for i in range(1, n)]
-    head += [f"re-simulated ({unit})", "bottleneck (predicted from 1 / re-simulated)"]
+    head += [
+        f"re-simulated ({unit})",
+        "bottleneck (predicted from 1 / re-simulated)",
+        "limited by (re-simulated)",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in lad.rungs:
         cells = [str(r.index), r.remedy.describe() if r.remedy else "baseline"]
@@ -127,6 +168,7 @@ def markdown(lad: Ladder) -> str:
         cells.append(_fmt(lad.metric, r.actual))
         first = r.predictions.get(1)
         cells.append(f"{first.predicted_bottleneck if first else '—'} / {r.run.path.bottleneck}")
+        cells.append(_limited(r))
         lines.append("| " + " | ".join(cells) + " |")
     if lad.stopped:
         lines.append("")
@@ -135,9 +177,26 @@ def markdown(lad: Ladder) -> str:
 
 
 def _wrap(text: str, width: int = 22) -> str:
-    import textwrap
-
-    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) or text
+    """``text`` in lines of about ``width`` characters, broken between words, or after
+    the ``=`` of a ``key=value`` too long for a line; never inside a word: a value
+    and its unit (``4MiB``) stay whole."""
+    pieces = []
+    for word in text.split():
+        key, eq, value = word.partition("=")
+        if eq and value and len(word.rstrip(",")) > width:
+            pieces += [key + eq, value]
+        else:
+            pieces.append(word)
+    lines: list[str] = []
+    line = ""
+    for piece in pieces:
+        joined = line + ("" if line.endswith("=") else " ") + piece if line else piece
+        if line and len(joined.rstrip(",")) > width:
+            lines.append(line)
+            line = piece
+        else:
+            line = joined
+    return "\n".join([*lines, line]) if line else text
 
 
 def _label(ax, bar, text: str, **style) -> None:
@@ -201,7 +260,9 @@ def draw(lad: Ladder):
         change = r.remedy.describe() if r.remedy else "baseline"
         found = r.run.path.bottleneck
         first = r.predictions.get(1)
-        label = f"config {r.index}: {_wrap(change)}\n\nbottleneck:\n{_wrap(found)}"
+        v = r.verdict
+        limited = f"limited by ({v.kind}):\n{_wrap(v.resource)}\n\n" if v is not None else ""
+        label = f"config {r.index}: {_wrap(change)}\n\n{limited}bottleneck:\n{_wrap(found)}"
         if first is not None and first.predicted_bottleneck != found:
             label += f"\n(predicted from 1:\n{_wrap(first.predicted_bottleneck)})"
         ticks.append(label)
@@ -218,6 +279,15 @@ def draw(lad: Ladder):
         fig.text(0.01, 0.01, _wrap(f"Stopped early: {lad.stopped}.", 140), fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def plot_what(lad: Ladder) -> str:
+    """What the chart of :func:`plot` shows, in a line."""
+    name = "goodput" if lad.metric == "goodput_bps" else "mean latency"
+    return (
+        f"{name} of {len(lad.rungs)} configurations, each predicted from every earlier "
+        "one (bars labelled with their error) beside its re-simulation, and the bottlenecks"
+    )
 
 
 def plot(lad: Ladder, path: Path) -> None:

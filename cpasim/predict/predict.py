@@ -95,6 +95,33 @@ class Prediction:
         """The prediction as plain data (what ``cpasim predict --json`` prints)."""
         return self.to_json()
 
+    @property
+    def ratio(self) -> float:
+        """predicted / baseline (NaN for a baseline of 0)."""
+        return self.predicted / self.baseline if self.baseline else float("nan")
+
+    def __repr__(self) -> str:
+        from cpasim.results import metric_text
+
+        return (
+            f"Prediction({self.metric}: {metric_text(self.metric, self.baseline)} -> "
+            f"{metric_text(self.metric, self.predicted)} (x{self.ratio:.3f}), bottleneck "
+            f"{self.baseline_path.bottleneck} -> {self.predicted_path.bottleneck})"
+        )
+
+    def _repr_html_(self) -> str:
+        """Baseline, prediction and bottlenecks as a small table (notebooks)."""
+        from cpasim.results import html_table, metric_text
+
+        rows = [
+            ("baseline", metric_text(self.metric, self.baseline)),
+            ("predicted", f"{metric_text(self.metric, self.predicted)} (×{self.ratio:.3f})"),
+            ("bottleneck before", self.baseline_path.bottleneck or "(none)"),
+            ("bottleneck after", self.predicted_path.bottleneck or "(none)"),
+        ]
+        rows += [("what-if", e) for e in self.effects]
+        return html_table(f"prediction of {self.metric}", rows)
+
     def to_json(self) -> dict:
         m = self.metric
         return {

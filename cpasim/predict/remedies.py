@@ -1,154 +1,45 @@
-"""Bottleneck → the configuration change that removes it (the ladder's step).
+"""Bottleneck kind → the ladder's step: the configuration change that removes it.
 
 Saidi's figure 6.2 walks a sequence of bottlenecks, each removed by an
-ordinary parameter change.  :func:`diagnose` names the kind of bottleneck of a
-critical path; :data:`REMEDIES` says what to change for each kind:
+ordinary parameter change.  :func:`~cpasim.predict.diagnose.diagnose` names the
+kind of bottleneck of a critical path; :data:`REMEDIES` says what the ladder
+changes for each kind, as the seed's steps did:
 
-============== ============================================ =================================
-kind           recognised by                                remedy
-============== ============================================ =================================
-``link``       ``*:MAC:transmit`` (serialization)           ``link.rate`` × 10
-``bottleneck`` ``*:Bottleneck:serialize``                   ``bottleneck.rate`` × 10
-``window``     a resource loop through ``Send window`` or   the socket buffers ≥ 4 × bandwidth-
-               ``Send buffer``                              delay product: ``tcp.wmem`` and
-                                                            ``tcp.rmem`` (fixed buffers), else
-                                                            ``tcp.sndbuf``/``tcp.rcvbuf`` where
-                                                            set, else the autotuning limits
-                                                            ``tcp.wmem_max``/``tcp.rmem_max``
-``bus``        NIC DMA states, a register write waiting     ``pcie.lanes`` × 4 on that host
-               for M5's bus, a busy PCIe channel bound,
-               loops through ``PCI bus``                    (then the next generation)
-``cores``      a busy ``CPU cores`` bound, or CPU states    ``cpu.cores`` + 1 on that host
-               with a loop through ``CPU cores``
-``cpu``        CPU states, no core contention               ``cpu.freq`` × 2 on that host
-``tx_ring``    a loop through ``TX free desc``              ``nic.tx_ring`` × 2
-``rx_ring``    a loop through ``RX free desc``              ``nic.rx_ring`` × 2
-``qdisc``      a loop through ``qdisc``                     ``qdisc.len`` × 2
-``tx_fifo``    a loop through ``TX FIFO``                   ``nic.tx_fifo`` × 2
-============== ============================================ =================================
+============== =====================================================================
+kind           remedy
+============== =====================================================================
+``link``       ``link.rate`` × 10
+``bottleneck`` ``bottleneck.rate`` × 10
+``window``     the socket buffers of both hosts ≥ 4 × bandwidth-delay product (the
+               seed's configuration 3 grew both): ``tcp.wmem`` and ``tcp.rmem``
+               (fixed buffers), else ``tcp.sndbuf``/``tcp.rcvbuf`` where set, else
+               the autotuning limits ``tcp.wmem_max``/``tcp.rmem_max``
+``bus``        ``pcie.lanes`` × 4 on that host (then the next generation)
+``cores``      ``cpu.cores`` + 1 on that host
+``cpu``        ``cpu.freq`` × 2 on that host
+``tx_ring``    ``nic.tx_ring`` × 2
+``rx_ring``    ``nic.rx_ring`` × 2
+``qdisc``      ``qdisc.len`` × 2
+``tx_fifo``    ``nic.tx_fifo`` × 2
+============== =====================================================================
 
-Propagation (``*:Link:propagate``) and the communication latency through the
-wire are out of a designer's hands: when one of them is the most critical
-entry, the resource loops of the path say which resource makes the path wait
-for the round trip (Saidi 6.2.2: the TCP window), and that resource is the
-bottleneck.  Entries nothing here recognises are skipped in favour of the next.
+:mod:`cpasim.verdict` says the same to a user, changing only the side that binds
+(a send-buffer limit only the sender's buffer).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 
 from cpasim.config import Config, spec_of
+from cpasim.predict.diagnose import Diagnosis, diagnose
 from cpasim.predict.runs import PathSummary
-from cpasim.predict.transforms_table import CPU_STATES
 
-LATENCY = "latency"
-
-#: State (``sys:sm:state``) patterns → kind.
-STATE_KINDS: tuple[tuple[str, str], ...] = (
-    ("*:MAC:transmit", "link"),
-    ("*:Bottleneck:serialize", "bottleneck"),
-    ("*:Link:propagate", LATENCY),
-    ("*:NIC TX:DMA *", "bus"),
-    ("*:NIC RX:DMA *", "bus"),
-    ("*:NIC TX:writeback", "bus"),
-    ("*:TX Desc Fetch:DMA *", "bus"),
-    ("*:TX Desc Writeback:writeback", "bus"),
-    ("*:*:mmio write", "bus"),  # a register write waiting for M5's bus
-    # Linux 2.6.13's send call: its time is IP Send's work on the caller's core.
-    ("*:*:ip_push_pending_frames", "cpu"),
-    ("*:IP Send:qdisc_restart", "cpu"),
-    ("*:Driver TX:xmit", "cpu"),
-    ("*:NAPI:poll", "cpu"),
-    *((f"*:*:{s}", "cpu") for s in CPU_STATES),
-)
-
-#: Queue (``qsys:q``) patterns → kind, for communication edges and resource loops.
-QUEUE_KINDS: tuple[tuple[str, str], ...] = (
-    ("*:wire*", LATENCY),
-    ("*:Send window*", "window"),
-    ("*:Send buffer*", "window"),
-    # PCIe channel loops are arbitration-order artifacts that predictions free
-    # (transforms_table.REORDERED_POOLS); the DMA states themselves name the bus.
-    ("*:PCI bus", "bus"),
-    ("*:CPU cores", "cores"),
-    ("*:TX free desc", "tx_ring"),
-    ("*:RX free desc", "rx_ring"),
-    ("*:qdisc", "qdisc"),
-    ("*:TX FIFO", "tx_fifo"),
-)
+__all__ = ["REMEDIES", "Diagnosis", "Remedy", "diagnose", "remedy_for"]
 
 #: Window remedy: buffers at least this many bandwidth-delay products.
 BDP_FACTOR = 4
-
-
-@dataclass(frozen=True)
-class Diagnosis:
-    kind: str
-    sys: str  # host of the resource ("tx"/"rx"), or "" for the link
-    reason: str
-
-
-def _kind(name: str, table) -> str | None:
-    for pattern, kind in table:
-        if fnmatchcase(name, pattern):
-            return kind
-    return None
-
-
-def _edge_queue(edge: str) -> str | None:
-    """``"a:X->b:Y[qsys:q]"`` → ``"qsys:q"``."""
-    if "[" in edge and edge.endswith("]"):
-        return edge[edge.index("[") + 1 : -1]
-    return None
-
-
-def _loop_kind(path: PathSummary, exclude: tuple[str, ...] = ()) -> tuple[str, str, str] | None:
-    for loop in path.loops:
-        q = _edge_queue(loop["edge"])
-        kind = _kind(q, QUEUE_KINDS) if q else None
-        if kind and kind != LATENCY and kind not in exclude:
-            return kind, q.split(":", 1)[0], f"resource loop {loop['edge']} ({loop['count']}×)"
-    return None
-
-
-#: Resources whose busy-time bound (cpasim.predict.bounds) can set a path's length.
-RESOURCE_KINDS: tuple[tuple[str, str], ...] = (("*:CPU cores", "cores"), ("*:PCIe *", "bus"))
-
-
-def diagnose(path: PathSummary) -> Diagnosis | None:
-    """The kind of bottleneck of ``path`` (see the module docstring), or None."""
-    kind = _kind(path.bottleneck or "", RESOURCE_KINDS) if path.bottleneck in path.busy_ns else None
-    if kind is not None:
-        sys = path.bottleneck.split(":", 1)[0]
-        return Diagnosis(kind, sys, f"{path.bottleneck} busy the whole run (utilization bound)")
-    for entry in path.most_critical:
-        name = entry["name"]
-        share = f"{name} ({entry['share']:.0%} of the critical path)"
-        if "->" in name:
-            q = _edge_queue(name)
-            kind = _kind(q, QUEUE_KINDS) if q else None
-        else:
-            kind = _kind(name, STATE_KINDS)
-        if kind is None:
-            continue
-        sys = name.split(":", 1)[0]
-        if kind == LATENCY:
-            found = _loop_kind(path)
-            if found:
-                k, s, why = found
-                return Diagnosis(k, s, f"{share} waits on the round trip; {why}")
-            continue
-        if kind == "cpu":
-            found = _loop_kind(path)
-            if found and found[0] == "cores":
-                return Diagnosis("cores", sys, f"{share}; {found[2]}")
-        if kind in ("link", "bottleneck"):
-            sys = ""
-        return Diagnosis(kind, sys, share)
-    return None
 
 
 def _pow2_at_least(n: float) -> int:

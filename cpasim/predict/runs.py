@@ -79,6 +79,29 @@ def sidecar_path(trace: Path) -> Path:
     return trace.with_name(trace.name + ".run.json")
 
 
+def recorded_ends(trace: Path) -> tuple[str, str] | None:
+    """The start and end state machines (``"tx:App"``, ``"rx:App"``) of the run that
+    recorded ``trace``, from its sidecar; None without one.  A sidecar that is not
+    one, or describes another trace, is refused (its ends would be a guess)."""
+    side = sidecar_path(Path(trace))
+    try:
+        data = json.loads(side.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise CpasimError(f"{side}: unreadable run sidecar ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != SIDECAR_FORMAT:
+        raise CpasimError(f"{side}: expected a {SIDECAR_FORMAT} sidecar; give --start and --end")
+    if data.get("trace_digest") != trace_digest(trace):
+        raise CpasimError(
+            f"{side}: describes another trace than {Path(trace).name} (replaced after its run "
+            "was recorded); give --start and --end"
+        )
+    _check_sidecar(data, side)
+    result = data["result"]
+    return ":".join(result["analysis_start"]), ":".join(result["analysis_end"])
+
+
 def metric_of(kind: str) -> tuple[str, bool]:
     return METRICS[kind]
 
@@ -302,14 +325,17 @@ def traced_run(
     trace = Path(trace)
     with note(f"simulating into {trace.name}"):
         res = simulate(cfg, trace_path=trace, progress=progress)
-    return analysed_run(cfg, trace, res.to_json(), window=window)
+    return analysed_run(cfg, trace, res.with_end_state(), window=window)
 
 
 def write_run_record(cfg: Config, trace: Path, result: dict) -> None:
     """The sidecar of a plain traced run (``cpasim run --trace``): its config digest and
     result, without the analysis, which :func:`load_run` adds the first time the trace
     is predicted from (so a run that is never predicted from costs no analysis)."""
-    _write_sidecar(trace, {"config_digest": cfg.digest, "result": result, "analysed": False})
+    _write_sidecar(
+        trace,
+        {"config_digest": cfg.digest, "config": cfg.to_toml(), "result": result, "analysed": False},
+    )
 
 
 def _write_sidecar(trace: Path, side: dict, digest: str | None = None) -> None:
@@ -356,6 +382,7 @@ def analysed_run(
         trace,
         {
             "config_digest": cfg.digest,
+            "config": cfg.to_toml(),
             "result": result,
             "analysed": True,
             "path": run.path.to_json(),

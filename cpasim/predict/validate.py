@@ -37,6 +37,11 @@ class Validation:
     actual: float
     actual_path: PathSummary
     refused: str | None = None  # why the table cannot predict the change
+    #: What limits each: the baseline (its own change predicted), the changed system as
+    #: predicted, and as re-simulated (:class:`cpasim.verdict.Verdict`, None if unknown).
+    baseline_verdict: object = None
+    predicted_verdict: object = None
+    actual_verdict: object = None
 
     @property
     def error(self) -> float | None:
@@ -48,6 +53,24 @@ class Validation:
     def to_dict(self) -> dict:
         """Prediction, re-simulation and error as plain data (``cpasim validate --json``)."""
         return self.to_json()
+
+    def _repr_html_(self) -> str:
+        """Baseline, prediction, re-simulation and error as a small table (notebooks)."""
+        from cpasim.results import html_table, metric_text
+
+        m = self.metric
+        p = self.prediction
+        rows = [
+            ("baseline", metric_text(m, self.baseline)),
+            ("predicted", metric_text(m, p.predicted) if p else f"refused: {self.refused}"),
+            ("re-simulated", metric_text(m, self.actual)),
+            ("error", "-" if self.error is None else f"{self.error:.1%}"),
+            ("bottleneck before", self.baseline_path.bottleneck or "(none)"),
+        ]
+        if p is not None:
+            rows.append(("bottleneck predicted", p.predicted_bottleneck or "(none)"))
+        rows.append(("bottleneck re-simulated", self.actual_path.bottleneck or "(none)"))
+        return html_table(f"validation of {m}", rows)
 
     def to_json(self) -> dict:
         m = self.metric
@@ -69,7 +92,14 @@ class Validation:
             "actual_bottleneck": self.actual_path.bottleneck,
             "actual_most_critical": self.actual_path.most_critical,
             "error": self.error,
+            "baseline_verdict": _json(self.baseline_verdict),
+            "predicted_verdict": _json(self.predicted_verdict),
+            "actual_verdict": _json(self.actual_verdict),
         }
+
+
+def _json(v) -> dict | None:
+    return v.to_json() if v is not None else None
 
 
 def validate(
@@ -78,14 +108,32 @@ def validate(
     """Predict ``new_cfg`` from ``run`` (over its window, or ``whole`` trace) unless
     the table refuses it, then simulate it (traced into ``trace``; ``progress``:
     its bar on stderr)."""
+    from cpasim import verdict
+
     why_not = refusal(run.cfg, new_cfg)
-    prediction = None if why_not else predict(run, new_cfg, whole=whole)
+    base_path = _baseline_path(run, whole)
+    base_v = verdict.explain(run.cfg, run.result, run.path)
+    prediction = predicted_v = None
+    if why_not is None and not whole:
+        base_v, prediction = verdict.baseline_and_change(run, new_cfg)
+    elif why_not is None:
+        prediction = predict(run, new_cfg, whole=True)
+    if prediction is not None:
+        predicted_v = verdict.of_prediction(run, new_cfg, prediction)
     with note("re-simulating the change"):
         actual = traced_run(new_cfg, trace, window=False, progress=progress)
     metric, _ = metric_of(run.result["workload"])
-    base_path = prediction.baseline_path if prediction else _baseline_path(run, whole)
     return Validation(
-        metric, run.metric, base_path, prediction, actual.metric, actual.path, why_not
+        metric,
+        run.metric,
+        base_path,
+        prediction,
+        actual.metric,
+        actual.path,
+        why_not,
+        baseline_verdict=base_v,
+        predicted_verdict=predicted_v,
+        actual_verdict=verdict.explain(new_cfg, actual.result, actual.path),
     )
 
 

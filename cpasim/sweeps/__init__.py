@@ -12,8 +12,8 @@ The package is named ``sweeps`` so that ``cpasim.sweep`` can be the function.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cpasim.errors import CpasimError
@@ -72,6 +72,8 @@ class SweepResult:
     rows: list[dict]
     keys: list[str]
     out: Path | None = None
+    #: What a person should know about the sweep as a whole (repeats that cannot differ).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def errors(self) -> list[dict]:
@@ -131,10 +133,23 @@ def sweep(
         from cpasim.config import scenario_config
 
         scenario = scenario_config(scenario, overrides)
+    notes: list[str] = []
     rows, keys = sweep_rows(
-        scenario, grid, zip, repeat, workers, dask, out, resume, analyze, sets, overwrite, progress
+        scenario,
+        grid,
+        zip,
+        repeat,
+        workers,
+        dask,
+        out,
+        resume,
+        analyze,
+        sets,
+        overwrite,
+        progress,
+        note=notes.append,
     )
-    return SweepResult(rows, keys, Path(out) if out is not None else None)
+    return SweepResult(rows, keys, Path(out) if out is not None else None, notes)
 
 
 def sweep_rows(
@@ -150,9 +165,15 @@ def sweep_rows(
     sets=(),
     overwrite=False,
     progress=True,
+    *,
+    note: Callable[[str], None] | None = None,
 ) -> tuple[list[dict], list[str]]:
-    """:func:`sweep` returning the rows as dicts and the varied keys."""
+    """:func:`sweep` returning the rows as dicts and the varied keys; ``note`` is told,
+    before anything runs, what a person should know about the sweep as a whole."""
     base, keys, points = plan(scenario, grid, zip=zip, repeat=repeat, sets=sets)
+    said = repeat_note(base, points, repeat)
+    if said is not None and note is not None:
+        note(said)
     rows = execute(
         points,
         functools.partial(evaluate, base, analyze),
@@ -167,3 +188,29 @@ def sweep_rows(
         analyze_columns=ANALYSIS_COLUMNS if analyze else (),
     )
     return rows, keys
+
+
+def repeat_note(base, points, repeat: int) -> str | None:
+    """Repeats differ only by their seed: say so when no point of the sweep draws a
+    random number (:func:`~cpasim.model.system.random_draws`), as its rows will be
+    the same."""
+    if repeat <= 1:
+        return None
+    from cpasim.model.system import random_draws
+
+    seen: set[tuple] = set()
+    for point in points:
+        values = tuple(sorted(point.overrides.items()))
+        if values in seen:
+            continue
+        seen.add(values)
+        try:
+            cfg = base.with_overrides(point.overrides, where="--grid")
+        except CpasimError:
+            continue  # a clash of values: that point's row says so
+        if random_draws(cfg):
+            return None
+    return (
+        f"--repeat {repeat}: nothing in this scenario draws random numbers (no link.loss, "
+        "no BBR, no webserver file sizes), so every repeat of a point gives the same row"
+    )

@@ -35,6 +35,7 @@ ANALYSIS_COLUMNS = (
     "critical_state_waiting",
     "resource_loop",
     "resource_loop_count",
+    "limited_by",
 )
 
 
@@ -79,7 +80,7 @@ def evaluate(base, analyze: bool, point: Point) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="cpasim-sweep-") as tmp:
         trace = Path(tmp) / "point.cpt"
         result = simulate(cfg, trace_path=trace)
-        return {**_metrics(result), **analysis_columns(trace, result), **row}
+        return {**_metrics(result), **analysis_columns(trace, result, cfg), **row}
 
 
 #: Fields of ``Result.to_json()`` that describe the run rather than measure it.
@@ -91,14 +92,17 @@ def _metrics(result) -> dict[str, object]:
     return flatten(data)
 
 
-def analysis_columns(trace: Path, result) -> dict[str, object]:
-    """The most critical state and the strongest resource loop of one run.
+def analysis_columns(trace: Path, result, cfg=None) -> dict[str, object]:
+    """The most critical state and the strongest resource loop of one run, and (given
+    its ``cfg``) the kind of what limits it (:mod:`cpasim.verdict`).
 
     With several connections in the trace, those of the connection with the
     longest critical path.
     """
     from cpasim.analysis import analyze
+    from cpasim.predict.runs import summarize
     from cpasim.trace import open_trace
+    from cpasim.verdict import explain
 
     report = analyze(
         open_trace(trace), start=result.analysis_start, end=result.analysis_end, listing_limit=0
@@ -110,10 +114,14 @@ def analysis_columns(trace: Path, result) -> dict[str, object]:
     path = max(paths, key=lambda p: p.critical_path_ns)
     state = path.most_critical[0] if path.most_critical else {}
     loop = path.loops[0] if path.loops else {}
+    verdict = None
+    if cfg is not None:
+        verdict = explain(cfg, result.with_end_state(), summarize(report, str(trace)))
     return {
         "critical_state": state.get("name"),
         "critical_state_share": state.get("share"),
         "critical_state_waiting": state.get("waiting_share"),
         "resource_loop": loop.get("edge"),
         "resource_loop_count": loop.get("count"),
+        "limited_by": verdict.kind if verdict is not None else None,
     }

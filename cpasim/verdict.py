@@ -1,0 +1,826 @@
+"""What limits a run, in a user's words: the resource, the evidence, the change that
+would help and what it would buy.
+
+A :class:`Verdict` is built from what a run measured (utilisation, drops,
+retransmissions, and where each TCP connection stood when the run stopped:
+:meth:`cpasim.model.system.System.end_state`) and, when the run was traced, from
+its critical path (:func:`cpasim.predict.diagnose.diagnose`).  The critical path
+says *which* resource the run waited on; the end state says *which side* of it:
+a loop through ``Send window`` is the peer's receive window when that window is
+the smaller one, the congestion window when it is not (and a congestion window
+kept small by losses is a loss limit); a receive window kept closed by unread
+data is the reading host's limit, not its buffer's.  The change names the host and
+the key that bind (a receive-window limit changes only the receiver's buffer, a
+send-buffer limit only the sender's); with the run's trace at hand it is predicted
+(:mod:`cpasim.predict`) and the predicted path names what would limit next.
+
+The kinds (:data:`KINDS`) are the vocabulary every command uses.  A run that
+delivered nothing, or stopped delivering, is explained from its end state alone
+(:mod:`cpasim.stall`); a run that was not traced gets a verdict only when one
+resource is saturated (:func:`saturated`), and otherwise a line saying so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from cpasim.config import Config, spec_of
+from cpasim.predict.diagnose import Diagnosis, diagnose
+from cpasim.stall import DROP_WORDS, Stall, drop_places, drop_text, place_text
+from cpasim.units import RATE, SIZE, TIME, human
+
+#: Every kind of limit, and what it means.
+KINDS: dict[str, str] = {
+    "link": "the link: its bandwidth (or, for request/response, its delay)",
+    "bottleneck": "the bottleneck router's rate between the hosts",
+    "window": "a TCP window: the sender's send buffer, the receive window its peer "
+    "offers, or the congestion window",
+    "bus": "the I/O bus between the NIC and memory (PCIe, PCI, on-die or M5's bus)",
+    "cpu": "a CPU's speed: the work per byte and per packet on one core",
+    "cores": "the number of CPU cores: work waits for a free core",
+    "tx_ring": "the NIC's transmit descriptor ring",
+    "rx_ring": "the NIC's receive descriptor ring",
+    "qdisc": "the queue in front of the driver (qdisc)",
+    "tx_fifo": "the NIC's on-chip transmit FIFO",
+    "loss": "packet loss: each loss shrinks the congestion window",
+    "timeout": "a retransmission timeout: the connection waits for its timer",
+    "app": "the application itself: what it asks for, or how fast it reads",
+}
+
+#: Utilisation at or above which a link, router or bus is taken as saturated.
+SATURATED = 0.9
+#: Buffers offered as the window remedy: at least this many bandwidth-delay products.
+BDP_FACTOR = 4
+#: A receive buffer holding at least this share unread means the reader is behind.
+READER_BEHIND = 0.5
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What limits a run (see the module docstring).
+
+    ``change`` maps full keys to their new values as written (``hosts.tx.tcp.wmem``:
+    ``"4MiB"``), ``values`` the same in internal units; ``predicted`` is
+    ``{"metric", "baseline", "value"}`` when the change was predicted from the
+    trace; ``note`` says why it was not, or what to check.
+    """
+
+    kind: str
+    resource: str
+    host: str = ""
+    evidence: tuple[str, ...] = ()
+    change: dict[str, str] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict, repr=False)
+    predicted: dict | None = None
+    next: str | None = None
+    next_kind: str | None = None
+    note: str | None = None
+    explained: bool = True  # from the critical path (False: from utilisation alone)
+    stalled: bool = False  # nothing to scale: a change is re-simulated, not predicted
+
+    @property
+    def summary(self) -> str:
+        return f"limited by {self.resource}"
+
+    def change_text(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.change.items())
+
+    def to_json(self) -> dict:
+        return {
+            "kind": self.kind,
+            "resource": self.resource,
+            "host": self.host,
+            "summary": self.summary,
+            "evidence": list(self.evidence),
+            "change": dict(self.change),
+            "predicted": self.predicted,
+            "next": self.next,
+            "next_kind": self.next_kind,
+            "note": self.note,
+            "explained": self.explained,
+        }
+
+    def lines(self, scenario: str | None = None) -> list[str]:
+        """The verdict as a block of ``label  text`` lines for a terminal (with the
+        ``cpasim validate`` command that checks the change, given the scenario)."""
+        rows = self.rows(scenario)
+        return [f"{rows[0][0]:12} {rows[0][1]}"] + [f"  {k:10} {v}" for k, v in rows[1:]]
+
+    def rows(self, scenario: str | None = None) -> list[tuple[str, str]]:
+        """``(label, text)`` pairs: what :meth:`lines` and the HTML views show."""
+        rows = [("limited by", f"{self.resource}  [{self.kind}]")]
+        rows += [("evidence", e) for e in self.evidence]
+        if self.change:
+            rows.append(("change", self.change_text()))
+        if self.predicted is not None:
+            p = self.predicted
+            ratio = p["value"] / p["baseline"] if p["baseline"] else math.nan
+            rows.append(
+                (
+                    "predicted",
+                    f"{metric_text(p['metric'], p['baseline'])} -> "
+                    f"{metric_text(p['metric'], p['value'])} (x {ratio:.2f}), from the trace",
+                )
+            )
+        if self.next:
+            rows.append(("then", f"limited by {self.next}"))
+        if self.note:
+            rows.append(("note", self.note))
+        if self.change and scenario is not None:
+            changes = " ".join(f"--change {k}={v}" for k, v in self.change.items())
+            rows.append(("check", f"cpasim validate {scenario} {changes}"))
+        return rows
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        rows = "".join(
+            f"<tr><th style='text-align:left'>{escape(k)}</th><td>{escape(v)}</td></tr>"
+            for k, v in self.rows()
+        )
+        return f"<table>{rows}</table>"
+
+
+def metric_text(metric: str, value: float) -> str:
+    if metric == "goodput_bps":
+        return human(value, RATE)
+    return human(value, TIME)
+
+
+# -- words ------------------------------------------------------------------------------
+def _value(cfg: Config, key: str) -> str:
+    return spec_of(key).format(cfg.value(key))
+
+
+def _host(sys: str) -> str:
+    return {"fw": "the forwarding host"}.get(sys, f"host {sys}")
+
+
+def _peer(sys: str) -> str:
+    return {"tx": "rx", "rx": "tx"}.get(sys, "rx")
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def _bytes(n: float) -> str:
+    return human(n, SIZE, 3)
+
+
+#: State names (``sm:state``, patterns) → what the work is, for people.
+STATE_WORDS: tuple[tuple[str, str], ...] = (
+    ("MAC:transmit", "putting frames on the wire"),
+    ("Bottleneck:serialize", "the router sending at its rate"),
+    ("App:TcpSendMsg: copy", "copying written data into the kernel"),
+    ("App:TcpRecvMsg: copy", "copying received data to the application"),
+    ("App:UdpSendMsg: copy", "copying datagrams into the kernel"),
+    ("App:UdpRecvMsg: copy", "copying datagrams to the application"),
+    ("NIC TX:DMA packet", "the NIC reading packets from memory"),
+    ("NIC RX:DMA packet", "the NIC writing packets to memory"),
+    ("NIC TX:DMA descriptors", "the NIC fetching transmit descriptors"),
+    ("NIC RX:DMA descriptors", "the NIC fetching receive descriptors"),
+    ("NIC TX:writeback", "the NIC writing back transmit descriptors"),
+    ("IP Recv:tcp_v4_rcv", "TCP receive processing"),
+    ("IP Recv:tcp_ack", "processing ACKs"),
+    ("TcpSend:tcp_write_xmit", "TCP building segments"),
+    ("NAPI:poll", "the driver's receive polling"),
+    ("Driver TX:xmit", "the driver posting packets to the NIC"),
+)
+
+
+def plain_state(name: str) -> str:
+    """``tx:App:TcpSendMsg: copy`` → ``host tx copying written data into the kernel
+    (tx:App:TcpSendMsg: copy)``."""
+    sys, _, rest = name.partition(":")
+    if rest == "Link:propagate":
+        return f"propagation {sys}->{_peer(sys)} over the link ({name})"
+    for pattern, words in STATE_WORDS:
+        if rest == pattern:
+            return f"{_host(sys)} {words} ({name})"
+    return name
+
+
+# -- which key binds ----------------------------------------------------------------------
+def _pow2_at_least(n: float) -> int:
+    k = 1
+    while k < n:
+        k *= 2
+    return k
+
+
+def _path_rate(cfg: Config) -> float:
+    rate = cfg.link.rate
+    if 0 < cfg.bottleneck.rate < rate:
+        rate = cfg.bottleneck.rate
+    return rate
+
+
+def _bdp(cfg: Config) -> float:
+    """Bytes in flight that fill the path: its narrowest rate times the round trip's
+    propagation (a forwarding host doubles the links)."""
+    hops = 2 if cfg.topology.kind == "forward" else 1
+    return _path_rate(cfg) / 8 * 2 * hops * cfg.link.delay / 1e9
+
+
+def _buffer(cfg: Config, sys: str, send: bool) -> tuple[str, dict]:
+    """The key that sizes host ``sys``'s send (or receive) buffer, and the change: a
+    value at least :data:`BDP_FACTOR` bandwidth-delay products (and twice the present
+    one), with the ``net.core`` limit a ``setsockopt`` request is clamped to raised to
+    match when it is below."""
+    fixed, request, limit, core = (
+        ("tcp.wmem", "tcp.sndbuf", "tcp.wmem_max", "tcp.core_wmem_max")
+        if send
+        else ("tcp.rmem", "tcp.rcvbuf", "tcp.rmem_max", "tcp.core_rmem_max")
+    )
+    h = f"hosts.{sys}."
+    if cfg.value(h + fixed):
+        key = h + fixed
+    elif cfg.value(h + request):
+        key = h + request
+    else:
+        key = h + limit
+    now = cfg.value(key)
+    want = max(_pow2_at_least(BDP_FACTOR * _bdp(cfg)), 2 * now)
+    spec = spec_of(key)
+    if spec.hi is not None:
+        want = min(want, spec.hi)
+    values = {key: int(want)}
+    if key == h + request and cfg.value(h + core) < want:
+        values[h + core] = int(want)
+    return key, values
+
+
+def _times(cfg: Config, key: str, factor: float) -> dict:
+    value = cfg.value(key) * factor
+    spec = spec_of(key)
+    if spec.hi is not None:
+        value = min(value, spec.hi)
+    return {key: type(cfg.value(key))(value)}
+
+
+def _bus_change(cfg: Config, sys: str) -> dict:
+    h = f"hosts.{sys}."
+    kind = cfg.value(h + "bus.kind")
+    if kind == "on_die":
+        return _times(cfg, h + "bus.on_die_clock", 2)
+    if kind == "pci":
+        return _times(cfg, h + "bus.pci_clock", 2)
+    lanes = cfg.value(h + "pcie.lanes")
+    if lanes < 32:
+        return {h + "pcie.lanes": min(32, lanes * 4)}
+    gen = cfg.value(h + "pcie.gen")
+    return {h + "pcie.gen": gen + 1} if gen < 5 else {}
+
+
+def _bus_words(cfg: Config, sys: str) -> str:
+    h = f"hosts.{sys}."
+    kind = cfg.value(h + "bus.kind")
+    if kind == "on_die":
+        return f"{_host(sys)}'s on-die bus ({_value(cfg, h + 'bus.on_die_clock')})"
+    if kind == "pci":
+        return f"{_host(sys)}'s PCI bus ({_value(cfg, h + 'bus.pci_clock')})"
+    what = "M5's I/O bus at" if kind == "m5" else "PCIe"
+    return (
+        f"{_host(sys)}'s I/O bus ({what} gen {cfg.value(h + 'pcie.gen')} "
+        f"x{cfg.value(h + 'pcie.lanes')})"
+    )
+
+
+# -- the verdict of a diagnosed path ----------------------------------------------------------
+def _formatted(values: dict) -> dict[str, str]:
+    return {k: spec_of(k).format(v) for k, v in values.items()}
+
+
+def _make(kind, resource, host, evidence, values, **kw) -> Verdict:
+    return Verdict(kind, resource, host, tuple(evidence), _formatted(values), dict(values), **kw)
+
+
+def _ends(result: dict, sys: str) -> list[dict]:
+    return ((result.get("end_state") or {}).get("tcp") or {}).get(sys) or []
+
+
+def _slowest(path, ends: list[dict]) -> dict | None:
+    """The end state of the connection whose critical path is longest."""
+    if not ends:
+        return None
+    if path is not None and len(path.critical_path_ns) > 1:
+        conn = max(path.critical_path_ns, key=lambda c: (path.critical_path_ns[c], c))
+        for e in ends:
+            if e["conn"] == conn:
+                return e
+    return ends[0]
+
+
+def _utilisation(cfg: Config, result: dict) -> list[str]:
+    """Utilisation evidence: the link, the router, and the busiest bus and CPU."""
+    out = []
+    link = result.get("link_utilization") or {}
+    if link:
+        d, u = max(link.items(), key=lambda kv: kv[1])
+        out.append(f"link {d.replace('_to_', '->')} {_pct(u)} busy")
+    box = result.get("bottleneck_utilization") or {}
+    if box:
+        d, u = max(box.items(), key=lambda kv: kv[1])
+        out.append(f"bottleneck {d.replace('_to_', '->')} {_pct(u)} busy")
+    return out
+
+
+def _cpu_busy(result: dict, sys: str) -> float | None:
+    cpu = (result.get("cpu_utilization") or {}).get(sys)
+    return None if cpu is None else 1.0 - cpu.get("idle", 0.0)
+
+
+def _loss(cfg: Config, result: dict, host: str, evidence: list[str]) -> Verdict:
+    """A sender whose congestion window losses keep small: where they were lost, and
+    the change that loses fewer."""
+    places = drop_places(result)
+    ev = [f"{result.get('retransmits', 0)} retransmissions"]
+    ev += [drop_text(*d) for d in places]
+    values: dict = {}
+    where = ""
+    if places:
+        place, reason, _ = places[0]
+        values = _drop_change(cfg, place, reason)
+        where = f" {place_text(place)} ({DROP_WORDS.get(reason, reason)})"
+        if reason == "link_loss":
+            where = f" on the link (random, link.loss = {cfg.link.loss:g})"
+    note = None
+    if values.get("link.loss") == 0.0:
+        note = (
+            "the link's loss is the path's, not a sender's setting: a congestion control "
+            "that does not take loss for congestion (tcp.cc=bbr) is what a sender can change"
+        )
+    return _make("loss", f"packet loss{where}", host, ev + evidence, values, note=note)
+
+
+def _drop_change(cfg: Config, place: str, reason: str) -> dict:
+    """The change that stops drops of ``reason`` at ``place``, or {} for random loss."""
+    h = f"hosts.{place}."
+    if reason == "rx_fifo":
+        return _times(cfg, h + "nic.rx_fifo", 4)
+    if reason == "rx_ring_full":
+        return _times(cfg, h + "nic.rx_ring", 2)
+    if reason == "qdisc_full":
+        return _times(cfg, h + "qdisc.len", 2)
+    if reason == "bottleneck_queue_full":
+        return _times(cfg, "bottleneck.queue", 2)
+    if reason == "link_loss":
+        return {"link.loss": 0.0}
+    return {}
+
+
+def _window(cfg: Config, result: dict, path, d: Diagnosis, evidence: list[str]) -> Verdict:
+    """A loop through ``Send buffer`` or ``Send window``: say which window binds."""
+    sys = d.sys
+    queue = d.queue or ""
+    loop = f"{d.loop_count} times (a resource loop through {queue})" if d.loop_count else ""
+    share = f"{d.share:.0%} of the critical path" if d.share else ""
+    waited = f"{plain_state(d.waited_on)}: {share}" if d.waited_on else ""
+    if queue.endswith("Send buffer"):
+        key, values = _buffer(cfg, sys, send=True)
+        ev = [f"the writer on {_host(sys)} waited for ACKs to free send-buffer space {loop}"]
+        ev += [f"{waited}: the buffer's bytes wait a round trip" if waited else ""]
+        return _make(
+            "window",
+            f"{_host(sys)}'s send buffer ({key.split('.', 2)[2]} = {_value(cfg, key)})",
+            sys,
+            [e for e in ev + evidence if e],
+            values,
+        )
+    # Send window: min(cwnd, the peer's window) - in flight.  Which one?
+    sender = _slowest(path, _ends(result, sys))
+    peer = _peer(sys)
+    ev = [f"the sender on {_host(sys)} waited for window {loop}" if loop else ""]
+    ev += [f"{waited}: each window's bytes wait a round trip" if waited else ""]
+    if sender is None:
+        return _make(
+            "window",
+            f"{_host(sys)}'s sending window (the smaller of the congestion window and the "
+            "receive window its peer offers)",
+            sys,
+            [e for e in ev + evidence if e],
+            {},
+            note="the run's end state is not at hand, so which window binds is not known",
+        )
+    ev.append(
+        f"when the run stopped: congestion window {_bytes(sender['cwnd'])}, "
+        f"the peer's window {_bytes(sender['peer_window'])}, {_bytes(sender['flight'])} in flight"
+    )
+    if sender["peer_window"] <= sender["cwnd"]:
+        return _receive_window(cfg, result, path, sys, peer, [e for e in ev + evidence if e])
+    if sender["retransmits"] or result.get("retransmits"):
+        return _loss(cfg, result, sys, [e for e in ev + evidence if e])
+    return _make(
+        "window",
+        f"{_host(sys)}'s congestion window ({cfg.value(f'hosts.{sys}.tcp.cc')}), still opening",
+        sys,
+        [e for e in ev + evidence if e],
+        {},
+        note="no loss has capped it: it grows with the run (slow start); a longer "
+        "sim.duration measures the steady state",
+    )
+
+
+def _receive_window(cfg, result, path, sys, peer, evidence) -> Verdict:
+    """The peer's receive window binds: its buffer is too small, or its reader is behind."""
+    reader = _slowest(path, _ends(result, peer))
+    if (
+        reader is not None
+        and reader["rcvbuf"]
+        and (reader["rcv_unread"] >= READER_BEHIND * reader["rcvbuf"])
+    ):
+        evidence = [
+            *evidence,
+            f"{_host(peer)}'s receive buffer held {_bytes(reader['rcv_unread'])} unread of "
+            f"{_bytes(reader['rcvbuf'])}: the window stays closed because the reader is behind",
+        ]
+        found = _reader_limit(cfg, result, path, peer)
+        if found is not None:
+            kind, resource, values = found
+            return _make(kind, resource, peer, evidence, values)
+        return _make("app", f"{_host(peer)}'s reading application", peer, evidence, {})
+    key, values = _buffer(cfg, peer, send=False)
+    if reader is not None:
+        evidence = [
+            *evidence,
+            f"{_host(peer)}'s receive buffer held {_bytes(reader['rcv_unread'])} unread of "
+            f"{_bytes(reader['rcvbuf'])}: the reader keeps up; the window is too small for "
+            f"the path ({_bytes(_bdp(cfg))} bandwidth-delay product)",
+        ]
+    return _make(
+        "window",
+        f"the receive window {_host(peer)} offers ({key.split('.', 2)[2]} = {_value(cfg, key)})",
+        peer,
+        evidence,
+        values,
+    )
+
+
+def _reader_limit(cfg, result, path, peer) -> tuple[str, str, dict] | None:
+    """What keeps ``peer``'s reader behind: its most critical state on the path."""
+    if path is None:
+        return None
+    for entry in path.most_critical:
+        name = entry["name"]
+        if not name.startswith(f"{peer}:") or "->" in name:
+            continue
+        sub = diagnose(replace(path, most_critical=[entry], loops=[], busy_ns={}))
+        if sub is None:
+            continue
+        if sub.kind == "bus":
+            return "bus", _bus_words(cfg, peer), _bus_change(cfg, peer)
+        if sub.kind == "cpu":
+            return (
+                "cpu",
+                f"{_host(peer)}'s reader on its CPU ({_value(cfg, f'hosts.{peer}.cpu.freq')}): "
+                f"{plain_state(name)}",
+                _times(cfg, f"hosts.{peer}.cpu.freq", 2),
+            )
+    return None
+
+
+def _from_diagnosis(cfg: Config, result: dict, path, d: Diagnosis) -> Verdict:
+    evidence = _utilisation(cfg, result)
+    sys = d.sys
+    if d.name in path.busy_ns:  # a utilization bound, not a share of the path
+        share = f"{d.name} busy for the whole measured run: the run can be no shorter"
+    elif d.name:
+        share = f"{plain_state(d.name)}: {d.share:.0%} of the critical path"
+    else:
+        share = d.reason
+    if d.kind == "window":
+        return _window(cfg, result, path, d, evidence)
+    if d.kind == "link":
+        return _make(
+            "link",
+            f"the link ({human(cfg.link.rate, RATE)})",
+            "",
+            [share, *evidence],
+            _times(cfg, "link.rate", 10),
+        )
+    if d.kind == "bottleneck":
+        return _make(
+            "bottleneck",
+            f"the bottleneck router ({human(cfg.bottleneck.rate, RATE)}, "
+            f"queue {_bytes(cfg.bottleneck.queue)})",
+            "",
+            [share, *evidence],
+            _times(cfg, "bottleneck.rate", 10),
+        )
+    if d.kind == "bus":
+        return _make("bus", _bus_words(cfg, sys), sys, [share, *evidence], _bus_change(cfg, sys))
+    if d.kind in ("cpu", "cores"):
+        busy = _cpu_busy(result, sys)
+        cores = cfg.value(f"hosts.{sys}.cpu.cores")
+        load = [f"{_host(sys)}'s CPU {_pct(busy)} busy"] if busy is not None else []
+        if d.kind == "cores":
+            loop = [f"work waited for a core {d.loop_count} times"] if d.loop_count else []
+            return _make(
+                "cores",
+                f"{_host(sys)}'s {cores} CPU core{'s' if cores > 1 else ''}",
+                sys,
+                [share, *loop, *load, *evidence],
+                {f"hosts.{sys}.cpu.cores": cores + 1},
+            )
+        return _make(
+            "cpu",
+            f"{_host(sys)}'s CPU ({_value(cfg, f'hosts.{sys}.cpu.freq')}): {plain_state(d.name)}",
+            sys,
+            [share, *load, *evidence],
+            _times(cfg, f"hosts.{sys}.cpu.freq", 2),
+        )
+    words = {
+        "tx_ring": ("transmit descriptor ring", "nic.tx_ring"),
+        "rx_ring": ("receive descriptor ring", "nic.rx_ring"),
+        "qdisc": ("qdisc", "qdisc.len"),
+        "tx_fifo": ("NIC transmit FIFO", "nic.tx_fifo"),
+    }
+    what, key = words[d.kind]
+    full = f"hosts.{sys}.{key}"
+    loop = f"the path waited for it {d.loop_count} times" if d.loop_count else d.reason
+    return _make(
+        d.kind,
+        f"{_host(sys)}'s {what} ({key} = {_value(cfg, full)})",
+        sys,
+        [loop, *evidence],
+        _times(cfg, full, 2),
+    )
+
+
+def _round_trip(cfg: Config, result: dict, path) -> Verdict | None:
+    """Request/response: the answer waits for the round trip over the link."""
+    if path is None or not path.most_critical:
+        return None
+    prop = sum(m["share"] for m in path.most_critical if m["name"].endswith(":Link:propagate"))
+    if prop < 0.5:
+        return None
+    delay = human(cfg.link.delay, TIME)
+    return _make(
+        "link",
+        f"the round trip over the link ({delay} each way)",
+        "",
+        [
+            f"one request at a time waits for its answer: propagation is {prop:.0%} of the "
+            "critical path",
+            *_utilisation(cfg, result),
+        ],
+        {"link.delay": cfg.link.delay / 2},
+    )
+
+
+def explain(cfg: Config, result: dict, path=None, *, fallback: bool = True) -> Verdict | None:
+    """The verdict of one run: ``result`` is its ``to_json()`` with ``end_state``, ``path``
+    the :class:`~cpasim.predict.runs.PathSummary` of its trace (None: untraced).  None
+    when nothing is saturated and no path says more; with ``fallback``, a path that
+    names no resource a parameter sizes is the application's.  The path is the whole
+    measured run's (:attr:`TracedRun.path`): its resource loops are counted over all of
+    it, where a window's tail may hold too few to tell."""
+    stall = Stall.of(cfg, result)
+    if stall is not None:
+        return _stalled(cfg, result, stall)
+    found = saturated(cfg, result, cpu=path is None)
+    if found is not None or path is None:
+        return found
+    if result.get("workload") in ("pingpong", "rpc", "webserver"):
+        rt = _round_trip(cfg, result, path)
+        if rt is not None:
+            return rt
+    d = diagnose(path)
+    if d is not None and d.kind == "window" and _unsent_heavy(result, d):
+        # The send buffer is full of data not yet sent: what holds it is downstream.
+        d = diagnose(path, exclude=("window",))
+    if d is None:
+        if not fallback:
+            return None
+        if result.get("retransmits"):
+            return _loss(cfg, result, "", _utilisation(cfg, result))
+        return _make(
+            "app",
+            f"the application ({cfg.workload.kind})",
+            "",
+            [
+                "no resource on the critical path is one a parameter sizes: "
+                f"{path.bottleneck or 'nothing'} leads it",
+                *_utilisation(cfg, result),
+            ],
+            {},
+        )
+    return _from_diagnosis(cfg, result, path, d)
+
+
+def _unsent_heavy(result: dict, d: Diagnosis) -> bool:
+    """A send-buffer loop whose buffer held more unsent data than data in flight when
+    the run stopped: the buffer fills because the transmit path is slow, not because
+    ACKs come back slowly."""
+    if not (d.queue or "").endswith("Send buffer"):
+        return False
+    end = _slowest(None, _ends(result, d.sys))
+    return end is not None and end["unsent"] > end["flight"]
+
+
+def saturated(cfg: Config, result: dict, *, cpu: bool = True) -> Verdict | None:
+    """A verdict from utilisation alone: the router, the link, a host's I/O bus or (with
+    ``cpu``) its CPU, the first of them busy at least :data:`SATURATED` of the measured
+    time; None when none is.  A traced run leaves the CPU to its critical path, which
+    tells a core's speed from the number of cores."""
+    evidence = _utilisation(cfg, result)
+    box = result.get("bottleneck_utilization") or {}
+    if box.get("tx_to_rx", 0.0) >= SATURATED:
+        return _make(
+            "bottleneck",
+            f"the bottleneck router ({human(cfg.bottleneck.rate, RATE)}, "
+            f"queue {_bytes(cfg.bottleneck.queue)})",
+            "",
+            evidence,
+            _times(cfg, "bottleneck.rate", 10),
+            explained=False,
+        )
+    if (result.get("link_utilization") or {}).get("tx_to_rx", 0.0) >= SATURATED:
+        return _make(
+            "link",
+            f"the link ({human(cfg.link.rate, RATE)})",
+            "",
+            evidence,
+            _times(cfg, "link.rate", 10),
+            explained=False,
+        )
+    for sys, bus in (result.get("io_bus_utilization") or {}).items():
+        way, busy = max(bus.items(), key=lambda kv: (kv[1], kv[0]))
+        if busy >= SATURATED:
+            return _make(
+                "bus",
+                _bus_words(cfg, sys),
+                sys,
+                [f"{_host(sys)}'s I/O bus {way} {_pct(busy)} busy", *evidence],
+                _bus_change(cfg, sys),
+                explained=False,
+            )
+    for sys in (result.get("cpu_utilization") or {}) if cpu else ():
+        busy = _cpu_busy(result, sys)
+        if busy is None or busy < SATURATED:
+            continue
+        cores = cfg.value(f"hosts.{sys}.cpu.cores")
+        ev = [f"{_host(sys)}'s CPU {_pct(busy)} busy", *evidence]
+        if cores > 1:
+            return _make(
+                "cores",
+                f"{_host(sys)}'s {cores} CPU cores",
+                sys,
+                ev,
+                {f"hosts.{sys}.cpu.cores": cores + 1},
+                explained=False,
+            )
+        return _make(
+            "cpu",
+            f"{_host(sys)}'s CPU ({_value(cfg, f'hosts.{sys}.cpu.freq')})",
+            sys,
+            ev,
+            _times(cfg, f"hosts.{sys}.cpu.freq", 2),
+            explained=False,
+        )
+    return None
+
+
+def _stalled(cfg: Config, result: dict, stall: Stall) -> Verdict:
+    values = {}
+    if stall.place is not None:
+        values = _drop_change(cfg, stall.place, stall.reason)
+    return _make(
+        stall.kind,
+        stall.resource,
+        stall.host,
+        stall.evidence,
+        values,
+        note="a stalled run has no rate to scale, so the change is not predicted from its "
+        "trace: re-simulate it to check",
+        stalled=True,
+    )
+
+
+def idle_line(result: dict) -> str:
+    """One line for a run where nothing is saturated."""
+    parts = []
+    link = result.get("link_utilization") or {}
+    if link:
+        d, u = max(link.items(), key=lambda kv: kv[1])
+        parts.append(f"link {_pct(u)}")
+    for host, bus in (result.get("io_bus_utilization") or {}).items():
+        parts.append(f"I/O bus {host} {_pct(max(bus.values()))}")
+    for host, cpu in (result.get("cpu_utilization") or {}).items():
+        parts.append(f"CPU {host} {_pct(1 - cpu.get('idle', 0.0))}")
+    busiest = ", ".join(parts)
+    return (
+        f"no resource is saturated ({busiest}): the run waits on something else; "
+        "'--explain' traces it and says what"
+    )
+
+
+# -- with the trace: the change predicted, and what would limit next ----------------------
+def predicted(v: Verdict, run, prediction=None) -> Verdict:
+    """``v`` with its change predicted from ``run``'s trace
+    (:class:`~cpasim.predict.runs.TracedRun`; ``prediction``: already made) and the
+    predicted path's verdict as ``next``."""
+    from cpasim.predict.predict import predict, refusal
+
+    if not v.values or v.predicted is not None or v.stalled:
+        return v
+    new = run.cfg.with_values(v.values, where="the verdict's change")
+    if refusal(run.cfg, new) is not None:
+        keys = ", ".join(v.change)
+        why = f"the trace cannot predict a change of {keys}: re-simulate it to check"
+        return replace(v, note=f"{why}; {v.note}" if v.note else why)
+    p = prediction if prediction is not None else predict(run, new)
+    after = of_prediction(run, new, p)
+    return replace(
+        v,
+        predicted={"metric": p.metric, "baseline": p.baseline, "value": p.predicted},
+        next=after.resource if after is not None else None,
+        next_kind=after.kind if after is not None else None,
+    )
+
+
+def _predicted_result(run, p, new: Config) -> dict:
+    """What the changed run would measure, as far as the prediction says: the link and
+    router busy in proportion to the predicted goodput (bytes on the wire per byte
+    delivered as in the baseline), and no end state (the changed run's windows are not
+    known)."""
+    base = run.result
+    out = {"workload": base["workload"], "retransmits": 0, "sim_time_ns": base["sim_time_ns"]}
+    if p.metric != "goodput_bps" or not p.baseline:
+        return out
+    ratio = p.predicted / p.baseline
+    link = base.get("link_utilization") or {}
+    scale = run.cfg.link.rate / new.link.rate
+    out["link_utilization"] = {d: u * ratio * scale for d, u in link.items()}
+    box = base.get("bottleneck_utilization")
+    if box and new.bottleneck.rate:
+        scale = run.cfg.bottleneck.rate / new.bottleneck.rate
+        out["bottleneck_utilization"] = {d: u * ratio * scale for d, u in box.items()}
+    return out
+
+
+def explain_run(run, *, predict_change: bool = True) -> Verdict | None:
+    """The verdict of a traced run (:class:`~cpasim.predict.runs.TracedRun`), its
+    change predicted from the trace."""
+    v = explain(run.cfg, run.result, run.path)
+    if v is None or not predict_change:
+        return v
+    return predicted(v, run)
+
+
+def of_prediction(run, new: Config, p) -> Verdict | None:
+    """What the changed configuration ``new`` would be limited by, as the prediction
+    ``p`` from ``run`` says (its path, and the link busy in proportion)."""
+    return explain(new, _predicted_result(run, p, new), p.predicted_path, fallback=False)
+
+
+def baseline_and_change(run, new: Config):
+    """The baseline's verdict (its own change predicted) and the prediction of ``new``,
+    in one pass over the trace: ``(verdict, prediction)``."""
+    from cpasim.predict.predict import predict_many, refusal
+
+    v = explain(run.cfg, run.result, run.path)
+    ours = None
+    if v is not None and v.values and not v.stalled:
+        ours = run.cfg.with_values(v.values, where="the verdict's change")
+        if refusal(run.cfg, ours) is not None:
+            ours = None
+    same = ours is not None and ours.digest == new.digest
+    preds = predict_many(run, [new] if ours is None or same else [new, ours])
+    if v is not None:
+        mine = preds[0] if same else (preds[1] if len(preds) > 1 else None)
+        v = predicted(v, run, mine)
+    return v, preds[0]
+
+
+def of_trace(trace) -> tuple[Verdict | None, str | None]:
+    """The verdict of the run that recorded ``trace``, read with its sidecar
+    (``<trace>.run.json``, which holds the run's configuration): ``(verdict, None)``,
+    or ``(None, why there is none)``."""
+    import tomllib
+    from pathlib import Path
+
+    from cpasim.config import scenario_config
+    from cpasim.errors import CpasimError
+    from cpasim.predict.runs import load_run, sidecar_path
+
+    side = sidecar_path(Path(trace))
+    try:
+        import json
+
+        text = json.loads(side.read_text()).get("config")
+    except (OSError, ValueError, AttributeError):
+        text = None
+    if not isinstance(text, str):
+        return None, (
+            f"no run configuration beside {Path(trace).name} ({side.name} absent or older); "
+            "'cpasim run --trace' records one"
+        )
+    try:
+        cfg = scenario_config(tomllib.loads(text))
+        return explain_run(load_run(cfg, Path(trace))), None
+    except (CpasimError, tomllib.TOMLDecodeError) as exc:
+        return None, str(exc)
