@@ -20,7 +20,7 @@ from cpasim.trace import open_trace
 @app.command("flows")
 def flows_cmd(
     trace: Annotated[
-        Path, typer.Argument(help="Trace of a run with [[flows]] (cpasim run --trace).")
+        Path, typer.Argument(help="Trace of a run with flows tables (cpasim run --trace).")
     ],
     flow: Annotated[
         list[int] | None, typer.Option("--flow", help="Only this flow (repeatable).")
