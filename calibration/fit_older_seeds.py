@@ -2,9 +2,13 @@
 
     .venv/bin/python calibration/fit_older_seeds.py              # fit all, write scenarios + report
     .venv/bin/python calibration/fit_older_seeds.py Mosberger    # fit one system (no report)
-    .venv/bin/python calibration/fit_older_seeds.py --check      # re-measure the scenarios as
+    .venv/bin/python calibration/fit_older_seeds.py --measure    # re-measure the scenarios as
                                                                  # they are, rewrite the report
                                                                  # and the scenarios' headers
+    .venv/bin/python calibration/fit_older_seeds.py --check      # the same, but only compare:
+                                                                 # exit 1 with a diff when the
+                                                                 # files are not what the code
+                                                                 # gives
 
 Each paper's figures are measured in cpasim the way the paper measured them:
 
@@ -43,6 +47,7 @@ and every residual into ``calibration/OLDER_SEEDS.md``.
 
 from __future__ import annotations
 
+import difflib
 import math
 import sys
 from dataclasses import dataclass, field, fields, replace
@@ -307,6 +312,13 @@ def makineni_figures(cfg) -> dict[tuple[str, int], float]:
 
 
 # -- figures of the papers --------------------------------------------------------------------
+#: The label of each figure not fitted by the script's own least squares, with its reason.
+FITTED_ELSEWHERE = "fitted"
+DERIVED = "derived from fitted values"
+CLOSED_FORM = "closed form"
+KINDS = ("fitted", DERIVED, CLOSED_FORM, "held out")
+
+
 @dataclass(frozen=True)
 class Figure:
     """One published figure the model is compared with."""
@@ -315,25 +327,36 @@ class Figure:
     label: str
     value: float  # cpasim units (ns, bit/s, percent)
     source: str  # the CSV row(s) it comes from
-    fitted: bool
-    # Not a least-squares target, yet it follows from fitted values (why, in words);
-    # empty for a figure held out.
-    derived: str = ""
+    fitted: bool  # a least-squares target of this script's fit
+    # Not a target of this fit, yet not held out either: fitted elsewhere (a default of
+    # cpasim's fitted to it, or a cost set from the same paper row), derived from
+    # fitted values, or the paper's own arithmetic (closed form); ``why`` says how.
+    relabel: str = ""
+    why: str = ""
 
     @property
     def kind(self) -> str:
         if self.fitted:
             return "fitted"
-        return "derived from fitted values" if self.derived else "held out"
+        return self.relabel or "held out"
 
 
-def derive(targets: list[Figure], reasons: dict[str, str]) -> list[Figure]:
-    """``targets`` with the figures named in ``reasons`` marked as derived from fitted values."""
-    out = [replace(t, derived=reasons[t.label]) if t.label in reasons else t for t in targets]
+def relabel(targets: list[Figure], kind: str, reasons: dict[str, str]) -> list[Figure]:
+    """``targets`` with the figures named in ``reasons`` labelled ``kind`` for that reason."""
+    if kind not in KINDS[:3]:
+        raise ValueError(f"kind {kind!r}; expected one of {KINDS[:3]}")
+    out = [
+        replace(t, relabel=kind, why=reasons[t.label]) if t.label in reasons else t for t in targets
+    ]
     missing = set(reasons) - {t.label for t in targets}
     if missing:
         raise LookupError(f"no target(s) {sorted(missing)}")
     return out
+
+
+def derive(targets: list[Figure], reasons: dict[str, str]) -> list[Figure]:
+    """``targets`` with the figures named in ``reasons`` marked as derived from fitted values."""
+    return relabel(targets, DERIVED, reasons)
 
 
 def _rows(name: str) -> list[ReferenceFigure]:
@@ -431,6 +454,13 @@ def mosberger_tp(stack: str = "TCP/IP") -> dict[str, float]:
     }
 
 
+#: Mosberger's frame time is wire arithmetic, as the Directed Point wire figures are.
+_FRAME_ARITHMETIC = (
+    "64 B + 8 B preamble at 10 Mb/s; the model's link takes exactly that, measured as the "
+    "round trip's change when the link runs twice as fast"
+)
+
+
 def mosberger_targets(fit_on: set[str], stack: str = "TCP/IP") -> list[Figure]:
     """Table 6's round trips of ``stack``; with TCP/IP also the 64 B frame time."""
     out = []
@@ -445,6 +475,10 @@ def mosberger_targets(fit_on: set[str], stack: str = "TCP/IP") -> list[Figure]:
         elif r.quantity == "min_frame_time_10Mbps" and stack == "TCP/IP":
             key = (r.quantity, r.system)
             label = "64 B frame on the wire"
+            out.append(
+                Figure(key, label, r.cpasim_value, _src(r), False, CLOSED_FORM, _FRAME_ARITHMETIC)
+            )
+            continue
         elif r.quantity == "controller_overhead" and stack == "TCP/IP":
             key = (r.quantity, r.system)
             label = "LANCE overhead (nic.tx_latency)"
@@ -670,16 +704,28 @@ def _res(f: Fit, label: str) -> str:
 
 # cpasim's legacy-PCI defaults (bus.pci_burst_overhead, bus.pci_read_wait) were fitted to
 # GEDP's gs: 18.76 us at 1500 B (cpasim/config/params.py).
-_PCI_FIT = "the PCI defaults bus.pci_burst_overhead and pci_read_wait were fitted to GEDP's gs"
+_PCI_FIT = (
+    "cpasim's legacy-PCI defaults bus.pci_burst_overhead and pci_read_wait were fitted "
+    "to GEDP's gs (cpasim/config/params.py)"
+)
+# In the stream the PCI bus's gs sets the pace: a bandwidth is the datagram over it.
+_OVER_GS = "1472 B per fitted gs: in the stream the PCI bus sets the pace ({})"
+_GEDP_FITTED = {"gs @1500 B": _PCI_FIT}
 _GEDP_DERIVED = {
-    "gs @1500 B": _PCI_FIT,
     "bandwidth_bound_from_Or @1500 B": "1500 B / Or, and Or was fitted",
+    "bandwidth_raw_max": _OVER_GS.format("the paper finds GEDP-UP bound by Or, 76 MB/s"),
+}
+_GEDP_SMP_FITTED = {
+    "gs @1500 B": _PCI_FIT,
+    "Ur_copy_extra @1500 B": "cpu.cost.poll_per_byte, which prices the copy out, is set "
+    "from this same row (Ur_copy_extra[GEDP@1500B]) in GEDP-UP's fit, on the same machine",
 }
 _GEDP_SMP_DERIVED = {
-    "gs @1500 B": _PCI_FIT,
-    "bandwidth_bound_from_gs @1500 B": "1500 B / gs (" + _PCI_FIT + ")",
-    "Ur_copy_extra @1500 B": "the copy out costs GEDP-UP's fitted cycles per byte "
-    "(cpu.cost.poll_per_byte; the same machine), so it is GEDP-UP's figure again",
+    "bandwidth_bound_from_gs @1500 B": "1500 B / gs, and gs is fitted",
+    "bandwidth_raw_max": _OVER_GS.format("one interrupt serves several frames"),
+    "bandwidth_fraction_of_link": "the raw bandwidth over the 1 Gb/s link: "
+    + _OVER_GS.format("one interrupt serves several frames"),
+    "bandwidth_flow_control": _OVER_GS.format("the window keeps the pool from overflowing"),
 }
 _MEASURED_AS = (
     "How the model's figures are measured: Os is the sender's busy time per datagram "
@@ -728,7 +774,8 @@ def _findings_up(f: Fit) -> list[str]:
         f"{recv / send:.1f} times the send copy (copy_send_per_byte = {send:.2f}, "
         "dp_write()'s cache-to-memory copy), as the paper finds Or growing faster with "
         "the message than Os.  With one copy cost for both directions Or was -61%.",
-        f"Raw bandwidth ({_res(f, 'bandwidth_raw_max')}, held out; the bound from Or "
+        f"Raw bandwidth ({_res(f, 'bandwidth_raw_max')}, derived from the fitted gs; "
+        "the bound from Or "
         f"{_res(f, 'bandwidth_bound_from_Or @1500 B')}): in the stream the kernel's work per "
         "frame (about 18.7 µs: now and then one interrupt serves two frames) stays just "
         "under the bus's pace (gs 18.73 µs), and the polling loop drains the pool whenever "
@@ -758,11 +805,12 @@ def _findings_smp(f: Fit) -> list[str]:
         f"({irq / 500:.1f} µs): with Or[GEDP-UP] + 20 µs per message on its own, the "
         "1-byte latency would lie some 3 µs above the paper's; the fit splits the "
         "difference.",
-        f"Raw bandwidth ({_res(f, 'bandwidth_raw_max')}, held out) although Or is twice "
+        f"Raw bandwidth ({_res(f, 'bandwidth_raw_max')}, derived from the fitted gs) "
+        "although Or is twice "
         "gs: in the stream one interrupt serves the frames that arrived meanwhile, and "
         "the polling application picks them up on another core, so the PCI bus's gs sets "
         "the pace, as the paper explains GEDP-SMP out-streaming GEDP-UP.  Flow control "
-        f"({_res(f, 'bandwidth_flow_control')}, held out) likewise.",
+        f"({_res(f, 'bandwidth_flow_control')}, derived from the fitted gs) likewise.",
         f"Bidirectional ({_res(f, 'bidirectional_per_process')}, held out; the paper's "
         "two-thread figure): a host's PCI bus carries both its reads (a frame sent, "
         "18.76 µs) and its writes (a frame received, about 10.3 µs), one after the other: "
@@ -834,9 +882,9 @@ def dp_gedp_up() -> System:
         "Fitted: cpu.cost.syscall, copy_send_per_byte, copy_recv_per_byte, interrupt on\n"
         "the one-way latency, Os (Os[GEDP-SMP] minus the SMP locking extra), Or and the\n"
         "interrupt overhead; cpu.cost.poll and poll_per_byte set from Ur and\n"
-        "Ur_copy_extra.  From fitted values: gs (cpasim's PCI defaults were fitted to\n"
-        "it), the bandwidth bound from Or.  Held out: the raw, flow-controlled and\n"
-        "bidirectional bandwidths, gr, L." + _DP_SETTINGS,
+        "Ur_copy_extra; gs fitted by cpasim's PCI defaults.  From fitted values: the\n"
+        "bandwidth bound from Or, the raw bandwidth (1472 B per gs).  Held out: the\n"
+        "flow-controlled and bidirectional bandwidths, gr, L." + _DP_SETTINGS,
         _gedp_settings(1),
         [
             Param(("cpu.cost.syscall",), 500.0, ""),
@@ -851,7 +899,11 @@ def dp_gedp_up() -> System:
                 "Ur_copy_extra[GEDP@1500B] times 500 MHz over the 1472 B copied",
             ),
         ],
-        derive(dp_targets(("GEDP-UP", "GEDP", "GEDP single-thread"), fit_on), _GEDP_DERIVED),
+        relabel(
+            derive(dp_targets(("GEDP-UP", "GEDP", "GEDP single-thread"), fit_on), _GEDP_DERIVED),
+            FITTED_ELSEWHERE,
+            _GEDP_FITTED,
+        ),
         dp_figures,
         DP_NOT_MODELLED,
         _findings_up,
@@ -885,23 +937,30 @@ def dp_gedp_smp() -> System:
         "dp-gedp-up.toml.  The system call and copy costs are GEDP-UP's fitted ones (the\n"
         "same machine and code).  Fitted: cpu.cost.interrupt and reliable on the one-way\n"
         "latency, Or (Or[GEDP-UP] plus the SMP kernel's extra 20 us) and Os with flow\n"
-        "control; cpu.cost.poll set from Ur.  From fitted values: gs and\n"
-        "the bound from gs (the PCI defaults were fitted to GEDP's gs), Ur_copy_extra\n"
-        "(GEDP-UP's).  Held out: Os, the raw, flow-controlled and bidirectional\n"
-        "bandwidths, the fraction of the link, gr, L.  A costly interrupt is paid once\n"
-        "per message in the ping-pong but shared by the packets one receive poll picks\n"
-        "up in the stream, as the paper explains the SMP kernel's higher bandwidth." + _DP_SETTINGS,
+        "control; cpu.cost.poll set from Ur; gs fitted by cpasim's PCI defaults,\n"
+        "Ur_copy_extra by GEDP-UP's poll_per_byte.  From fitted values: the bound from\n"
+        "gs, the raw and flow-controlled bandwidths and the fraction of the link (1472 B\n"
+        "per gs).  Held out: Os, the bidirectional bandwidth, gr, L.  A costly interrupt\n"
+        "is paid once per message in the ping-pong but shared by the packets one receive\n"
+        "poll picks up in the stream, as the paper explains the SMP kernel's higher\n"
+        "bandwidth." + _DP_SETTINGS,
         _gedp_settings(4),
         [
             Param(("cpu.cost.interrupt",), 12000.0, ""),
             _poll_param("GEDP-SMP", _MHZ500),
             Param(("cpu.cost.reliable",), 2500.0, ""),
         ],
-        derive(
-            dp_targets(
-                ("GEDP-SMP", "GEDP", "GEDP-SMP multi-thread"), fit_on, skip={"interrupt_overhead"}
+        relabel(
+            derive(
+                dp_targets(
+                    ("GEDP-SMP", "GEDP", "GEDP-SMP multi-thread"),
+                    fit_on,
+                    skip={"interrupt_overhead"},
+                ),
+                _GEDP_SMP_DERIVED,
             ),
-            _GEDP_SMP_DERIVED,
+            FITTED_ELSEWHERE,
+            _GEDP_SMP_FITTED,
         ),
         dp_figures,
         DP_NOT_MODELLED,
@@ -1291,13 +1350,19 @@ def header_lines(system: System, model: dict) -> list[str]:
     return lines
 
 
+def header_text(system: System, model: dict, text: str) -> str:
+    """Scenario file ``text`` with its leading comment block made ``system``'s, its
+    settings left alone."""
+    body = text.splitlines()
+    while body and body[0].startswith("#"):
+        body.pop(0)
+    return "\n".join([*header_lines(system, model), *body]) + "\n"
+
+
 def rewrite_header(system: System, model: dict) -> None:
     """Replace the scenario file's leading comment block, leaving its settings alone."""
     path = SCENARIOS / system.scenario
-    body = path.read_text().splitlines()
-    while body and body[0].startswith("#"):
-        body.pop(0)
-    path.write_text("\n".join([*header_lines(system, model), *body]) + "\n")
+    path.write_text(header_text(system, model, path.read_text()))
 
 
 def scenario_text(system: System, values: dict[str, float], model: dict) -> str:
@@ -1351,13 +1416,18 @@ def report_text(fits: list[Fit]) -> str:
         "Makineni (003), Waheed (001)",
         "",
         "Re-create with `.venv/bin/python calibration/fit_older_seeds.py` (about six "
-        "minutes, most of it Makineni's fit; `--check` re-measures the scenarios as they "
-        "are in seconds).",
-        "`tests/test_older_seed_scenarios.py` holds each scenario to these residuals. "
-        "Residual = (model − paper) / paper. *Fitted* figures were the least-squares "
-        "targets; figures *derived from fitted values* were not targets here but follow "
-        "from values fitted to them or to the figures they are computed from (the reason "
-        "is given below the table); *held out* figures were not used in any fit.",
+        "minutes, most of it Makineni's fit; `--measure` re-measures the scenarios as they "
+        "are in seconds and rewrites this file, `--check` only compares).",
+        "`tests/test_older_seed_scenarios.py` holds each scenario to these residuals, "
+        "and runs `--check`, which fails when this file is not what the scenarios give. "
+        "Residual = (model − paper) / paper. Every figure has one label: *fitted* (a "
+        "least-squares target of this fit, or fitted elsewhere: a default of cpasim's "
+        "fitted to it, or a cost set from the same paper row), *derived from fitted "
+        "values* (not a target, but it follows from values fitted to it or to the "
+        "figures it is computed from), *closed form* (the paper's own arithmetic, which "
+        "the model reproduces by construction) or *held out* (used in no fit). Below "
+        "each table, the reason for every label other than this fit's targets and "
+        "held out.",
         "",
         "Mosberger's four held-out TCP/IP round trips are labelled *tests the paper's "
         "linearity*: Table 6 is a straight line in Table 9's Tp, and a version differs "
@@ -1374,7 +1444,7 @@ def report_text(fits: list[Fit]) -> str:
     ]
     for f in fits:
         res = {t.label: residual(f.model[t.key], t.value) for t in f.system.targets}
-        fit_r = [abs(res[t.label]) for t in f.system.targets if t.fitted]
+        fit_r = [abs(res[t.label]) for t in f.system.targets if t.kind == "fitted"]
         held_r = [abs(res[t.label]) for t in f.system.targets if t.kind == "held out"]
         close = sum(r <= 0.05 for r in held_r)
         out.append(
@@ -1383,8 +1453,7 @@ def report_text(fits: list[Fit]) -> str:
         )
     for f in fits:
         s = f.system
-        order = ("fitted", "derived from fitted values", "held out")
-        listed = sorted(s.targets, key=lambda t: order.index(t.kind))
+        listed = sorted(s.targets, key=lambda t: KINDS.index(t.kind))
         out += ["", f"## {s.name} — `scenarios/{s.scenario}`", ""]
         out += [ln for ln in s.header.splitlines()]
         out += ["", "| figure | paper | model | residual | | source |", "|---|---|---|---|---|---|"]
@@ -1394,10 +1463,15 @@ def report_text(fits: list[Fit]) -> str:
                 f"| {t.label} | {_show(t.key, t.value)} | {_show(t.key, m)} | "
                 f"{residual(m, t.value):+.1%} | {t.kind} | {t.source} |"
             )
-        derived = [t for t in listed if t.derived]
-        if derived:
-            out += ["", "Derived from fitted values:", ""]
-            out += [f"- {t.label}: {t.derived}." for t in derived]
+        for kind, heading in (
+            (FITTED_ELSEWHERE, "Fitted, not by this fit"),
+            (DERIVED, "Derived from fitted values"),
+            (CLOSED_FORM, "Closed form"),
+        ):
+            why = [t for t in listed if t.relabel == kind]
+            if why:
+                out += ["", f"{heading}:", ""]
+                out += [f"- {t.label}: {t.why}." for t in why]
         params = ", ".join(
             f"{' = '.join(p.keys)} = {p.text(f.values[p.keys[0]])}"
             + (f" (set from {p.solved})" if p.solved else "")
@@ -1413,15 +1487,43 @@ def report_text(fits: list[Fit]) -> str:
     return "\n".join(out) + "\n"
 
 
-#: The report's sections written by hand (scenarios with no fitted value), from this
-#: heading to the end: kept as they are when the report is rewritten.
-HAND_WRITTEN = "\n## Waheed"
+#: The report's sections written by hand (scenarios with no fitted value): the text from
+#: this heading to the end, kept in calibration/older_seeds_waheed.md.
+HAND_WRITTEN = HERE / "older_seeds_waheed.md"
 
 
-def _hand_written() -> str:
-    text = REPORT.read_text() if REPORT.exists() else ""
-    at = text.find(HAND_WRITTEN)
-    return text[at:] if at >= 0 else ""
+def report(fits: list[Fit]) -> str:
+    """The whole of calibration/OLDER_SEEDS.md for ``fits``."""
+    return report_text(fits) + "\n" + HAND_WRITTEN.read_text()
+
+
+def check(fits: list[Fit]) -> int:
+    """0 when OLDER_SEEDS.md and the scenarios' headers are what ``fits`` give; else 1,
+    with a diff of each file that differs."""
+    want = {REPORT: report(fits)}
+    for f in fits:
+        path = SCENARIOS / f.system.scenario
+        want[path] = header_text(f.system, f.model, path.read_text())
+    stale = 0
+    for path, text in want.items():
+        have = path.read_text() if path.exists() else ""
+        if have != text:
+            stale += 1
+            name = str(path.relative_to(ROOT))
+            diff = difflib.unified_diff(
+                have.splitlines(),
+                text.splitlines(),
+                name,
+                name + " (as the code gives it)",
+                lineterm="",
+            )
+            print("\n".join(diff))
+    if stale:
+        print(
+            f"{stale} file(s) differ from what the scenarios give: re-create them with "
+            "calibration/fit_older_seeds.py --measure"
+        )
+    return 1 if stale else 0
 
 
 def main(argv: list[str]) -> int:
@@ -1430,14 +1532,20 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"unknown system(s) {', '.join(unknown)}; expected {', '.join(SYSTEMS)}")
         return 2
-    if "--check" in argv:
+    if "--check" in argv or "--measure" in argv:
         fits = [measure_scenario(s) for s in SYSTEMS.values() if not only or s.name in only]
         for f in fits:
-            rewrite_header(f.system, f.model)
             worst = max(abs(residual(f.model[t.key], t.value)) for t in f.system.targets)
             print(f"{f.system.name}: worst residual {worst:.1%}")
+        if "--check" in argv:
+            if only:
+                print("--check compares the whole report: name no system")
+                return 2
+            return check(fits)
+        for f in fits:
+            rewrite_header(f.system, f.model)
         if not only:
-            REPORT.write_text(report_text(fits) + _hand_written())
+            REPORT.write_text(report(fits))
         return 0
     fits = []
     up_values: dict[str, float] = {}
@@ -1480,7 +1588,7 @@ def main(argv: list[str]) -> int:
         worst = max(abs(residual(f.model[t.key], t.value)) for t in system.targets)
         print(f"{name}: {f.values} worst residual {worst:.1%}", flush=True)
     if not only:
-        REPORT.write_text(report_text(fits) + _hand_written())
+        REPORT.write_text(report(fits))
     return 0
 
 

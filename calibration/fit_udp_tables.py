@@ -55,19 +55,19 @@ def seed(quantity: str, system: str = X4) -> float:
     raise KeyError(quantity)
 
 
-def measure(copy: float, duration: str, lanes: int = 4, preempt: bool = False) -> dict:
+def measure(copy: float, duration: str, lanes: int = 4, preempt: bool | None = None) -> dict:
     """Link Gb/s, and ``{path: {state: (share, core-lent share)}}`` with the call kept
-    ("full") and scaled away ("without")."""
-    cfg = load_scenario(
-        SCENARIO,
-        sets=[
-            f"sim.duration={duration}",
-            "sim.warmup=10ms",
-            f"hosts.tx.pcie.lanes={lanes}",
-            f"hosts.tx.cpu.irq_preempt={str(preempt).lower()}",
-            f"{COPY}={copy}",
-        ],
-    )
+    ("full") and scaled away ("without"); ``preempt``: ``cpu.irq_preempt`` if not the
+    scenario's."""
+    sets = [
+        f"sim.duration={duration}",
+        "sim.warmup=10ms",
+        f"hosts.tx.pcie.lanes={lanes}",
+        f"{COPY}={copy}",
+    ]
+    if preempt is not None:
+        sets.append(f"hosts.tx.cpu.irq_preempt={str(preempt).lower()}")
+    cfg = load_scenario(SCENARIO, sets=sets)
     with tempfile.TemporaryDirectory() as d:
         run = traced_run(cfg, Path(d) / "run.cpt", window=False)
         out = {"link": run.result["link_utilization"]["tx_to_rx"] * cfg.link.rate / 1e9}
@@ -91,10 +91,10 @@ def fit(duration: str) -> float:
 
 
 def table(copy: float, duration: str) -> str:
-    off, on = measure(copy, duration), measure(copy, duration, preempt=True)
+    off, on = measure(copy, duration), measure(copy, duration, preempt=False)
     x1 = measure(copy, duration, lanes=1)
     rows = [
-        "| quantity | seed | model | with cpu.irq_preempt |",
+        "| quantity | seed | model | without cpu.irq_preempt |",
         "|---|---|---|---|",
         f"| link x1 (Gb/s) | {seed('link_bandwidth', X1):.1f} | {x1['link']:.3f} | — |",
         f"| link x4 (Gb/s) | {seed('link_bandwidth'):.1f} | {off['link']:.3f} | {on['link']:.3f} |",

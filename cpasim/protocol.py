@@ -29,6 +29,10 @@ MAC_HEADER_FCS = MAC_HEADER + FCS
 #: Byte times on the wire beyond the IP packet of a frame above the minimum size:
 #: MAC header, FCS, preamble and inter-frame gap (38 B).
 ETHERNET_FRAMING = PREAMBLE_SFD + MAC_HEADER_FCS + IFG
+#: Bytes a Linux qdisc (tbf, htb) charges per frame beyond the IP packet: the Ethernet
+#: header (what ``cpasim calibrate`` assumes a capture's shaper counted; a real
+#: Ethernet wire carries ETHERNET_FRAMING).
+DEFAULT_L2_OVERHEAD = MAC_HEADER
 
 
 def frame_bytes(length: int) -> int:

@@ -162,6 +162,10 @@ def _queue_columns(system) -> tuple[list, dict[str, float]]:
         # instances: fw (the one facing tx) and fw#1.
         for i, dev in enumerate(host.devices):
             cols += _device_columns(f"{h}#{i}" if i else h, dev, host.hc.nic, caps)
+        if not host.devices:  # an ideal host (host.detail): a qdisc and no device
+            q = host.dev.qdisc
+            caps[f"{h}.qdisc_pkts"] = q.capacity
+            cols.append((f"{h}.qdisc_pkts", lambda q=q: float(len(q.items))))
     for box in system.bottlenecks:
         name = f"bottleneck.{box.name}_bytes"
         if box.fq is not None:

@@ -367,7 +367,7 @@ class _Runner:
         s = self.system
         return {
             "link": s.link_stats.snapshot(),
-            "bus": {h: host.bus.stats.snapshot() for h, host in s.hosts.items()},
+            "bus": {h: host.bus.stats.snapshot() for h, host in _hardware(s).items()},
             "bottleneck": {b.name: b.stats.busy_ns for b in s.bottlenecks},
             "memory": {h: m.busy_ns for h, m in self._memories().items()},
         }
@@ -465,9 +465,9 @@ class _Runner:
             link_utilization=s.link_stats.utilization(elapsed, self.warm["link"]),
             io_bus_utilization={
                 h: host.bus.stats.utilization(elapsed, self.warm["bus"][h])
-                for h, host in s.hosts.items()
+                for h, host in _hardware(s).items()
             },
-            cpu_utilization={h: host.cpu.utilization(elapsed) for h, host in s.hosts.items()},
+            cpu_utilization={h: host.cpu.utilization(elapsed) for h, host in _hardware(s).items()},
             latency_ns=latency,
             drops=s.drops(),
             retransmits=s.retransmits(),
@@ -509,6 +509,12 @@ class _Runner:
         if result.stall is not None:
             warnings.append(result.stall.sentence)
         return result
+
+
+def _hardware(system) -> dict:
+    """Host -> host, of the hosts with a CPU and a bus to report: not an ideal one
+    (``host.detail``), which has neither."""
+    return {h: host for h, host in system.hosts.items() if host.bus is not None}
 
 
 class _Progress:

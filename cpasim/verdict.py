@@ -23,6 +23,8 @@ resource is saturated (:func:`saturated`), and otherwise a line saying so.
 from __future__ import annotations
 
 import math
+import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -102,13 +104,14 @@ class Verdict:
             "explained": self.explained,
         }
 
-    def lines(self, scenario: str | None = None) -> list[str]:
+    def lines(self, scenario: str | None = None, sets: Sequence[str] = ()) -> list[str]:
         """The verdict as a block of ``label  text`` lines for a terminal (with the
-        ``cpasim validate`` command that checks the change, given the scenario)."""
-        rows = self.rows(scenario)
+        ``cpasim validate`` command that checks the change, given the scenario and the
+        ``--set`` options it ran with)."""
+        rows = self.rows(scenario, sets)
         return [f"{rows[0][0]:12} {rows[0][1]}"] + [f"  {k:10} {v}" for k, v in rows[1:]]
 
-    def rows(self, scenario: str | None = None) -> list[tuple[str, str]]:
+    def rows(self, scenario: str | None = None, sets: Sequence[str] = ()) -> list[tuple[str, str]]:
         """``(label, text)`` pairs: what :meth:`lines` and the HTML views show."""
         rows = [("limited by", f"{self.resource}  [{self.kind}]")]
         rows += [("evidence", e) for e in self.evidence]
@@ -129,8 +132,9 @@ class Verdict:
         if self.note:
             rows.append(("note", self.note))
         if self.change and scenario is not None:
-            changes = " ".join(f"--change {k}={v}" for k, v in self.change.items())
-            rows.append(("check", f"cpasim validate {scenario} {changes}"))
+            words = [f"--set {shlex.quote(s)}" for s in sets]
+            words += [f"--change {k}={v}" for k, v in self.change.items()]
+            rows.append(("check", f"cpasim validate {shlex.quote(scenario)} {' '.join(words)}"))
         return rows
 
     def _repr_html_(self) -> str:
@@ -764,11 +768,44 @@ def _predicted_result(run, p, new: Config) -> dict:
 
 def explain_run(run, *, predict_change: bool = True) -> Verdict | None:
     """The verdict of a traced run (:class:`~cpasim.predict.runs.TracedRun`), its
-    change predicted from the trace."""
+    change predicted from the trace, and whether an ideal host would answer the same
+    (:func:`detail_note`)."""
     v = explain(run.cfg, run.result, run.path)
-    if v is None or not predict_change:
+    if v is None:
         return v
-    return predicted(v, run)
+    v = detail_note(v, run)
+    return predicted(v, run) if predict_change else v
+
+
+#: Kinds that are a part of a full host, which an ideal one (``host.detail``) lacks.
+HOST_PARTS = {
+    "bus": "bus",
+    "cpu": "cpu",
+    "cores": "cpu",
+    "tx_ring": "nic",
+    "rx_ring": "nic",
+    "tx_fifo": "nic",
+}
+
+
+def detail_note(v: Verdict, run) -> Verdict:
+    """``v`` with a sentence on whether simulating its full hosts ideal
+    (``host.detail = "ideal"``, :mod:`cpasim.model.detail`) would give another answer:
+    always when the limit is a part an ideal host lacks; for a window, when the
+    hosts' time is a noticeable part of its round trip (a what-if on the trace)."""
+    from cpasim.model.detail import absent, ideal_would_differ, is_ideal
+
+    if v.host in ("tx", "rx") and is_ideal(run.cfg, v.host):
+        return v
+    if v.kind in HOST_PARTS and v.host in ("tx", "rx"):
+        lacks = absent(f"{HOST_PARTS[v.kind]}.x")
+        why = f'an ideal host (host.detail = "ideal") would be wrong here: it has {lacks}'
+        return replace(v, evidence=(*v.evidence, why))
+    if v.kind == "window" and str(run.trace).endswith((".cpt", ".jsonl")):
+        why = ideal_would_differ(run.cfg, run.result, run.trace)
+        if why is not None:
+            return replace(v, evidence=(*v.evidence, why))
+    return v
 
 
 def of_prediction(run, new: Config, p) -> Verdict | None:

@@ -1,4 +1,5 @@
-"""docs/api.md and the README: every Python block runs, in order, as one script."""
+"""docs/api.md and the manual's index (docs/README.md): every Python block runs, in
+order, as one script."""
 
 from __future__ import annotations
 
@@ -51,6 +52,6 @@ def test_every_example_runs(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_readme_python_example_runs(tmp_path):
-    assert blocks(ROOT / "README.md")
-    run_blocks(ROOT / "README.md", tmp_path)
+def test_the_index_python_example_runs(tmp_path):
+    assert blocks(ROOT / "docs" / "README.md")
+    run_blocks(ROOT / "docs" / "README.md", tmp_path)

@@ -68,7 +68,9 @@ def test_misses_grow_with_the_working_set(working_set, share):
 def test_per_packet_work_misses_on_its_header_lines():
     # The seed's forwarding: 1 or 2 misses per packet; 54 bytes of headers span
     # two 32-byte lines, one 64-byte line.
-    params = SimpleNamespace(size=1, line=32, word=2, miss_penalty=10.0, working_set=0)
+    params = SimpleNamespace(
+        size=1, line=32, word=2, miss_penalty=10.0, working_set=0, ack_footprint=False
+    )
     assert HEADERS == 54
     assert Cache(params).per_packet == 2 * 10.0
     params.line = 64
@@ -121,3 +123,36 @@ def test_a_copy_bound_sender_slows_by_the_overhead():
         "hosts.tx.cpu.cache.working_set=64KiB",
     )
     assert fits / plain == pytest.approx(1.0, rel=0.02)
+
+
+def _cache(**over) -> Cache:
+    params = dict(size=64 * 1024, line=64, word=8, miss_penalty=10.0, working_set=0)
+    return Cache(SimpleNamespace(**{**params, "ack_footprint": True, **over}))
+
+
+def test_an_ack_misses_in_the_share_of_its_footprint_beyond_the_cache():
+    """cpu.cache.ack_footprint: the working-set rule with the data sent since the
+    acknowledged buffers were last touched as the working set."""
+    cache = _cache()
+    assert cache.ack_stretch(32 * 1024) == 1.0  # all of it still in the cache
+    assert cache.ack_stretch(64 * 1024) == 1.0
+    assert cache.ack_stretch(128 * 1024) == pytest.approx(1 + 0.5 * 10)
+    # Far beyond the cache the ACK's work all misses: the seed's "approximately 10x".
+    assert cache.ack_stretch(1 << 30) == pytest.approx(11, rel=1e-3)
+    assert _cache(ack_footprint=False).ack_stretch(1 << 30) == 1.0
+
+
+def test_acks_grow_dearer_as_the_window_outgrows_the_cache():
+    """A TCP stream whose flight outgrows a small cache spends more on its ACKs with
+    the footprint rule on; with the flight inside the cache, nothing changes."""
+    base = ["sim.duration=4ms", "sim.warmup=1ms", "hosts.tx.cpu.cache.size=4KiB"]
+    off = simulate(load_scenario(None, sets=base))
+    on = simulate(load_scenario(None, sets=[*base, "hosts.tx.cpu.cache.ack_footprint=true"]))
+    assert on.cpu_utilization["tx"]["stack"] > 1.2 * off.cpu_utilization["tx"]["stack"]
+    big = [*base[:2], "hosts.tx.cpu.cache.size=64MiB"]
+    a = simulate(load_scenario(None, sets=big)).to_json()
+    b = simulate(load_scenario(None, sets=[*big, "hosts.tx.cpu.cache.ack_footprint=true"]))
+    b = b.to_json()
+    for r in (a, b):
+        r.pop("wall_s"), r.pop("config_digest")
+    assert a == b

@@ -93,6 +93,12 @@ def test_calibration_run_is_matched(cal):
     assert cal.simulations <= 24
 
 
+@pytest.fixture(scope="module")
+def predictions(grid, cal):
+    """Every configuration but the calibration one, predicted once for the module."""
+    return {p.config.name: p for p in predict(cal, list(grid.values()), _sim)}
+
+
 #: Held-out errors above the 5 % target, with what is known of why (figures from the
 #: run that produced calibration/REPORT.md; extra one-way delay fitted: +184 us).
 GAPS = {
@@ -114,10 +120,10 @@ NAMES = [c.name for c in read_grid(GRID) if c.name != CALIBRATE_ON]
         for n in NAMES
     ],
 )
-def test_held_out_prediction(grid, cal, name):
+def test_held_out_prediction(predictions, name):
     """Every configuration predicted from its nominal settings alone (rate, queue, tbf
     burst, delay, -w, congestion control) within 5 % of the median of its repeats."""
-    (p,) = predict(cal, [grid[name]], _sim)
+    p = predictions[name]
     assert abs(p.error) <= 0.05, f"{name}: {p.error:+.2%}"
 
 
@@ -127,3 +133,34 @@ def test_grid_manifest_errors(tmp_path):
         read_grid(tmp_path)
     with pytest.raises(CpasimError, match="cannot read manifest"):
         read_grid(tmp_path / "nowhere")
+
+
+#: Lossy configurations (a 15 kB tbf queue, below the bandwidth-delay product): the
+#: hosts' timing decides which packets the drop-tail queue drops, and with a few loss
+#: cycles in 4 s where they fall moves goodput by several percent (Linux's own repeats
+#: of reno_r50m_d10ms_q15k spread 31 %).  Largest measured between the levels: +3.45 %.
+LOSSY_AGREEMENT = 0.04
+
+
+@pytest.mark.slow
+def test_held_out_scores_are_no_worse_with_ideal_hosts(grid, cal, predictions):
+    """The same calibration and predictions with ideal hosts (``host.detail = "ideal"``,
+    docs/detail-levels.md).  Rate- and window-limited configurations agree with the full
+    level within 1 % (largest measured: +0.65 %), lossy ones within 4 %, and the score
+    above (within 5 % of Linux's median) is the same configuration for configuration:
+    31 of 33 at both levels, median |error| 0.235 % full, 0.240 % ideal."""
+    base = load_scenario(None, sets=["sim.warmup=0s", "host.detail=ideal"])
+    ideal_cal = calibrate(base, grid[CALIBRATE_ON], _sim)
+    assert abs(ideal_cal.residual) < 0.005
+    # The extra delay fitted takes up what the full hosts add to the round trip:
+    # measured 184 us full, 198 us ideal, each way.
+    assert 0 < ideal_cal.extra_delay_ns - cal.extra_delay_ns < 30e3
+    ideal = {p.config.name: p for p in predict(ideal_cal, list(grid.values()), _sim)}
+    for name, p in predictions.items():
+        q = ideal[name]
+        tolerance = LOSSY_AGREEMENT if p.config.regime == "lossy" else 0.01
+        assert q.predicted_bps == pytest.approx(p.predicted_bps, rel=tolerance), name
+        assert (abs(q.error) <= 0.05) == (abs(p.error) <= 0.05), name
+    err_f = [abs(p.error) for p in predictions.values()]
+    err_i = [abs(p.error) for p in ideal.values()]
+    assert statistics.median(err_i) <= statistics.median(err_f) + 0.0001

@@ -1,15 +1,16 @@
 """scenarios/rx-copy-engine.toml against Saidi 2009, section 6.4.2 (calibration/SEEDS.md).
 
-The seed's figures come from calibration/seeds/saidi_ch6.csv.  Fitted: the
-receiver's copy and per-packet costs, on the configuration without an engine
-(calibration/fit_copy_engine.py); held out: both engine configurations.
-Tolerances are what the model achieved (30 ms runs here; 60 ms in SEEDS.md).
+The three configurations' bandwidths are tests/test_seed_rows.py's rows (fitted: the
+receiver's copy and per-packet costs, on the configuration without an engine,
+calibration/fit_copy_engine.py; held out: both engine configurations).  These tests
+hold what the paths are made of, and the what-ifs, on the rows' runs (30 ms).
 """
 
 from __future__ import annotations
 
 import csv
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,10 @@ import pytest
 from cpasim.config import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "calibration"))
+
+import seed_rows  # noqa: E402
+
 SCENARIO = ROOT / "scenarios" / "rx-copy-engine.toml"
 SAIDI = ROOT / "calibration" / "seeds" / "saidi_ch6.csv"
 SHORT = ["sim.duration=30ms", "sim.warmup=10ms"]
@@ -37,50 +42,16 @@ def seed_gbps(system: str) -> float:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    from cpasim.predict.runs import traced_run
-
-    d = tmp_path_factory.mktemp("copy_engine")
-    out = {}
-    for i, (name, change) in enumerate(fit.CONFIGS):
-        cfg = load_scenario(SCENARIO, sets=[*SHORT, *change])
-        out[name] = traced_run(cfg, d / f"c{i}.cpt")
-    return out
+def runs():
+    """The rows' traced runs of the three configurations."""
+    return {
+        name: seed_rows.traced("rx-copy-engine.toml", seed_rows.engine(name))
+        for name, _ in fit.CONFIGS
+    }
 
 
 def _gbps(run) -> float:
     return run.result["goodput_bps"] / 1e9
-
-
-# (model - seed) / seed achieved in 30 ms: +0.5% (fitted), on die -0.8% (held out; the
-# NIC on die too, as the seed's figure 6.6(b)).  The engine follows the seed's
-# simulator (gem5's CopyEngine: per descriptor, in series, descriptor fetch, 20 ns,
-# read, write, completion write, 20 ns).
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    ("system", "rel"),
-    [
-        ("copy engine: none", 0.01),
-        pytest.param(
-            "copy engine on I/O bus",
-            0.10,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="1.783 Gb/s against 2.6 (-31%, 30 ms): gem5's engine reads a copy "
-                "over the bus and only then writes it back (one buffer, nothing overlapped), "
-                "about 3.8 us per 1448-byte descriptor on PCIe x4 with its descriptor fetch "
-                "and completion write, its writes behind the NIC's on PCIe up; the reader "
-                "always finds a whole read queued, so the softirq copies nothing early and "
-                "the reader spins with the socket locked, then works through the backlog "
-                "while the engine idles; the engine's constants are gem5's and the "
-                "driver's Linux 2.6.18's, not fitted",
-            ),
-        ),
-        ("copy engine on-die", 0.02),
-    ],
-)
-def test_received_bandwidth_matches_the_seed(runs, system, rel):
-    assert _gbps(runs[system]) == pytest.approx(seed_gbps(system), rel=rel)
 
 
 # The seed's on-die analysis shows no window loop, so its run was not window-limited;

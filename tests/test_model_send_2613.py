@@ -309,7 +309,9 @@ def test_a_2613_sender_runs_the_pending_softirq_on_leaving_dev_queue_xmit():
     assert softirq["waiting_share"] == 0.0
     assert path.critical_path_ns == pytest.approx(path.elapsed_ns, rel=1e-9)
     # The modern path has no such state: its interrupts wait for a core of their own.
-    modern, _ = _shipped_path("hosts.tx.pcie.lanes=4", "hosts.tx.ip.send_path=modern")
+    modern, _ = _shipped_path(
+        "hosts.tx.pcie.lanes=4", "hosts.tx.ip.send_path=modern", "hosts.tx.cpu.irq_preempt=false"
+    )
     assert not any(w == "do_softirq" for _t, _op, _sm, w, _n in modern)
     assert not any(op == "run" for _t, op, _sm, _w, _n in modern)
 

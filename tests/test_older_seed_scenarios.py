@@ -275,3 +275,35 @@ def test_makineni_cpu_saturates_without_lso_and_on_receive():
         idle[case] = r["cpu_utilization"][sut]["idle"]
     assert idle["TX no LSO"] < 0.01 and idle["RX"] < 0.01, idle
     assert idle["TX LSO"] > 0.2, idle
+
+
+# The labels a re-read of the papers and params.py gave (issue: the seed's tables row by
+# row): figure -> label, for the rows whose label is not this fit's own target.
+LABELS = {
+    ("GEDP-UP", "gs @1500 B"): "fitted",  # cpasim's PCI defaults were fitted to it
+    ("GEDP-SMP", "gs @1500 B"): "fitted",
+    ("GEDP-SMP", "Ur_copy_extra @1500 B"): "fitted",  # poll_per_byte is set from this row
+    ("GEDP-UP", "bandwidth_raw_max"): "derived from fitted values",  # 1472 B per fitted gs
+    ("GEDP-SMP", "bandwidth_raw_max"): "derived from fitted values",
+    ("GEDP-SMP", "bandwidth_fraction_of_link"): "derived from fitted values",
+    ("GEDP-SMP", "bandwidth_flow_control"): "derived from fitted values",
+    ("GEDP-SMP", "bandwidth_bound_from_gs @1500 B"): "derived from fitted values",
+    ("Mosberger", "64 B frame on the wire"): "closed form",  # wire arithmetic
+    ("GEDP-UP", "bandwidth_flow_control"): "held out",
+    ("GEDP-SMP", "Os @1500 B"): "held out",
+}
+
+
+@pytest.mark.parametrize(("name", "label"), list(LABELS))
+def test_each_figure_carries_its_label(name, label):
+    t = next(t for t in fos.SYSTEMS[name].targets if t.label == label)
+    assert t.kind == LABELS[(name, label)]
+    # A label other than a target's own or held out says why.
+    assert bool(t.why) == (t.kind != "held out" and not t.fitted)
+
+
+@pytest.mark.slow
+def test_older_seeds_report_is_what_the_scenarios_give(capsys):
+    """calibration/OLDER_SEEDS.md and the scenarios' headers are generated: ``--check``
+    re-measures the scenarios and fails (printing a diff) on any stale figure or label."""
+    assert fos.main(["--check"]) == 0, capsys.readouterr().out[-4000:]

@@ -89,6 +89,8 @@ MATTERS: dict[str, Case] = {
     "bottleneck.aqm": Case(
         "codel", ("bottleneck.rate=50Mbps", "link.delay=1ms", "sim.duration=300ms")
     ),
+    # host
+    "host.detail": Case("ideal"),
     # tcp: socket buffers
     "tcp.sndbuf": Case("8KiB"),
     "tcp.rcvbuf": Case("8KiB"),
@@ -186,6 +188,7 @@ MATTERS: dict[str, Case] = {
     "cpu.cache.word": Case("4B", CACHE, "cpu.cache.size"),
     "cpu.cache.miss_penalty": Case("50", CACHE, "cpu.cache.size"),
     "cpu.cache.working_set": Case("1MiB", CACHE, "cpu.cache.size"),
+    "cpu.cache.ack_footprint": Case("true", ("cpu.cache.size=8KiB",), "cpu.cache.size"),
     "cpu.cost.copy_send_per_byte": Case("5"),
     "cpu.cost.copy_recv_per_byte": Case("5"),
     "cpu.cost.send_call": Case("20000"),

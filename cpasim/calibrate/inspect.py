@@ -20,12 +20,8 @@ import numpy as np
 
 from cpasim.calibrate.pcap import ACK, PROTO_TCP, SYN, Capture, PacketRecord
 from cpasim.errors import CpasimError, shown
-from cpasim.protocol import MAC_HEADER, TCP_TIMESTAMPS, tcp_header
+from cpasim.protocol import DEFAULT_L2_OVERHEAD, TCP_TIMESTAMPS, tcp_header
 
-# Bytes a Linux qdisc (tbf, htb) charges per frame beyond the IP packet: the
-# Ethernet header.  Pass ETHERNET_FRAMING (38) for a real Ethernet wire (+ FCS,
-# preamble, gap).
-DEFAULT_L2_OVERHEAD = MAC_HEADER
 # Dispersion samples that fall in the densest ±5 % band of rates are taken as
 # back-to-back packets spaced by the bottleneck.
 _MODE_HALF_WIDTH = math.log(1.05)

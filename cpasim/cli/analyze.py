@@ -5,12 +5,9 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from cpasim.analysis import AnalysisResult, PathResult, Transforms, analyze
 from cpasim.analysis.fold import fold_profile, fold_queues, fold_slack
@@ -20,6 +17,9 @@ from cpasim.cli import app
 from cpasim.errors import CpasimError
 from cpasim.files import write_text_atomically
 from cpasim.progress import CountingSource, activity
+
+if TYPE_CHECKING:  # rich is imported when something is printed
+    from rich.console import Console
 
 
 def _open(path: Path):
@@ -279,6 +279,9 @@ def _fmt(ns: float | None) -> str:
 
 
 def _print(result: AnalysisResult, top: int, detail: bool = False) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
     console = Console(highlight=False, soft_wrap=True, emoji=False)
     if not console.is_terminal:  # a file or pipe: do not squeeze tables to 80 columns
         console.width = 160
@@ -301,6 +304,9 @@ def _print(result: AnalysisResult, top: int, detail: bool = False) -> None:
 
 
 def _print_path(console: Console, path: PathResult, conn, top: int) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     title = f"connection {conn}: " if conn is not None else ""
     if not path.reachable:
         console.print(f"{title}end not reachable from start")
@@ -342,6 +348,8 @@ def _more(console: Console, shown: int, total: int, what: str) -> None:
 
 
 def _named(name: str, instances: int) -> str:
+    from rich.markup import escape
+
     return escape(name) + (f" ×{instances}" if instances > 1 else "")
 
 
@@ -351,6 +359,8 @@ def _count(x: float) -> str:
 
 
 def _print_slack(console: Console, path: PathResult, top: int) -> None:
+    from rich.table import Table
+
     if not path.slack:
         console.print("near-critical (slack): none competed with the path")
         return
@@ -371,6 +381,9 @@ def _print_slack(console: Console, path: PathResult, top: int) -> None:
 def _print_profile(console: Console, profile: list[dict], top: int) -> None:
     """Per SM over the whole trace (instances folded, busiest first): active and
     waiting time, and its busiest states."""
+    from rich.markup import escape
+    from rich.table import Table
+
     rows = [sm for sm in fold_profile(profile) if sm["active_ns"] or sm["waiting_ns"]]
     table = Table(
         title="per-SM profile (whole trace; ×N: N instances, figures of one on average)",
@@ -394,6 +407,8 @@ def _print_profile(console: Console, profile: list[dict], top: int) -> None:
 def _print_queues(console: Console, queues: list[dict], top: int) -> None:
     """Per queue (instances folded; the longest waits for space first): occupancy,
     blocking on empty/full, communication latency, arrivals."""
+    from rich.table import Table
+
     rows = fold_queues(queues)
     table = Table(
         title="queues (whole trace, longest waits for space, then for data, first; ×N: N "

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from cpasim.calibrate.inspect import DEFAULT_L2_OVERHEAD, Distribution, FlowReport, inspect_capture
-from cpasim.calibrate.iperf import read_iperf
-from cpasim.calibrate.microbench import read_microbench
-from cpasim.calibrate.pcap import head_bytes, is_capture, read_capture
 from cpasim.cli import app
 from cpasim.errors import CpasimError
 from cpasim.files import write_text_atomically
+from cpasim.protocol import DEFAULT_L2_OVERHEAD
+
+if TYPE_CHECKING:  # the readers (dpkt, numpy) are imported when a command runs
+    from cpasim.calibrate.inspect import Distribution, FlowReport
 
 calibrate_app = typer.Typer(
     help="Measurements of real systems: read them, inspect captures (bottleneck, RTT, windows).",
@@ -38,6 +39,9 @@ def inspect_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
 ) -> None:
     """Figures a capture tells about the path: bottleneck rate, RTT, MSS, ACKs, windows."""
+    from cpasim.calibrate.inspect import inspect_capture
+    from cpasim.calibrate.pcap import read_capture
+
     cap = read_capture(capture)
     report = inspect_capture(cap, flow=flow, l2_overhead=l2_overhead)
     _warn_cut_short(cap)
@@ -66,6 +70,10 @@ def show_cmd(
 
 def read_measurement(path: Path) -> dict:
     """A measurement file's contents as plain data; the kind is told by the file's content."""
+    from cpasim.calibrate.iperf import read_iperf
+    from cpasim.calibrate.microbench import read_microbench
+    from cpasim.calibrate.pcap import head_bytes, is_capture, read_capture
+
     head = head_bytes(path)
     if is_capture(head):
         cap = read_capture(path)

@@ -16,8 +16,6 @@ import typer
 
 from cpasim import runfolder
 from cpasim.errors import CpasimError
-from cpasim.estimate import estimate
-from cpasim.series import check_path, default_interval, parse_interval
 
 OutOpt = Annotated[
     Path | None,
@@ -69,6 +67,8 @@ def plan(
     trace = runfolder.artefact_path(out, runfolder.TRACE, trace) if trace else None
     series = runfolder.artefact_path(out, runfolder.SERIES, series) if series else None
     if series is not None:
+        from cpasim.series import check_path, default_interval, parse_interval
+
         check_path(series)
     if interval is not None and series is None:
         raise CpasimError("--interval: only with --series (there is no series to sample)")
@@ -106,6 +106,8 @@ def warn_if_huge(cfg, trace_suffix: str | None = None) -> None:
     """Before simulating ``cfg``: one warning line on stderr with the estimate when the
     run (or its trace, recorded with ``trace_suffix``) looks huge
     (:mod:`cpasim.estimate`)."""
+    from cpasim.estimate import estimate
+
     size = estimate(cfg, trace_suffix).warning()
     if size is not None:
         typer.echo(f"cpasim: warning: {size}", err=True)

@@ -83,12 +83,18 @@ def _cp(path: PathSummary) -> str:
 
 
 def _configs(
-    scenario: Path, change: list[str] | None, sets: list[str] | None, predictable: bool = True
+    scenario: Path,
+    change: list[str] | None,
+    sets: list[str] | None,
+    predictable: bool = True,
+    simulating: bool = True,
 ):
     """The scenario with its ``--set``s, and the same with the ``--change``s applied
-    (``predictable``: refused before any simulation if the table cannot predict it)."""
+    (``predictable``: refused before any simulation if the table cannot predict it;
+    ``simulating``: the baseline is to be simulated, so warn if that looks huge)."""
     cfg = load_scenario(scenario, sets=list(sets or []))
-    outs.warn_if_huge(cfg, ".cpt")  # the baseline is traced
+    if simulating:
+        outs.warn_if_huge(cfg, ".cpt")  # the baseline is traced
     return cfg, changed_config(cfg, parse_changes(change or []), predictable=predictable)
 
 
@@ -107,7 +113,8 @@ def predict_cmd(
     progress: Progress = True,
 ) -> None:
     """Predict a parameter change from the baseline's trace, without re-simulating it."""
-    cfg, new_cfg = _configs(scenario, change, set_)
+    reused = trace is not None and trace.exists()
+    cfg, new_cfg = _configs(scenario, change, set_, simulating=not reused)
     with (
         tempfile.TemporaryDirectory(prefix="cpasim-predict-") as tmp,
         activity("cpasim predict", progress),
@@ -135,20 +142,20 @@ def predict_cmd(
     )
     typer.echo(f"           {_limited(new_v, p.predicted_path)}")
     typer.echo(f"analysed   {_span(p.analysed_ns)} of the run")
-    _advice(base_v, cfg, new_cfg, scenario)
+    _advice(base_v, cfg, new_cfg, scenario, set_ or [])
 
 
 def _json(v: Verdict | None) -> dict | None:
     return v.to_json() if v is not None else None
 
 
-def _advice(v: Verdict | None, cfg, new_cfg, scenario: Path) -> None:
+def _advice(v: Verdict | None, cfg, new_cfg, scenario: Path, sets: list[str]) -> None:
     """The baseline's verdict in full, when its change is not the one asked about."""
     if v is None or not v.change or cfg.with_values(v.values).digest == new_cfg.digest:
         return
     typer.echo("")
     typer.echo("the baseline's own verdict:")
-    for line in v.lines(str(scenario)):
+    for line in v.lines(str(scenario), sets):
         typer.echo(line)
 
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import tempfile
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
 import typer
 
 from cpasim import runfolder
@@ -17,12 +17,20 @@ from cpasim.capture import DEFAULT_SNAPLEN, PcapSpec
 from cpasim.cli import app
 from cpasim.cli import outputs as outs
 from cpasim.config import load_scenario
-from cpasim.model import flows
-from cpasim.model.cpu import CATEGORIES
 from cpasim.predict.runs import analysed_run, write_run_record
 from cpasim.progress import activity
-from cpasim.simulate import Result, simulate
 from cpasim.verdict import explain, explain_run, idle_line
+
+if TYPE_CHECKING:
+    from cpasim.simulate import Result
+
+
+def simulate(cfg, **kwargs):
+    """:func:`cpasim.simulate.simulate`, imported when a run is made: the model is not
+    loaded when the command line starts (every command pays for what it imports)."""
+    from cpasim.simulate import simulate as run
+
+    return run(cfg, **kwargs)
 
 
 @app.command("run")
@@ -106,7 +114,7 @@ def run_cmd(
         return
     text = summary(result, cfg, scenario, trace)
     if explain:
-        block = verdict.lines(str(scenario)) if verdict is not None else []
+        block = verdict.lines(str(scenario), sets or []) if verdict is not None else []
         text += "\n" + "\n".join(block or ["limited by   nothing the analysis recognises"])
     else:
         text += "\n" + limited_line(cfg, result)
@@ -194,6 +202,8 @@ def summary(r: Result, cfg, scenario: Path, trace: Path | None) -> str:
         lines.append(
             "memory       " + "  ".join(f"{h} {_pct(v)}" for h, v in r.memory_utilization.items())
         )
+    from cpasim.model.cpu import CATEGORIES
+
     for host, cpu in r.cpu_utilization.items():
         parts = "  ".join(f"{c} {_pct(cpu[c])}" for c in (*CATEGORIES, "idle"))
         lines.append(f"CPU {host:8} {parts}")
@@ -243,9 +253,11 @@ def _per_connection(goodputs: dict[str, float]) -> str:
         names = sorted(goodputs, key=_numeric)
         return "  ".join(f"{c} {_si(goodputs[c], 'b/s')}" for c in names)
     values = sorted(goodputs.values())
-    index = flows.jain(values)
+    from cpasim.model.flows import jain  # the run has loaded the model already
+
+    index = jain(values)
     return (
-        f"min {_si(values[0], 'b/s')}  median {_si(float(np.median(values)), 'b/s')}  "
+        f"min {_si(values[0], 'b/s')}  median {_si(float(statistics.median(values)), 'b/s')}  "
         f"max {_si(values[-1], 'b/s')}  ({len(values)} connections, Jain's index "
         + (f"{index:.3f})" if index is not None else "-)")
     )
@@ -303,15 +315,17 @@ def _table_line(entries: list[dict]) -> str:
     qs = [x[key] for x in entries if x.get(key)]
     if e["kind"] != "ping":
         values = sorted(x["goodput_bps"] for x in entries)
-        index = flows.jain(values)
+        from cpasim.model.flows import jain
+
+        index = jain(values)
         parts.append(
-            f"goodput min {_si(values[0], 'b/s')} median {_si(float(np.median(values)), 'b/s')} "
+            f"goodput min {_si(values[0], 'b/s')} median {_si(float(statistics.median(values)), 'b/s')} "
             f"max {_si(values[-1], 'b/s')}"
             + (f" (Jain's index {index:.3f})" if index is not None else "")
         )
         parts.append(f"retransmits {sum(x['retransmits'] for x in entries)}")
     if qs:
-        median = {p: float(np.median([q[p] for q in qs])) for p in ("p50", "p90", "p99")}
+        median = {p: float(statistics.median([q[p] for q in qs])) for p in ("p50", "p90", "p99")}
         parts.append(
             ("latency" if e["kind"] == "rpc" else "rtt")
             + " median of flows' "

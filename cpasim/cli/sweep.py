@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from cpasim.cli import app
 
@@ -59,6 +58,8 @@ def sweep_command(
     except SweepInterrupted as stop:
         print(f"cpasim: {stop}", file=sys.stderr)
         raise typer.Exit(130) from None
+    from rich.console import Console
+
     console = Console()
     if not console.is_terminal:  # a file or pipe: do not squeeze to 80 columns
         console.width = 160

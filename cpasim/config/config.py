@@ -26,6 +26,8 @@ from cpasim.config.params import (
 )
 from cpasim.errors import CpasimError
 
+_MISSING = object()
+
 
 def _build(cls: type, prefix: str, flat: Mapping[str, Any], host: str | None = None) -> Any:
     """A section from the flat keys under ``prefix``; for ``host``, a key the host does
@@ -40,7 +42,18 @@ def _build(cls: type, prefix: str, flat: Mapping[str, Any], host: str | None = N
     return cls(**kwargs)
 
 
+#: Keys (without host prefix) left out of the digest at their default -> that default.
+_NEUTRAL = {k: s.default for k, s in SPECS.items() if s.digest_neutral}
+
+
+def _bare(key: str) -> str:
+    """``hosts.tx.host.detail`` -> ``host.detail``; a global key as it is."""
+    return key.split(".", 2)[2] if key.startswith("hosts.") else key
+
+
 def _digest(flat: Mapping[str, Any]) -> str:
+    if _NEUTRAL:  # a digest-neutral key at its default is as if it did not exist
+        flat = {k: v for k, v in flat.items() if _NEUTRAL.get(_bare(k), _MISSING) != v}
     canonical = json.dumps(flat, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 

@@ -51,6 +51,8 @@ class ParamSpec:
     doc: str
     per_host: bool
     hosts: tuple[str, ...] = ()  # per-host keys: the hosts that have it (:func:`hosts_of`)
+    #: At its default the key is left out of the configuration's digest (see :func:`param`).
+    digest_neutral: bool = False
 
     def format(self, value: Any) -> str:
         """Human text for a value of this parameter, as it would be written in TOML."""
@@ -91,8 +93,14 @@ def param(
     hi: Any = None,
     choices: tuple | None = None,
     unit: str = "",
+    digest_neutral: bool = False,
 ) -> Any:
-    """Declare a parameter field.  ``default``/``lo``/``hi``/``choices`` as a user writes them."""
+    """Declare a parameter field.  ``default``/``lo``/``hi``/``choices`` as a user writes them.
+
+    ``digest_neutral``: the default is the model as it was before the key existed, so at
+    its default the key is left out of the digest (:class:`~cpasim.config.Config`), and
+    the digests of configurations made before it (run folders, trace sidecars) still
+    match."""
     if kind in QUANTITIES:
         unit = units.internal_unit(kind)
     meta = {
@@ -102,6 +110,7 @@ def param(
         "hi": _internal(hi, kind),
         "choices": None if choices is None else tuple(_internal(c, kind) for c in choices),
         "unit": unit,
+        "digest_neutral": digest_neutral,
     }
     return field(default=_internal(default, kind), metadata={"param": meta})
 
@@ -784,6 +793,15 @@ class CpuCacheParams:
         lo=0,
         hi="1TiB",
     )
+    # Seed 004's ladder (section 6.2.2): ACKs flushed from the cache as the data rate grows.
+    ack_footprint: bool = param(
+        False,
+        BOOL,
+        "processing an ACK misses in the share of the data in flight past the device "
+        "queue beyond the cache (the buffers it frees were last touched when sent, and "
+        "all data sent since has streamed through the cache): cpu.cost.ack x (1 + MR*MP), "
+        "MR = max(0, 1 - size / those bytes); with cpu.cache.size set",
+    )
 
 
 @dataclass(frozen=True)
@@ -942,9 +960,26 @@ class CopyEngineParams:
 
 
 @dataclass(frozen=True)
+class HostDetailParams:
+    """How much of the host is simulated (:mod:`cpasim.model.ideal`, docs/detail-levels.md)."""
+
+    detail: str = param(
+        "full",
+        ENUM,
+        "full = every host state machine (CPU, bus, DMA, rings, interrupts); ideal = what "
+        "ns-3 keeps: application, socket buffers, TCP with its timers, IP and the qdisc, "
+        "with no CPU cost and a packet on the link as the qdisc releases it (the cpu, "
+        "memory, bus, pcie, nic, driver and copy_engine keys then do not apply)",
+        choices=("full", "ideal"),
+        digest_neutral=True,
+    )
+
+
+@dataclass(frozen=True)
 class HostParams:
     """Everything one host is made of; ``cfg.tx`` and ``cfg.rx`` are these."""
 
+    host: HostDetailParams = section(HostDetailParams)
     tcp: TcpParams = section(TcpParams)
     ip: IpParams = section(IpParams)
     qdisc: QdiscParams = section(QdiscParams)
@@ -1076,6 +1111,7 @@ def _walk(cls: type, prefix: str, per_host: bool) -> list[ParamSpec]:
                 doc=meta["doc"],
                 per_host=per_host,
                 hosts=hosts_of(key) if per_host else (),
+                digest_neutral=meta["digest_neutral"],
             )
         )
     return specs

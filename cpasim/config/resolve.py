@@ -362,6 +362,7 @@ def check(flat: dict[str, Any], where: str, explicit: Iterable[str] = ()) -> Non
     if (
         flat["workload.kind"] == "webserver"
         and flat["workload.processes"] > flat["hosts.tx.cpu.cores"]
+        and flat["hosts.tx.host.detail"] == "full"  # an ideal host has no cores to share
     ):
         raise CpasimError(
             f"{where}: workload.processes ({flat['workload.processes']}) must not exceed "
@@ -435,6 +436,7 @@ def check(flat: dict[str, Any], where: str, explicit: Iterable[str] = ()) -> Non
                 f"{where}: bottleneck.burst ({_fmt('bottleneck.burst', flat['bottleneck.burst'])})"
                 f" must be 0 or hold one full-size packet ({packet} B)"
             )
+    _check_ideal(flat, where)
     for host in HOSTS:
         h = f"hosts.{host}."
         mss = mss_for(mtu, flat[h + "tcp.timestamps"])
@@ -466,6 +468,26 @@ def check(flat: dict[str, Any], where: str, explicit: Iterable[str] = ()) -> Non
             raise CpasimError(
                 f"{where}: {h}nic.throttle_usecs applies only with nic.itr=fixed "
                 f"(nic.itr is {itr!r})"
+            )
+
+
+def _check_ideal(flat: dict[str, Any], where: str) -> None:
+    """An ideal host (``host.detail``, :mod:`cpasim.model.ideal`) cannot run what needs
+    the hardware it does not have."""
+    for host in HOSTS:
+        h = f"hosts.{host}."
+        if flat[h + "host.detail"] != "ideal":
+            continue
+        if flat[h + "ip.send_path"] == "2.6.13":
+            raise CpasimError(
+                f'{where}: {h}ip.send_path = "2.6.13" runs the driver\'s transmit in the '
+                f'sender, and {h}host.detail = "ideal" has no driver; expected '
+                'ip.send_path = "modern" or host.detail = "full"'
+            )
+        if flat[h + "copy_engine.enabled"]:
+            raise CpasimError(
+                f"{where}: {h}copy_engine.enabled is hardware, and {h}host.detail = "
+                '"ideal" has none; expected copy_engine.enabled = false or host.detail = "full"'
             )
 
 

@@ -35,6 +35,16 @@ BUS_STATES: tuple[tuple[str, str, str], ...] = (
 )
 
 
+#: The copy engine's state names by where it sits: (next address, descriptor, read,
+#: write, status).  On the I/O bus they are bus states (:data:`BUS_STATES`); on die
+#: they cross another interconnect, so they are named apart
+#: (:mod:`cpasim.model.copy_engine`).
+COPY_ENGINE_STATES = {
+    "io_bus": ("DMA next address", "DMA descriptor", "read", "write", "DMA status"),
+    "on_die": ("next address", "descriptor", "copy read", "copy write", "status"),
+}
+
+
 #: The state of a software SM whose register write waits for the bus (M5's bridge,
 #: :meth:`cpasim.model.m5bus.M5Bus.cpu_write`): its core stalls there, for as long as
 #: the DMA traffic queued ahead of the write takes to cross, so it scales with the bus.

@@ -25,7 +25,19 @@ Where it applies:
   per packet): + ⌈headers / L⌉ · MP cycles.
 
 Everything is folded into the costs once, when the CPU first prices them, so a
-modelled cache costs the simulation nothing per call.
+modelled cache costs the simulation nothing per call; but for one cost that depends
+on the run:
+
+* ``cpu.cache.ack_footprint``: processing an ACK frees the buffers of the data it
+  acknowledges, last touched when the driver took them from the device queue;
+  everything sent since — the data in flight past the queue — has streamed through
+  the cache in between.  When that exceeds the cache the ACK's work misses in the
+  share beyond it, MR = max(0, 1 − size / footprint), the working-set rule above
+  with that footprint as the working set, and costs ``ack`` × (1 + MR·MP).  So ACK
+  processing grows dearer with the data rate, as seed 004 traced its ladder's
+  over-predictions of configuration 4 to ("as the data rate
+  increases, the cache footprint of the benchmark increases as well ... The resulting
+  cache misses make ACK processing approximately 10x more expensive").
 """
 
 from __future__ import annotations
@@ -55,9 +67,12 @@ def overhead(mr: float, miss_penalty: float) -> float:
 class Cache:
     """The factor on per-byte costs and the cycles added to per-packet work."""
 
-    __slots__ = ("miss_rate", "per_byte", "per_packet")
+    __slots__ = ("miss_rate", "per_byte", "per_packet", "size", "miss_penalty", "ack_footprint")
 
     def __init__(self, params) -> None:
+        self.size = params.size
+        self.miss_penalty = params.miss_penalty
+        self.ack_footprint = params.ack_footprint
         self.miss_rate = miss_rate(
             word=params.word, line=params.line, size=params.size, working_set=params.working_set
         )
@@ -69,3 +84,10 @@ class Cache:
         if fixed and name in PER_PACKET:  # a path that costs nothing reads no header
             fixed += self.per_packet
         return fixed, per_byte * self.per_byte
+
+    def ack_stretch(self, flight: int) -> float:
+        """The factor on an ACK's processing with ``flight`` bytes in flight before it
+        (``cpu.cache.ack_footprint``; 1 without it)."""
+        if not self.ack_footprint or flight <= self.size:
+            return 1.0
+        return overhead(1.0 - self.size / flight, self.miss_penalty)

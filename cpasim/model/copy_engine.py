@@ -70,17 +70,13 @@ from __future__ import annotations
 
 from collections import deque
 
+from cpasim.model.bus_rules import COPY_ENGINE_STATES
 from cpasim.protocol import IOAT_COMPLETION_BYTES, IOAT_NEXT_POINTER_BYTES
 from cpasim.trace import TracedContainer
 
-#: The engine's state names by where it sits: (next address, descriptor, read,
-#: write, status).  On the I/O bus they are bus states the predictions scale with
-#: the bus (:data:`cpasim.model.bus_rules.BUS_STATES`); on die they cross another
-#: interconnect, so they are named apart.
-STATES = {
-    "io_bus": ("DMA next address", "DMA descriptor", "read", "write", "DMA status"),
-    "on_die": ("next address", "descriptor", "copy read", "copy write", "status"),
-}
+#: The engine's state names by where it sits (declared with the bus's states, which
+#: the predictions read without the model).
+STATES = COPY_ENGINE_STATES
 
 
 class CopyEngine:

@@ -5,7 +5,9 @@ The host is plumbing only: it builds :class:`~cpasim.model.cpu.Cpu`, the
 :class:`~cpasim.model.ip.IpLayer` (and, when configured, the
 :class:`~cpasim.model.memory.Memory` they share and the
 :class:`~cpasim.model.copy_engine.CopyEngine`), and opens TCP connections / UDP
-endpoints on request, registering each with IP for its incoming packets.
+endpoints on request, registering each with IP for its incoming packets.  An ideal
+host (``host.detail = "ideal"``) has a CPU and a device of its own instead and no
+memory, bus or copy engine (:mod:`cpasim.model.ideal`).
 """
 
 from __future__ import annotations
@@ -29,8 +31,26 @@ class Host:
         self.hc = cfg.host(sys)
         self.mtu = cfg.link.mtu
         self.tracer = tracer
-        self.cpu = Cpu(env, sys, params=self.hc.cpu, tracer=tracer)
-        hc = self.hc
+        self._hardware(port)
+        self.ip = IpLayer(
+            env,
+            sys,
+            params=self.hc.ip,
+            mtu=self.mtu,
+            tracer=tracer,
+            cpu=self.cpu,
+            dev=self.dev,
+            loop=self.dev.rx_out is not None,
+        )
+        self.tcp: list[TcpConnection] = []
+        self.seed = cfg.sim.seed  # seeds the connections' own generators (BBR's phase)
+        self.udp: list[UdpEndpoint] = []
+
+    def _hardware(self, port) -> None:
+        """The CPU, memory, device on ``port`` and copy engine (an ideal host has
+        others: :mod:`cpasim.model.ideal`)."""
+        env, sys, tracer, hc = self.env, self.sys, self.tracer, self.hc
+        self.cpu = Cpu(env, sys, params=hc.cpu, tracer=tracer)
         # No memory object unless asked for: an unmodelled memory costs nothing.
         self.memory = make_memory(env, hc.memory)
         self.cpu.memory = self.memory
@@ -48,12 +68,6 @@ class Host:
                 cpu=self.cpu,
                 port=self._engine_port(),
             )
-        self.ip = IpLayer(
-            env, sys, params=hc.ip, mtu=self.mtu, tracer=tracer, cpu=self.cpu, dev=self.dev
-        )
-        self.tcp: list[TcpConnection] = []
-        self.seed = cfg.sim.seed  # seeds the connections' own generators (BBR's phase)
-        self.udp: list[UdpEndpoint] = []
 
     def _engine_port(self):
         """The interconnect the copy engine's DMA crosses: the host's I/O bus for an
@@ -79,8 +93,8 @@ class Host:
             self.sys,
             idx,
             params=self.hc.tcp if tcp is None else tcp,
-            tso=self.hc.nic.tso,
-            csum_offload=self.hc.nic.csum_offload,
+            tso=self.dev.tso,
+            csum_offload=self.dev.csum_offload,
             mtu=self.mtu,
             peer_window=peer_window,
             peer_sack=peer_sack,
@@ -102,7 +116,7 @@ class Host:
             self.sys,
             idx,
             params=self.hc.tcp,
-            csum_offload=self.hc.nic.csum_offload,
+            csum_offload=self.dev.csum_offload,
             mtu=self.mtu,
             tracer=self.tracer,
             cpu=self.cpu,
@@ -116,12 +130,15 @@ class Host:
 
     def drops(self) -> dict[str, int]:
         """Packets this host dropped, by reason."""
-        out = dict(self.dev.stats.drops)
+        out = self._device_drops()
         out.update(self.ip.drops)
         for ep in self.udp:
             for k, v in ep.drops.items():
                 out[k] = out.get(k, 0) + v
         return out
+
+    def _device_drops(self) -> dict[str, int]:
+        return dict(self.dev.stats.drops)
 
     def retransmits(self) -> int:
         return sum(c.sender.retransmits for c in self.tcp)

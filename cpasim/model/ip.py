@@ -28,7 +28,10 @@ from cpasim.protocol import IP_HEADER, UDP_HEADER
 class IpLayer:
     """Host ``sys``'s IP layer; ``params`` is the host's ``ip`` section."""
 
-    def __init__(self, env, sys, *, params, mtu, tracer, cpu, dev) -> None:
+    def __init__(self, env, sys, *, params, mtu, tracer, cpu, dev, loop: bool = True) -> None:
+        """``loop``: run ``IP Recv`` as a process waiting on the device's ``RX backlog``;
+        False when the device hands each packet to :meth:`deliver` itself (an ideal
+        host's, :mod:`cpasim.model.ideal`)."""
         self.env = env
         self.cpu = cpu
         self.dev = dev
@@ -46,7 +49,8 @@ class IpLayer:
         self.handlers: dict[tuple[str, str], object] = {}
         self._reasm: dict[tuple[str, int], int] = {}  # (conn, datagram id) -> bytes so far
         self.drops = {"reassembly": 0}
-        env.process(self._recv_loop())
+        if loop:
+            env.process(self._recv_loop())
 
     def register(self, proto: str, conn: str, endpoint) -> None:
         """Deliver incoming ``proto`` packets of ``conn`` to ``endpoint.receive``."""
@@ -96,13 +100,14 @@ class IpLayer:
             pkt = yield rx.get(sm)
             yield from cpu.take(sm)
             while True:
-                yield from self._deliver(sm, pkt)
+                yield from self.deliver(sm, pkt)
                 if not rx.items:
                     break
                 (pkt,) = rx.take_now(1, sm)
             cpu.release(sm)
 
-    def _deliver(self, sm, pkt: Packet):
+    def deliver(self, sm, pkt: Packet):
+        """Generator run by ``IP Recv`` (its SM ``sm``, holding a core): one packet up."""
         cpu = self.cpu
         if self.netfilter:
             yield cpu.spend(sm, "nf_hook", stack=cpu.cycles("netfilter"))

@@ -2,13 +2,21 @@
 
 With ``ip.send_path = "2.6.13"`` a UDP ``sendto()`` runs as that kernel's did
 (Saidi 2009, section 6.2.1, tables 6.1 and 6.2).  In the sending
-application's state machine (the seed's ``Sys Send``):
+application's state machine (the seed's ``Sys Send``), at the granularity of the
+seed's figure 5.3 (a state per function of the call):
 
+``udp_sendmsg``
+    the call's own body: entering and leaving it (``cpu.cost.syscall``,
+    ``send_call``, ``udp_send``) and the application's own work (``user``),
+    category ``stack``;
+then, fragment by fragment as ``ip_append_data`` fills one buffer per fragment:
 ``alloc_skb``
-    ``ip_append_data`` allocates one buffer per fragment (``cpu.cost.skb_alloc``
-    each, category ``buffer``);
+    allocating the fragment's buffer (``cpu.cost.skb_alloc`` less the data part,
+    category ``buffer``), and ``__kmalloc`` — its data part, a share of
+    ``skb_alloc`` taken from the seed's figure 5.7 (:data:`KMALLOC_SHARE`);
 ``do_csum_partial_copy_from_user``
-    copies the payload in and checksums it on the way (``cpu.cost.copy`` and
+    copying the fragment's payload in and checksumming it on the way
+    (``cpu.cost.copy_send`` per byte, its fixed part once per call, and
     ``cpu.cost.csum_per_byte``, category ``copy``): a datagram larger than the
     MTU cannot leave its checksum to the NIC, whatever ``nic.csum_offload``
     says, because the checksum covers every fragment (one that fits a frame
@@ -22,7 +30,11 @@ application's state machine (the seed's ``Sys Send``):
     'tx:App:ip_push_pending_frames=0'``) exposes the states of ``IP Send`` the
     call spent its time in (the seed's table 6.2).  Once ``IP Send`` blocks on
     a full ``qdisc`` (giving the core up) the caller waits on the return
-    (``wait_empty``), so the path follows ``IP Send`` to the device.
+    (``wait_empty``), so the path follows ``IP Send`` to the device;
+``release_sock``
+    ``spin_unlock_bh`` on leaving: a softirq raised meanwhile and still pending
+    (the interrupt handler waits for this core) runs here, on the caller's core,
+    as in ``do_softirq`` below; otherwise the state does not appear.
 
 ``IP Send`` (one per host; it works on the caller's core)
     ``Wait`` — for a datagram;
@@ -72,6 +84,11 @@ from __future__ import annotations
 from cpasim.protocol import IP_HEADER
 from cpasim.trace import TracedStore
 
+#: The share of a packet buffer's allocation (``cpu.cost.skb_alloc``) that is the data
+#: buffer's ``__kmalloc``: the seed's figure 5.7 (its TCP sender's CPU time by function)
+#: gives __alloc_skb 661 us, __kmalloc 224, kmem_cache_alloc 180, cache_alloc_refill 23.
+KMALLOC_SHARE = 224 / (661 + 224 + 180 + 23)
+
 
 class IpSend:
     """The ``IP Send`` state machine of one host (see the module docstring)."""
@@ -92,21 +109,43 @@ class IpSend:
         cpu, ip = self.cpu, self.ip
         cpu.interruptible()  # the caller's process
         fragmented = pkt.length > ip.mtu
-        nfrags = -(-(pkt.length - IP_HEADER) // ip.frag_payload) if fragmented else 1
+        payload = pkt.payload
+        # ip_append_data fills one buffer per fragment: the first carries the UDP header.
+        first = ip.frag_payload - (pkt.length - pkt.payload - IP_HEADER)
+        sizes = [min(payload, first)] if fragmented else [payload]
+        while fragmented and sum(sizes) < payload:
+            sizes.append(min(ip.frag_payload, payload - sum(sizes)))
         # Only a datagram that fits one frame can leave its checksum to the NIC.
-        csum = cpu.cycles("csum", pkt.payload) if fragmented or not ip.dev.csum_offload else 0.0
-        yield cpu.spend(sm, "alloc_skb", buffer=cpu.cycles("skb_alloc") * nfrags)
+        csum = fragmented or not ip.dev.csum_offload
         yield cpu.spend(
             sm,
-            "do_csum_partial_copy_from_user",
-            stack=cpu.cycles("syscall") + user,
-            copy=cpu.cycles("copy_send", pkt.payload) + csum,
+            "udp_sendmsg",
+            stack=cpu.cycles("syscall") + cpu.cycles("send_call") + cpu.cycles("udp_send") + user,
         )
+        alloc = cpu.cycles("skb_alloc")
+        kmalloc = alloc * KMALLOC_SHARE
+        alloc -= kmalloc
+        fixed = cpu.cycles("copy_send")  # the copy's fixed part, once per call
+        for n in sizes:
+            yield cpu.spend(sm, "alloc_skb", buffer=alloc)
+            yield cpu.spend(sm, "__kmalloc", buffer=kmalloc)
+            copy = cpu.cycles("copy_send", n) - cpu.cycles("copy_send") + fixed
+            fixed = 0.0
+            yield cpu.spend(
+                sm,
+                "do_csum_partial_copy_from_user",
+                copy=copy + (cpu.cycles("csum", n) if csum else 0.0),
+            )
         sm.begin("ip_push_pending_frames")
         done = self.env.event()
         self.calls.put_now((pkt, done, sm), sm)
         yield done
         self.returns.take_now(1, sm)
+        driver = ip.dev.driver
+        if driver.softirq_pending(cpu):
+            # release_sock's spin_unlock_bh: a softirq raised meanwhile runs here.
+            sm.begin("release_sock")
+            yield driver.run_softirq(sm, cpu)
 
     def _run(self):
         sm, cpu, ip, calls = self.sm, self.cpu, self.ip, self.calls

@@ -27,6 +27,7 @@ from cpasim.model import app, bottleneck, flows
 from cpasim.model.app import AppStats, WebServer
 from cpasim.model.forwarder import INTERFACES, Forwarder
 from cpasim.model.host import Host
+from cpasim.model.ideal import make_host
 from cpasim.model.link import Link, LinkStats
 from cpasim.model.losses import LossLog
 from cpasim.model.sockbuf import syn_window
@@ -82,7 +83,7 @@ class System:
             self.bottlenecks = bottleneck.build(
                 env, params=cfg.bottleneck, link=self.link, tracer=tracer
             )
-            self.hosts = {h: Host(env, h, cfg, tracer, self.link.port(h)) for h in HOSTS}
+            self.hosts = {h: make_host(env, h, cfg, tracer, self.link.port(h)) for h in HOSTS}
         # A sized run ends when its transfers do: the bytes of workload.bytes read, or,
         # with [[flows]], every bulk flow's (cpasim.config.flows.sized).
         self.sized = (
@@ -98,7 +99,8 @@ class System:
             box.measure_from, box.measure_until = since, until
         for host in self.hosts.values():
             host.cpu.start_measuring(since, until)
-            host.bus.measure_from = since
+            if host.bus is not None:  # an ideal host (host.detail) has none
+                host.bus.measure_from = since
         self.stats = AppStats(env, warmup=cfg.sim.warmup, target=cfg.workload.bytes)
         self.servers: list[WebServer] = []
         self._web_socks: dict = {}  # webserver: connection index -> server-side socket
@@ -133,8 +135,8 @@ class System:
         self.link = sides[0]
         self.bottlenecks = []  # the configuration refuses one with a forwarding host
         self.hosts = {
-            "tx": Host(env, "tx", cfg, tracer, sides[0].port("tx")),
-            "rx": Host(env, "rx", cfg, tracer, sides[1].port("rx")),
+            "tx": make_host(env, "tx", cfg, tracer, sides[0].port("tx")),
+            "rx": make_host(env, "rx", cfg, tracer, sides[1].port("rx")),
             fw: Forwarder(env, cfg, tracer, (sides[0].port(fw), sides[1].port(fw))),
         }
 

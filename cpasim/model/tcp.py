@@ -110,6 +110,10 @@ class TcpConnection:
         self.sys = sys
         self.conn = f"c{idx}"
         self.cpu = cpu
+        # The receive path's costs per packet, looked up once: it runs for every segment.
+        self.c_rx_packet = cpu.cycles("rx_packet")
+        self.c_tx_packet = cpu.cycles("tx_packet")
+        self.c_ack = cpu.cycles("ack")
         self.ip = ip
         self.params = tp = params
         self.hdr = tcp_header(tp.timestamps)
@@ -489,6 +493,13 @@ class TcpConnection:
             self.tso_deferred = False
             self.sendq.put_now(0, sm)
 
+    def _footprint(self) -> int:
+        """Bytes sent since the ones an incoming ACK frees were last touched
+        (``cpu.cache.ack_footprint``): the flight, less what still waits in the device
+        queue, untouched since TCP handed it over."""
+        queued = sum(p.payload for p in self.ip.dev.qdisc.items if p.conn == self.conn)
+        return self.sender.flight - queued
+
     # -- incoming segments (run by IP Recv, holding a core) ------------------------------
     def receive(self, sm, pkt: Packet):
         """Process one incoming segment: its ACK, then its data.
@@ -497,6 +508,7 @@ class TcpConnection:
         receive path and any ACK or retransmission it sends, and their effects
         (buffer space, window, data for the app, packets) follow it."""
         cpu, sender = self.cpu, self.sender
+        flight = self._footprint() if cpu.cache is not None else 0
         if self.linux:
             out = sender.on_ack(pkt.ack, pkt.wnd, self.env._now, pkt.payload > 0, pkt.sack)
             rtx = out.retransmits
@@ -511,10 +523,13 @@ class TcpConnection:
             csum = cpu.cycles("csum", pkt.length) if self.sw_csum else 0.0
             if csum and cpu.memory is not None:  # the sum reads the segment from memory
                 csum = cpu.stall(csum, pkt.length)
-            stack = cpu.cycles("rx_packet") + cpu.cycles("tx_packet") * sends
+            stack = self.c_rx_packet + self.c_tx_packet * sends
             yield cpu.spend(sm, "tcp_v4_rcv", stack=stack, copy=csum)
         else:
-            stack = cpu.cycles("ack") + cpu.cycles("tx_packet") * sends
+            ack = self.c_ack
+            if cpu.cache is not None:  # the acknowledged buffers may have left the cache
+                ack *= cpu.cache.ack_stretch(flight)
+            stack = ack + self.c_tx_packet * sends
             yield cpu.spend(sm, "tcp_ack", stack=stack)
         if out.acked:
             self.bytes_acked += out.acked

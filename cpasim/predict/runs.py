@@ -30,7 +30,6 @@ from cpasim.predict.bounds import busy, holding
 from cpasim.predict.transforms_table import reference, state_active, state_means
 from cpasim.predict.window import WINDOW_COMMIT_EVERY, Window, analyses, make_window
 from cpasim.progress import note
-from cpasim.simulate import simulate
 from cpasim.trace import open_trace, trace_digest
 from cpasim.trace.records import BEGIN, TraceSource
 
@@ -324,6 +323,8 @@ def traced_run(
     """
     trace = Path(trace)
     with note(f"simulating into {trace.name}"):
+        from cpasim.simulate import simulate  # the model, only when a run is made
+
         res = simulate(cfg, trace_path=trace, progress=progress)
     return analysed_run(cfg, trace, res.with_end_state(), window=window)
 

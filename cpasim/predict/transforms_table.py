@@ -147,7 +147,13 @@ re-simulated figures with the prediction marked as refused:
 ``copy_engine.rate``             a copy's read and write last their DMA's time or
                                  their bytes at the rate, whichever is longer (0 =
                                  no limit, gem5's engine): no one factor
+``host.detail``                  which parts of the host exist, not a step's time
 ================================ ==================================================
+
+On an ideal host (``host.detail = "ideal"``, :mod:`cpasim.model.ideal`) the keys of
+the parts it does not have (``cpu``, ``memory``, ``bus``, ``pcie``, ``nic``,
+``driver``, ``copy_engine``) act on nothing: a change of one is refused with the
+part that is missing.
 
 Not in the table (structure changes the trace cannot express; re-simulate
 them with ``cpasim validate``): MTU, TSO, checksum offload (its cycles are
@@ -167,8 +173,14 @@ from cpasim.analysis import Transforms
 from cpasim.analysis.transforms import sm_display
 from cpasim.config import ALL_HOSTS, FORWARDER, HOSTS, Config, spec_of
 from cpasim.errors import CpasimError
-from cpasim.model.bus_rules import BUS_STATES, MMIO_WAIT, READ, read_round_trip_ns
-from cpasim.model.copy_engine import STATES as ENGINE_STATES
+from cpasim.model.bus_rules import (
+    BUS_STATES,
+    COPY_ENGINE_STATES,
+    MMIO_WAIT,
+    READ,
+    read_round_trip_ns,
+)
+from cpasim.model.detail import absent, is_ideal
 from cpasim.model.pcie import pcie_bytes_per_ns
 from cpasim.model.sockbuf import SOCK_MIN_SNDBUF, largest_window, setsockopt_buf
 from cpasim.protocol import frame_bytes, mss_for, wire_bytes
@@ -211,7 +223,9 @@ CPU_STATES = (
     "ip_fragment",
     "ip_defrag",
     # Linux 2.6.13's UDP send path (ip.send_path, cpasim.model.ip_send).
+    "udp_sendmsg",
     "alloc_skb",
+    "__kmalloc",
     "do_csum_partial_copy_from_user",
     "memcpy",
     "interrupt",
@@ -266,6 +280,11 @@ REFUSED: dict[str, str] = {
     "tcp.rmem_max": _AUTOTUNING,
     "tcp.wmem_default": _AUTOTUNING,
     "tcp.wmem_max": _AUTOTUNING,
+    "host.detail": (
+        "changes which parts of the host exist (an ideal host has no CPU, bus, rings or "
+        "interrupts), not how long a step takes (a sweep with --grid host.detail=full,ideal "
+        "shows the two side by side)" + _RESIMULATE
+    ),
 }
 
 
@@ -477,7 +496,7 @@ def _locked_only(request: str, fixed: str) -> Callable[[Lookup, Lookup], str | N
 
 
 #: The states of an on-die copy engine's transfers (:mod:`cpasim.model.copy_engine`).
-ON_DIE_ENGINE_STATES = ENGINE_STATES["on_die"]
+ON_DIE_ENGINE_STATES = COPY_ENGINE_STATES["on_die"]
 
 #: The NIC states that hold the bus (:data:`~cpasim.model.bus_rules.BUS_STATES`):
 #: a DMA read waits one bridge round trip before its data streams back; a DMA
@@ -536,8 +555,9 @@ CPU_PATTERNS: tuple[str, ...] = tuple(t.pattern for t in _CPU_TARGETS)
 
 #: States of a caller inside a synchronous call whose work another SM does on the
 #: caller's core (Linux 2.6.13's ``ip_push_pending_frames`` while ``IP Send`` runs,
-#: ``IP Send``'s ``qdisc_restart`` while ``Driver TX`` transmits a fragment, and its
-#: ``do_softirq`` while the interrupt handler and NAPI run): their time is cycles,
+#: ``IP Send``'s ``qdisc_restart`` while ``Driver TX`` transmits a fragment, its
+#: ``do_softirq`` and the caller's ``release_sock`` while the interrupt handler and
+#: NAPI run): their time is cycles,
 #: but the callee's states already count them as the core's work, so they scale
 #: with the clock and stay out of :data:`CPU_PATTERNS`; a ``qdisc_restart`` holds one
 #: doorbell's stall, which the clock does not change (a ``do_softirq``'s polls are
@@ -546,6 +566,7 @@ _CALL_TARGETS = (
     Target("{sys}:*:ip_push_pending_frames", writes=_tail_writes_in, writes_scale=False),
     Target("{sys}:IP Send:qdisc_restart", _mmio, writes=_tail_writes_in, writes_scale=False),
     Target("{sys}:IP Send:do_softirq"),
+    Target("{sys}:*:release_sock"),
 )
 
 RULES: tuple[Rule, ...] = (
@@ -872,6 +893,7 @@ def plan_change(
     diffs = {k: v for k, v in diffs.items() if k not in per_flow}
     check_keys(_as_given(diffs, hosts))
     check_keys(_flows_as_given(per_flow))
+    _check_ideal_hosts(old, new, diffs)
     # Group per (rule, host): several keys of one rule (gen + lanes) act together.
     touched: dict[tuple[int, str | None], list[str]] = {}
     for full in diffs:
@@ -946,6 +968,22 @@ def plan_change(
                     effects.append(Effect(label, old_text, new_text, SCALE, name, factor))
     transforms = Transforms(scale=scale, capacity=capacity, breaks=list(REORDERED_POOLS))
     return Plan(transforms, tuple(effects))
+
+
+def _check_ideal_hosts(old: Config, new: Config, diffs) -> None:
+    """Refuse a change of a key an ideal host (``host.detail``) has no part for: its
+    trace holds no state the key acts on, and a re-simulation would not change."""
+    for full in diffs:
+        host, key = _split(full)
+        if host not in HOSTS or not (is_ideal(old, host) or is_ideal(new, host)):
+            continue
+        lacks = absent(key)
+        if lacks is not None:
+            raise Refused(
+                f'cannot predict {full}: host {host} is ideal (host.detail = "ideal"): it has '
+                f"{lacks}, so {key} acts on nothing there; set hosts.{host}.host.detail = "
+                '"full" to ask about it'
+            )
 
 
 def _scale_entries(pattern, target, r, lo, ln, state_means, state_entries=None):

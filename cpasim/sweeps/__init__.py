@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cpasim.errors import CpasimError
+from cpasim.sweeps.detail import add_agreement
 from cpasim.sweeps.driver import SweepInterrupted, execute, identity_columns
 from cpasim.sweeps.evaluate import ANALYSIS_COLUMNS, evaluate
 from cpasim.sweeps.grid import make_points, normalize_axes
-from cpasim.sweeps.table import ERROR, columns_of
+from cpasim.sweeps.table import ERROR, columns_of, write_rows
 
 __all__ = ["SweepInterrupted", "SweepResult", "plan", "sweep", "sweep_rows"]
 
@@ -187,6 +188,8 @@ def sweep_rows(
         progress=progress,
         analyze_columns=ANALYSIS_COLUMNS if analyze else (),
     )
+    if add_agreement(rows, keys) and out is not None:  # the file gets the column too
+        write_rows(Path(out), rows, identity_columns(keys))
     return rows, keys
 
 

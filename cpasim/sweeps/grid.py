@@ -12,7 +12,8 @@ Seeds.  Each (point, repeat) gets its own seed, drawn with numpy's
 The seed therefore depends only on the base seed, the values and the repeat
 number: not on the point's position in the grid, on the order in which points
 finish, or on which other points the grid holds.  Growing a grid and resuming
-gives every old point the seed it had.
+gives every old point the seed it had.  A level of detail (``host.detail``) is no
+part of it: the full and the ideal run of a point share their seed.
 """
 
 from __future__ import annotations
@@ -120,7 +121,12 @@ def combinations(
 
 
 def point_seed(base_seed: int, values: Sequence[tuple[str, str]], repeat: int) -> int:
-    """The seed of one (point, repeat); see the module docstring."""
+    """The seed of one (point, repeat); see the module docstring.  A host's level of
+    detail (``host.detail``) is left out: both levels of a point run with one seed, so
+    that what differs between them is the model's (:mod:`cpasim.sweeps.detail`)."""
+    from cpasim.sweeps.detail import is_detail_key
+
+    values = [(k, v) for k, v in values if not is_detail_key(k)]
     canonical = "\n".join(f"{k}={v}" for k, v in values).encode()
     word = int.from_bytes(hashlib.sha256(canonical).digest()[:4], "little")
     seq = np.random.SeedSequence(int(base_seed), spawn_key=(word, int(repeat)))

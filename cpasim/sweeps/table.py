@@ -28,6 +28,9 @@ from pathlib import Path
 from cpasim.errors import CpasimError
 from cpasim.files import replace_atomically, write_error
 
+#: The column a sweep over levels of detail adds (:mod:`cpasim.sweeps.detail`).
+AGREEMENT = "ideal_vs_full"
+
 TABLE_INSTALL_HINT = "install it with: pip install 'cpasim[table]'"
 FORMATS = (".csv", ".parquet")
 
@@ -262,6 +265,7 @@ def render(rows: Sequence[Mapping], keys: Sequence[str]):
 
     extra = [c for c in ("critical_state", "resource_loop") if any(r.get(c) for r in rows)]
     metrics = headline_columns(rows)
+    agreement = any(r.get(AGREEMENT) is not None for r in rows)  # a sweep over host.detail
     repeats = any(r.get(REPEAT) for r in rows)
     errors = any(r.get(ERROR) for r in rows)
     grid = Table(title=f"sweep: {len(rows)} runs", title_justify="left")
@@ -271,6 +275,8 @@ def render(rows: Sequence[Mapping], keys: Sequence[str]):
         grid.add_column(REPEAT, justify="right")
     for name in metrics:
         grid.add_column(Text(display_header(name)), justify="right")
+    if agreement:
+        grid.add_column(Text("ideal vs full"), justify="right")
     for name in extra:
         grid.add_column(Text(name))
     if errors:
@@ -283,6 +289,9 @@ def render(rows: Sequence[Mapping], keys: Sequence[str]):
             value = row.get(name)
             _, scale = display_unit(name)
             cells.append("" if not isinstance(value, (int, float)) else f"{value / scale:.4g}")
+        if agreement:
+            value = row.get(AGREEMENT)
+            cells.append("" if not isinstance(value, (int, float)) else f"{value:+.2%}")
         cells += [_analysis_cell(row, c) for c in extra]
         if errors:
             cells.append(str(row.get(ERROR) or ""))

@@ -13,9 +13,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from cpasim.errors import CpasimError
-from cpasim.trace.primitives import TracedContainer, TracedPool, TracedStore
 from cpasim.trace.records import TraceKey, TraceSource
 from cpasim.trace.tracer import NULL_SM, NULL_TRACER, SM, MemorySink, NullTracer, Tracer
+
+#: Names imported on first use: the self-annotating queues need SimPy, which a reader
+#: of traces (analyze, predict from a trace) never does.
+_PRIMITIVES = ("TracedContainer", "TracedPool", "TracedStore")
+
+
+def __getattr__(name: str):
+    if name in _PRIMITIVES:
+        from cpasim.trace import primitives
+
+        return getattr(primitives, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "NULL_SM",

@@ -1,0 +1,217 @@
+"""Levels of detail against ns-3: tcp-stream at 1 Gb/s, segments per second side by side.
+
+Runs the shipped ``tcp-stream`` scenario at 1 Gb/s (``nic.itr=off``, as
+bench_sim.py) with both hosts ideal (``host.detail=ideal``) and full, and ns-3
+simulating the same network (``bench/ns3_tcp_stream.py``) in a worker process of
+its own, round after round in turn, so that all three see the same machine load.
+Times are CPU time of the simulation alone (best of ``--repeat``); wall figures are
+printed too.  Prints segments per second and events per segment for each, and the
+ratio of cpasim's ideal level to ns-3 (target >= 1.0).
+
+ns-3 runs under an interpreter that has its bindings (``pip install ns3``, the
+registry's wheel, into a virtual environment of its own): ``--ns3-python PATH``, or
+``$CPASIM_NS3_PYTHON``, or this interpreter if it has them.  Without one the ns-3
+figures are skipped with a line saying so; ``--setup-ns3 DIR`` makes one (a venv at
+DIR with ``ns3`` installed) and uses it.
+
+    .venv/bin/python bench/bench_detail.py [--duration 200ms] [--repeat 3]
+        [--ns3-python PATH | --setup-ns3 DIR] [--events]
+
+``--events`` also lists, per level, the events per segment by kind and by the
+process each wakes (a separate, untimed run of each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+NS3_SCRIPT = HERE / "ns3_tcp_stream.py"
+#: The two levels, as --set overrides of bench_sim's 1 Gb/s case.
+LEVELS = {"ideal": ["host.detail=ideal"], "full": []}
+TARGET_RATIO = 1.0
+
+
+def ns3_python(given: str | None) -> tuple[str | None, str]:
+    """The interpreter with ns-3's bindings, or None and why not."""
+    chosen = given or os.environ.get("CPASIM_NS3_PYTHON")
+    if chosen:
+        if not Path(chosen).exists():
+            return None, f"{chosen}: no such interpreter"
+        return chosen, chosen
+    if importlib.util.find_spec("ns") is not None:
+        return sys.executable, sys.executable
+    return None, (
+        "not installed: pip install ns3 into a virtual environment and pass "
+        "--ns3-python VENV/bin/python (or set CPASIM_NS3_PYTHON), or run with "
+        "--setup-ns3 DIR"
+    )
+
+
+def setup_ns3(directory: Path) -> str:
+    """A venv at ``directory`` with the registry's ``ns3`` wheel; its interpreter."""
+    python = directory / "bin" / "python"
+    if not python.exists():
+        venv.create(directory, with_pip=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "ns3"], check=True)
+    return str(python)
+
+
+class Ns3Worker:
+    """ns-3's tcp-stream in a child process, one run per request (its bindings' start-up,
+    about 20 s, is paid once and not timed)."""
+
+    def __init__(self, python: str, duration: str) -> None:
+        self.proc = subprocess.Popen(
+            [python, str(NS3_SCRIPT), "--serve", "--duration", duration],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,  # cling's notes on static initializers
+            text=True,
+        )
+        hello = self._reply()
+        self.error = hello.get("error") if hello else "the ns-3 worker exited"
+
+    def _reply(self) -> dict | None:
+        line = self.proc.stdout.readline()
+        return json.loads(line) if line else None
+
+    def run(self) -> dict:
+        self.proc.stdin.write("run\n")
+        self.proc.stdin.flush()
+        reply = self._reply()
+        if reply is None:
+            raise RuntimeError("the ns-3 worker exited during a run")
+        return reply
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
+
+
+def events_by_waiter(cfg) -> tuple[int, list[tuple[str, float]]]:
+    """Where a run's events go: (segments, [(what, events per segment)]), each event
+    named by its kind and what it wakes (the process, or a carrier's callback)."""
+    from collections import Counter
+    from heapq import heappop
+
+    from cpasim.model import kernel
+    from cpasim.simulate import simulate
+
+    counts: Counter = Counter()
+
+    def run_until(env, t):  # Kernel.run_until, counting (untraced runs only)
+        queue = env._queue
+        while queue and queue[0][0] < t:
+            env._now, _, _, event = heappop(queue)
+            callbacks, event.callbacks = event.callbacks, None
+            owners = [getattr(c, "__self__", None) for c in callbacks]
+            procs = [o for o in owners if isinstance(o, kernel._Process)]
+            if procs:  # the process it resumes (a bounded store's get also serves puts)
+                woken = procs[0]._generator.__qualname__
+            else:
+                woken = getattr(callbacks[0], "__qualname__", "?") if callbacks else "-"
+            counts[f"{type(event).__name__.lstrip('_')} -> {woken}"] += 1
+            for callback in callbacks:
+                callback(event)
+        return True
+
+    plain = kernel.Kernel.run_until
+    kernel.Kernel.run_until = run_until
+    try:
+        segments = simulate(cfg).frames["tx_to_rx"]
+    finally:
+        kernel.Kernel.run_until = plain
+    return segments, [(what, n / segments) for what, n in counts.most_common()]
+
+
+def line(name: str, f: dict) -> str:
+    return (
+        f"{name:14s} goodput {f['goodput_Mbps']:6.1f} Mb/s | {f['segments']:6d} segments, "
+        f"{f['events_per_segment']:5.2f} events/segment | CPU {f['cpu_s']:.3f} s "
+        f"(wall {f['wall_s']:.3f} s) | {f['segments_per_s']:8,.0f} segments/CPU-s, "
+        f"{f['segments'] / f['wall_s']:8,.0f} segments/wall-s"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", default="200ms", help="simulated time per run")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per figure (best kept)")
+    parser.add_argument("--ns3-python", default=None, help="interpreter with ns-3's bindings")
+    parser.add_argument("--setup-ns3", type=Path, default=None, help="make one in this venv")
+    parser.add_argument(
+        "--events", action="store_true", help="also list where each level's events go"
+    )
+    args, _ = parser.parse_known_args()  # bench/run.py passes its own arguments on
+    sys.path.insert(0, str(HERE))
+    from bench_sim import case_config, run_once
+
+    cfgs = {
+        level: case_config("1Gbps", ["nic.itr=off", *sets], args.duration)
+        for level, sets in LEVELS.items()
+    }
+    given = str(setup_ns3(args.setup_ns3)) if args.setup_ns3 else args.ns3_python
+    python, why = ns3_python(given)
+    worker = None
+    if python is not None:
+        worker = Ns3Worker(python, args.duration)
+        if worker.error:
+            why = f"{python}: {worker.error}"
+            worker.close()
+            worker = None
+    best: dict[str, dict] = {}
+    try:
+        for _ in range(args.repeat):
+            for level, cfg in cfgs.items():
+                f = run_once(cfg)
+                if level not in best or f["cpu_s"] < best[level]["cpu_s"]:
+                    best[level] = f
+            if worker is not None:
+                f = worker.run()
+                if "ns-3" not in best or f["cpu_s"] < best["ns-3"]["cpu_s"]:
+                    best["ns-3"] = f
+    finally:
+        if worker is not None:
+            worker.close()
+    print(f"tcp-stream at 1 Gb/s, {args.duration} simulated, best of {args.repeat}")
+    for level in LEVELS:
+        print(line(f"cpasim {level}", best[level]))
+    ideal, full = best["ideal"], best["full"]
+    print(
+        f"ideal / full: {ideal['segments_per_s'] / full['segments_per_s']:.2f}x segments/CPU-s, "
+        f"events/segment {ideal['events_per_segment']:.2f} against {full['events_per_segment']:.2f}"
+    )
+    if args.events:
+        for level, cfg in cfgs.items():
+            segments, rows = events_by_waiter(cfg)
+            print(f"events per segment, {level} ({segments} segments):")
+            for what, per in rows:
+                if per >= 0.01:
+                    print(f"  {per:6.2f}  {what}")
+    if "ns-3" not in best:
+        print(f"ns-3: skipped ({why})")
+        return
+    ns3 = best["ns-3"]
+    print(line("ns-3", ns3))
+    ratio = ideal["segments_per_s"] / ns3["segments_per_s"]
+    wall = (ideal["segments"] / ideal["wall_s"]) / (ns3["segments"] / ns3["wall_s"])
+    print(
+        f"cpasim ideal / ns-3: {ratio:.2f}x segments/CPU-s (target {TARGET_RATIO}: "
+        f"{'met' if ratio >= TARGET_RATIO else 'not met'}), {wall:.2f}x segments/wall-s; "
+        f"full / ns-3: {full['segments_per_s'] / ns3['segments_per_s']:.2f}x"
+    )
+
+
+if __name__ == "__main__":
+    from cpasim.errors import script_main
+
+    raise SystemExit(script_main("bench_detail", main))

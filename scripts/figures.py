@@ -1,0 +1,484 @@
+"""Every figure the README and docs/ show, computed from the code as it is.
+
+    scripts/figures            # recompute; write docs/figures.md and every copy
+    scripts/figures --check    # recompute and compare: exit 1 naming each stale copy
+
+A figure is a named block.  docs/figures.md holds them all, each with its label
+(fitted, derived from fitted values, held out, closed form: what the figure was
+or was not fitted to) and the command or set-up that gives it.  A page shows one
+between two comments, and this script owns what lies between them::
+
+    <!-- figure: tour-run -->
+    ...
+    <!-- end figure -->
+
+(inline, for a single value in a sentence, the same two comments on one line).
+A marker naming no figure is an error (exit 2).  Wall-clock fields (a run's wall
+time and event rate) are left out of quoted output: they are timings, which
+docs/timings.md keeps with the machine and load they were measured on.
+
+Figures are computed in two worker processes; the whole takes about a minute of
+CPU on the project's 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+FIGURES = DOCS / "figures.md"
+MARKER = re.compile(r"<!-- figure: ([a-z0-9-]+) -->(.*?)<!-- end figure -->", re.S)
+
+#: What each label means (the project's charter: every figure says which it is).
+LABELS = {
+    "fitted": "a parameter was fitted so that the model gives this figure",
+    "derived from fitted values": "it follows from parameters fitted to other figures, "
+    "so it restates them rather than testing them",
+    "held out": "nothing was fitted to it; where the scenario's parameters were fitted "
+    "to other figures, it tests them",
+    "closed form": "arithmetic on the parameters, no simulation",
+}
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    label: str  # a key of LABELS, or two of them with what each covers
+    what: str  # one sentence: the figure and what it rests on
+    body: str  # markdown, as pages show it
+    inline: bool = False  # a single value inside a sentence
+
+
+# -- running the command line in this process --------------------------------------
+
+WALL = re.compile(r", wall [0-9.]+ s \([0-9.]+ [kMG]?events/s\)")
+
+
+def cli(*argv: str) -> str:
+    """``cpasim ARGV...``'s stdout, as a user sees it piped (no spinner, 80 columns),
+    without the wall-clock fields."""
+    from cpasim.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()) as err:
+        try:
+            main(list(argv))
+        except SystemExit as end:
+            if end.code not in (0, None):
+                raise RuntimeError(f"cpasim {' '.join(argv)}: {err.getvalue()}") from None
+    return WALL.sub("", out.getvalue()).rstrip("\n")
+
+
+def console(argv: tuple[str, ...], output: str) -> str:
+    return "```console\n$ cpasim " + " ".join(argv) + "\n" + output + "\n```"
+
+
+def from_line(output: str, start: str) -> str:
+    """The output from its first line starting with ``start``, marked as cut."""
+    lines = output.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith(start))
+    return "\n".join(["...", *lines[first:]])
+
+
+@contextlib.contextmanager
+def user_directory():
+    """A scratch directory with the repository's scenarios, as a user's checkout."""
+    here = Path.cwd()
+    with tempfile.TemporaryDirectory(prefix="cpasim-figures-") as tmp:
+        (Path(tmp) / "scenarios").symlink_to(ROOT / "scenarios")
+        os.chdir(tmp)
+        try:
+            yield Path(tmp)
+        finally:
+            os.chdir(here)
+
+
+def mbps(bps: float) -> str:
+    return f"{bps / 1e6:,.1f} Mb/s"
+
+
+def microseconds(ns: float) -> str:
+    return f"{ns / 1e3:,.2f} µs latency"
+
+
+def signed(x: float) -> str:
+    return f"{x:+.1%}".replace("-", "−")
+
+
+# -- the figures ----------------------------------------------------------------------
+
+STREAM = "scenarios/tcp-stream.toml"
+ENDS = ("--start", "tx:App", "--end", "rx:App")  # a stream's ends, for analyze
+TOUR_HELD_OUT = (
+    "held out",
+    "seed 004's TCP stream at 1 Gb/s; the scenario's one fitted value, host tx's copy "
+    "cost, was fitted to another configuration (the ladder's config 4, "
+    "`calibration/fit_seeds.py`)",
+)
+
+
+def tour() -> list[Figure]:
+    """The README's tour: run, run --explain, predict, validate; and analyze's view."""
+    label, what = TOUR_HELD_OUT
+    change = ("--change", "link.rate=10Gbps", "--trace", "base.cpt")
+    # (name, argv, the line the shown output starts at: None for all of it)
+    runs = [
+        ("tour-run", ("run", STREAM), None),
+        ("tour-explain", ("run", STREAM, "--explain", "--trace", "base.cpt"), "limited by"),
+        ("tour-predict", ("predict", STREAM, *change), None),
+        ("tour-validate", ("validate", STREAM, *change), None),
+        ("tour-analyze", ("analyze", "base.cpt", *ENDS, "--top", "5"), None),
+    ]
+    out = []
+    with user_directory():
+        for name, argv, start in runs:
+            text = cli(*argv)
+            shown = from_line(text, start) if start else text
+            out.append(Figure(name, label, what, console(argv, shown)))
+    return out
+
+
+def verdict_page() -> list[Figure]:
+    """docs/verdict.md's example: a window verdict at 10 Gb/s, and its check."""
+    label, what = TOUR_HELD_OUT
+    what = what.replace("at 1 Gb/s", "with a 10 Gb/s link")
+    explain = ("run", STREAM, "--set", "link.rate=10Gbps", "--explain", "--trace", "fast.cpt")
+    check = (
+        "validate", STREAM, "--set", "link.rate=10Gbps",
+        "--change", "hosts.tx.tcp.wmem=4MiB", "--trace", "fast.cpt",
+    )  # fmt: skip
+    with user_directory():
+        a = cli(*explain)
+        b = cli(*check)
+    return [
+        Figure("verdict-window", label, what, console(explain, from_line(a, "limited by"))),
+        Figure("verdict-window-check", label, what, console(check, b)),
+    ]
+
+
+def ladder() -> list[Figure]:
+    """Seed 004's figure 6.2 in one command: each rung predicted and re-simulated."""
+    argv = ("ladder", STREAM, "--steps", "3", "--no-progress")
+    shown = ("ladder", STREAM, "--steps", "3")
+    with user_directory():
+        table = cli(*argv)
+    body = f"`cpasim {' '.join(shown)}`:\n\n{table}"
+    return [
+        Figure(
+            "ladder-tcp-stream",
+            "held out; config 4's re-simulated figure fitted",
+            "host tx's copy cost was fitted to the seed's config 4 (2992 Mb/s re-simulated by "
+            "the seed); every prediction, and configs 1–3, are held out",
+            body,
+        )
+    ]
+
+
+#: Changes whose prediction the re-simulation checks: (set-up, scenario, overrides,
+#: change).  Linux's stack is the defaults (CUBIC, SACK, Linux's buffer rules) with
+#: interrupt throttling off, as tests/test_predict_linux.py.
+PINGPONG = "scenarios/pingpong.toml"
+LINUX = {"nic.itr": "off", "link.delay": "200us", "sim.duration": "6ms", "sim.warmup": "1ms"}
+PREDICTIONS = [
+    ("Linux's stack, 200 µs each way, `tcp.rcvbuf=16KiB`", None,
+     {**LINUX, "tcp.rcvbuf": "16KiB"}, {"tcp.rcvbuf": "32KiB"}),
+    ("the same", None,
+     {**LINUX, "tcp.rcvbuf": "16KiB"}, {"hosts.rx.tcp.rcvbuf": "24KiB"}),
+    ("Linux's stack, 200 µs each way, `tcp.sndbuf=8KiB`", None,
+     {**LINUX, "tcp.sndbuf": "8KiB"}, {"tcp.sndbuf": "16KiB"}),
+    ("Linux's stack, a 200 Mb/s bottleneck (20 ms)", None,
+     {"nic.itr": "off", "bottleneck.rate": "200Mbps", "sim.duration": "20ms", "sim.warmup": "5ms"},
+     {"bottleneck.overhead": "14B"}),
+    ("Linux's stack with BBR (10 ms)", None,
+     {"nic.itr": "off", "tcp.cc": "bbr", "sim.duration": "10ms", "sim.warmup": "2ms"},
+     {"link.rate": "1200Mbps"}),
+    ("the same", None,
+     {"nic.itr": "off", "tcp.cc": "bbr", "sim.duration": "10ms", "sim.warmup": "2ms"},
+     {"link.rate": "2Gbps"}),
+    ("`tcp-stream`, 40 ms, `tcp.wmem=32KiB`", STREAM,
+     {"sim.duration": "40ms", "tcp.wmem": "32KiB"}, {"tcp.wmem": "64KiB"}),
+    ("`tcp-stream`, a 50 Mb/s bottleneck", STREAM,
+     {"bottleneck.rate": "50Mbps"}, {"bottleneck.rate": "100Mbps"}),
+    ("the same", STREAM,
+     {"bottleneck.rate": "50Mbps"}, {"bottleneck.rate": "500Mbps"}),
+    ("`tcp-stream` with BBR and SACK, 4 MiB buffers, a 50 Mb/s bottleneck", STREAM,
+     {"tcp.cc": "bbr", "tcp.sack": "true", "tcp.wmem": "4MiB", "tcp.rmem": "4MiB",
+      "bottleneck.rate": "50Mbps"},
+     {"bottleneck.rate": "100Mbps"}),
+    ("`pingpong` through a forwarding host (1 GHz, 20,000 cycles a packet)", PINGPONG,
+     {"topology.kind": "forward", "sim.duration": "10ms", "sim.warmup": "2ms",
+      "hosts.fw.cpu.freq": "1GHz", "hosts.fw.cpu.cost.forward": 20000},
+     {"hosts.fw.cpu.freq": "2GHz"}),
+]  # fmt: skip
+
+
+def predictions() -> list[Figure]:
+    import cpasim
+
+    rows = [
+        "| set-up | change | baseline | predicted | re-simulated | error |",
+        "|---|---|---|---|---|---|",
+    ]
+    baselines: dict[str, Path] = {}  # a set-up's trace, reused by the rows that share it
+    with tempfile.TemporaryDirectory(prefix="cpasim-figures-") as tmp:
+        for setup, scenario, overrides, change in PREDICTIONS:
+            setting = repr((scenario, sorted(overrides.items())))
+            trace = baselines.setdefault(setting, Path(tmp) / f"base{len(baselines)}.cpt")
+            path = scenario and str(ROOT / scenario)
+            v = cpasim.validate(path, change, overrides=overrides, trace=trace)
+            p = v.prediction.predicted
+            ((changed, value),) = change.items()
+            show = mbps if v.metric == "goodput_bps" else microseconds
+            rows.append(
+                f"| {setup} | `{changed}={value}` | {show(v.baseline)} | {show(p)} | "
+                f"{show(v.actual)} | {signed((p - v.actual) / v.actual)} |"
+            )
+    return [
+        Figure(
+            "prediction-errors",
+            "held out",
+            "each prediction comes from the baseline's trace alone and is set against the "
+            "re-simulated change; nothing is fitted to either",
+            "\n".join(rows),
+        )
+    ]
+
+
+def windows() -> list[Figure]:
+    """The largest window Linux's rules offer for an SO_RCVBUF request."""
+    from cpasim.config import load_scenario
+    from cpasim.model.sockbuf import largest_window
+    from cpasim.protocol import mss_for
+
+    cfg = load_scenario(None)
+    core_max, truesize = cfg.value("tcp.core_rmem_max"), cfg.value("tcp.rx_truesize")
+    mss = mss_for(1500, True)
+    rows = ["| `tcp.rcvbuf` (`iperf3 -w`) | largest window offered |", "|---|---|"]
+    for kib in (16, 32, 64, 256):
+        rows.append(f"| {kib} KiB | {largest_window(kib * 1024, core_max, truesize, mss):,} B |")
+    return [
+        Figure(
+            "rcvbuf-windows",
+            "derived from fitted values",
+            f"Linux's rules with `tcp.rx_truesize` = {truesize} B, the value fitted to the "
+            f"windows Linux 6.18 advertised on `calibration/captures` (MSS {mss} B, "
+            f"`tcp.core_rmem_max` = {core_max:,} B)",
+            "\n".join(rows),
+        )
+    ]
+
+
+def capture() -> list[Figure]:
+    """``run --pcap`` read back by ``calibrate inspect``: the rate, the round trip, the MSS."""
+    from cpasim.calibrate import read_capture
+    from cpasim.calibrate.inspect import inspect_capture
+    from cpasim.capture import PcapSpec
+    from cpasim.config import load_scenario
+    from cpasim.model.link import serialization_ns
+    from cpasim.protocol import mss_for
+    from cpasim.simulate import simulate
+
+    sets = ["bottleneck.rate=50Mbps", "link.delay=10ms", "sim.duration=120ms"]
+    l2 = 38  # the bottleneck's default overhead, what inspect must be told
+    cfg = load_scenario(ROOT / STREAM, sets=sets)
+    rate, delay, mtu = cfg.bottleneck.rate, cfg.link.delay, cfg.link.mtu
+    rtt = 2 * delay + (mtu + l2) * 8e9 / rate + serialization_ns(52, cfg.link.rate)
+    got = {}
+    with tempfile.TemporaryDirectory(prefix="cpasim-figures-") as tmp:
+        for side in ("tx", "rx"):
+            path = Path(tmp) / f"{side}.pcap"
+            simulate(cfg, pcap=PcapSpec(path, side, 96))
+            got[side] = inspect_capture(read_capture(path), l2_overhead=l2)
+    tx, rx = got["tx"], got["rx"]
+    rows = [
+        "| | the scenario | read back beside tx's NIC | beside rx's |",
+        "|---|---|---|---|",
+        f"| bottleneck rate | {rate / 1e6:.3f} Mb/s | {tx.bottleneck.bps / 1e6:.3f} Mb/s "
+        f"| {rx.bottleneck.bps / 1e6:.3f} Mb/s |",
+        f"| minimum RTT | {rtt / 1e6:.2f} ms (closed form) | {tx.rtt_ns.min / 1e6:.2f} ms | — |",
+        f"| MSS | {mss_for(mtu, cfg.tx.tcp.timestamps)} B | {tx.mss} B | {rx.mss} B |",
+    ]
+    cmd = (
+        f"`cpasim run {STREAM} {' '.join('--set ' + s for s in sets)} --pcap run.pcap` "
+        f"(and `--pcap-side rx`), then `cpasim calibrate inspect run.pcap --l2-overhead {l2}`:"
+    )
+    return [
+        Figure(
+            "capture-read-back",
+            "held out",
+            "what `calibrate inspect` reads from the simulated capture against what the "
+            "scenario set (the round trip: twice the delay, a data frame's serialisation at "
+            "the bottleneck and an ACK's on the link; the rest is the hosts' own time)",
+            cmd + "\n\n" + "\n".join(rows),
+        )
+    ]
+
+
+#: Groups of figures in the order docs/figures.md shows them, with the names each
+#: gives; each is computed in one worker (a group shares its traces).
+GROUPS: dict[Callable[[], list[Figure]], tuple[str, ...]] = {
+    tour: ("tour-run", "tour-explain", "tour-predict", "tour-validate", "tour-analyze"),
+    verdict_page: ("verdict-window", "verdict-window-check"),
+    ladder: ("ladder-tcp-stream",),
+    predictions: ("prediction-errors",),
+    capture: ("capture-read-back",),
+    windows: ("rcvbuf-windows",),
+}
+#: The longest first, so that two workers finish together.
+LONGEST_FIRST = [ladder, predictions, tour, verdict_page, capture, windows]
+
+
+# -- writing and checking -----------------------------------------------------------------
+
+
+def compute(workers: int = 2) -> dict[str, Figure]:
+    assert set(GROUPS) == set(LONGEST_FIRST)
+    ctx = get_context("spawn")  # workers import cpasim afresh, none of this process's state
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        futures = {g: pool.submit(_call, g) for g in LONGEST_FIRST}
+        done = {g: futures[g].result() for g in GROUPS}
+    for group, figures in done.items():
+        assert tuple(f.name for f in figures) == GROUPS[group], group.__name__
+    return {f.name: f for figures in done.values() for f in figures}
+
+
+def unknown_markers() -> list[str]:
+    """Markers on the pages that name no figure, as ``PAGE: NAME``."""
+    known = {name for names in GROUPS.values() for name in names}
+    return [
+        f"{page.relative_to(ROOT)}: no figure named {m.group(1)!r}"
+        for page in pages()
+        for m in MARKER.finditer(page.read_text())
+        if m.group(1) not in known
+    ]
+
+
+def _call(group: Callable[[], list[Figure]]) -> list[Figure]:
+    os.environ["COLUMNS"] = "80"  # rich's tables: the width a piped command gets
+    return group()
+
+
+def figures_page(figures: dict[str, Figure]) -> str:
+    head = [
+        "# Figures",
+        "",
+        "Every figure the README and these pages show, as the code gives it now.",
+        "`scripts/figures` computes them, writes this page and copies each block into",
+        "the pages that show it (between `<!-- figure: NAME -->` and",
+        "`<!-- end figure -->`); `scripts/figures --check`, run by CI before the tests,",
+        "fails naming any copy that differs. Do not edit the blocks by hand.",
+        "",
+        "Each figure says what it is:",
+        "",
+        *(f"- **{k}**: {v}." for k, v in LABELS.items()),
+        "",
+        "Figures measured against the seed papers and real Linux live in",
+        "[`calibration/SEEDS.md`](../calibration/SEEDS.md),",
+        "[`calibration/OLDER_SEEDS.md`](../calibration/OLDER_SEEDS.md) and",
+        "[`calibration/REPORT.md`](../calibration/REPORT.md), each labelled the same way;",
+        "timings, which cannot repeat exactly, in [timings.md](timings.md).",
+    ]
+    parts = ["\n".join(head)]
+    for f in figures.values():
+        parts.append(
+            f"## {f.name}\n\n**{f.label}**: {f.what}.\n\n{_wrap(f)}\n\n"
+            f"Shown in: {_shown_in(f.name) or 'this page only'}."
+        )
+    return "\n\n".join(parts) + "\n"
+
+
+def _wrap(f: Figure, page: Path | None = None) -> str:
+    """The figure between its markers; on a page other than docs/figures.md, with a
+    line giving its label and a link to how it is made."""
+    if f.inline:
+        return f"<!-- figure: {f.name} -->{f.body}<!-- end figure -->"
+    body = f.body
+    if page is not None and page != FIGURES:
+        where = os.path.relpath(FIGURES, page.parent)
+        body += f"\n\n*{f.label.capitalize()}: [{f.name}]({where}#{f.name}).*"
+    return f"<!-- figure: {f.name} -->\n{body}\n<!-- end figure -->"
+
+
+def pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted(p for p in DOCS.rglob("*.md") if p != FIGURES)]
+
+
+def _shown_in(name: str) -> str:
+    found = [p for p in pages() if f"<!-- figure: {name} -->" in p.read_text()]
+    return ", ".join(f"[`{p.relative_to(ROOT)}`](../{p.relative_to(ROOT)})" for p in found)
+
+
+def synced(text: str, figures: dict[str, Figure], page: Path) -> tuple[str, list[str]]:
+    """``text`` with every marked block replaced by its figure; the names that differed."""
+    stale: list[str] = []
+
+    def put(m: re.Match) -> str:
+        name = m.group(1)
+        if name not in figures:
+            raise LookupError(f"{page.relative_to(ROOT)}: no figure named {name!r}")
+        new = _wrap(figures[name], page)
+        if m.group(0) != new:
+            stale.append(name)
+        return new
+
+    return MARKER.sub(put, text), stale
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="scripts/figures", description=__doc__.split("\n")[0])
+    ap.add_argument("--check", action="store_true", help="compare only; exit 1 if any is stale")
+    ap.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    args = ap.parse_args(argv)
+    from cpasim.files import write_text_atomically
+
+    started = time.perf_counter()
+    for bad in unknown_markers():  # before a minute of computing
+        print(f"figures: error: {bad}", file=sys.stderr)
+    if unknown_markers():
+        return 2
+    figures = compute(args.workers)
+    stale: list[str] = []  # what differs from the code, one line each
+    for page in pages():
+        try:
+            new, names = synced(page.read_text(), figures, page)
+        except LookupError as bad:
+            print(f"figures: error: {bad}", file=sys.stderr)
+            return 2
+        if names:
+            stale.append(f"{page.relative_to(ROOT)}: {', '.join(dict.fromkeys(names))}")
+            if not args.check:
+                write_text_atomically(page, new)
+    page = figures_page(figures)
+    if not FIGURES.exists() or FIGURES.read_text() != page:
+        stale.append(f"{FIGURES.relative_to(ROOT)}")
+        if not args.check:
+            write_text_atomically(FIGURES, page)
+    took = time.perf_counter() - started
+    if args.check:
+        for line in stale:
+            print(f"figures: stale: {line}", file=sys.stderr)
+        if stale:
+            print("figures: run scripts/figures to rewrite them", file=sys.stderr)
+        print(f"figures: {len(figures)} figures checked in {took:.0f} s", file=sys.stderr)
+        return 1 if stale else 0
+    for line in stale:
+        print(f"figures: rewrote {line}", file=sys.stderr)
+    print(f"figures: {len(figures)} figures computed in {took:.0f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
