@@ -313,3 +313,117 @@ def test_run_json_has_the_flows(tmp_path, capsys):
     assert code == 0, err
     data = json.loads(out)
     assert len(data["flows"]) == 4 and "jain_index" in data["flows_aggregate"]
+
+
+# --- each flow's verdict ---------------------------------------------------------------------
+
+#: CUBIC beside BBR and a ping through a saturated 50 Mb/s bottleneck: what a run of
+#: it reports (the figures are of tests/test_flows_analysis.py's one-second mix), and
+#: each flow's path, led by the router's serialization as when flows share it.
+VERDICT_MIX = """
+[link]
+delay = "10ms"
+[bottleneck]
+rate = "50Mbps"
+queue = "125kB"
+[[flows]]
+tcp.cc = "cubic"
+[[flows]]
+tcp.cc = "bbr"
+[[flows]]
+kind = "ping"
+"""
+
+
+def _mix_result(cubic_bps: float, bbr_bps: float) -> dict:
+    sender = {"flight": 49_000, "unsent": 900_000, "peer_window": 1_280_000, "rcvbuf": 0}
+    return {
+        "workload": "tcp_stream",
+        "sim_time_ns": 1e9,
+        "goodput_bps": cubic_bps + bbr_bps,
+        "bytes_measured": 1,
+        "retransmits": 206,
+        "bottleneck_utilization": {"tx_to_rx": 0.998},
+        "link_utilization": {"tx_to_rx": 0.05, "rx_to_tx": 0.002},
+        "flows_aggregate": {"bulk_flows": 2, "bulk_goodput_bps": cubic_bps + bbr_bps},
+        "end_state": {
+            "tcp": {
+                "tx": [
+                    {**sender, "conn": "c0", "cwnd": 49_000, "retransmits": 75},
+                    {**sender, "conn": "c1", "cwnd": 190_000, "retransmits": 131},
+                ]
+            },
+            "drops": {"path": {"bottleneck_queue_full": 206}},
+        },
+        "flows": [
+            {"index": 0, "table": 0, "kind": "bulk", "cc": "cubic", "goodput_bps": cubic_bps,
+             "bytes_measured": 1, "retransmits": 75,
+             "retransmit_causes": {"bottleneck_queue_full": 75}},
+            {"index": 1, "table": 1, "kind": "bulk", "cc": "bbr", "goodput_bps": bbr_bps,
+             "bytes_measured": 1, "retransmits": 131,
+             "retransmit_causes": {"bottleneck_queue_full": 131}},
+            {"index": 2, "table": 2, "kind": "ping", "cc": None, "goodput_bps": 0.0,
+             "bytes_measured": 0, "retransmits": 0,
+             "latency_ns": {"p50": 34.5e6, "p90": 38e6, "p99": 40e6, "count": 67}},
+        ],
+    }  # fmt: skip
+
+
+def _shared_path():
+    from cpasim.predict.runs import PathSummary
+
+    return PathSummary(
+        critical_path_ns={"c0": 1e9},
+        bottleneck="path:Bottleneck:serialize",
+        share=0.85,
+        most_critical=[
+            {"name": "path:Bottleneck:serialize", "share": 0.85},
+            {"name": "tx:Link:propagate", "share": 0.04},
+        ],
+        loops=[],
+    )
+
+
+def test_each_flow_gets_its_own_verdict(tmp_path):
+    from cpasim.verdict import explain_flow, flow_lines, flows_sentence
+
+    cfg = load_scenario(scenario(tmp_path, VERDICT_MIX))
+    result = _mix_result(15.3e6, 32.5e6)
+    pairs = [(f, explain_flow(cfg, result, f, _shared_path())) for f in result["flows"]]
+    assert [v.kind for _, v in pairs] == ["loss", "bottleneck", "bottleneck"]
+    assert flows_sentence(pairs) == (
+        "flow 0 (cubic) limited by loss; flow 1 (bbr) by the bottleneck; "
+        "flow 2 (ping) by the bottleneck"
+    )
+    cubic, bbr, ping = (v for _, v in pairs)
+    # Why CUBIC and not BBR: its share of the router both fill, first; its own losses.
+    assert cubic.evidence[0].startswith("15.3 Mb/s: 64% of an equal share (23.9 Mb/s)")
+    assert "75 retransmissions" in cubic.evidence
+    assert cubic.change == {"bottleneck.queue": "250kB"}
+    # The ping waits behind the bulk flows in the router's queue: a shorter one helps it.
+    assert ping.evidence[0].startswith("its round trip p50 34.5 ms, 20 ms of it propagation")
+    assert ping.change == {"bottleneck.queue": "62500B"}
+    lines = flow_lines(pairs)
+    assert lines[0].startswith("flows        flow 0 (cubic) limited by loss")
+    assert flow_lines([]) == []
+
+
+def test_flows_at_an_equal_share_are_the_bottlenecks(tmp_path):
+    from cpasim.verdict import explain_flow
+
+    cfg = load_scenario(scenario(tmp_path, VERDICT_MIX))
+    result = _mix_result(23e6, 24.8e6)
+    kinds = [explain_flow(cfg, result, f, _shared_path()).kind for f in result["flows"][:2]]
+    assert kinds == ["bottleneck", "bottleneck"]
+
+
+def test_a_flows_own_buffer_is_its_tables_key(tmp_path):
+    from cpasim.verdict import Verdict, _flow_keys
+
+    cfg = load_scenario(scenario(tmp_path, VERDICT_MIX))
+    v = Verdict("window", "x", change={"hosts.tx.tcp.wmem": "4MiB", "bottleneck.rate": "1Gbps"})
+    flow = {"index": 1, "table": 1}
+    assert _flow_keys(v, cfg, flow).change == {
+        "flows.1.hosts.tx.tcp.wmem": "4MiB",
+        "bottleneck.rate": "1Gbps",
+    }

@@ -120,6 +120,24 @@ def test_the_flows_command_prints_each_flows_path(traced, capsys):
     assert out.startswith("flow 2 (ping): critical path") and "path:Bottleneck:serialize" in out
 
 
+def test_each_flow_has_its_own_verdict(traced, capsys):
+    """CUBIC gets 64 % of an equal share beside BBR: held back by its own losses, where
+    BBR and the ping are the router's; analyze of the trace says so, and follows the
+    bulk flows only (the ping has no path from tx:App to rx:App)."""
+    _, trace, _ = traced
+    main_run(["analyze", str(trace), "--json"])
+    data = json.loads(capsys.readouterr().out)
+    kinds = [(f["index"], f["verdict"]["kind"]) for f in data["flow_verdicts"]]
+    assert kinds == [(0, "loss"), (1, "bottleneck"), (2, "bottleneck")]
+    assert sorted(data["connections"]) == ["c0", "c1"] and not data["warnings"]
+    main_run(["analyze", str(trace)])
+    out = capsys.readouterr().out
+    assert (
+        "flows        flow 0 (cubic) limited by loss; flow 1 (bbr) by the bottleneck; "
+        "flow 2 (ping) by the bottleneck"
+    ) in out
+
+
 def test_a_rate_what_if_with_several_flows(traced):
     """bottleneck.rate 50 → 100 Mb/s: predicted 95.7, re-simulated 97.9 Mb/s (2.2 %)."""
     path, trace, _ = traced

@@ -78,13 +78,14 @@ def analyze(
     min_share: float = MIN_SHARE,
     listing_limit: int = 10_000,
     engine: str | None = None,
+    conns: Sequence[str] | None = None,
 ) -> AnalysisResult:
     """Critical path from ``start``'s first record to ``end``'s last, in one pass.
 
     ``start``/``end``: ``(sys, sm)`` (every instance) or ``(sys, sm, inst)``,
     or the same as ``"sys:sm[#inst]"``.  ``conn`` restricts the analysis to one
-    connection id.  The listing keeps the first ``listing_limit`` edges.
-    ``engine``: see :func:`analyze_many`.
+    connection id, ``conns`` to several.  The listing keeps the first
+    ``listing_limit`` edges.  ``engine``: see :func:`analyze_many`.
     """
     return analyze_many(
         source,
@@ -96,6 +97,7 @@ def analyze(
         min_share=min_share,
         listing_limit=listing_limit,
         engine=engine,
+        conns=conns,
     )[0]
 
 

@@ -19,7 +19,7 @@ from cpasim.cli import outputs as outs
 from cpasim.config import load_scenario
 from cpasim.predict.runs import analysed_run, write_run_record
 from cpasim.progress import activity
-from cpasim.verdict import explain, explain_run, idle_line
+from cpasim.verdict import explain, explain_flows, explain_run, flow_lines, idle_line
 
 if TYPE_CHECKING:
     from cpasim.simulate import Result
@@ -89,11 +89,13 @@ def run_cmd(
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="cpasim-explain-"))
             trace = Path(tmp) / "run.cpt"
         result = _simulate(cfg, trace, progress, plan.interval_ns, capture)
-        verdict = None
+        verdict, flow_verdicts = None, []
         if explain:
             # Analysed once; the sidecar then holds the analysis predict/validate reuse.
             with activity("cpasim run --explain", progress):
-                verdict = explain_run(analysed_run(cfg, trace, result.with_end_state()))
+                traced = analysed_run(cfg, trace, result.with_end_state())
+                verdict = explain_run(traced)
+                flow_verdicts = explain_flows(traced)  # each flow's, from its own path
         elif trace is not None:
             # What predict/validate need to take this trace as their baseline; bound to
             # the trace just written (a stale one left by a failure here is refused).
@@ -102,6 +104,11 @@ def run_cmd(
         out["scenario"] = str(scenario)
         if verdict is not None:
             out["verdict"] = verdict.to_json()
+        if flow_verdicts:
+            out["flow_verdicts"] = [
+                {"index": f["index"], "verdict": v.to_json() if v is not None else None}
+                for f, v in flow_verdicts
+            ]
         for name, path in (("trace", plan.trace), ("series", plan.series), ("pcap", pcap)):
             if path is not None:
                 out[name] = str(path)
@@ -116,6 +123,8 @@ def run_cmd(
     if explain:
         block = verdict.lines(str(scenario), sets or []) if verdict is not None else []
         text += "\n" + "\n".join(block or ["limited by   nothing the analysis recognises"])
+        if flow_verdicts:
+            text += "\n" + "\n".join(flow_lines(flow_verdicts))
     else:
         text += "\n" + limited_line(cfg, result)
     if pcap is not None:

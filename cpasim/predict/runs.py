@@ -101,6 +101,23 @@ def recorded_ends(trace: Path) -> tuple[str, str] | None:
     return ":".join(result["analysis_start"]), ":".join(result["analysis_end"])
 
 
+def recorded_conns(trace: Path, start: str, end: str) -> list[str] | None:
+    """The connections the run that recorded ``trace`` follows from ``start`` to
+    ``end`` when those are its own ends and it does not follow them all (a run with
+    ``[[flows]]`` whose pings have no path from tx:App to rx:App: its
+    ``analysis_conns``); None otherwise, or without a sidecar of this trace."""
+    try:
+        data = json.loads(sidecar_path(Path(trace)).read_text())
+        result = data["result"]
+        conns = result.get("analysis_conns")
+        ours = (":".join(result["analysis_start"]), ":".join(result["analysis_end"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if conns is None or (start, end) != ours or data.get("trace_digest") != trace_digest(trace):
+        return None
+    return list(conns)
+
+
 def metric_of(kind: str) -> tuple[str, bool]:
     return METRICS[kind]
 
