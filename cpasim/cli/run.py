@@ -328,7 +328,8 @@ def _table_line(entries: list[dict]) -> str:
 
         index = jain(values)
         parts.append(
-            f"goodput min {_si(values[0], 'b/s')} median {_si(float(statistics.median(values)), 'b/s')} "
+            f"goodput min {_si(values[0], 'b/s')} "
+            f"median {_si(float(statistics.median(values)), 'b/s')} "
             f"max {_si(values[-1], 'b/s')}"
             + (f" (Jain's index {index:.3f})" if index is not None else "")
         )
