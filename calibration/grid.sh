@@ -17,7 +17,8 @@
 #   more repeats of a configuration whose spread is large are appended to the
 #   manifest with FIRST_REPEAT=4 and a FILTER), PCAP=all|first
 #   (default first: keep the capture of the first repeat only, the others are
-#   deleted after their figures are read).
+#   deleted after their figures are read; GRID=flows: none unless asked, and
+#   first keeps the first repeat's at 1 BDP).
 #
 # GRID=flows runs the multi-flow grid instead (default OUTDIR calibration/flows):
 # several transfers side by side through one tbf, ping running meanwhile; see
@@ -41,6 +42,8 @@ flows)
     out=${1:-$here/flows}
     secs=${SECONDS_PER_RUN:-6}
     tools="$tools ping"
+    # No test reads the multi-flow captures: kept only when asked (PCAP=first|all).
+    keep=${PCAP:-none}
     # The CUBIC senders must be created under a cubic default (testbed.sh).
     ROOT_CC=cubic
     ;;
@@ -157,8 +160,9 @@ single_grid() {
 # retransmits, their sum, the ping round trips during the transfer (p50, p90,
 # p99, count) and unloaded (p50), the tbf's and the delay line's counters, the
 # sending namespace's default congestion control (cubic: no CUBIC sender was
-# paced), the load average when the run began, and the capture kept: the first
-# repeat's sender-side capture of the 1 BDP configurations (headers only, gzipped).
+# paced), the load average when the run began, and the capture kept (with PCAP=first,
+# the first repeat's sender-side capture of the 1 BDP configurations, headers only,
+# gzipped; none by default).
 
 # flows_run NAME CCS MBIT QUEUE DELAY_US REPEAT KEEP: one run; CCS comma-separated.
 flows_run() {
@@ -205,7 +209,7 @@ flows_run() {
     qstats=$(qdisc_stats)
     delay 0
     local capture=-
-    if [ "$keep" = all ] || [ "$keep_capture" = 1 ]; then
+    if [ "$keep" = all ] || { [ "$keep" = first ] && [ "$keep_capture" = 1 ]; }; then
         capture=$base.pcap.gz
         python3 "$here/headers_only.py" "$tmp/tx.pcap" "$out/$capture"
     fi

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from cpasim.calibrate import inspect_capture, read_capture, read_iperf
 from cpasim.calibrate.fit import fit, read_targets
-from cpasim.calibrate.flow_grid import MAX_SPREAD, read_flow_grid, score
+from cpasim.calibrate.flow_grid import MAX_SPREAD, read_flow_grid, score, table_lines
 from cpasim.calibrate.grid import calibrate, predict, read_grid
 from cpasim.calibrate.heldout import held_out, read_manifest
 from cpasim.config import load_scenario
@@ -392,10 +392,9 @@ def flow_grid_section() -> list[str]:
         "default congestion control was "
         + ", ".join(sorted({r["default_cc"] for r in manifest}))
         + " in every run (no CUBIC sender paced).  The machine is shared: the 1-minute "
-        f"load average as each run began was {loads[0]:.1f} to {loads[-1]:.1f} (iperf3, "
-        f"tcpdump and the delay line at real-time priority).  {size / 1e6:.1f} MB in "
-        "`flows/` (each run's iperf3 reports; sender-side captures of the first repeat at "
-        "1 BDP, headers only).",
+        f"load average as each run began was {loads[0]:.1f} to {loads[-1]:.1f} (tcpdump "
+        f"and the delay line at real-time priority, the iperf3 senders not).  {size / 1e6:.1f} MB in "
+        "`flows/` (each run's iperf3 reports; the captures are not kept).",
         "",
         "cpasim simulates each from its nominal settings alone "
         "(`cpasim.calibrate.flow_grid.scenario`): nothing fitted, neither to these runs nor "
@@ -405,22 +404,8 @@ def flow_grid_section() -> list[str]:
         "median; for the share, max - min].  A quantity whose repeats spread more than "
         f"{MAX_SPREAD:.0%} is reported, not scored.",
         "",
-        "| configuration | Linux goodput | cpasim | error | Linux share | cpasim | "
-        "Linux ping p50 | cpasim | error |",
-        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for s in scores:
-        r = s.run
-        share = (
-            f"{s.real_share:.3f} [{s.share_spread:.3f}] | {s.cubic_share:.3f}"
-            if r.mixed
-            else "- | -"
-        )
-        out.append(
-            f"| {r.name} | {_mb(r.median)} [{r.spread:.1%}] | {_mb(s.goodput_bps)} | "
-            f"{s.goodput_error:+.1%} | {share} | {r.ping_p50 / 1e6:.2f} [{r.ping_spread:.1%}] | "
-            f"{s.ping_p50_ns / 1e6:.2f} | {s.ping_error:+.1%} |"
-        )
+    out += table_lines(scores)
     out += [
         "",
         "`tests/test_flows_real.py` holds these scores as data and scores them at the "

@@ -221,3 +221,46 @@ def score(run: FlowRun, simulate: Callable[[Config], dict], base: Config | None 
     ping = next((f for f in flows if f["kind"] == "ping"), None)
     p50 = ping["latency_ns"]["p50"] if ping and ping.get("latency_ns") else None
     return Score(run, total, share, p50)
+
+
+def scored(s: Score) -> dict[str, bool]:
+    """Which of a configuration's quantities are scored: those whose repeats spread no
+    more than :data:`MAX_SPREAD` (the share's in share points)."""
+    out = {"goodput": s.run.spread <= MAX_SPREAD, "ping": s.run.ping_spread <= MAX_SPREAD}
+    if s.run.mixed:
+        out["share"] = s.share_spread <= MAX_SPREAD
+    return out
+
+
+def table_lines(scores: list[Score]) -> list[str]:
+    """The scores as a markdown table: per configuration Linux's median [spread] beside
+    cpasim's figure and its error; an error beyond its tolerance in bold, a quantity
+    whose repeats spread too widely marked *not scored*."""
+
+    def err(value: float, tolerance: float, ok: bool, fmt: str) -> str:
+        text = format(value, fmt)
+        if not ok:
+            return f"{text} *not scored*"
+        return f"**{text}**" if abs(value) > tolerance else text
+
+    out = [
+        "| configuration | Linux goodput | cpasim | error | Linux CUBIC share | cpasim | error "
+        "| Linux ping p50 | cpasim | error |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in scores:
+        r, ok = s.run, scored(s)
+        share = "- | - | -"
+        if r.mixed:
+            share = (
+                f"{s.real_share:.3f} [{s.share_spread:.3f}] | {s.cubic_share:.3f} | "
+                + err(s.share_error, SHARE_TOLERANCE, ok["share"], "+.3f")
+            )
+        out.append(
+            f"| {r.name} | {r.median / 1e6:.2f} [{r.spread:.1%}] | {s.goodput_bps / 1e6:.2f} | "
+            + err(s.goodput_error, GOODPUT_TOLERANCE, ok["goodput"], "+.1%")
+            + f" | {share} | {r.ping_p50 / 1e6:.2f} [{r.ping_spread:.1%}] | "
+            f"{s.ping_p50_ns / 1e6:.2f} | " + err(s.ping_error, PING_TOLERANCE, ok["ping"], "+.1%")
+            + " |"
+        )
+    return out
