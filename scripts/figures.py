@@ -327,6 +327,120 @@ def capture() -> list[Figure]:
     ]
 
 
+#: docs/flows.md's scenario: CUBIC beside BBR and a ping through a 50 Mb/s router.
+FLOWS_MIX = """\
+[sim]
+duration = "2s"
+warmup = "0s"
+
+[link]
+delay = "10ms"              # one way: 20 ms round trips
+
+[bottleneck]
+rate = "50Mbps"             # a router's drop-tail queue and shaper
+queue = "125kB"             # one bandwidth-delay product
+
+[[flows]]
+tcp.cc = "cubic"
+
+[[flows]]
+tcp.cc = "bbr"
+
+[[flows]]
+kind = "ping"               # an ICMP echo every 10 ms through the same path
+workload.interval = "10ms"
+"""
+#: Two window-limited flows (64 KiB send buffers) and a ping, for buffer what-ifs.
+FLOWS_BUFFERS = """\
+[sim]
+duration = "200ms"
+warmup = "50ms"
+[link]
+rate = "1Gbps"
+delay = "1ms"
+[tcp]
+wmem = "64KiB"
+rmem = "1MiB"
+[[flows]]
+[[flows]]
+[[flows]]
+kind = "ping"
+"""
+FLOWS_WHAT = (
+    "held out",
+    "the model's defaults (Linux 6.18's CUBIC and BBR, SACK, autotuned buffers) with the "
+    "scenario's path; nothing is fitted to flows side by side",
+)
+
+
+def flows_page() -> list[Figure]:
+    """docs/flows.md: a mix of flows run and explained, a ping's path, 1,000
+    connections' retransmissions and what-ifs with several flows."""
+    import cpasim
+
+    label, what = FLOWS_WHAT
+    explain = ("run", "mix.toml", "--explain", "--trace", "mix.cpt")
+    path = ("flows", "mix.cpt", "--flow", "2")
+    many = (
+        "run", STREAM, "--set", "workload.connections=1000", "--set", "sim.duration=600ms",
+    )  # fmt: skip
+    with user_directory() as here:
+        (here / "mix.toml").write_text(FLOWS_MIX)
+        (here / "buffers.toml").write_text(FLOWS_BUFFERS)
+        run = cli(*explain)
+        ping = cli(*path)
+        thousand = cli(*many)
+        rows = ["| set-up | change | predicted | re-simulated | error |", "|---|---|---|---|---|"]
+        for setup, scenario, change in (
+            ("the mix, 2 s", "mix.toml", {"bottleneck.rate": "100Mbps"}),
+            ("two flows of 64 KiB send buffers, 1 Gb/s, 2 ms", "buffers.toml",
+             {"tcp.wmem": "128KiB"}),
+            ("the same, one flow's", "buffers.toml", {"flows.0.tcp.wmem": "128KiB"}),
+        ):  # fmt: skip
+            trace = here / (Path(scenario).stem + ".cpt")
+            v = cpasim.validate(scenario, change, trace=trace)
+            p = v.prediction.predicted
+            ((key, value),) = change.items()
+            rows.append(
+                f"| {setup} | `{key}={value}` | {mbps(p)} | {mbps(v.actual)} | "
+                f"{signed((p - v.actual) / v.actual)} |"
+            )
+    mix = f"```toml\n# mix.toml\n{FLOWS_MIX}```\n\n" + console(explain, from_line(run, "workload"))
+    return [
+        Figure("flows-mix", label, what, mix),
+        Figure("flows-ping-path", label, what, console(path, ping)),
+        Figure(
+            "flows-1000-connections",
+            TOUR_HELD_OUT[0],
+            TOUR_HELD_OUT[1].replace("at 1 Gb/s", "with 1,000 connections for 600 ms"),
+            console(many, from_line(thousand, "goodput")),
+        ),
+        Figure("flows-what-ifs", label, what, "\n".join(rows)),
+    ]
+
+
+def flows_real() -> list[Figure]:
+    """Real Linux flows side by side (calibration/flows) against cpasim, held out."""
+    from cpasim.calibrate.flow_grid import read_flow_grid, score, table_lines
+    from cpasim.simulate import simulate
+
+    scores = [
+        score(r, lambda cfg: simulate(cfg).to_json())
+        for r in read_flow_grid(ROOT / "calibration" / "flows")
+    ]
+    return [
+        Figure(
+            "flows-real-linux",
+            "held out",
+            "each configuration of `calibration/flows` simulated from its nominal settings "
+            "alone (`cpasim.calibrate.flow_grid.scenario`: the tbf's rate, queue, bucket and "
+            "per-packet overhead, 10 ms each way, each flow's congestion control, ping every "
+            "10 ms); nothing fitted to these captures or to the single-flow grid",
+            "\n".join(table_lines(scores)),
+        )
+    ]
+
+
 #: Groups of figures in the order docs/figures.md shows them, with the names each
 #: gives; each is computed in one worker (a group shares its traces).
 GROUPS: dict[Callable[[], list[Figure]], tuple[str, ...]] = {
@@ -336,9 +450,11 @@ GROUPS: dict[Callable[[], list[Figure]], tuple[str, ...]] = {
     predictions: ("prediction-errors",),
     capture: ("capture-read-back",),
     windows: ("rcvbuf-windows",),
+    flows_page: ("flows-mix", "flows-ping-path", "flows-1000-connections", "flows-what-ifs"),
+    flows_real: ("flows-real-linux",),
 }
 #: The longest first, so that two workers finish together.
-LONGEST_FIRST = [ladder, predictions, tour, verdict_page, capture, windows]
+LONGEST_FIRST = [flows_real, flows_page, ladder, predictions, tour, verdict_page, capture, windows]
 
 
 # -- writing and checking -----------------------------------------------------------------
