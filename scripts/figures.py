@@ -328,28 +328,7 @@ def capture() -> list[Figure]:
 
 
 #: docs/flows.md's scenario: CUBIC beside BBR and a ping through a 50 Mb/s router.
-FLOWS_MIX = """\
-[sim]
-duration = "2s"
-warmup = "0s"
-
-[link]
-delay = "10ms"              # one way: 20 ms round trips
-
-[bottleneck]
-rate = "50Mbps"             # a router's drop-tail queue and shaper
-queue = "125kB"             # one bandwidth-delay product
-
-[[flows]]
-tcp.cc = "cubic"
-
-[[flows]]
-tcp.cc = "bbr"
-
-[[flows]]
-kind = "ping"               # an ICMP echo every 10 ms through the same path
-workload.interval = "10ms"
-"""
+FLOWS_MIX = "scenarios/flows-mix.toml"
 #: Two window-limited flows (64 KiB send buffers) and a ping, for buffer what-ifs.
 FLOWS_BUFFERS = """\
 [sim]
@@ -379,25 +358,24 @@ def flows_page() -> list[Figure]:
     import cpasim
 
     label, what = FLOWS_WHAT
-    explain = ("run", "mix.toml", "--explain", "--trace", "mix.cpt")
+    explain = ("run", FLOWS_MIX, "--explain", "--trace", "mix.cpt")
     path = ("flows", "mix.cpt", "--flow", "2")
     many = (
         "run", STREAM, "--set", "workload.connections=1000", "--set", "sim.duration=600ms",
     )  # fmt: skip
     with user_directory() as here:
-        (here / "mix.toml").write_text(FLOWS_MIX)
         (here / "buffers.toml").write_text(FLOWS_BUFFERS)
         run = cli(*explain)
         ping = cli(*path)
         thousand = cli(*many)
         rows = ["| set-up | change | predicted | re-simulated | error |", "|---|---|---|---|---|"]
         for setup, scenario, change in (
-            ("the mix, 2 s", "mix.toml", {"bottleneck.rate": "100Mbps"}),
+            (f"`{FLOWS_MIX}`", FLOWS_MIX, {"bottleneck.rate": "100Mbps"}),
             ("two flows of 64 KiB send buffers, 1 Gb/s, 2 ms", "buffers.toml",
              {"tcp.wmem": "128KiB"}),
             ("the same, one flow's", "buffers.toml", {"flows.0.tcp.wmem": "128KiB"}),
         ):  # fmt: skip
-            trace = here / (Path(scenario).stem + ".cpt")
+            trace = here / ("mix.cpt" if scenario == FLOWS_MIX else "buffers.cpt")
             v = cpasim.validate(scenario, change, trace=trace)
             p = v.prediction.predicted
             ((key, value),) = change.items()
@@ -405,7 +383,7 @@ def flows_page() -> list[Figure]:
                 f"| {setup} | `{key}={value}` | {mbps(p)} | {mbps(v.actual)} | "
                 f"{signed((p - v.actual) / v.actual)} |"
             )
-    mix = f"```toml\n# mix.toml\n{FLOWS_MIX}```\n\n" + console(explain, from_line(run, "workload"))
+    mix = console(explain, from_line(run, "workload"))
     return [
         Figure("flows-mix", label, what, mix),
         Figure("flows-ping-path", label, what, console(path, ping)),
@@ -424,10 +402,10 @@ def flows_real() -> list[Figure]:
     from cpasim.calibrate.flow_grid import read_flow_grid, score, table_lines
     from cpasim.simulate import simulate
 
-    scores = [
-        score(r, lambda cfg: simulate(cfg).to_json())
-        for r in read_flow_grid(ROOT / "calibration" / "flows")
-    ]
+    runs = read_flow_grid(ROOT / "calibration" / "flows")
+    order = ("cubic1", "cubic2", "cubic4", "bbr2", "cubic+bbr")  # as grid.sh plans them
+    runs.sort(key=lambda r: order.index(r.name.split("_")[0]))
+    scores = [score(r, lambda cfg: simulate(cfg).to_json()) for r in runs]
     return [
         Figure(
             "flows-real-linux",

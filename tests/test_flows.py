@@ -320,19 +320,7 @@ def test_run_json_has_the_flows(tmp_path, capsys):
 #: CUBIC beside BBR and a ping through a saturated 50 Mb/s bottleneck: what a run of
 #: it reports (the figures are of tests/test_flows_analysis.py's one-second mix), and
 #: each flow's path, led by the router's serialization as when flows share it.
-VERDICT_MIX = """
-[link]
-delay = "10ms"
-[bottleneck]
-rate = "50Mbps"
-queue = "125kB"
-[[flows]]
-tcp.cc = "cubic"
-[[flows]]
-tcp.cc = "bbr"
-[[flows]]
-kind = "ping"
-"""
+VERDICT_MIX = ROOT / "scenarios" / "flows-mix.toml"
 
 
 def _mix_result(cubic_bps: float, bbr_bps: float) -> dict:
@@ -384,10 +372,10 @@ def _shared_path():
     )
 
 
-def test_each_flow_gets_its_own_verdict(tmp_path):
+def test_each_flow_gets_its_own_verdict():
     from cpasim.verdict import explain_flow, flow_lines, flows_sentence
 
-    cfg = load_scenario(scenario(tmp_path, VERDICT_MIX))
+    cfg = load_scenario(VERDICT_MIX)
     result = _mix_result(15.3e6, 32.5e6)
     pairs = [(f, explain_flow(cfg, result, f, _shared_path())) for f in result["flows"]]
     assert [v.kind for _, v in pairs] == ["loss", "bottleneck", "bottleneck"]
@@ -408,19 +396,19 @@ def test_each_flow_gets_its_own_verdict(tmp_path):
     assert flow_lines([]) == []
 
 
-def test_flows_at_an_equal_share_are_the_bottlenecks(tmp_path):
+def test_flows_at_an_equal_share_are_the_bottlenecks():
     from cpasim.verdict import explain_flow
 
-    cfg = load_scenario(scenario(tmp_path, VERDICT_MIX))
+    cfg = load_scenario(VERDICT_MIX)
     result = _mix_result(23e6, 24.8e6)
     kinds = [explain_flow(cfg, result, f, _shared_path()).kind for f in result["flows"][:2]]
     assert kinds == ["bottleneck", "bottleneck"]
 
 
-def test_a_flows_own_buffer_is_its_tables_key(tmp_path):
+def test_a_flows_own_buffer_is_its_tables_key():
     from cpasim.verdict import Verdict, _flow_keys
 
-    cfg = load_scenario(scenario(tmp_path, VERDICT_MIX))
+    cfg = load_scenario(VERDICT_MIX)
     v = Verdict("window", "x", change={"hosts.tx.tcp.wmem": "4MiB", "bottleneck.rate": "1Gbps"})
     flow = {"index": 1, "table": 1}
     assert _flow_keys(v, cfg, flow).change == {

@@ -28,29 +28,13 @@ ROOT = Path(__file__).resolve().parent.parent
 TCP = ROOT / "scenarios" / "tcp-stream.toml"
 
 #: CUBIC beside BBR through a 50 Mb/s bottleneck with a bandwidth-delay product of
-#: queue at 20 ms, and a ping: the issue's question, short.
-MIX = """
-[sim]
-duration = "1s"
-warmup = "300ms"
-
-[link]
-rate = "1Gbps"
-delay = "10ms"
-
-[bottleneck]
-rate = "50Mbps"
-queue = "125kB"
-
-[[flows]]
-tcp.cc = "cubic"
-
-[[flows]]
-tcp.cc = "bbr"
-
-[[flows]]
-kind = "ping"
-"""
+#: queue at 20 ms, and a ping (scenarios/flows-mix.toml): the issue's question, short.
+MIX = (
+    (ROOT / "scenarios" / "flows-mix.toml")
+    .read_text()
+    .replace('duration = "2s"\nwarmup = "0s"', 'duration = "1s"\nwarmup = "300ms"')
+)
+assert 'duration = "1s"' in MIX
 
 #: Two window-limited flows (fixed 64 KiB send buffers) side by side, and a ping.
 BUFFERS = """

@@ -244,23 +244,23 @@ def table_lines(scores: list[Score]) -> list[str]:
         return f"**{text}**" if abs(value) > tolerance else text
 
     out = [
-        "| configuration | Linux goodput | cpasim | error | Linux CUBIC share | cpasim | error "
-        "| Linux ping p50 | cpasim | error |",
+        "| configuration | Linux goodput (Mb/s) | cpasim | error | Linux CUBIC share | cpasim "
+        "| error | Linux ping p50 (ms) | cpasim | error |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in scores:
         r, ok = s.run, scored(s)
         share = "- | - | -"
         if r.mixed:
-            share = (
-                f"{s.real_share:.3f} [{s.share_spread:.3f}] | {s.cubic_share:.3f} | "
-                + err(s.share_error, SHARE_TOLERANCE, ok["share"], "+.3f")
+            share = f"{s.real_share:.3f} [{s.share_spread:.3f}] | {s.cubic_share:.3f} | " + err(
+                s.share_error, SHARE_TOLERANCE, ok["share"], "+.3f"
             )
         out.append(
             f"| {r.name} | {r.median / 1e6:.2f} [{r.spread:.1%}] | {s.goodput_bps / 1e6:.2f} | "
             + err(s.goodput_error, GOODPUT_TOLERANCE, ok["goodput"], "+.1%")
             + f" | {share} | {r.ping_p50 / 1e6:.2f} [{r.ping_spread:.1%}] | "
-            f"{s.ping_p50_ns / 1e6:.2f} | " + err(s.ping_error, PING_TOLERANCE, ok["ping"], "+.1%")
+            f"{s.ping_p50_ns / 1e6:.2f} | "
+            + err(s.ping_error, PING_TOLERANCE, ok["ping"], "+.1%")
             + " |"
         )
     return out
