@@ -70,7 +70,7 @@ MAX_UDP_PAYLOAD = MAX_IP_PACKET - IP_HEADER - UDP_HEADER
 PING_HEADERS = IP_HEADER + ICMP_ECHO_HEADER
 #: The most data one echo request carries (``ping -s``: 65507 B).
 MAX_PING_PAYLOAD = MAX_IP_PACKET - IP_HEADER - ICMP_ECHO_HEADER
-#: Payload of a Go-Back-N acknowledgement (workload.kind = udp_gbn): seed 002's
+#: Payload of a Go-Back-N acknowledgement (workload.kind = udp_gbn): the Directed Point paper's
 #: benchmarks acknowledge with a 4-byte message.
 GBN_ACK = 4
 

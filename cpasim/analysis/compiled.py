@@ -43,7 +43,7 @@ _run_compiled = None
 def _run(k, *args):
     """``k.run(*args)``; once compiled, its one overload called directly.  The
     dispatcher would work out the types of the nested tuples of every call anew
-    (0.13 ms, more than many a chunk's records), and :meth:`CompiledPass.feed`
+    (longer than a small chunk's records take), and :meth:`CompiledPass.feed`
     passes the same types every time."""
     global _run_compiled
     if _run_compiled is not None:

@@ -1,6 +1,6 @@
 """Microbenchmark tables (CSV): message size → latency, gap and per-message overheads.
 
-The columns follow the LogP-style model of Directed Point (seed 002): ``Os``/``Or``
+The columns follow the LogP-style model of Directed Point: ``Os``/``Or``
 send/receive overhead, ``Ur`` user-level receive cost, ``gs``/``gr`` send/receive
 gap, ``L`` wire latency; plus ``latency`` (one-way or round trip, as the table
 says) and ``gap``.  Every measurement column carries its unit as a suffix

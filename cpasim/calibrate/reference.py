@@ -4,8 +4,11 @@ One figure per row: ``quantity,system,size_bytes,value,unit,seed,section,quote``
 ``quote`` is a verbatim excerpt of the source that contains ``value``, so the
 figure can be checked against the text itself (``tests/test_calibrate_reference.py``).
 Values stay in the source's unit; :data:`TO_CPASIM` converts the common ones.
-The passages of the seeds that the quotes come from are kept verbatim in
-``calibration/seeds/passages/<seed>`` (:func:`read_passages`).
+The passages the quotes come from are kept verbatim in
+``calibration/seeds/passages/<seed>`` (:func:`read_passages`).  A *seed* is one of the
+five published texts cpasim is held to: Saidi 2009 (the method and chapter 6's
+machines), the Directed Point paper, Waheed 2003, Makineni & Iyer (HPCA-10) and
+Mosberger's Scout paper, numbered 004 to 000 (``docs/seeds.md``).
 """
 
 from __future__ import annotations

@@ -174,7 +174,7 @@ class WorkloadParams:
         "datagram from a cached file into their buffer before sending it: a system call and "
         "a kernel->user copy (cpu.cost.copy_recv_per_byte); false = the data is in place",
     )
-    # Directed Point (seed 002): a receiver that polls user-mapped token buffers.
+    # Directed Point: a receiver that polls user-mapped token buffers.
     receive: str = param(
         "syscall",
         ENUM,
@@ -348,7 +348,7 @@ class TcpParams:
         BOOL,
         "a send's software checksum (nic.csum_offload = false) is computed while copying "
         "(csum_and_copy_from_user; TCP and UDP); false = a pass of its own that reads the "
-        "bytes from memory again, with memory.bandwidth set (seed 001's HTTP proxy)",
+        "bytes from memory again, with memory.bandwidth set (Waheed 2003's HTTP proxy)",
     )
     cc: str = param(
         "cubic",
@@ -493,7 +493,7 @@ class NicParams:
     throttle_usecs: float = param(
         0, TIME, "smallest time between two interrupts with nic.itr=fixed", lo=0, hi="1s"
     )
-    # A controller of its own time per frame (the LANCE takes ~47 us, seed 000):
+    # A controller of its own time per frame (the LANCE takes ~47 us in Mosberger's Scout paper):
     # spent by the NIC's engine, one frame after the other; 0 = none, no event.
     tx_latency: float = param(
         0,
@@ -548,8 +548,8 @@ class BusParams:
         "pcie",
         ENUM,
         "I/O bus between NIC and memory; on_die: the NIC on the processor die, on the "
-        "interconnect between L1 and L2 (seed 004's figure 6.6b); m5: the I/O bus of "
-        "seed 004's simulator, one shared split-transaction bus with pcie's bandwidth "
+        "interconnect between L1 and L2 (Saidi 2009's figure 6.6b); m5: the I/O bus of "
+        "Saidi 2009's simulator, one shared split-transaction bus with pcie's bandwidth "
         "behind a bridge of pcie.latency, where the CPU's register writes queue behind "
         "the DMA traffic (cpasim.model.m5bus)",
         choices=("pcie", "pci", "on_die", "m5"),
@@ -563,7 +563,7 @@ class BusParams:
     pci_burst: int = param(
         "256B", SIZE, "legacy PCI (bus.kind = pci) burst length", lo="4B", hi="64KiB"
     )
-    # Defaults fitted to seed 002 (GEDP on 64-bit 33 MHz PCI): gs = 18.76 us at
+    # Defaults fitted to the Directed Point paper (GEDP on 64-bit 33 MHz PCI): gs = 18.76 us at
     # 1500 B and reads ~47% slower than writes.
     pci_burst_overhead: float = param(
         21.5,
@@ -579,7 +579,7 @@ class BusParams:
         lo=0,
         unit="cycles",
     )
-    # M5's bus model (seed 004's simulator), whose defaults the seed kept: a shared,
+    # M5's bus model (Saidi 2009's simulator), whose defaults Saidi 2009 kept: a shared,
     # half-duplex channel of 64 bytes at 1 GHz, one header cycle per 64-byte block.
     on_die_width: int = param(
         "64B", SIZE, "on-die interconnect (bus.kind = on_die) bytes per cycle", lo="1B", hi="1KiB"
@@ -643,7 +643,7 @@ class BusParams:
 @dataclass(frozen=True)
 class CpuCostParams:
     syscall: float = param(1000.0, FLOAT, "entering and leaving a system call", lo=0, unit="cycles")
-    # Seed 003's small buffers cost more per call to send than to receive.
+    # In Makineni & Iyer (HPCA-10), small buffers cost more per call to send than to receive.
     send_call: float = param(
         0.0,
         FLOAT,
@@ -715,7 +715,7 @@ class CpuCostParams:
         unit="cycles/B",
     )
     user: float = param(200.0, FLOAT, "application work per call", lo=0, unit="cycles")
-    # Seed 002's Ur: a message picked up from the token buffer pool, in user space.
+    # The Directed Point paper's Ur: a message picked up from the token buffer pool, in user space.
     poll: float = param(
         30.0,
         FLOAT,
@@ -753,7 +753,7 @@ class CpuCostParams:
 
 @dataclass(frozen=True)
 class CpuCacheParams:
-    """The CPU's data cache as seed 001 models it (:mod:`cpasim.model.cache`): misses
+    """The CPU's data cache as Waheed 2003 models it (:mod:`cpasim.model.cache`): misses
     stretch the cycle costs; off unless ``size`` is set."""
 
     size: int = param(
@@ -764,7 +764,7 @@ class CpuCacheParams:
         lo=0,
         hi="1GiB",
     )
-    # Seed 001's example: a 32-byte line of 16 words, MR = 1/16, and MP = 10.
+    # Waheed 2003's example: a 32-byte line of 16 words, MR = 1/16, and MP = 10.
     line: int = param(
         "32B", SIZE, "cache line length L (with cpu.cache.size set)", lo="4B", hi="4KiB"
     )
@@ -793,7 +793,7 @@ class CpuCacheParams:
         lo=0,
         hi="1TiB",
     )
-    # Seed 004's ladder (section 6.2.2): ACKs flushed from the cache as the data rate grows.
+    # Saidi 2009's ladder (section 6.2.2): ACKs flushed from the cache as the data rate grows.
     ack_footprint: bool = param(
         False,
         BOOL,
@@ -866,7 +866,7 @@ class MemoryParams:
         BOOL,
         "with memory.bandwidth set: a device DMA occupies the memory for its whole I/O-bus "
         "transfer, not only its bytes at memory.bandwidth (a bridge that streams at the bus's "
-        "pace; transfers in series, as seed 001's latency model T = ... + S/Be assumes)",
+        "pace; transfers in series, as Waheed 2003's latency model T = ... + S/Be assumes)",
     )
 
 
@@ -884,8 +884,8 @@ class CopyEngineParams:
         "where the engine sits: on the I/O bus (its reads and writes cross it) or on die",
         choices=("io_bus", "on_die"),
     )
-    # The engine's timing is the seed's simulator's: M5's CopyEngine (gem5
-    # src/dev/pci/CopyEngine.py and copy_engine.cc), whose defaults the seed kept.
+    # The engine's timing is the simulator of Saidi 2009's: M5's CopyEngine (gem5
+    # src/dev/pci/CopyEngine.py and copy_engine.cc), whose defaults Saidi 2009 kept.
     latency: float = param(
         "20ns",
         TIME,
@@ -924,13 +924,13 @@ class CopyEngineParams:
         lo="64B",
         hi="1GiB",
     )
-    # The seed's simulator ran Alpha Linux (gem5's critical-path annotations are
+    # Saidi 2009's simulator ran Alpha Linux (gem5's critical-path annotations are
     # Alpha m5 ops), whose pages are 8 KiB.
     page_size: int = param(
         "8KiB",
         SIZE,
         "pages of the reader's buffer: Linux's dma_memcpy_to_iovec cuts a segment's copy "
-        "where it crosses one (Alpha Linux, the seed's platform: 8 KiB); 0 = no cut",
+        "where it crosses one (Alpha Linux, Saidi 2009's platform: 8 KiB); 0 = no cut",
         lo=0,
         hi="1GiB",
     )

@@ -10,9 +10,9 @@ the call's copy.
   (until ``workload.bytes``, if set); rx reads ``read_size`` per call.
 * ``udp_stream``: tx sends ``message_size`` datagrams; rx receives them.  With
   ``workload.receive = "poll"`` every UDP receiver here picks datagrams up from
-  a user-mapped pool without a system call (Directed Point, seed 002); the
+  a user-mapped pool without a system call (Directed Point); the
   stream's receiver then drains the pool each time it has the core.
-* ``udp_gbn``: seed 002's user-level reliable layer over polled UDP (whatever
+* ``udp_gbn``: the Directed Point paper's user-level reliable layer over polled UDP (whatever
   ``workload.receive`` says: it reads sequence numbers from the pool), Go-Back-N:
   tx sends ``message_size`` datagrams numbered in order, at most ``window``
   unacknowledged, picking up the acknowledgements between sends; after

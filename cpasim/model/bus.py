@@ -32,7 +32,7 @@ from __future__ import annotations
 from cpasim.model.pcie import BusTiming, Occupancy, PcieTiming, PciTiming
 from cpasim.trace import TracedPool
 
-#: M5's bus (seed 004's simulator): a transaction carries one 64-byte cache block
+#: M5's bus (Saidi 2009's simulator): a transaction carries one 64-byte cache block
 #: and pays one header cycle.
 ON_DIE_BLOCK = 64
 ON_DIE_HEADER_CYCLES = 1.0

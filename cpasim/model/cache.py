@@ -1,14 +1,14 @@
-"""The CPU's data cache as seed 001 (Waheed 2003) models it: misses as stalls on the
+"""The CPU's data cache as Waheed 2003 models it: misses as stalls on the
 cycle costs.
 
 Built only when ``cpu.cache.size`` is set; otherwise the CPU's costs are its
-``cpu.cost`` cycles as given.  The seed's execution time with a cache is the
+``cpu.cost`` cycles as given.  Waheed 2003's execution time with a cache is the
 ideal one times 1 + MR·MP (one memory access per instruction, MR the share of
 accesses that miss, MP the stall per miss in cycles).  Network data has no
 temporal locality but perfect spatial locality: a pass over a PDU touches
 words of ``cpu.cache.word`` bytes one after the other, so only the first word
 of each ``cpu.cache.line``-byte line misses, MR = W/L (a 32-byte line of
-16 words: 1/16 = 6.2%, the seed's figure).  That holds for data that is new
+16 words: 1/16 = 6.2%, Waheed 2003's figure).  That holds for data that is new
 each time (``cpu.cache.working_set`` = 0, a stream of PDUs).  Data used again —
 a file served over and over, an application buffer — stays in a cache larger
 than it and misses only in the share that does not fit: MR = W/L ×
@@ -18,10 +18,10 @@ nothing to the streaming W/L.
 Where it applies:
 
 * per-byte costs (copies, checksums: every ``cpu.cost.*_per_byte``), the passes
-  over data the seed's MR describes: × (1 + MR·MP);
+  over data Waheed 2003's MR describes: × (1 + MR·MP);
 * per-packet work (``rx_packet``, ``tx_packet``, ``ack``): it reads the packet's
   headers, which the NIC has just written to memory, so each of their lines
-  misses once whatever the working set (the seed's forwarding: "1 or 2" misses
+  misses once whatever the working set (Waheed 2003's forwarding: "1 or 2" misses
   per packet): + ⌈headers / L⌉ · MP cycles.
 
 Everything is folded into the costs once, when the CPU first prices them, so a
@@ -34,7 +34,7 @@ on the run:
   the cache in between.  When that exceeds the cache the ACK's work misses in the
   share beyond it, MR = max(0, 1 − size / footprint), the working-set rule above
   with that footprint as the working set, and costs ``ack`` × (1 + MR·MP).  So ACK
-  processing grows dearer with the data rate, as seed 004 traced its ladder's
+  processing grows dearer with the data rate, as Saidi 2009 traced its ladder's
   over-predictions of configuration 4 to ("as the data rate
   increases, the cache footprint of the benchmark increases as well ... The resulting
   cache misses make ACK processing approximately 10x more expensive").

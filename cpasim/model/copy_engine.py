@@ -13,7 +13,7 @@ the driver reads the completion status the engine wrote to memory.  The
 descriptors come from a ring of ``copy_engine.ring``; the reader waits for free ones
 (Linux allocates more).
 
-The engine is the seed's simulator's (M5's, now gem5's ``CopyEngine``, one
+The engine is the simulator of Saidi 2009's (M5's, now gem5's ``CopyEngine``, one
 channel: net_dma gives each CPU its own): for each descriptor, in series,
 
 1. ``DMA next address`` / ``next address`` — only when the previous descriptor it

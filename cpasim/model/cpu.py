@@ -17,7 +17,7 @@ where declared, a per-byte part (``cost.<name>`` + ``cost.<name>_per_byte`` ×
 bytes); ``copy_send`` and ``copy_recv`` are ``copy`` with the per-byte cost of
 their direction (``cost.copy_send_per_byte``, ``cost.copy_recv_per_byte``; by
 default ``cost.copy_per_byte``).  With ``cpu.cache.size`` set the data cache's
-misses stretch them (:mod:`cpasim.model.cache`).  Busy time is accounted to the seed's
+misses stretch them (:mod:`cpasim.model.cache`).  Busy time is accounted to Saidi 2009's
 categories (copy, stack, driver, interrupt, buffer, user) from ``measure_from``
 on; idle is what is left.
 

@@ -1,6 +1,6 @@
 """The NIC's TX descriptor fetch engine and the descriptor cache it fills.
 
-As in the e1000-like NIC of the seed's simulator (M5's ``IGbE``: a
+As in the e1000-like NIC of Saidi 2009's simulator (M5's ``IGbE``: a
 ``DescCache`` per direction with a fetch state machine of its own), the
 transmit engine (``NIC TX``, :mod:`cpasim.model.nic`) does not read
 descriptors itself when ``nic.tx_desc_cache`` > 0: it takes them from an
@@ -32,7 +32,7 @@ How the engine is asked (``nic.tx_fetch_request``):
     ``TDT`` register write), and leaves no record.  The engine's ``Wait``
     after a fetch (M5: ``anBegin("Wait")`` in ``fetchComplete``) is then
     active time with no dependency to explain its end, so a path that reaches
-    a fetch runs back through the whole ``Wait`` before it, as the seed's
+    a fetch runs back through the whole ``Wait`` before it, as Saidi 2009's
     analysis did ("57% in the Wait state ... a state that waits for commands
     from the Transmit state machine").  The doorbell's call is what M5's
     register write did; with it the cache is topped up whenever the driver

@@ -1,6 +1,6 @@
 """The NIC's TX descriptor write-back engine (``nic.tx_writeback`` = ``each`` or ``block``).
 
-As M5's ``IGbE`` (the seed's simulator): the transmit engine hands every
+As M5's ``IGbE`` (Saidi 2009's simulator): the transmit engine hands every
 descriptor it has processed to a write-back engine of the descriptor cache's
 own and goes on with the next packet, where with ``nic.tx_writeback = "batch"``
 it writes a batch back itself.  The entries stay taken in the cache

@@ -84,7 +84,7 @@ def ideal_would_differ(cfg, result, trace=None, *, tolerance: float = AGREEMENT)
       critical path's length before over after, a latency the other way;
     * and where the critical path loops through the sender's send buffer, the
       writer's copy time decides how full it is kept, which the graph does not
-      model: an ideal writer keeps it fuller (tcp-stream at 10 ms one way: 5.8 %).
+      model: an ideal writer keeps it fuller (``docs/detail-levels.md``).
     Without a trace only the first two can be told; otherwise a
     :class:`~cpasim.errors.CpasimError` says the trace is needed."""
     from cpasim.errors import CpasimError
@@ -159,7 +159,7 @@ def _predicted(cfg, data, trace, full, tolerance) -> list[str]:
     if any(_SEND_BUFFER in loop["edge"] for loop in before.loops[:1]):
         out.append(
             "the send buffer bounds the window, and how full the writer keeps it depends "
-            "on its copy time, which an ideal host does not have (tcp-stream at 10 ms one "
-            "way: ideal 5.8% faster)"
+            "on its copy time, which an ideal host does not have: an ideal writer keeps it "
+            "fuller than this prediction shows"
         )
     return out

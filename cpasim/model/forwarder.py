@@ -1,7 +1,7 @@
 """The forwarding host: two interfaces on one I/O bus, IP forwarding between them.
 
 With ``topology.kind = "forward"`` host ``fw`` sits between tx and rx, a Linux
-router as seed 001 measured one: interface ``0`` faces tx, interface ``1``
+router as Waheed 2003 measured one: interface ``0`` faces tx, interface ``1``
 faces rx, each a whole :class:`~cpasim.model.device.NetDevice` (qdisc, driver,
 rings, NIC, interrupt moderation) with that instance, and both on the host's
 one I/O bus (``bus``/``pcie``; with ``memory.bandwidth`` its DMA shares the

@@ -19,6 +19,7 @@ from cpasim.model.device import host_device
 from cpasim.model.ip import IpLayer
 from cpasim.model.memory import make_memory
 from cpasim.model.netdma import NetDma
+from cpasim.model.sockbuf import datagram_buffer
 from cpasim.model.socket import TcpSocket, UdpSocket
 from cpasim.model.tcp import TcpConnection
 from cpasim.model.udp import UdpEndpoint
@@ -115,7 +116,8 @@ class Host:
             self.env,
             self.sys,
             idx,
-            params=self.hc.tcp,
+            rcvbuf=datagram_buffer(self.hc.tcp),
+            csum_copy=self.hc.tcp.csum_copy,
             csum_offload=self.dev.csum_offload,
             mtu=self.mtu,
             tracer=self.tracer,

@@ -2,8 +2,8 @@
 
 With ``ip.send_path = "2.6.13"`` a UDP ``sendto()`` runs as that kernel's did
 (Saidi 2009, section 6.2.1, tables 6.1 and 6.2).  In the sending
-application's state machine (the seed's ``Sys Send``), at the granularity of the
-seed's figure 5.3 (a state per function of the call):
+application's state machine (Saidi 2009's ``Sys Send``), at the granularity of the
+thesis's figure 5.3 (a state per function of the call):
 
 ``udp_sendmsg``
     the call's own body: entering and leaving it (``cpu.cost.syscall``,
@@ -13,7 +13,7 @@ then, fragment by fragment as ``ip_append_data`` fills one buffer per fragment:
 ``alloc_skb``
     allocating the fragment's buffer (``cpu.cost.skb_alloc`` less the data part,
     category ``buffer``), and ``__kmalloc`` — its data part, a share of
-    ``skb_alloc`` taken from the seed's figure 5.7 (:data:`KMALLOC_SHARE`);
+    ``skb_alloc`` taken from Saidi 2009's figure 5.7 (:data:`KMALLOC_SHARE`);
 ``do_csum_partial_copy_from_user``
     copying the fragment's payload in and checksumming it on the way
     (``cpu.cost.copy_send`` per byte, its fixed part once per call, and
@@ -25,10 +25,10 @@ then, fragment by fragment as ``ip_append_data`` fills one buffer per fragment:
     hands the datagram to ``IP Send`` (queue ``IP Send call``) and
     returns when it is out (``IP Send return``).  The caller is inside the call,
     on its own core, so this is not a wait while ``IP Send`` works: the state
-    carries ``IP Send``'s cycles on the critical path, as the seed's analysis
+    carries ``IP Send``'s cycles on the critical path, as Saidi 2009's analysis
     charged them, and scaling it to 0 (``--scale
     'tx:App:ip_push_pending_frames=0'``) exposes the states of ``IP Send`` the
-    call spent its time in (the seed's table 6.2).  Once ``IP Send`` blocks on
+    call spent its time in (Saidi 2009's table 6.2).  Once ``IP Send`` blocks on
     a full ``qdisc`` (giving the core up) the caller waits on the return
     (``wait_empty``), so the path follows ``IP Send`` to the device;
 ``release_sock``
@@ -52,7 +52,7 @@ then, fragment by fragment as ``ip_append_data`` fills one buffer per fragment:
     driver's ``e1000_xmit_frame`` runs as ``Driver TX``'s ``xmit`` on this core
     (``cpu.cost.descriptor`` + ``cpu.cost.xmit_frame`` and one tail write,
     ``pcie.mmio_latency``, per fragment) while ``IP Send`` waits for its return,
-    the way the caller waits for ``IP Send`` (the seed's table 6.2:
+    the way the caller waits for ``IP Send`` (Saidi 2009's table 6.2:
     ``qdisc_restart`` 32.57%, 98.45% "waiting" for the driver); otherwise (ring
     full: the queue stopped; or the driver busy with a frame: the queue being
     run) the fragment goes into the ``qdisc`` for ``Driver TX`` to post later
@@ -62,7 +62,7 @@ then, fragment by fragment as ``ip_append_data`` fills one buffer per fragment:
     a core of this pool (an interrupt came while the sender held the core), the
     sender hands its core over and the handler and NAPI's poll run on it
     (``run``), NAPI handing it back when done, while ``IP Send`` sits in
-    ``do_softirq`` (the seed's table 6.2: ``do_softirq`` 3.94%, 99.36%
+    ``do_softirq`` (Saidi 2009's table 6.2: ``do_softirq`` 3.94%, 99.36%
     "waiting").  Unless ``cpu.irq_preempt``, the model runs no interrupt
     preemptively, so the handler's own work is deferred to this point too;
     NET_TX's restart of a stopped queue is not run here (``Driver TX`` takes a
@@ -85,7 +85,7 @@ from cpasim.protocol import IP_HEADER
 from cpasim.trace import TracedStore
 
 #: The share of a packet buffer's allocation (``cpu.cost.skb_alloc``) that is the data
-#: buffer's ``__kmalloc``: the seed's figure 5.7 (its TCP sender's CPU time by function)
+#: buffer's ``__kmalloc``: Saidi 2009's figure 5.7 (its TCP sender's CPU time by function)
 #: gives __alloc_skb 661 us, __kmalloc 224, kmem_cache_alloc 180, cache_alloc_refill 23.
 KMALLOC_SHARE = 224 / (661 + 224 + 180 + 23)
 

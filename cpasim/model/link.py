@@ -2,9 +2,9 @@
 
 Framing is Ethernet's (:mod:`cpasim.protocol`): an IP packet of ``length``
 bytes occupies :func:`~cpasim.protocol.wire_bytes` ``(length)`` byte times
-(:func:`serialization_ns`: the link's period per frame, seed 002's frame time),
+(:func:`serialization_ns`: the link's period per frame, the Directed Point paper's frame time),
 of which the frame has arrived after the preamble and the frame itself
-(:func:`transmit_ns`: seed 000's 57.6 us for 64 bytes at 10 Mb/s); the inter-frame
+(:func:`transmit_ns`: 57.6 us in Mosberger's Scout paper for 64 bytes at 10 Mb/s); the inter-frame
 gap only holds the next frame back.
 
 Each host owns one :class:`Port` (``link.port("tx")``); its NetDevice attaches

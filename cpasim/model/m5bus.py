@@ -1,4 +1,4 @@
-"""The I/O bus as seed 004's simulator modelled it (``bus.kind = "m5"``).
+"""The I/O bus as Saidi 2009's simulator modelled it (``bus.kind = "m5"``).
 
 Saidi's chapter 6 ran M5, whose I/O bus was its generic ``Bus`` behind a ``Bridge``
 to memory, with each device's DMA through a ``DmaPort``.  Their timing, as gem5's
@@ -59,11 +59,11 @@ the read's responses; here the port frees at the end of that run, for a 24-block
 read the whole read), the memory bus's own cycles (one or two 1 ns cycles per block
 at M5's defaults), DMA buffers that do not start on a block boundary.  So a register
 write finds the bus free during the round trip before a read's first response, where
-in M5 the port's next DMA could already be sending: ``udp-stream`` at x4 is not
-monotone in the bridge's latency (30 ms: 3.30 Gb/s at 25 ns, 3.22 at 50 ns, 3.36 at
-100 ns, 3.24 at 200 ns, 3.52 at 400 ns).  A register write also joins the bus's
-queue when it is through the bridge, not in its arrival order (holding its place
-from arrival gives the same ``udp-stream`` figures at x1 and x4).
+in M5 the port's next DMA could already be sending, so ``udp-stream`` at x4 is not
+monotone in the bridge's latency.  A register write also joins the bus's queue when it
+is through the bridge, not in its arrival order (holding its place from arrival gives
+the same ``udp-stream`` figures at x1 and x4); ``cpasim sweep scenarios/udp-stream.toml
+--set pcie.lanes=4 --grid pcie.latency=25ns,50ns,100ns,200ns,400ns`` shows the first.
 ``calibration/m5bus_transactions.py`` arbitrates every transaction of all DMAs
 together by the same rules, to check what these leave out (calibration/SEEDS.md).
 """

@@ -33,14 +33,14 @@ Two refinements, each off by default:
   ``bus.pci_read_wait``, the bridge fetching the burst from memory — is
   stretched by 1 / (1 − ρ).  So a copy slows every read burst made while its
   traffic is in the controller, not only one it happens to meet, which is how
-  seed 002 explains the faster zero-copy send.  Devices' own traffic (the NIC's
+  the Directed Point paper explains the faster zero-copy send.  Devices' own traffic (the NIC's
   and the copy engine's DMA) is not counted: a DMA engine does not queue behind
   itself.  ρ is capped at
   :data:`MAX_LOAD`: a controller's queues are finite, so the wait is too.
 * **DMA in series** (``memory.dma_holds``): a DMA holds the memory for its
   whole transfer on the I/O bus instead of its bytes at ``memory.bandwidth``, as
   a bridge that streams at the bus's pace does; transfers are then in series,
-  which is what seed 001's latency model T = T_cpu + Σ n_i S/B_i and its peak
+  which is what Waheed 2003's latency model T = T_cpu + Σ n_i S/B_i and its peak
   throughputs (IP forwarding Be/2, HTTP BiBe/(5Be + Bi), RTP BiBe/(4Be + Bi))
   assume.
 """

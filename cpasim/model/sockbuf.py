@@ -23,6 +23,8 @@ reader can hold the two side by side.  Sizes are bytes; ``ratio`` is Linux 6.7's
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from cpasim.protocol import mss_for
 
 #: ``TCP_RMEM_TO_WIN_SCALE``: ``scaling_ratio`` is a fraction in 1/256.
@@ -194,6 +196,30 @@ def sndbuf_expand(mss: int, cwnd: int, reordering: int = 3, factor: int = 2) -> 
     ``tcp_wmem[2]``."""
     nr_segs = max(INIT_CWND, cwnd, reordering + 1)
     return factor * nr_segs * sndbuf_per_mss(mss)
+
+
+@dataclass(frozen=True)
+class DatagramBuffer:
+    """A datagram socket's receive buffer: ``limit`` bytes of buffer memory, charged
+    ``truesize`` per fragment under Linux's rules, or payload bytes exactly when
+    ``fixed`` (cpasim's ``tcp.rmem``).  The socket-buffer keys of the host's ``tcp``
+    section size every socket's buffers, as Linux's ``net.core`` sysctls do."""
+
+    fixed: bool
+    limit: int
+    truesize: int
+
+
+def datagram_buffer(tp) -> DatagramBuffer:
+    """The receive buffer a UDP socket gets: cpasim's fixed ``tcp.rmem``, else a
+    ``setsockopt(SO_RCVBUF)`` request, else ``net.core.rmem_default``."""
+    if tp.rmem > 0:
+        return DatagramBuffer(True, tp.rmem, tp.rx_truesize)
+    if tp.rcvbuf:
+        limit = setsockopt_buf(tp.rcvbuf, tp.core_rmem_max, SOCK_MIN_RCVBUF)
+    else:
+        limit = tp.core_rmem_default
+    return DatagramBuffer(False, limit, tp.rx_truesize)
 
 
 class SocketBuffers:

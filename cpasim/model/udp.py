@@ -11,7 +11,7 @@ bytes; under Linux's rules ``sk_rcvbuf`` is the doubled ``tcp.rcvbuf`` request
 per fragment, and one is dropped when the memory already charged exceeds the
 buffer (``__udp_enqueue_schedule_skb``).
 
-With ``workload.receive = "poll"`` the endpoint is Directed Point's (seed 002):
+With ``workload.receive = "poll"`` the endpoint is Directed Point's:
 the receive path itself copies the datagram into a buffer pool mapped into the
 application (``copy_recv`` per byte, in ``udp_rcv``, where DP's interrupt
 handler makes its memory-to-memory copy), frees the kernel buffer, and queues
@@ -23,18 +23,31 @@ from __future__ import annotations
 
 from cpasim.model.memory import send_touch
 from cpasim.model.packet import Packet
-from cpasim.model.sockbuf import SOCK_MIN_RCVBUF, setsockopt_buf
+from cpasim.model.sockbuf import DatagramBuffer
 from cpasim.protocol import IP_HEADER, UDP_HEADER
 from cpasim.trace import TracedStore
 
 
 class UdpEndpoint:
-    """One end of flow ``c<idx>`` (or ``name``); ``params`` is the host's ``tcp``
-    section (its socket-buffer keys size UDP's buffer too), ``csum_offload`` the
-    NIC's; ``poll``: Directed Point's receive (see the module's docstring)."""
+    """One end of flow ``c<idx>`` (or ``name``); ``rcvbuf`` its receive buffer,
+    ``csum_copy`` whether the copy computes the checksum, ``csum_offload`` the NIC's;
+    ``poll``: Directed Point's receive (see the module's docstring)."""
 
     def __init__(
-        self, env, sys, idx, *, params, csum_offload, mtu, tracer, cpu, ip, poll=False, name=""
+        self,
+        env,
+        sys,
+        idx,
+        *,
+        rcvbuf: DatagramBuffer,
+        csum_copy: bool,
+        csum_offload,
+        mtu,
+        tracer,
+        cpu,
+        ip,
+        poll=False,
+        name="",
     ) -> None:
         self.env = env
         self.conn = name or f"c{idx}"
@@ -42,17 +55,11 @@ class UdpEndpoint:
         self.ip = ip
         self.mtu = mtu
         self.sw_csum = not csum_offload
-        tp = params
-        self.send_touch = send_touch(self.sw_csum, tp.csum_copy)
-        self.fixed = tp.rmem > 0
-        if self.fixed:
-            self.rmem = tp.rmem
-        elif tp.rcvbuf:
-            self.rmem = setsockopt_buf(tp.rcvbuf, tp.core_rmem_max, SOCK_MIN_RCVBUF)
-        else:
-            self.rmem = tp.core_rmem_default
+        self.send_touch = send_touch(self.sw_csum, csum_copy)
+        self.fixed = rcvbuf.fixed
+        self.rmem = rcvbuf.limit
         self.frag_payload = mtu - IP_HEADER  # IP payload bytes per fragment
-        self.truesize = tp.rx_truesize
+        self.truesize = rcvbuf.truesize
         self.rcvq = TracedStore(env, tracer, sys, "Receive buffer", name or str(idx))
         self.rcv_bytes = 0  # buffer memory charged for the datagrams in rcvq
         self.next_id = 0

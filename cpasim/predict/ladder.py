@@ -27,7 +27,7 @@ from cpasim.progress import note
 class Rung:
     """One configuration of the ladder."""
 
-    index: int  # 1-based, as in the seed's figure
+    index: int  # 1-based, as in Saidi 2009's figure
     remedy: Remedy | None  # the change from the previous rung (None for the baseline)
     run: TracedRun
     predictions: dict[int, Prediction] = field(default_factory=dict)  # from rung index

@@ -3,7 +3,7 @@
 Saidi's figure 6.2 walks a sequence of bottlenecks, each removed by an
 ordinary parameter change.  :func:`~cpasim.predict.diagnose.diagnose` names the
 kind of bottleneck of a critical path; :data:`REMEDIES` says what the ladder
-changes for each kind, as the seed's steps did:
+changes for each kind, as Saidi 2009's steps did:
 
 ============== =====================================================================
 kind           remedy
@@ -11,7 +11,7 @@ kind           remedy
 ``link``       ``link.rate`` × 10
 ``bottleneck`` ``bottleneck.rate`` × 10
 ``window``     the socket buffers of both hosts ≥ 4 × bandwidth-delay product (the
-               seed's configuration 3 grew both): ``tcp.wmem`` and ``tcp.rmem``
+               Saidi 2009's configuration 3 grew both): ``tcp.wmem`` and ``tcp.rmem``
                (fixed buffers), else ``tcp.sndbuf``/``tcp.rcvbuf`` where set, else
                the autotuning limits ``tcp.wmem_max``/``tcp.rmem_max``
 ``bus``        ``pcie.lanes`` × 4 on that host (then the next generation)

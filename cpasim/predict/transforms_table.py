@@ -2,164 +2,45 @@
 
 A prediction replays the baseline trace with the change expressed as analyzer
 transforms (``annotations.md``, "What-if transforms").  :data:`RULES` is the one
-table that says, for every parameter cpasim can predict, which states or
-queues of the dependence graph it acts on and by how much:
+table that says, for every parameter cpasim can predict, which states or queues of
+the dependence graph it acts on and by how much: a ``scale`` of states' times
+(old/new of a rate, a clock, a bandwidth), a ``capacity`` growth of a credit queue
+(in the queue's own units: bytes for the socket queues, frames for the TX FIFO), or
+a ``bound`` (the cores' busy time over their number).  :data:`REFUSED` names the
+keys no transform models, each with the reason ``predict`` gives; ``validate`` still
+re-simulates them.  The user's reading of the table, with each rule's measured
+accuracy and its known limits, is ``docs/predictions.md``.
 
-================================ ========= ==================================================
-keys                             transform amount (old → new)
-================================ ========= ==================================================
-``link.rate``                    scale     ``*:MAC:transmit`` × old/new (serialization, framing
-                                           included, is bits / rate), and TCP's ``pace``
-``link.delay``                   scale     ``*:Link:propagate`` × new/old
-``bottleneck.rate``              scale     ``path:Bottleneck#tx_to_rx:serialize`` × old/new,
-                                           and TCP's ``pace`` (see "Pacing"); refused when
-                                           either is 0: no bottleneck
-``bottleneck.reverse_rate``      scale     ``path:Bottleneck#rx_to_tx:serialize`` × old/new
-``bottleneck.overhead``          scale     ``path:Bottleneck#tx_to_rx:serialize`` × (MTU +
-                                           new) / (MTU + old), and ``pace``: exact for the
-                                           full-size packets of a TCP stream, refused for
-                                           other workloads or with a reverse bottleneck
-``pcie.gen pcie.lanes``          scale     the DMA states of the host's NIC (and of a copy
-                                           engine on the I/O bus; PCIe or M5's bus,
-                                           ``bus.kind = "m5"``): the transfer
-``pcie.latency``                           part × old/new bandwidth, the bridge latency part
-                                           replaced (see "fixed parts" below); on M5's bus
-                                           a register write (``mmio write``): its wait for
-                                           the bus and its transactions × old/new
-                                           bandwidth, the bridge both ways replaced, and
-                                           so the tail writes inside Linux 2.6.13's call
-                                           states
-``bus.on_die_clock``             scale     the DMA states of a NIC on die (``bus.kind =
-                                           "on_die"``) and an on-die copy engine's transfers
-                                           × old/new
-``cpu.freq``                     scale     every state that burns cycles on the host × old/new
-                                           (the TX doorbell's MMIO stall is a fixed part,
-                                           and on M5's bus the tail writes inside Linux
-                                           2.6.13's call states)
-``cpu.cores``                    bound     ``{sys}:CPU cores`` work / new cores (the pool's
-                                           order is freed, see below)
-``tcp.wmem``                     capacity  ``{sys}:Send buffer*`` + (new − old) bytes (fixed
-                                           buffers only: both values > 0)
-``tcp.rmem``                     capacity  ``{peer}:Send window*`` + (new − old) bytes (the
-                                           receiver's buffer bounds the sender's window;
-                                           fixed buffers only)
-``tcp.sndbuf``                   capacity  ``{sys}:Send buffer*`` + the growth of the locked
-``tcp.core_wmem_max``                      buffer (the request clamped and doubled as
-                                           ``sock_setsockopt`` does); requests > 0 only
-``tcp.rcvbuf``                   capacity  ``{peer}:Send window*`` + the growth of the largest
-``tcp.core_rmem_max``                      window the locked buffer offers
-``tcp.rx_truesize``                        (``sockbuf.largest_window``); requests > 0 only
-``nic.tx_ring``                  capacity  ``{sys}:TX free desc`` + (new − old) descriptors
-``nic.rx_ring``                  capacity  ``{sys}:RX free desc`` + (new − old) descriptors
-``nic.tx_fifo``                  capacity  ``{sys}:TX FIFO`` + growth in full-size frames
-``copy_engine.ring``             capacity  ``{sys}:Copy desc free`` + (new − old) descriptors
-``qdisc.len``                    capacity  ``{sys}:qdisc`` + (new − old) packets
-================================ ========= ==================================================
+``{sys}`` in a pattern is the host whose key changed (``hosts.tx.tcp.wmem`` → ``tx``;
+a key without host prefix changes every host that has it), ``{peer}`` the other end
+host.  Only growth is predictable: the analyzer cannot shrink a queue without
+reordering causality.
 
-``{sys}`` is the host whose key changed (``hosts.tx.tcp.wmem`` → ``tx``; a key
-without host prefix changes every host that has it and so maps to all), ``{peer}``
-the other end host.  The forwarding host (``hosts.fw.*``) takes the rows of what it
-has: its CPU (``ip_forward`` is one of its cycle states), cores, PCIe, rings, FIFO
-and queue; its two interfaces' queues are one pattern (``fw:qdisc`` covers
-``fw:qdisc#1``).  Capacity amounts are in the queue's own units (bytes for the
-byte-credit socket queues, frames for the TX FIFO).  Only growth is
-predictable: the analyzer cannot shrink a queue without reordering causality.
+Fixed parts.  A DMA read holds the channel for a bridge round trip that does not
+depend on bandwidth plus a transfer that does; the driver's ``xmit`` holds an MMIO
+stall that does not depend on the clock.  One factor per state cannot scale only
+part of each edge, so the factor applied is the one that gets the state's *total*
+right: with the baseline's mean time per entry t̄ (active time from the trace's
+profile over the number of ``begin`` records) and fixed part L,
+f = (L_new + (t̄ − L_old) · r) / t̄, where r is the factor of the variable part.
 
-Fixed parts.  A DMA read holds the channel for a bridge round trip that does
-not depend on bandwidth plus a transfer that does; the driver's ``xmit`` holds
-an MMIO stall that does not depend on the clock.  One factor per state cannot
-scale only part of each edge, so the factor applied is the one that gets the
-state's *total* right: with the baseline's mean time per entry t̄ (active time
-from the trace's profile over the number of ``begin`` records) and fixed part
-L, f = (L_new + (t̄ − L_old) · r) / t̄, where r is the factor of the variable
-part.
+Arbitration order.  Replaying a trace keeps the order in which SMs took a shared
+resource, an accident of the baseline's timing that would re-impose its schedule on
+the changed system, so every prediction breaks the core pools and the PCIe channels
+(:data:`REORDERED_POOLS`), as does the analysis of the baseline it is compared with
+(:func:`reference`); what the pools limited comes back as the utilization bound of
+:mod:`cpasim.predict.bounds`.  Legacy PCI (one bus both directions contend for)
+keeps its order.
 
-Arbitration order.  Replaying a trace keeps the order in which SMs took a
-shared resource, and that order is an accident of the baseline's timing.
-Kept, it re-imposes the baseline's schedule on the changed system: with one
-core, an application that slept on a full send buffer took the core from the
-ACK processing that woke it, so growing the buffer changes nothing; a PCIe
-channel chains each received frame's DMA behind the previous ACK's descriptor
-write-back.  So every prediction breaks the core pools (``CPU cores``, and ``IRQ
-cores`` with ``cpu.irq_cores``) and the PCIe channels
-(:data:`REORDERED_POOLS`), and so does the analysis of the baseline it is
-compared with (:func:`reference`); what the pools limited is put back as the
-utilization bound of :mod:`cpasim.predict.bounds`.  Legacy PCI (one bus that
-both directions' data contend for) keeps its order.
+Pacing.  With BBR (and no ``fq`` qdisc) TCP waits in ``pace`` for the pacing clock,
+which follows BBR's estimate of the path's narrowest rate, so ``pace`` scales with
+the path's rate in IP bytes (the link's, framing counted, or the bottleneck's,
+overhead counted, whichever is lower).  A change that moves the bottleneck elsewhere
+(CPU, bus) leaves ``pace`` as it was, where BBR's estimate would follow: a known
+limit.
 
-Known limits.  SMs that the model keeps as reusable instances — link carriers
-(``*:Link#k``) and interrupt-moderation timers (``*:IRQ Coalesce Timer#k``) —
-chain each use of an instance behind its previous one through the instance's
-own intra-SM edges.  When a change lets more frames be in flight, or re-arms
-the timers sooner, the replay keeps the baseline's instance assignment and
-serializes what the re-simulation runs side by side: a longer ``link.delay``
-or, with ``nic.itr = "adaptive"``, a faster link is predicted too slow.  So is
-a faster bottleneck once its ACKs come closer together than ``link.delay``
-(the baseline's ACK carriers, fewer than one in flight, were one instance):
-``tcp-stream`` with ``bottleneck.rate`` 50 Mb/s predicts 100 Mb/s within
-0.2%, but 500 Mb/s at 314 Mb/s against 470 re-simulated.  No
-transform can cut an intra-SM edge; the model (a fresh instance per use, or
-an analyzer notion of pooled SMs) has to.  The credit queues the capacity rows
-grow (``TX free desc``, ``RX free desc``, ``Send buffer``) are declared
-unbounded and start with an initial resize to their size (``driver.py``,
-``tcp.py``), so growing one by k gives its takers k more credits from the
-start, as a larger ring or buffer would.  A larger send buffer
-(``tcp.wmem``, ``tcp.sndbuf``) is predicted too fast (``tcp.sndbuf`` 8 → 16 KiB
-9.7% over, ``tcp.wmem`` 32 → 64 KiB on ``tcp-stream`` 20.9%), more than the
-window's growth alone gives.  The cause is not established; a candidate: each
-copy of the writer keeps, in the replay, the size it had in the baseline, where
-it took what was free or waited for a third of the smaller buffer.
-
-On M5's bus (``bus.kind = "m5"``) a register write's wait for the bus is not
-recorded (M5's bridge was not annotated), so a replay keeps each write's wait as
-the baseline's: a change that loads the bus more is predicted without the longer
-queueing (``udp-stream`` at x4 with ``cpu.freq`` doubled: 4.85 Gb/s predicted, 4.02
-re-simulated, the writes' mean wait grown from 0.9 to 1.3 µs).
-
-Pacing.  With BBR (and no ``fq`` qdisc) TCP paces itself: ``TcpSend`` waits
-in ``pace`` until the pacing clock lets the next packet go, and the clock runs
-at BBR's estimate of the path's bandwidth times its gain.  That estimate
-follows the narrowest rate on the path, so ``pace`` scales × old/new of the
-path's rate in IP bytes (the link's, framing counted, or the bottleneck's,
-overhead counted, whichever is lower): a faster link speeds the pacing only
-while the link is the narrower.  Changes that move the path's bottleneck
-elsewhere (CPU, bus) leave ``pace`` as it was, as BBR would not.
-
-Refused keys (:data:`REFUSED`, each with its reason): changes that are no
-transform of a step's time or of a queue's capacity.  ``predict`` refuses them
-before any simulation; ``validate`` still re-simulates them and reports the
-re-simulated figures with the prediction marked as refused:
-
-================================ ==================================================
-``tcp.cc`` ``tcp.sack``          change which packets are sent when, not how long a
-``tcp.recovery`` ``tcp.pacing``  step takes
-``bottleneck.queue``             a drop-tail queue drops packets when full instead
-                                 of making its sender wait, so the trace holds no
-                                 credit to grow, and its size changes which packets
-                                 are lost (a ``bottleneck.rate`` prediction
-                                 likewise keeps the baseline's losses)
-``bottleneck.aqm``               CoDel drops by sojourn time: which packets are lost
-``tcp.moderate_rcvbuf``          autotuning, and its limits, size the buffers during
-``tcp.rmem_default``             the run from what the run does: the window is no
-``tcp.rmem_max``                 fixed capacity (``tcp.sndbuf``/``tcp.rcvbuf`` = 0,
-``tcp.wmem_default``             autotuned, are refused by their rows for the same
-``tcp.wmem_max``                 reason)
-``copy_engine.rate``             a copy's read and write last their DMA's time or
-                                 their bytes at the rate, whichever is longer (0 =
-                                 no limit, gem5's engine): no one factor
-``host.detail``                  which parts of the host exist, not a step's time
-================================ ==================================================
-
-On an ideal host (``host.detail = "ideal"``, :mod:`cpasim.model.ideal`) the keys of
-the parts it does not have (``cpu``, ``memory``, ``bus``, ``pcie``, ``nic``,
-``driver``, ``copy_engine``) act on nothing: a change of one is refused with the
-part that is missing.
-
-Not in the table (structure changes the trace cannot express; re-simulate
-them with ``cpasim validate``): MTU, TSO, checksum offload (its cycles are
-folded into the copy and receive states), copy engine, interrupt moderation,
-interrupt steering (``cpu.irq_cores``: which work waits for which core changes),
-TCP options and timers, workload and simulation settings.
+On an ideal host (``host.detail = "ideal"``) the keys of the parts it does not have
+act on nothing, and a change of one is refused with the part that is missing.
 """
 
 from __future__ import annotations
@@ -246,7 +127,7 @@ CPU_STATES = (
 FIXED_TIME_STATES = ("think", "countdown", "armed", "set-up", "report")
 
 #: Keys no transform models, each with the reason ``predict`` gives (see the
-#: module docstring, "Refused keys").
+#: module docstring and docs/predictions.md).
 _RESIMULATE = "; 'cpasim validate' re-simulates it"
 _SCHEDULE = (
     "changes which packets are sent when, not how long a step takes: no graph transform"
