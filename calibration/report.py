@@ -393,8 +393,9 @@ def flow_grid_section() -> list[str]:
         + ", ".join(sorted({r["default_cc"] for r in manifest}))
         + " in every run (no CUBIC sender paced).  The machine is shared: the 1-minute "
         f"load average as each run began was {loads[0]:.1f} to {loads[-1]:.1f} (tcpdump "
-        f"and the delay line at real-time priority, the iperf3 senders not).  {size / 1e6:.1f} MB in "
-        "`flows/` (each run's iperf3 reports; the captures are not kept).",
+        "and the delay line at real-time priority, the iperf3 senders not).  "
+        f"{size / 1e6:.1f} MB in `flows/` (each run's iperf3 reports; the captures are "
+        "not kept).",
         "",
         "cpasim simulates each from its nominal settings alone "
         "(`cpasim.calibrate.flow_grid.scenario`): nothing fitted, neither to these runs nor "

@@ -10,6 +10,7 @@ xfail with its reason.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -183,25 +184,14 @@ def test_a_buffer_what_if_of_one_flow_acts_on_its_connection_alone(buffers):
 
 
 def test_events_per_segment_do_not_grow_with_flows(tmp_path):
-    """100 flows through the bench's path take as many events per segment as one."""
-    text = """
-[sim]
-duration = "150ms"
-warmup = "0s"
-[link]
-rate = "1Gbps"
-delay = "1ms"
-[bottleneck]
-rate = "500Mbps"
-queue = "2MB"
-[[flows]]
-count = {n}
-"""
+    """100 flows through the bench's path (bench/bench_flows.py) take as many events
+    per segment as one."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_flows import case_config
+
     per_segment = {}
     for n in (1, 100):
-        path = tmp_path / f"f{n}.toml"
-        path.write_text(text.format(n=n))
-        r = simulate(load_scenario(path))
+        r = simulate(case_config(n, False, "150ms", tmp_path))
         per_segment[n] = r.events / r.frames["tx_to_rx"]
     assert per_segment[100] < 1.1 * per_segment[1], per_segment
 
