@@ -103,7 +103,7 @@ def events_by_waiter(cfg) -> tuple[int, list[tuple[str, float]]]:
     from collections import Counter
     from heapq import heappop
 
-    from cpasim.model import kernel
+    from cpasim.model import environment
     from cpasim.simulate import simulate
 
     counts: Counter = Counter()
@@ -114,7 +114,7 @@ def events_by_waiter(cfg) -> tuple[int, list[tuple[str, float]]]:
             env._now, _, _, event = heappop(queue)
             callbacks, event.callbacks = event.callbacks, None
             owners = [getattr(c, "__self__", None) for c in callbacks]
-            procs = [o for o in owners if isinstance(o, kernel._Process)]
+            procs = [o for o in owners if isinstance(o, environment._Process)]
             if procs:  # the process it resumes (a bounded store's get also serves puts)
                 woken = procs[0]._generator.__qualname__
             else:
@@ -124,12 +124,12 @@ def events_by_waiter(cfg) -> tuple[int, list[tuple[str, float]]]:
                 callback(event)
         return True
 
-    plain = kernel.Kernel.run_until
-    kernel.Kernel.run_until = run_until
+    plain = environment.Kernel.run_until
+    environment.Kernel.run_until = run_until
     try:
         segments = simulate(cfg).frames["tx_to_rx"]
     finally:
-        kernel.Kernel.run_until = plain
+        environment.Kernel.run_until = plain
     return segments, [(what, n / segments) for what, n in counts.most_common()]
 
 

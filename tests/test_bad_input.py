@@ -342,6 +342,7 @@ def test_transfer_ending_before_the_warmup_says_the_window_is_empty(capsys):
     assert result["window"] == "empty" and "window empty" in result["warnings"][0]
 
 
+@pytest.mark.slow
 def test_transfer_that_never_completes_says_so(capsys):
     sets = ["--set", "workload.bytes=100kB", "--set", "link.loss=1.0", "--set", "sim.warmup=0s"]
     code, out, err = cli(capsys, "run", TCP, "--no-progress", "--json", *sets)
@@ -360,6 +361,7 @@ def test_transfer_that_never_completes_says_so(capsys):
     assert "limited by   host tx's retransmission timer  [timeout]" in out
 
 
+@pytest.mark.slow
 def test_an_ordinary_run_has_no_warning_fields(capsys):
     code, out, err = cli(
         capsys, "run", TCP, "--no-progress", "--json", "--set", "sim.duration=30ms"
@@ -422,11 +424,17 @@ def test_fit_params_says_a_capture_was_cut_short(tmp_path):
     ("script", "args"),
     [
         ("bench/bench_sim.py", ["--duration", "abc"]),
-        ("bench/bench_sweep.py", ["--duration", "abc"]),
-        ("calibration/fit_seeds.py", ["--duration", "abc"]),
-        ("calibration/fit_copy_engine.py", ["--warmup", "abc"]),
-        ("calibration/fit_udp_tables.py", ["--duration", "1x"]),
-        ("calibration/m5bus_transactions.py", ["--duration", "abc"]),
+        # A Python process each (half a second): the quick suite runs one.
+        *[
+            pytest.param(script, args, marks=pytest.mark.slow)
+            for script, args in [
+                ("bench/bench_sweep.py", ["--duration", "abc"]),
+                ("calibration/fit_seeds.py", ["--duration", "abc"]),
+                ("calibration/fit_copy_engine.py", ["--warmup", "abc"]),
+                ("calibration/fit_udp_tables.py", ["--duration", "1x"]),
+                ("calibration/m5bus_transactions.py", ["--duration", "abc"]),
+            ]
+        ],
     ],
 )
 def test_scripts_outside_the_cli_refuse_bad_input_in_one_line(script, args):

@@ -200,7 +200,7 @@ def interrupt_at(monkeypatch, target, name, after: int) -> None:
 def test_ctrl_c_during_the_run_keeps_the_old_jsonl_and_the_partial_beside_it(
     tmp_path, monkeypatch, capsys
 ):
-    from cpasim.model.kernel import Kernel
+    from cpasim.model.environment import Kernel
 
     path = tmp_path / "old.jsonl"
     path.write_text(OLD)
@@ -216,7 +216,7 @@ def test_ctrl_c_during_the_run_keeps_the_old_jsonl_and_the_partial_beside_it(
 
 def test_ctrl_c_twice_during_the_jsonl_write_out_keeps_the_old_file(tmp_path, monkeypatch, capsys):
     import cpasim.trace.jsonl
-    from cpasim.model.kernel import Kernel
+    from cpasim.model.environment import Kernel
 
     path = tmp_path / "old.jsonl"
     path.write_text(OLD)
@@ -392,7 +392,8 @@ def _session(sid: int) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("script", [PARENT, pytest.param(DASK_PARENT, marks=pytest.mark.slow)])
+@pytest.mark.slow  # two Python processes and their workers, and seconds of waiting
+@pytest.mark.parametrize("script", [PARENT, DASK_PARENT])
 def test_sweep_workers_end_when_the_sweep_is_killed(tmp_path, script):
     """Local workers (+ forkserver) and a local Dask cluster's workers (+ resource
     tracker) end once the sweep is killed with SIGKILL."""
@@ -423,6 +424,7 @@ def test_sweep_workers_end_when_the_sweep_is_killed(tmp_path, script):
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_local_dask_is_started_with_no_dashboard_and_no_http_routes(monkeypatch):
     import dask.config
     import distributed

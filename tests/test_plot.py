@@ -193,6 +193,7 @@ def test_axes_spanning_decades_are_logarithmic(tmp_path):
     assert axes.get_xscale() == "linear" and axes.get_yscale() == "linear"
 
 
+@pytest.mark.slow
 def test_heat_map_cells_read_on_their_colour(tmp_path):
     rows, keys = load(decades(tmp_path / "d.csv"))
     figure = draw(rows, keys, x="link.rate", y="goodput_bps")

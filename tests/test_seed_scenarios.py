@@ -202,8 +202,8 @@ def test_without_preemption_interrupts_wait_for_the_softirq_and_the_link_slows(u
 
 @pytest.mark.slow
 def test_udp_x4_predicted_from_x1(udp_runs):
-    from cpasim.predict.predict import predict
-    from cpasim.predict.validate import relative_error
+    from cpasim.predict.validation import relative_error
+    from cpasim.predict.whatif import predict
 
     x1, x4 = udp_runs
     p = predict(x1, x4.cfg)
@@ -259,6 +259,7 @@ def test_webserver_third_core_serves_connections_evenly_within_the_seeds_errors(
     assert all(lo <= bps <= hi for bps in per.values())
 
 
+@pytest.mark.slow
 def test_interrupt_cores_leave_the_application_its_own():
     """A core reserved for interrupts is not a third core for anything: the run
     differs from two shared cores, and is deterministic."""

@@ -8,9 +8,9 @@ import functools
 import pytest
 
 from cpasim.errors import CpasimError
-from cpasim.sweeps import driver, executors, table
-from cpasim.sweeps.driver import SweepInterrupted, execute
-from cpasim.sweeps.grid import make_points
+from cpasim.sweeps import executors, runner, table
+from cpasim.sweeps.points import make_points
+from cpasim.sweeps.runner import SweepInterrupted, execute
 
 KEYS = ["x", "y"]
 DIGEST = "d1"
@@ -77,6 +77,7 @@ def test_process_pool_gives_the_same_rows_as_in_process(tmp_path):
     assert pooled == inline
 
 
+@pytest.mark.slow
 def test_failing_points_become_rows_and_do_not_stop_the_sweep(tmp_path):
     points = grid_points(ys=("a", "bad", "boom"))
     rows = run(points, out=tmp_path / "s.csv", workers=2)
@@ -195,6 +196,7 @@ def test_ctrl_c_in_a_point_writes_the_finished_rows(tmp_path):
     assert [(r["x"], r["y"]) for r in read_csv(out)] == [("1", "a"), ("1", "b"), ("2", "a")]
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_the_collection_loop_leaves_a_valid_csv(tmp_path, monkeypatch):
     points = grid_points(repeat=2)
     out = tmp_path / "s.csv"
@@ -288,9 +290,10 @@ def test_a_dead_worker_becomes_an_error_row(monkeypatch):
 
 
 def test_identity_columns_come_first():
-    assert driver.identity_columns(["k"]) == ["k", "repeat", "seed", "error"]
+    assert runner.identity_columns(["k"]) == ["k", "repeat", "seed", "error"]
 
 
+@pytest.mark.slow
 def test_a_sweep_that_cannot_start_leaves_no_file(tmp_path):
     out = tmp_path / "s.csv"
     with pytest.raises(CpasimError, match="--dask foo: expected tcp://HOST:PORT or 'local'"):

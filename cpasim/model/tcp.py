@@ -58,8 +58,8 @@ from __future__ import annotations
 from collections import deque
 
 from cpasim.model import cc
-from cpasim.model.kernel import wake_sooner
-from cpasim.model.memory import send_touch
+from cpasim.model.environment import wake_sooner
+from cpasim.model.main_memory import send_touch
 from cpasim.model.packet import ACK, PSH, Packet
 from cpasim.model.sockbuf import SocketBuffers
 from cpasim.model.tcp_linux import TIMER_REO, TIMER_RTO, TIMER_TLP, LinuxSender
