@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from cpasim.config import flows as flow_config
+from cpasim.config import flow_tables as flow_config
 from cpasim.errors import CpasimError
 from cpasim.files import replace_atomically, write_text_atomically
 from cpasim.model.cc.base import INFINITE_SSTHRESH

@@ -65,7 +65,7 @@ class Result:
     analysis_start: tuple[str, str] = ("tx", "App")
     analysis_end: tuple[str, str] = ("rx", "App")
     #: The connections the run's analysis follows from start to end; None: every one
-    #: (a ping flow's runs from its own tx:Ping to itself: :mod:`cpasim.predict.flows`).
+    #: (a ping flow's runs from its own tx:Ping to itself: :mod:`cpasim.predict.flow_paths`).
     analysis_conns: list[str] | None = None
     #: Busy share of each bottleneck (``tx_to_rx``, ``rx_to_tx``); None without one.
     bottleneck_utilization: dict[str, float] | None = None

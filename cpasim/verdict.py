@@ -684,7 +684,7 @@ def _flow_keys(v: Verdict, cfg: Config, flow: dict) -> Verdict:
 def explain_flow(cfg: Config, result: dict, flow: dict, path=None) -> Verdict | None:
     """What limits one flow of a run with ``[[flows]]``: ``result`` the run's
     ``to_json()`` with its end state, ``flow`` its entry in ``result["flows"]``,
-    ``path`` the flow's own critical path (:func:`cpasim.predict.flows.flow_path`).
+    ``path`` the flow's own critical path (:func:`cpasim.predict.flow_paths.flow_path`).
 
     The flows share the path, so a saturated bottleneck leads every flow's critical
     path; what tells them apart is their share.  A bulk flow with much less than an
@@ -741,7 +741,7 @@ def explain_flows(run) -> list[tuple[dict, Verdict | None]]:
     """Each flow of a traced run with ``[[flows]]``
     (:class:`~cpasim.predict.runs.TracedRun`) and its verdict, from its own critical
     path (:func:`explain_flow`); [] for a run without flows."""
-    from cpasim.predict.flows import flow_paths
+    from cpasim.predict.flow_paths import flow_paths
     from cpasim.trace import open_trace
 
     entries = run.result.get("flows") or []

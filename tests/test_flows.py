@@ -1,4 +1,4 @@
-"""[[flows]]: flows that differ in one scenario (cpasim.config.flows, cpasim.model.flows).
+"""[[flows]]: flows that differ in one scenario (cpasim.config.flow_tables, cpasim.model.flows).
 
 Loading, refusals, the digest and what a run of several kinds of flow reports: each
 flow's goodput, retransmissions and round trips, the aggregate and Jain's index, the

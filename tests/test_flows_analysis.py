@@ -18,7 +18,7 @@ import pytest
 import cpasim
 from cpasim.cli import main
 from cpasim.config import load_scenario
-from cpasim.predict.flows import flow_paths
+from cpasim.predict.flow_paths import flow_paths
 from cpasim.predict.runs import read_record
 from cpasim.simulate import simulate
 from cpasim.trace import open_trace

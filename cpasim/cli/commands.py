@@ -9,7 +9,7 @@ import importlib
 COMMAND_MODULES = (
     "run",
     "analyze",
-    "flows",
+    "flow_cmd",
     "predict",
     "sweep",
     "calibrate",

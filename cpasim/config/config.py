@@ -9,9 +9,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cpasim.config import flows as flows_mod
+from cpasim.config import flow_tables as flows_mod
 from cpasim.config import resolve
-from cpasim.config.flows import FlowGroup
+from cpasim.config.flow_tables import FlowGroup
 from cpasim.config.params import (
     ALL_HOSTS,
     FORWARDER,
@@ -75,7 +75,7 @@ class Config:
     tx: HostParams
     rx: HostParams
     fw: HostParams  # the forwarding host (topology.kind = "forward")
-    #: The ``[[flows]]`` tables (:mod:`cpasim.config.flows`); empty without.
+    #: The ``[[flows]]`` tables (:mod:`cpasim.config.flow_tables`); empty without.
     flows: tuple[FlowGroup, ...] = ()
     source: str | None = field(default=None, compare=False)
     digest: str = field(init=False, compare=False)
@@ -101,7 +101,7 @@ class Config:
         cls, flat: Mapping[str, Any], source: str | None = None, flows: tuple = ()
     ) -> Config:
         """A Config from already validated full keys (see :mod:`cpasim.config.resolve`)
-        and ``[[flows]]`` tables (see :mod:`cpasim.config.flows`)."""
+        and ``[[flows]]`` tables (see :mod:`cpasim.config.flow_tables`)."""
         sections = {name: _build(sec, name + ".", flat) for name, sec in GLOBAL_SECTIONS.items()}
         hosts = {h: _build(HostParams, f"hosts.{h}.", flat, h) for h in ALL_HOSTS}
         return cls(**sections, **hosts, flows=tuple(flows), source=source)

@@ -6,7 +6,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from cpasim.config import flows, resolve
+from cpasim.config import flow_tables as flows
+from cpasim.config import resolve
 from cpasim.config.config import Config
 from cpasim.errors import CpasimError
 

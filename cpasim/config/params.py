@@ -1016,7 +1016,7 @@ class FlowWorkloadParams:
 
 @dataclass(frozen=True)
 class FlowParams:
-    """The keys of one ``[[flows]]`` table of its own (:mod:`cpasim.config.flows`); the
+    """The keys of one ``[[flows]]`` table of its own (:mod:`cpasim.config.flow_tables`); the
     table may also override the scenario's ``tcp`` keys and the workload keys of
     :data:`FLOW_WORKLOAD_KEYS` for its flows.  Declared apart from the scenario's
     sections: a scenario without ``[[flows]]`` has none of them (nor their digest)."""

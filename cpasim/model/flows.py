@@ -1,4 +1,4 @@
-"""The flows of a scenario with ``[[flows]]`` (:mod:`cpasim.config.flows`).
+"""The flows of a scenario with ``[[flows]]`` (:mod:`cpasim.config.flow_tables`).
 
 :func:`build` gives every flow its endpoints and applications, as
 :class:`~cpasim.model.system.System` does for identical connections, each with the
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cpasim.config import flows as flow_config
+from cpasim.config import flow_tables as flow_config
 from cpasim.model import app
 from cpasim.model.icmp import EchoResponder, PingSocket
 from cpasim.model.sockbuf import syn_window

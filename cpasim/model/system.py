@@ -22,7 +22,7 @@ from collections import deque
 import numpy as np
 
 from cpasim.config import FORWARDER
-from cpasim.config import flows as flow_config
+from cpasim.config import flow_tables as flow_config
 from cpasim.model import app, bottleneck, flows
 from cpasim.model.app import AppStats, WebServer
 from cpasim.model.forwarder import INTERFACES, Forwarder
@@ -85,7 +85,7 @@ class System:
             )
             self.hosts = {h: make_host(env, h, cfg, tracer, self.link.port(h)) for h in HOSTS}
         # A sized run ends when its transfers do: the bytes of workload.bytes read, or,
-        # with [[flows]], every bulk flow's (cpasim.config.flows.sized).
+        # with [[flows]], every bulk flow's (cpasim.config.flow_tables.sized).
         self.sized = (
             flow_config.sized(cfg.flat(), cfg.flows) if cfg.flows else cfg.workload.bytes > 0
         )

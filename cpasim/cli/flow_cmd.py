@@ -11,7 +11,7 @@ import typer
 
 from cpasim.cli import app
 from cpasim.errors import CpasimError
-from cpasim.predict.flows import flow_paths, flows_json
+from cpasim.predict.flow_paths import flow_paths, flows_json
 from cpasim.predict.runs import read_record
 from cpasim.progress import activity
 from cpasim.trace import open_trace
