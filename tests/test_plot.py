@@ -159,7 +159,7 @@ def test_other_bad_inputs(tmp_path):
     path = synthetic(tmp_path / "s.csv")
     with pytest.raises(CpasimError, match="no such sweep results file"):
         plot(tmp_path / "missing.csv", x="a", y="b")
-    with pytest.raises(CpasimError, match="holds no numbers"):
+    with pytest.raises(CpasimError, match="holds no finite numbers"):
         plot(path, x="link.rate", y="scenario_digest")
     with pytest.raises(CpasimError, match=r"\.png"):
         plot(path, x="link.rate", y="goodput_bps", out=tmp_path / "f.txt")

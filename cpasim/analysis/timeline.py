@@ -143,8 +143,8 @@ def draw_timeline(
             "--break/--capacity"
         )
     start, end = window if window is not None else default_window(result)
-    key = source.key
     spans = state_spans(source, start, end)
+    key = source.key  # after the read: a JSON Lines source makes a fresh key per read
     if not spans:
         raise CpasimError(
             f"--window: the trace has no state between {start / 1e3:.6g} us and {end / 1e3:.6g} us"
