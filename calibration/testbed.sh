@@ -14,8 +14,15 @@
 # and always deleted (trap on EXIT).  Needs root, iproute2 (ip, tc), iperf3,
 # tcpdump, ping and python3.  The caller sets $here (the calibration directory)
 # and $out (where results go) before sourcing, and may set $RT (a command
-# prefix, e.g. "chrt -f 50", for the delay line, iperf3 and tcpdump) and
-# $tools (the programs it needs, default all of the above).
+# prefix, e.g. "chrt -f 50", for the delay line, iperf3 and tcpdump),
+# $tools (the programs it needs, default all of the above) and $ROOT_CC.
+#
+# $ROOT_CC: the root namespace's default congestion control while the test bed
+# stands (the namespaces take it as their default when they are created; a
+# namespace can name only an algorithm the host allows to unprivileged sockets,
+# and a socket created under bbr stays paced after switching to cubic, so a
+# CUBIC sender must be created under a cubic default).  The root's default is
+# put back when the test bed goes, whatever happens (trap on EXIT).
 
 for tool in ${tools:-ip tc iperf3 tcpdump ping python3}; do
     if ! command -v "$tool" >/dev/null 2>&1; then
@@ -35,12 +42,21 @@ router=cpasim-cal-router-$$
 rx=cpasim-cal-rx-$$
 pids=()
 delayline_pid=
+root_cc_was=
 cleanup() {
     for pid in "${pids[@]}" $delayline_pid; do kill "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
     for ns in "$tx" "$router" "$rx"; do ip netns del "$ns" 2>/dev/null || true; done
+    if [ -n "$root_cc_was" ]; then
+        sysctl -qw net.ipv4.tcp_congestion_control="$root_cc_was" || true
+    fi
 }
 trap cleanup EXIT INT TERM
+
+if [ -n "${ROOT_CC:-}" ]; then
+    root_cc_was=$(sysctl -n net.ipv4.tcp_congestion_control)
+    sysctl -qw net.ipv4.tcp_congestion_control="$ROOT_CC"
+fi
 
 for ns in "$tx" "$router" "$rx"; do
     ip netns add "$ns"

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cpasim.errors import CpasimError
@@ -76,7 +76,7 @@ CLIENT_PORT_BASE = 40000
 ETH_MIN = MIN_FRAME - FCS  # a captured frame has no FCS
 ETHERTYPE_IPV4 = b"\x08\x00"
 TTL = 64
-PROTO = {"tcp": 6, "udp": 17}
+PROTO = {"tcp": 6, "udp": 17, "icmp": 1}
 IP_DF, IP_MF = 0x4000, 0x2000
 SYN = 0x02
 # TCP option kinds (RFC 9293, 7323, 2018).
@@ -88,6 +88,7 @@ _RECORD = struct.Struct("<IIII")
 _IP = struct.Struct("!BBHHHBBH4s4s")
 _TCP = struct.Struct("!HHIIBBHHH")
 _UDP = struct.Struct("!HHHH")
+_ICMP = struct.Struct("!BBHHH")
 _TS = struct.Struct("!BBBBII")  # NOP NOP kind len TSval TSecr
 
 
@@ -129,6 +130,7 @@ class _Conn:
     wscale: dict[str, int]  # host -> the shift of the windows it announces
     ip_id: dict[str, int]  # host -> next IP id of its TCP segments
     ts_recent: dict[str, int]  # host -> last TSval it received
+    tcp: dict = field(default_factory=dict)  # host -> its TcpConnection (none: not TCP)
 
 
 class PcapTap:
@@ -139,9 +141,8 @@ class PcapTap:
         self.spec = spec
         self.side = spec.side
         cfg = system.cfg
-        self.timestamps = {h: cfg.host(h).tcp.timestamps for h in SIDES}
         self.conns: dict[str, _Conn] = {}
-        for i in range(cfg.workload.connections):
+        for i in range(cfg.flow_count or cfg.workload.connections):
             self.conns[f"c{i}"] = _Conn(
                 ports={
                     "tx": (CLIENT_PORT_BASE + i, SERVER_PORT),
@@ -154,6 +155,7 @@ class PcapTap:
         for host in SIDES:
             for conn in system.hosts[host].tcp:
                 self.conns[conn.conn].wscale[host] = _announced_wscale(conn.bufs)
+                self.conns[conn.conn].tcp[host] = conn
         # The capture's clock minus the run's: the handshake's length (module docstring).
         self.origin = 0.0
         # Synthetic frames due after time 0, (simulated ns, frame, length), in time order.
@@ -234,8 +236,10 @@ class PcapTap:
         self._received(PEER[self.side], pkt)
 
     def _received(self, host: str, pkt) -> None:
-        if pkt.proto == "tcp" and self.timestamps[host]:
-            self.conns[pkt.conn].ts_recent[host] = self._tsval(pkt.sent_ns)
+        if pkt.proto == "tcp":
+            conn = self.conns[pkt.conn]
+            if conn.tcp[host].params.timestamps:
+                conn.ts_recent[host] = self._tsval(pkt.sent_ns)
 
     def _record(self, src: str, pkt) -> None:
         """Write ``pkt``, sent by host ``src``, as it passes the tap now."""
@@ -246,7 +250,7 @@ class PcapTap:
             conn.ip_id[src] = (ip_id + 1) & 0xFFFF
             opts = b""
             echo = self._echo.pop(id(pkt), None) if src != self.side else None
-            if self.timestamps[src]:
+            if conn.tcp[src].params.timestamps:
                 tsval = self._tsval(pkt.sent_ns)
                 tsecr = conn.ts_recent[src] if echo is None else echo
                 opts = _TS.pack(OPT_NOP, OPT_NOP, OPT_TS, 10, tsval, tsecr)
@@ -256,6 +260,11 @@ class PcapTap:
             seq, ack = pkt.seq + 1, pkt.ack + 1  # the SYN took sequence number 0
             l4 = _tcp_header(src, sport, dport, seq, ack, pkt.flags | ACK, wnd, opts, pkt.payload)
             frag = IP_DF
+        elif pkt.proto == "icmp":  # an echo request or reply of a ping flow
+            ip_id = pkt.seq & 0xFFFF
+            frag = 0
+            ident = CLIENT_PORT_BASE + int(pkt.conn[1:])
+            l4 = _icmp_header(pkt.flags, ident, pkt.seq)
         else:
             ip_id = pkt.frag_id & 0xFFFF
             frag = (pkt.frag_off >> 3) | (IP_MF if pkt.more_frags else 0)
@@ -280,15 +289,19 @@ class PcapTap:
 
     # -- the synthetic handshake -----------------------------------------------------------
     def _handshakes(self, system) -> None:
+        """A SYN, SYN-ACK and ACK for every TCP connection, each with its own ends'
+        options (a flow's own ``tcp`` keys); timed as the scenario's."""
         cfg = system.cfg
+        if not any(conn.tcp for conn in self.conns.values()):
+            return  # ping flows only: nothing to set up
         mss = mss_for(cfg.link.mtu, False)  # the MSS option counts no options
-        tps = {h: cfg.host(h).tcp for h in SIDES}
-        sack = all(tp.sack for tp in tps.values())
-        ts = all(tp.timestamps for tp in tps.values())
-        syn_window = {h: min(_syn_window(system, h), U16_MAX) for h in SIDES}
 
-        def syn_options(src: str, wscale: int, tsval: int, tsecr: int) -> bytes:
+        def both(tps, option: str) -> bool:
+            return all(getattr(tp, option) for tp in tps.values())
+
+        def syn_options(tps, src: str, wscale: int, tsval: int, tsecr: int) -> bytes:
             # As tcp_options_write orders them; the SYN-ACK offers only what both do.
+            sack, ts = both(tps, "sack"), both(tps, "timestamps")
             offer_sack = tps[src].sack and (src == "tx" or sack)
             offer_ts = tps[src].timestamps and (src == "tx" or ts)
             opts = struct.pack("!BBH", OPT_MSS, 4, mss)
@@ -301,14 +314,17 @@ class PcapTap:
                 opts += bytes((OPT_NOP, OPT_NOP, OPT_SACK_PERM, 2))
             return opts + bytes((OPT_NOP, OPT_WSCALE, 3, wscale))
 
-        def ack_options(tsval: int, tsecr: int) -> bytes:
+        def ack_options(tps, tsval: int, tsecr: int) -> bytes:
+            ts = both(tps, "timestamps")
             return _TS.pack(OPT_NOP, OPT_NOP, OPT_TS, 10, tsval, tsecr) if ts else b""
 
-        # The segments' lengths do not depend on the timestamps' values: time them first.
+        # The segments' lengths do not depend on the timestamps' values: time them first
+        # (with the scenario's options).
+        tps = {h: cfg.host(h).tcp for h in SIDES}
         length = {
-            "syn": IP_HEADER + TCP_HEADER + len(syn_options("tx", 0, 0, 0)),
-            "syn_ack": IP_HEADER + TCP_HEADER + len(syn_options("rx", 0, 0, 0)),
-            "ack": IP_HEADER + TCP_HEADER + len(ack_options(0, 0)),
+            "syn": IP_HEADER + TCP_HEADER + len(syn_options(tps, "tx", 0, 0, 0)),
+            "syn_ack": IP_HEADER + TCP_HEADER + len(syn_options(tps, "rx", 0, 0, 0)),
+            "ack": IP_HEADER + TCP_HEADER + len(ack_options(tps, 0, 0)),
         }
         at = handshake_times(cfg, length)
         self.origin = -at["syn", "tx"]
@@ -317,6 +333,10 @@ class PcapTap:
         ts_syn, ts_syn_ack = self._tsval(at["syn", "tx"]), self._tsval(at["syn_ack", "rx"])
         ts_ack = self._tsval(at["ack", "tx"])
         for conn in self.conns.values():
+            if not conn.tcp:
+                continue  # a ping flow's
+            tps = {h: conn.tcp[h].params for h in SIDES}
+            syn_window = {h: min(conn.tcp[h].bufs.syn_window, U16_MAX) for h in SIDES}
             scale = conn.wscale
             segments = {
                 "syn": (
@@ -325,7 +345,7 @@ class PcapTap:
                     0,
                     SYN,
                     syn_window["tx"],
-                    syn_options("tx", scale.get("tx", 0), ts_syn, 0),
+                    syn_options(tps, "tx", scale.get("tx", 0), ts_syn, 0),
                 ),
                 "syn_ack": (
                     "rx",
@@ -333,7 +353,7 @@ class PcapTap:
                     1,
                     SYN | ACK,
                     syn_window["rx"],
-                    syn_options("rx", scale.get("rx", 0), ts_syn_ack, ts_syn),
+                    syn_options(tps, "rx", scale.get("rx", 0), ts_syn_ack, ts_syn),
                 ),
                 "ack": (
                     "tx",
@@ -341,13 +361,13 @@ class PcapTap:
                     1,
                     ACK,
                     min(syn_window["tx"] >> scale.get("tx", 0), U16_MAX),
-                    ack_options(ts_ack, ts_syn_ack),
+                    ack_options(tps, ts_ack, ts_syn_ack),
                 ),
             }
             for order, (seg, spec) in enumerate(segments.items()):
                 # The tap sees each segment at its own host: leaving it, or arriving.
                 frames.append((at[seg, self.side], order, *self._handshake_segment(conn, *spec)))
-            if ts:
+            if both(tps, "timestamps"):
                 conn.ts_recent = {"tx": ts_syn_ack, "rx": ts_ack}
         for t, _, frame, orig in sorted(frames, key=lambda f: (f[0], f[1])):
             if t <= 0:
@@ -404,11 +424,6 @@ def _announced_wscale(bufs) -> int:
     return shift
 
 
-def _syn_window(system, host: str) -> int:
-    conns = system.hosts[host].tcp
-    return conns[0].bufs.syn_window if conns else U16_MAX
-
-
 def _tsval(t_ns: float) -> int:
     """A millisecond TCP timestamp clock (never 0: 0 reads as "no echo")."""
     return (int(t_ns // 1_000_000) + 1) & SEQ_MASK
@@ -454,6 +469,18 @@ def _tcp_header(src, sport, dport, seq, ack, flags, wnd, opts: bytes, payload: i
     header = _TCP.pack(sport, dport, seq, ack, offset, flags, wnd, 0, 0) + opts
     total = _pseudo_sum(src, "tcp", len(header) + payload) + _word_sum(header)
     return header[:16] + struct.pack("!H", _fold(total)) + header[18:]
+
+
+def _udp_header(src: str, sport: int, dport: int, payload: int) -> bytes:
+    length = UDP_HEADER + payload
+    total = _pseudo_sum(src, "udp", length) + sport + dport + length
+    return _UDP.pack(sport, dport, length, _fold(total) or 0xFFFF)
+
+
+def _icmp_header(icmp_type: int, ident: int, seq: int) -> bytes:
+    """An echo request or reply header; the checksum covers the zero data (adding nothing)."""
+    words = (icmp_type << 8) + ident + (seq & 0xFFFF)
+    return _ICMP.pack(icmp_type, 0, _fold(words), ident, seq & 0xFFFF)
 
 
 def _udp_header(src: str, sport: int, dport: int, payload: int) -> bytes:

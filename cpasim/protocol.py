@@ -62,8 +62,14 @@ TCP_SACK_PERBLOCK = 8
 #: next to the timestamp option, 4 without it.
 TCP_NUM_SACKS = 4
 UDP_HEADER = 8
+#: ICMP echo (RFC 792): type, code, checksum, identifier, sequence number.
+ICMP_ECHO_HEADER = 8
 #: The largest UDP payload over IPv4: 65535 - 20 (IPv4 header) - 8 (UDP header).
 MAX_UDP_PAYLOAD = MAX_IP_PACKET - IP_HEADER - UDP_HEADER
+#: An echo request's headers, IP's and ICMP's (28 B).
+PING_HEADERS = IP_HEADER + ICMP_ECHO_HEADER
+#: The most data one echo request carries (``ping -s``: 65507 B).
+MAX_PING_PAYLOAD = MAX_IP_PACKET - IP_HEADER - ICMP_ECHO_HEADER
 #: Payload of a Go-Back-N acknowledgement (workload.kind = udp_gbn): the Directed Point paper's
 #: benchmarks acknowledge with a 4-byte message.
 GBN_ACK = 4

@@ -3,6 +3,9 @@
 As ns-3's trace sources or iperf3's intervals: one row every ``interval`` ns of
 simulated time with each TCP connection's congestion state and buffers, the
 occupancy of every queue a packet crosses, and the goodput of the interval.
+With ``[[flows]]`` also each flow's goodput over the row (``c<i>.goodput_bps``) and
+the mean round trip of the pings or calls of a ping or rpc flow that ended in it
+(``c<i>.latency_ns``).
 
 The sampler is not a SimPy process: :func:`cpasim.simulate.simulate` gives it
 the pauses between events (it processes every event before a sample instant,
@@ -27,6 +30,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from cpasim.config import flow_tables as flow_config
 from cpasim.errors import CpasimError
 from cpasim.files import replace_atomically, write_text_atomically
 from cpasim.inputs import InputError, open_input
@@ -47,7 +51,18 @@ def nice_interval(span_ns: float, rows: int = DEFAULT_ROWS) -> float:
 
 def default_interval(cfg) -> float:
     """About DEFAULT_ROWS rows over the measured part of the run.  A run with a byte
-    target is expected to last ``bytes`` at the link's rate."""
+    target is expected to last ``bytes`` at the link's rate (with ``[[flows]]``, the
+    bulk flows' bytes at the narrower of the link's and the bottleneck's)."""
+    if cfg.flows:
+        if flow_config.sized(cfg.flat(), cfg.flows):
+            total = sum(
+                g.count * cfg.flow_config(t).workload.bytes
+                for t, g in enumerate(cfg.flows)
+                if g.kind == "bulk"
+            )
+            rate = min(r for r in (cfg.link.rate, cfg.bottleneck.rate) if r)
+            return nice_interval(total * 8e9 / rate)
+        return nice_interval(cfg.sim.duration - cfg.sim.warmup)
     if cfg.workload.bytes:
         span = cfg.workload.bytes * 8e9 / cfg.link.rate
     else:
@@ -89,6 +104,35 @@ def _tcp_columns(host: str, c) -> list[tuple[str, Callable[[], float]]]:
         (prefix + "sndbuf_bytes", lambda: float(c.sndbuf_size - c.sndbuf.level)),
         (prefix + "rcvbuf_bytes", lambda: float(c.rcvbuf.level + c.rcv_in_copy)),
     ]
+
+
+def _flow_columns(flows) -> list[tuple[str, Callable[[float], float]]]:
+    """With [[flows]]: each flow's goodput over the row (``c<i>.goodput_bps``) and, for
+    ping and rpc flows, the mean round trip of those that ended in it
+    (``c<i>.latency_ns``, empty when none did); each is called with the row's length."""
+    cols = []
+    for f in flows:
+        stats, last = f.stats, {"read": 0, "trips": 0, "trips_ns": 0.0}
+
+        def goodput(span, stats=stats, last=last) -> float:
+            read = stats.read
+            bits = (read - last["read"]) * 8e9
+            last["read"] = read
+            return bits / span
+
+        if f.kind != "ping":  # a ping delivers nothing
+            cols.append((f"{f.conn}.goodput_bps", goodput))
+        if f.kind == "bulk":
+            continue
+
+        def latency(span, stats=stats, last=last) -> float:
+            n = stats.trips - last["trips"]
+            total = stats.trips_ns - last["trips_ns"]
+            last["trips"], last["trips_ns"] = stats.trips, stats.trips_ns
+            return total / n if n else math.nan
+
+        cols.append((f"{f.conn}.latency_ns", latency))
+    return cols
 
 
 def _device_columns(h: str, dev, nic_params, caps: dict[str, float]) -> list:
@@ -155,8 +199,16 @@ class Sampler:
                 cols += _tcp_columns(h, c)
         queues, self.capacities = _queue_columns(system)
         cols += queues
-        self.names = ["time_ns", "interval_ns", *(n for n, _ in cols), "goodput_bps"]
+        per_flow = _flow_columns(system.flows)
+        self.names = [
+            "time_ns",
+            "interval_ns",
+            *(n for n, _ in cols),
+            *(n for n, _ in per_flow),
+            "goodput_bps",
+        ]
         self._getters = [g for _, g in cols]
+        self._per_flow = [g for _, g in per_flow]
         self.rows: list[list[float]] = []
         self._last_ns = 0.0
         self._last_read = 0
@@ -166,7 +218,9 @@ class Sampler:
         span = now - self._last_ns
         read = self.stats.read
         goodput = (read - self._last_read) * 8e9 / span
-        self.rows.append([now, span, *(g() for g in self._getters), goodput])
+        self.rows.append(
+            [now, span, *(g() for g in self._getters), *(g(span) for g in self._per_flow), goodput]
+        )
         self._last_ns, self._last_read = now, read
         self._j += 1
         self.next_ns = self._origin + self._j * self.interval

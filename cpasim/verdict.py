@@ -613,6 +613,175 @@ def explain(cfg: Config, result: dict, path=None, *, fallback: bool = True) -> V
     return _from_diagnosis(cfg, result, path, d)
 
 
+# -- each flow of a run with [[flows]] -----------------------------------------------------
+#: A bulk flow with less than this share of an equal split of a saturated bottleneck
+#: (or link) is held back by its own sender: the shared resource is not what it waits on.
+BELOW_EQUAL_SHARE = 0.8
+#: A kind of limit as the one-line sentence over the flows words it.
+FLOW_WORDS = {"bottleneck": "the bottleneck", "link": "the link", "window": "its window"}
+
+
+def _flow_view(result: dict, flow: dict) -> dict:
+    """``result`` as one flow sees it: its own goodput and retransmissions, its own
+    connection's end state, and the places where the run dropped what it resent."""
+    conn = f"c{flow['index']}"
+    end = result.get("end_state") or {}
+    tcp = {h: [e for e in ends if e["conn"] == conn] for h, ends in (end.get("tcp") or {}).items()}
+    causes = flow.get("retransmit_causes") or {}
+    drops = {
+        place: {r: n for r, n in reasons.items() if r in causes}
+        for place, reasons in (end.get("drops") or {}).items()
+    }
+    return {
+        **result,
+        # A ping is no stream: it delivers no bytes, and is not a stalled one.
+        "workload": "ping" if flow["kind"] == "ping" else result.get("workload"),
+        "goodput_bps": flow["goodput_bps"],
+        "bytes_measured": flow.get("bytes_measured", 0),
+        "retransmits": flow.get("retransmits", 0),
+        "end_state": {**end, "tcp": tcp, "drops": {p: d for p, d in drops.items() if d}}
+        if end
+        else {},
+    }
+
+
+def _below_equal_share(result: dict, flow: dict) -> str | None:
+    """Why a bulk flow is held back by its own sender: its goodput is below
+    :data:`BELOW_EQUAL_SHARE` of an equal split of a saturated bottleneck or link
+    among the run's bulk flows; None when it is not."""
+    agg = result.get("flows_aggregate") or {}
+    n, total = agg.get("bulk_flows", 0), agg.get("bulk_goodput_bps", 0.0)
+    if flow["kind"] != "bulk" or n < 2 or not total:
+        return None
+    box = (result.get("bottleneck_utilization") or {}).get("tx_to_rx", 0.0)
+    link = (result.get("link_utilization") or {}).get("tx_to_rx", 0.0)
+    if max(box, link) < SATURATED:
+        return None
+    equal = total / n
+    if flow["goodput_bps"] >= BELOW_EQUAL_SHARE * equal:
+        return None
+    where = "bottleneck" if box >= SATURATED else "link"
+    return (
+        f"{human(flow['goodput_bps'], RATE)}: {flow['goodput_bps'] / equal:.0%} of an equal "
+        f"share ({human(equal, RATE)}) of the {where} its {n} bulk flows fill"
+    )
+
+
+def _flow_keys(v: Verdict, cfg: Config, flow: dict) -> Verdict:
+    """``v`` with a change of the flow's own TCP keys (``hosts.tx.tcp.wmem``) made a
+    change of its table's (``flows.0.hosts.tx.tcp.wmem``); the rest act on every flow."""
+    table = flow["table"]
+
+    def key(k: str) -> str:
+        own = k.startswith("tcp.") or (k.startswith("hosts.") and ".tcp." in k)
+        return f"flows.{table}.{k}" if own and cfg.flows else k
+
+    return replace(
+        v,
+        change={key(k): x for k, x in v.change.items()},
+        values={key(k): x for k, x in v.values.items()},
+    )
+
+
+def explain_flow(cfg: Config, result: dict, flow: dict, path=None) -> Verdict | None:
+    """What limits one flow of a run with ``[[flows]]``: ``result`` the run's
+    ``to_json()`` with its end state, ``flow`` its entry in ``result["flows"]``,
+    ``path`` the flow's own critical path (:func:`cpasim.predict.flow_paths.flow_path`).
+
+    The flows share the path, so a saturated bottleneck leads every flow's critical
+    path; what tells them apart is their share.  A bulk flow with much less than an
+    equal share of it (:func:`_below_equal_share`) waits on its own sender: its path
+    without the shared resource names what (its window, and behind the window the
+    losses that keep it small); the others are the shared resource's, as the run is."""
+    own = cfg.flow_config(flow["table"]) if cfg.flows else cfg
+    view = _flow_view(result, flow)
+    below = _below_equal_share(result, flow)
+    if below is None or path is None:
+        v = explain(own, view, path, fallback=False)
+        if v is not None and v.kind == "bottleneck" and flow["kind"] == "ping":
+            v = _queued_echoes(cfg, flow, v)
+        return None if v is None else _flow_keys(v, cfg, flow)
+    evidence = [below, *_utilisation(cfg, view)]
+    d = diagnose(path, exclude=("bottleneck", "link"))
+    if d is not None and d.kind == "window":
+        v = _window(own, view, path, d, evidence)
+    elif view["retransmits"]:
+        v = _loss(own, view, "tx", evidence)
+    else:
+        v = explain(own, view, path, fallback=False)
+    if v is not None:  # why this flow, and not the others, is held back: first
+        v = replace(v, evidence=(below, *(e for e in v.evidence if e != below)))
+    return None if v is None else _flow_keys(v, cfg, flow)
+
+
+def _queued_echoes(cfg: Config, flow: dict, v: Verdict) -> Verdict:
+    """A ping behind a saturated bottleneck: its round trip is the propagation and the
+    router's queue ahead of each echo (bufferbloat); a shorter queue shortens it."""
+    lat = flow.get("latency_ns") or {}
+    if not lat:
+        return v
+    propagation = 2 * cfg.link.delay
+    queued = max(0.0, lat["p50"] - propagation)
+    said = (
+        f"its round trip p50 {human(lat['p50'], TIME)}, {human(propagation, TIME)} of it "
+        f"propagation: {human(queued, TIME)} waiting behind the other flows' packets"
+    )
+    values = _times(cfg, "bottleneck.queue", 0.5)
+    return _make(
+        "bottleneck",
+        f"the bottleneck router's queue ({_bytes(cfg.bottleneck.queue)} at "
+        f"{human(cfg.bottleneck.rate, RATE)})",
+        "",
+        [said, *v.evidence],
+        values,
+        note="a shorter queue shortens the wait, and the bulk flows lose more",
+        explained=v.explained,
+    )
+
+
+def explain_flows(run) -> list[tuple[dict, Verdict | None]]:
+    """Each flow of a traced run with ``[[flows]]``
+    (:class:`~cpasim.predict.runs.TracedRun`) and its verdict, from its own critical
+    path (:func:`explain_flow`); [] for a run without flows."""
+    from cpasim.predict.flow_paths import flow_paths
+    from cpasim.trace import open_trace
+
+    entries = run.result.get("flows") or []
+    if not entries:
+        return []
+    paths = flow_paths(lambda: open_trace(run.trace), entries)
+    return [(f, explain_flow(run.cfg, run.result, f, paths[f["index"]])) for f in entries]
+
+
+def flow_name(flow: dict) -> str:
+    """``flow 0 (cubic)``, ``flow 2 (ping)``."""
+    return f"flow {flow['index']} ({flow['cc'] or flow['kind']})"
+
+
+def flows_sentence(verdicts: Sequence[tuple[dict, Verdict | None]]) -> str:
+    """``flow 0 (cubic) limited by loss; flow 1 (bbr) by the bottleneck``."""
+    parts = []
+    for f, v in verdicts:
+        what = "nothing the analysis recognises" if v is None else FLOW_WORDS.get(v.kind, v.kind)
+        parts.append(f"{flow_name(f)} {'limited by ' if not parts else 'by '}{what}")
+    return "; ".join(parts)
+
+
+def flow_lines(verdicts: Sequence[tuple[dict, Verdict | None]]) -> list[str]:
+    """The flows' verdicts for a terminal: the sentence, then each flow's resource and
+    evidence (its change, where it has one); none without flows."""
+    if not verdicts:
+        return []
+    lines = [f"{'flows':12} {flows_sentence(verdicts)}"]
+    for f, v in verdicts:
+        if v is None:
+            continue
+        rows = v.rows()
+        lines.append(f"  {flow_name(f):16} {rows[0][1]}")
+        lines += [f"    {k:10} {t}" for k, t in rows[1:]]
+    return lines
+
+
 def _unsent_heavy(result: dict, d: Diagnosis) -> bool:
     """A send-buffer loop whose buffer held more unsent data than data in flight when
     the run stopped: the buffer fills because the transmit path is slow, not because
@@ -835,6 +1004,15 @@ def of_trace(trace) -> tuple[Verdict | None, str | None]:
     """The verdict of the run that recorded ``trace``, read with its sidecar
     (``<trace>.run.json``, which holds the run's configuration): ``(verdict, None)``,
     or ``(None, why there is none)``."""
+    verdict, _, why = of_trace_with_flows(trace, flows=False)
+    return verdict, why
+
+
+def of_trace_with_flows(
+    trace, *, flows: bool = True
+) -> tuple[Verdict | None, list[tuple[dict, Verdict | None]], str | None]:
+    """:func:`of_trace`, and each flow's verdict when the run had ``[[flows]]``
+    (:func:`explain_flows`): ``(verdict, flow verdicts, why there is no verdict)``."""
     import tomllib
     from pathlib import Path
 
@@ -849,12 +1027,15 @@ def of_trace(trace) -> tuple[Verdict | None, str | None]:
         data = None
     text = data.get("config") if isinstance(data, dict) else None
     if not isinstance(text, str):
-        return None, (
+        return (
+            None,
+            [],
             f"no run configuration beside {Path(trace).name} ({side.name} absent or older); "
-            "'cpasim run --trace' records one"
+            "'cpasim run --trace' records one",
         )
     try:
         cfg = scenario_config(tomllib.loads(text))
-        return explain_run(load_run(cfg, Path(trace))), None
+        run = load_run(cfg, Path(trace))
+        return explain_run(run), explain_flows(run) if flows else [], None
     except (CpasimError, tomllib.TOMLDecodeError) as exc:
-        return None, str(exc)
+        return None, [], str(exc)

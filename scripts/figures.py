@@ -327,6 +327,98 @@ def capture() -> list[Figure]:
     ]
 
 
+#: docs/flows.md's scenario: CUBIC beside BBR and a ping through a 50 Mb/s router.
+FLOWS_MIX = "scenarios/flows-mix.toml"
+#: Two window-limited flows (64 KiB send buffers) and a ping, for buffer what-ifs.
+FLOWS_BUFFERS = """\
+[sim]
+duration = "200ms"
+warmup = "50ms"
+[link]
+rate = "1Gbps"
+delay = "1ms"
+[tcp]
+wmem = "64KiB"
+rmem = "1MiB"
+[[flows]]
+[[flows]]
+[[flows]]
+kind = "ping"
+"""
+FLOWS_WHAT = (
+    "held out",
+    "the model's defaults (Linux 6.18's CUBIC and BBR, SACK, autotuned buffers) with the "
+    "scenario's path; nothing is fitted to flows side by side",
+)
+
+
+def flows_page() -> list[Figure]:
+    """docs/flows.md: a mix of flows run and explained, a ping's path, 1,000
+    connections' retransmissions and what-ifs with several flows."""
+    import cpasim
+
+    label, what = FLOWS_WHAT
+    explain = ("run", FLOWS_MIX, "--explain", "--trace", "mix.cpt")
+    path = ("flows", "mix.cpt", "--flow", "2")
+    many = (
+        "run", STREAM, "--set", "workload.connections=1000", "--set", "sim.duration=600ms",
+    )  # fmt: skip
+    with user_directory() as here:
+        (here / "buffers.toml").write_text(FLOWS_BUFFERS)
+        run = cli(*explain)
+        ping = cli(*path)
+        thousand = cli(*many)
+        rows = ["| set-up | change | predicted | re-simulated | error |", "|---|---|---|---|---|"]
+        for setup, scenario, change in (
+            (f"`{FLOWS_MIX}`", FLOWS_MIX, {"bottleneck.rate": "100Mbps"}),
+            ("two flows of 64 KiB send buffers, 1 Gb/s, 2 ms", "buffers.toml",
+             {"tcp.wmem": "128KiB"}),
+            ("the same, one flow's", "buffers.toml", {"flows.0.tcp.wmem": "128KiB"}),
+        ):  # fmt: skip
+            trace = here / ("mix.cpt" if scenario == FLOWS_MIX else "buffers.cpt")
+            v = cpasim.validate(scenario, change, trace=trace)
+            p = v.prediction.predicted
+            ((key, value),) = change.items()
+            rows.append(
+                f"| {setup} | `{key}={value}` | {mbps(p)} | {mbps(v.actual)} | "
+                f"{signed((p - v.actual) / v.actual)} |"
+            )
+    mix = console(explain, from_line(run, "workload"))
+    return [
+        Figure("flows-mix", label, what, mix),
+        Figure("flows-ping-path", label, what, console(path, ping)),
+        Figure(
+            "flows-1000-connections",
+            TOUR_HELD_OUT[0],
+            TOUR_HELD_OUT[1].replace("at 1 Gb/s", "with 1,000 connections for 600 ms"),
+            console(many, from_line(thousand, "goodput")),
+        ),
+        Figure("flows-what-ifs", label, what, "\n".join(rows)),
+    ]
+
+
+def flows_real() -> list[Figure]:
+    """Real Linux flows side by side (calibration/flows) against cpasim, held out."""
+    from cpasim.calibrate.flow_grid import read_flow_grid, score, table_lines
+    from cpasim.simulate import simulate
+
+    runs = read_flow_grid(ROOT / "calibration" / "flows")
+    order = ("cubic1", "cubic2", "cubic4", "bbr2", "cubic+bbr")  # as grid.sh plans them
+    runs.sort(key=lambda r: order.index(r.name.split("_")[0]))
+    scores = [score(r, lambda cfg: simulate(cfg).to_json()) for r in runs]
+    return [
+        Figure(
+            "flows-real-linux",
+            "held out",
+            "each configuration of `calibration/flows` simulated from its nominal settings "
+            "alone (`cpasim.calibrate.flow_grid.scenario`: the tbf's rate, queue, bucket and "
+            "per-packet overhead, 10 ms each way, each flow's congestion control, ping every "
+            "10 ms); nothing fitted to these captures or to the single-flow grid",
+            "\n".join(table_lines(scores)),
+        )
+    ]
+
+
 WINDOWED = "calibration/captures/d5ms_tbf50m_w32k_tx.pcap"
 #: Real captures whose verdicts docs/calibration.md shows (calibration/README.md).
 VERDICT_CAPTURES = [
@@ -496,12 +588,16 @@ GROUPS: dict[Callable[[], list[Figure]], tuple[str, ...]] = {
     predictions: ("prediction-errors",),
     capture: ("capture-read-back",),
     windows: ("rcvbuf-windows",),
+    flows_page: ("flows-mix", "flows-ping-path", "flows-1000-connections", "flows-what-ifs"),
+    flows_real: ("flows-real-linux",),
     capture_verdict: ("capture-window", "capture-verdicts", "capture-own"),
     fit_run_length: ("fit-run-length",),
 }
 #: The longest first, so that two workers finish together.
 LONGEST_FIRST = [
+    flows_real,
     ladder,
+    flows_page,
     fit_run_length,
     predictions,
     tour,

@@ -361,6 +361,7 @@ def _fq(limit_packets: int = 100):
         limit=limit_packets * (MTU + 38),
         stats=BottleneckStats(),
     )
+    box.lose = lambda frame, reason: box.stats.drops.update({reason: box.stats.drops[reason] + 1})
     return FqCoDel(box, NULL_TRACER, MTU + 38), box
 
 

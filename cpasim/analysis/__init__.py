@@ -78,13 +78,14 @@ def analyze(
     min_share: float = MIN_SHARE,
     listing_limit: int = 10_000,
     engine: str | None = None,
+    conns: Sequence[str] | None = None,
 ) -> AnalysisResult:
     """Critical path from ``start``'s first record to ``end``'s last, in one pass.
 
     ``start``/``end``: ``(sys, sm)`` (every instance) or ``(sys, sm, inst)``,
     or the same as ``"sys:sm[#inst]"``.  ``conn`` restricts the analysis to one
-    connection id.  The listing keeps the first ``listing_limit`` edges.
-    ``engine``: see :func:`analyze_many`.
+    connection id, ``conns`` to several.  The listing keeps the first
+    ``listing_limit`` edges.  ``engine``: see :func:`analyze_many`.
     """
     return analyze_many(
         source,
@@ -96,6 +97,7 @@ def analyze(
         min_share=min_share,
         listing_limit=listing_limit,
         engine=engine,
+        conns=conns,
     )[0]
 
 
@@ -124,6 +126,7 @@ def analyze_many(
     mark: float | None = None,
     details: bool = True,
     commit_every: int | None = None,
+    conns: Sequence[str] | None = None,
 ) -> list[AnalysisResult]:
     """Several what-ifs from one read of the trace: one result per ``Transforms``.
 
@@ -136,7 +139,9 @@ def analyze_many(
     and ``connection_trace``), which is cheaper to build.  ``commit_every``: records
     between the passes' folds of settled path prefixes (a memory/time trade that
     never changes a result; default
-    :data:`~cpasim.analysis.criticalpath.COMMIT_EVERY`).
+    :data:`~cpasim.analysis.criticalpath.COMMIT_EVERY`).  ``conns``: the connections
+    whose paths the results report, when the trace has several (default: every
+    one); the others' records still take part in everyone's paths.
     """
     start_t = parse_sm(start)
     end_t = parse_sm(end)
@@ -164,10 +169,12 @@ def analyze_many(
         passes = [p.view(details) for p in passes]
     _check_names(passes, source.name, key, start_t, end_t, conn)
     with _gc_paused():
-        results = [_result(p, source, start_t, end_t, conn, min_share, details) for p in passes]
+        results = [
+            _result(p, source, start_t, end_t, conn, min_share, details, conns) for p in passes
+        ]
     if at_mark is not None:
         for res, ends in zip(results, at_mark, strict=True):
-            res.lengths_at_mark = _mark_lengths(ends, key.conns, conn)
+            res.lengths_at_mark = _mark_lengths(ends, key.conns, conn, conns)
     return results
 
 
@@ -208,22 +215,25 @@ def _check_names(passes: list, source_name: str, key, start_t, end_t, conn) -> N
         )
 
 
-def _path_ends(ends: dict, conns: list[str], conn: str | None):
+def _path_ends(ends: dict, conns: list[str], conn: str | None, wanted=None):
     """How a result lays out its paths: ``(True, {conn name or None: end})`` for the
     single path (connection ``conn``, else the latest end of any), else ``(False,
-    {conn name: end})``.  ``ends``: connection id → entry whose first item is its time."""
+    {conn name: end})`` for the connections ``wanted`` (None: all).  ``ends``:
+    connection id → entry whose first item is its time."""
     if conn is not None:
         return True, {conn: ends.get(conns.index(conn))}
     if len(conns) <= 1:
         last = max(ends.values(), key=lambda e: e[0], default=None)
         return True, {conns[0] if conns else None: last}
-    return False, {name: ends.get(cid) for cid, name in enumerate(conns)}
+    return False, {
+        name: ends.get(cid) for cid, name in enumerate(conns) if wanted is None or name in wanted
+    }
 
 
-def _mark_lengths(ends: dict, conns: list[str], conn: str | None) -> dict[str, float]:
+def _mark_lengths(ends: dict, conns: list[str], conn: str | None, wanted=None) -> dict[str, float]:
     """Per path of a result ("" for the single one), the length at its end SM's last
     record of ``ends`` (``{conn id: (t, length | None)}``), 0 without one."""
-    single, picked = _path_ends(ends, conns, conn)
+    single, picked = _path_ends(ends, conns, conn, wanted)
     return {
         "" if single else name: end[1] if end is not None and end[1] is not None else 0.0
         for name, end in picked.items()
@@ -250,11 +260,11 @@ def _gc_paused() -> Iterator[None]:
 
 
 def _result(
-    p: CriticalPathPass, source, start, end, conn, min_share, details: bool = True
+    p: CriticalPathPass, source, start, end, conn, min_share, details: bool = True, wanted=None
 ) -> AnalysisResult:
     key = source.key
     names = Names(key)
-    single, picked = _path_ends(p.ends, key.conns, conn)
+    single, picked = _path_ends(p.ends, key.conns, conn, wanted)
     paths = {name: path_result(p, names, name, e, min_share) for name, e in picked.items()}
     path = next(iter(paths.values())) if single else None
     connections: dict[str, PathResult] = {} if single else paths

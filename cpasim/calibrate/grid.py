@@ -154,8 +154,11 @@ def _default_tcp():
     return load_scenario(None).tx.tcp
 
 
-def read_grid(directory: str | Path) -> list[GridConfig]:
-    """The configurations of ``directory/manifest.csv``, repeats gathered, in file order."""
+def manifest_runs(
+    directory: str | Path, columns: tuple[str, ...]
+) -> tuple[Path, dict[str, list[tuple[int, dict]]]]:
+    """``directory/manifest.csv`` and its rows gathered by configuration name, each with
+    its line number, in file order; every row must have ``columns``."""
     path = Path(directory) / "manifest.csv"
     try:
         rows = list(csv.DictReader(read_text(path, "manifest").splitlines()))
@@ -163,10 +166,16 @@ def read_grid(directory: str | Path) -> list[GridConfig]:
         raise CpasimError(f"{path}: cannot read manifest ({exc})") from None
     by_name: dict[str, list[tuple[int, dict]]] = {}
     for i, row in enumerate(rows, start=2):
-        missing = [c for c in COLUMNS if row.get(c) in (None, "")]
+        missing = [c for c in columns if row.get(c) in (None, "")]
         if missing:
             raise CpasimError(f"{path}:{i}: missing column(s) {', '.join(missing)}")
         by_name.setdefault(row["name"], []).append((i, row))
+    return path, by_name
+
+
+def read_grid(directory: str | Path) -> list[GridConfig]:
+    """The configurations of ``directory/manifest.csv``, repeats gathered, in file order."""
+    path, by_name = manifest_runs(directory, COLUMNS)
     out = []
     for name, runs in by_name.items():
         line, first = runs[0]

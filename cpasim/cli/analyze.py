@@ -166,11 +166,19 @@ def analyze_cmd(
                 + [("--break", p) for p in tf.breaks]
                 + [("--capacity", p) for p, _ in tf.capacity],
             )
+        conns = None if conn is not None else _followed(trace, start, end)
         source = CountingSource(_open(trace), f"analysing {trace.name}")
         # The timeline needs the path's listing through the window, not its first edges.
         limit = TIMELINE_LISTING if timeline is not None else 10_000
         result = analyze(
-            source, start, end, conn=conn, transforms=tf, lenient=lenient, listing_limit=limit
+            source,
+            start,
+            end,
+            conn=conn,
+            transforms=tf,
+            lenient=lenient,
+            listing_limit=limit,
+            conns=conns,
         )
         if timeline is not None:
             from cpasim.analysis.timeline import write_timeline
@@ -191,16 +199,21 @@ def analyze_cmd(
         _wrote(dot, f"the {_graph_what(graph)}, critical path in red (Graphviz: dot -Tsvg {dot})")
     # The verdict reads the run's sidecar and its configuration: the model's side,
     # imported only here so that the analyzer itself stays free of it.
-    from cpasim.verdict import of_trace
+    from cpasim.verdict import flow_lines, of_trace_with_flows
 
     with activity("what limits the run", progress):
-        verdict, why_none = of_trace(trace)
+        verdict, flow_verdicts, why_none = of_trace_with_flows(trace)
     if as_json:
         out = result.to_json()
         out["verdict"] = verdict.to_json() if verdict is not None else None
+        if flow_verdicts:
+            out["flow_verdicts"] = [
+                {"index": f["index"], "verdict": v.to_json() if v is not None else None}
+                for f, v in flow_verdicts
+            ]
         typer.echo(json.dumps(_finite(out), indent=1, sort_keys=True))
     else:
-        _print_verdict(verdict, why_none, bool(result.transforms))
+        _print_verdict(verdict, why_none, bool(result.transforms), flow_lines(flow_verdicts))
         _print(result, top, detail)
     if not result.reachable:
         raise CpasimError(
@@ -209,12 +222,13 @@ def analyze_cmd(
         )
 
 
-def _print_verdict(verdict, why_none: str | None, transformed: bool) -> None:
-    """What limits the recorded run, before the tables."""
+def _print_verdict(verdict, why_none: str | None, transformed: bool, flows=()) -> None:
+    """What limits the recorded run (and, with ``[[flows]]``, each flow), before the
+    tables."""
     if verdict is None:
         typer.echo(f"limited by   (not known: {why_none})")
         return
-    for line in verdict.lines():
+    for line in [*verdict.lines(), *flows]:
         typer.echo(line)
     if transformed:
         typer.echo("  (the run as recorded; the tables below are under the transforms asked for)")
@@ -266,6 +280,21 @@ def _ends(trace: Path, start: str | None, end: str | None) -> tuple[str, str]:
         err=True,
     )
     return start, end
+
+
+def _followed(trace: Path, start: str, end: str) -> list[str] | None:
+    """The connections the recorded run follows between its own ends, when not all
+    (its ping flows have no path from tx:App), said on stderr; else None."""
+    from cpasim.predict.runs import recorded_conns
+
+    conns = recorded_conns(trace, start, end)
+    if conns is not None:
+        typer.echo(
+            f"cpasim: connections {', '.join(conns)} (the run's; its other flows have no "
+            f"path from {start} to {end}: 'cpasim flows {trace.name}' gives theirs)",
+            err=True,
+        )
+    return conns
 
 
 def _finite(obj):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import tempfile
 from contextlib import ExitStack
@@ -20,7 +21,7 @@ from cpasim.errors import CpasimError
 from cpasim.files import is_stream
 from cpasim.predict.runs import analysed_run, write_run_record
 from cpasim.progress import activity
-from cpasim.verdict import explain, explain_run, idle_line
+from cpasim.verdict import explain, explain_flows, explain_run, flow_lines, idle_line
 
 if TYPE_CHECKING:
     from cpasim.simulate import Result
@@ -102,12 +103,15 @@ def run_cmd(
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="cpasim-explain-"))
             trace = Path(tmp) / "run.cpt"
         result = _simulate(cfg, trace, progress, plan.interval_ns, capture)
-        verdict = None
+        verdict, flow_verdicts = None, []
         if explain:
             # Analysed once; the sidecar then holds the analysis predict/validate reuse.
             with activity("cpasim run --explain", progress):
-                run = analysed_run(cfg, trace, result.with_end_state(), digest=result.trace_digest)
-                verdict = explain_run(run)
+                traced = analysed_run(
+                    cfg, trace, result.with_end_state(), digest=result.trace_digest
+                )
+                verdict = explain_run(traced)
+                flow_verdicts = explain_flows(traced)  # each flow's, from its own path
         elif trace is not None and not is_stream(trace):
             # What predict/validate need to take this trace as their baseline; bound to
             # the trace as this run wrote it (a stale one left by a failure here, or one
@@ -115,6 +119,11 @@ def run_cmd(
             # FIFO is no file to predict from.
             write_run_record(cfg, trace, result.with_end_state(), result.trace_digest)
         out = run_outputs.result_json(result, plan, scenario, verdict)
+        if flow_verdicts:
+            out["flow_verdicts"] = [
+                {"index": f["index"], "verdict": v.to_json() if v is not None else None}
+                for f, v in flow_verdicts
+            ]
         # Before a temporary trace goes: the report draws the run's path from it.
         run_outputs.finish(plan, cfg, result, out, trace=trace)
     trace = plan.trace  # the one kept, if any
@@ -126,6 +135,8 @@ def run_cmd(
     if explain:
         block = verdict.lines(str(scenario), sets or []) if verdict is not None else []
         text += "\n" + "\n".join(block or ["limited by   nothing the analysis recognises"])
+        if flow_verdicts:
+            text += "\n" + "\n".join(flow_lines(flow_verdicts))
     else:
         text += "\n" + limited_line(cfg, result)
     if pcap is not None:
@@ -174,9 +185,12 @@ def summary(r: Result, cfg, scenario: Path, trace: Path | None) -> str:
     """The human-readable report of one run."""
     wl = cfg.workload
     measured = r.sim_time_ns - cfg.sim.warmup
+    what = f"{wl.kind}, {wl.connections} connection(s)"
+    if r.flows is not None:
+        what = _flows_what(cfg)
     lines = [
         f"scenario     {scenario}  (config {r.config_digest})",
-        f"workload     {wl.kind}, {wl.connections} connection(s)",
+        f"workload     {what}",
     ]
     if r.window_empty:
         lines.append(
@@ -188,9 +202,10 @@ def summary(r: Result, cfg, scenario: Path, trace: Path | None) -> str:
             f"goodput      {_si(r.goodput_bps, 'b/s')}  ({_si(r.bytes_measured, 'B')} read in "
             f"{_ns(measured)} after {_ns(cfg.sim.warmup)} warm-up)"
         )
-    if len(r.goodput_bps_per_connection) > 1:
-        per_conn = r.goodput_bps_per_connection.items()
-        lines.append("  per conn   " + "  ".join(f"{c} {_si(v, 'b/s')}" for c, v in per_conn))
+    if r.flows is not None:
+        lines += _flow_lines(r, cfg)
+    elif len(r.goodput_bps_per_connection) > 1:
+        lines.append("  per conn   " + _per_connection(r.goodput_bps_per_connection))
     lines += [
         "link         "
         + "  ".join(f"{k.replace('_to_', '->')} {_pct(v)}" for k, v in r.link_utilization.items()),
@@ -226,7 +241,7 @@ def summary(r: Result, cfg, scenario: Path, trace: Path | None) -> str:
     lines.append(
         "drops        " + (", ".join(f"{k} {v}" for k, v in drops.items()) if drops else "none")
     )
-    lines.append(f"retransmits  {r.retransmits}")
+    lines.append(f"retransmits  {r.retransmits}{_causes(r.retransmit_causes)}")
     rate = r.events / r.wall_s if r.wall_s > 0 else 0.0
     lines.append(
         f"simulated    {_ns(r.sim_time_ns)}, {r.events} events, wall {r.wall_s:.2f} s "
@@ -239,6 +254,126 @@ def summary(r: Result, cfg, scenario: Path, trace: Path | None) -> str:
             f"--start {':'.join(r.analysis_start)} --end {':'.join(r.analysis_end)})"
         )
     return "\n".join(lines)
+
+
+#: Connections (or flows) listed one by one; beyond, a summary (or one line per table).
+LISTED = 8
+
+
+def _numeric(name: str) -> tuple:
+    """``c10`` after ``c9``: connection names sorted by their number."""
+    head = name.rstrip("0123456789")
+    tail = name[len(head) :]
+    return (head, int(tail) if tail else -1)
+
+
+def _per_connection(goodputs: dict[str, float]) -> str:
+    """Each connection's goodput, or beyond :data:`LISTED` of them their spread and
+    Jain's fairness index."""
+    if len(goodputs) <= LISTED:
+        names = sorted(goodputs, key=_numeric)
+        return "  ".join(f"{c} {_si(goodputs[c], 'b/s')}" for c in names)
+    values = sorted(goodputs.values())
+    from cpasim.model.flows import jain  # the run has loaded the model already
+
+    index = jain(values)
+    return (
+        f"min {_si(values[0], 'b/s')}  median {_si(float(statistics.median(values)), 'b/s')}  "
+        f"max {_si(values[-1], 'b/s')}  ({len(values)} connections, Jain's index "
+        + (f"{index:.3f})" if index is not None else "-)")
+    )
+
+
+def _causes(causes: dict[str, int] | None) -> str:
+    """`` (bottleneck_queue_full 50, spurious_timeout 2)``: what the retransmissions answered."""
+    if not causes:
+        return ""
+    return " (" + ", ".join(f"{k} {v}" for k, v in causes.items()) + ")"
+
+
+def _flows_what(cfg) -> str:
+    """``3 flows: 2 bulk, 1 ping``."""
+    kinds: dict[str, int] = {}
+    for g in cfg.flows:
+        kinds[g.kind] = kinds.get(g.kind, 0) + g.count
+    n = cfg.flow_count
+    return f"{n} flow{'s' if n != 1 else ''}: " + ", ".join(f"{v} {k}" for k, v in kinds.items())
+
+
+def _quantiles(q: dict | None, unit: str = "rtt") -> str:
+    if not q:
+        return f"{unit} -"
+    return f"{unit} p50 {_ns(q['p50'])}  p90 {_ns(q['p90'])}  p99 {_ns(q['p99'])}"
+
+
+def _flow_line(e: dict) -> str:
+    """One flow: its kind and congestion control, then what it measured."""
+    head = f"{e['kind']} {e['cc']}" if e["cc"] else e["kind"]
+    parts = [f"{head:12}"]
+    if e["kind"] == "ping":
+        lat = e.get("latency_ns")
+        parts.append(_quantiles(lat) + (f"  ({lat['count']} replies)" if lat else ""))
+    else:
+        parts.append(f"{_si(e['goodput_bps'], 'b/s'):>11}")
+        parts.append(f"retransmits {e['retransmits']}")
+        if e["kind"] == "rpc":
+            lat = e.get("latency_ns")
+            parts.append(_quantiles(lat, "latency") + (f"  ({lat['count']} calls)" if lat else ""))
+        else:
+            parts.append(_quantiles(e["rtt_ns"]))
+        if e.get("completion_ns") is not None:
+            parts.append(f"done at {_ns(e['completion_ns'])}")
+    return "  ".join(parts)
+
+
+def _table_line(entries: list[dict]) -> str:
+    """The flows of one [[flows]] table together: goodput spread, Jain's index,
+    retransmits, and the median over the flows of their round-trip percentiles."""
+    e = entries[0]
+    head = f"{e['kind']} {e['cc']}" if e["cc"] else e["kind"]
+    parts = [f"{head:12}"]
+    key = "latency_ns" if e["kind"] != "bulk" else "rtt_ns"
+    qs = [x[key] for x in entries if x.get(key)]
+    if e["kind"] != "ping":
+        values = sorted(x["goodput_bps"] for x in entries)
+        from cpasim.model.flows import jain
+
+        index = jain(values)
+        parts.append(
+            f"goodput min {_si(values[0], 'b/s')} "
+            f"median {_si(float(statistics.median(values)), 'b/s')} "
+            f"max {_si(values[-1], 'b/s')}"
+            + (f" (Jain's index {index:.3f})" if index is not None else "")
+        )
+        parts.append(f"retransmits {sum(x['retransmits'] for x in entries)}")
+    if qs:
+        median = {p: float(statistics.median([q[p] for q in qs])) for p in ("p50", "p90", "p99")}
+        parts.append(
+            ("latency" if e["kind"] == "rpc" else "rtt")
+            + " median of flows' "
+            + _quantiles(median, "").strip()
+        )
+    return "  ".join(parts)
+
+
+def _flow_lines(r: Result, cfg) -> list[str]:
+    """The flows, one line each, or one line per [[flows]] table beyond :data:`LISTED`."""
+    agg = r.flows_aggregate
+    lines = []
+    if agg["bulk_flows"] > 1 and agg["jain_index"] is not None:
+        lines.append(
+            f"fairness     Jain's index {agg['jain_index']:.3f} over the "
+            f"{agg['bulk_flows']} bulk flows"
+        )
+    if len(r.flows) <= LISTED:
+        lines += [f"  flow {e['index']:<6}{_flow_line(e)}" for e in r.flows]
+        return lines
+    for table, group in enumerate(cfg.flows):
+        first = sum(g.count for g in cfg.flows[:table])
+        entries = r.flows[first : first + group.count]
+        name = f"{first}" if group.count == 1 else f"{first}-{first + group.count - 1}"
+        lines.append(f"  flows {name:<5}{_table_line(entries)}")
+    return lines
 
 
 def limited_line(cfg, result: Result) -> str:

@@ -9,7 +9,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cpasim.config import flow_tables as flows_mod
 from cpasim.config import resolve
+from cpasim.config.flow_tables import FlowGroup
 from cpasim.config.params import (
     ALL_HOSTS,
     FORWARDER,
@@ -73,9 +75,12 @@ class Config:
     tx: HostParams
     rx: HostParams
     fw: HostParams  # the forwarding host (topology.kind = "forward")
+    #: The ``[[flows]]`` tables (:mod:`cpasim.config.flow_tables`); empty without.
+    flows: tuple[FlowGroup, ...] = ()
     source: str | None = field(default=None, compare=False)
     digest: str = field(init=False, compare=False)
     _flat: dict[str, Any] = field(init=False, repr=False, compare=False, hash=False)
+    _flow_cfgs: dict = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         flat: dict[str, Any] = {}
@@ -84,14 +89,38 @@ class Config:
         for host in ALL_HOSTS:
             flat.update(_flatten(getattr(self, host), f"hosts.{host}.", host))
         object.__setattr__(self, "_flat", flat)
-        object.__setattr__(self, "digest", _digest(flat))
+        object.__setattr__(self, "_flow_cfgs", {})
+        # A scenario without flows keeps the digest it had before flows existed.
+        canonical = flat
+        if self.flows:
+            canonical = {**flat, "flows": [g.canonical() for g in self.flows]}
+        object.__setattr__(self, "digest", _digest(canonical))
 
     @classmethod
-    def from_flat(cls, flat: Mapping[str, Any], source: str | None = None) -> Config:
-        """A Config from already validated full keys (see :mod:`cpasim.config.resolve`)."""
+    def from_flat(
+        cls, flat: Mapping[str, Any], source: str | None = None, flows: tuple = ()
+    ) -> Config:
+        """A Config from already validated full keys (see :mod:`cpasim.config.resolve`)
+        and ``[[flows]]`` tables (see :mod:`cpasim.config.flow_tables`)."""
         sections = {name: _build(sec, name + ".", flat) for name, sec in GLOBAL_SECTIONS.items()}
         hosts = {h: _build(HostParams, f"hosts.{h}.", flat, h) for h in ALL_HOSTS}
-        return cls(**sections, **hosts, source=source)
+        return cls(**sections, **hosts, flows=tuple(flows), source=source)
+
+    # --- flows ------------------------------------------------------------------------
+
+    def flow_config(self, table: int) -> Config:
+        """The configuration the flows of ``[[flows]]`` table ``table`` run with: the
+        scenario's, with the table's ``tcp`` and ``workload`` keys (and no flows)."""
+        cfg = self._flow_cfgs.get(table)
+        if cfg is None:
+            flat = flows_mod.flat_of(self._flat, self.flows[table])
+            cfg = self._flow_cfgs[table] = Config.from_flat(flat, self.source)
+        return cfg
+
+    @property
+    def flow_count(self) -> int:
+        """Flows in the run: the tables' counts, or 0 without ``[[flows]]``."""
+        return sum(g.count for g in self.flows)
 
     # --- reading ----------------------------------------------------------------------
 
@@ -111,6 +140,8 @@ class Config:
         ``topology.kind = "forward"``) that has it agrees."""
         if key in self._flat:
             return self._flat[key]
+        if key.startswith(flows_mod.KEY + "."):
+            return self._flow_value(key)
         full, _ = resolve.targets(key, "config")
         if self.topology.kind != "forward":  # the forwarding host is not in the run
             full = [k for k in full if not k.startswith(f"hosts.{FORWARDER}.")] or full
@@ -123,9 +154,40 @@ class Config:
             )
         return values.pop()
 
+    def _flow_value(self, key: str) -> Any:
+        """``flows.<table>.<key>``: a table's own value, or what its flows run with."""
+        table, _, rest = key[len(flows_mod.KEY) + 1 :].partition(".")
+        if not table.isdigit() or int(table) >= len(self.flows):
+            raise CpasimError(
+                f"{key}: no such [[flows]] table (the scenario has {len(self.flows)})"
+            )
+        group = self.flows[int(table)]
+        own = group.own()
+        if rest in own:
+            return own[rest]
+        return self.flow_config(int(table)).value(rest)
+
     def changes(self, other: Config) -> dict[str, tuple[Any, Any]]:
-        """Full key -> (value here, value in ``other``) for every key that differs."""
-        return {k: (v, other._flat[k]) for k, v in self._flat.items() if other._flat[k] != v}
+        """Full key -> (value here, value in ``other``) for every key that differs; a
+        ``[[flows]]`` table's as ``flows.<table>.<key>`` (``flows`` itself when the
+        number of tables differs)."""
+        out = {k: (v, other._flat[k]) for k, v in self._flat.items() if other._flat[k] != v}
+        if self.flows == other.flows:
+            return out
+        if len(self.flows) != len(other.flows):
+            out[flows_mod.KEY] = (len(self.flows), len(other.flows))
+            return out
+        for g, (a, b) in enumerate(zip(self.flows, other.flows, strict=True)):
+            prefix = f"{flows_mod.KEY}.{g}."
+            for key, v in a.own().items():
+                if b.own()[key] != v:
+                    out[prefix + key] = (v, b.own()[key])
+            sa, sb = dict(a.sets), dict(b.sets)
+            fa, fb = flows_mod.flat_of(self._flat, a), flows_mod.flat_of(other._flat, b)
+            for key in sorted(set(sa) | set(sb)):
+                if fa[key] != fb[key] and self._flat[key] == other._flat[key]:
+                    out[prefix + key] = (fa[key], fb[key])
+        return out
 
     # --- deriving ---------------------------------------------------------------------
 
@@ -147,7 +209,7 @@ class Config:
         bit/s, bytes, Hz), checked against each parameter's type and range."""
         entries = []
         for key, value in values.items():
-            _, spec = resolve.targets(key, where)
+            spec = flows_mod.spec_of(key, where)
             text = spec.format(value) if spec.type in _QUANTITY_KINDS else value
             entries.append((key, text))
         return self._derive(entries, where)
@@ -156,9 +218,12 @@ class Config:
         """A copy with one layer of raw ``entries`` applied and checked."""
         # This config passed its checks: only what these entries name can clash now.
         fw: set[str] = set()
+        entries, flow_entries = flows_mod.split(entries)
         flat = resolve.apply(self._flat, entries, where, explicit=fw)
         resolve.check(flat, where, fw)
-        return Config.from_flat(flat, self.source)
+        groups = flows_mod.apply(self.flows, flow_entries, where)
+        flows_mod.check(flat, groups, where)
+        return Config.from_flat(flat, self.source, groups)
 
     # --- writing ----------------------------------------------------------------------
 
@@ -199,6 +264,7 @@ class Config:
         if self.source:
             lines.append(f"# resolved from {self.source}")
         lines += toml_tables([*shared, *per_host])
+        lines += flows_mod.toml_lines(self.flows)
         return "\n".join(lines) + "\n"
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from cpasim.config import flow_tables as flows
 from cpasim.config import resolve
 from cpasim.config.config import Config
 from cpasim.errors import CpasimError
@@ -19,18 +20,25 @@ def load_scenario(path: str | Path | None = None, sets: Iterable[str] = ()) -> C
     Later ``sets`` win over earlier ones and over the file.
     """
     flat = resolve.default_flat()
+    groups: tuple = ()
     source = None if path is None else str(path)
     where = "scenario"
     fw: set[str] = set()
     if path is not None:
         where = source
-        flat = resolve.apply(flat, read_entries(path), source, once=True, explicit=fw)
+        entries, tables = flows.split(read_entries(path))
+        flat = resolve.apply(flat, entries, source, once=True, explicit=fw)
+        groups = flows.apply(groups, tables, source)
     for text in sets:
         key, value = parse_set(text)
-        flat = resolve.apply(flat, [(key, value)], "--set", explicit=fw)
+        if key.startswith(flows.KEY + "."):
+            groups = flows.apply(groups, [(key, value)], "--set")
+        else:
+            flat = resolve.apply(flat, [(key, value)], "--set", explicit=fw)
         where = f"{source} with --set" if source else "--set"
     resolve.check(flat, where, fw)
-    return Config.from_flat(flat, source)
+    flows.check(flat, groups, where)
+    return Config.from_flat(flat, source, groups)
 
 
 def scenario_config(
@@ -48,10 +56,12 @@ def scenario_config(
     elif isinstance(scenario, Mapping):
         where = "scenario dict"
         fw: set[str] = set()
-        entries = resolve.flatten_toml(dict(scenario), where)
+        entries, tables = flows.split(resolve.flatten_toml(dict(scenario), where))
         flat = resolve.apply(resolve.default_flat(), entries, where, once=True, explicit=fw)
         resolve.check(flat, where, fw)
-        cfg = Config.from_flat(flat, None)
+        groups = flows.apply((), tables, where)
+        flows.check(flat, groups, where)
+        cfg = Config.from_flat(flat, None, groups)
     elif scenario is None or isinstance(scenario, str | Path):
         cfg = load_scenario(scenario)
     else:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cpasim import units
-from cpasim.protocol import ETHERNET_FRAMING, MAC_HEADER, TCP_TIMESTAMPS
+from cpasim.protocol import ETHERNET_FRAMING, MAC_HEADER, MAX_PING_PAYLOAD, TCP_TIMESTAMPS
 
 #: The end hosts: every workload runs between them.
 HOSTS = ("tx", "rx")
@@ -150,11 +150,23 @@ class WorkloadParams:
     processes: int = param(1, INT, "webserver event-loop processes", lo=1, hi=1024)
     file_size_min: int = param("500kB", SIZE, "smallest file the webserver serves", lo=1)
     file_size_max: int = param("4MB", SIZE, "largest file the webserver serves", lo=1)
-    request_size: int = param("256B", SIZE, "webserver and rpc request size", lo=1, hi="1MiB")
-    response_size: int = param(
-        "256B", SIZE, "rpc response size (one UDP datagram)", lo=1, hi="1MiB"
+    request_size: int = param(
+        "256B", SIZE, "webserver and rpc request size (an rpc flow's too)", lo=1, hi="1MiB"
     )
-    think_time: float = param(0, TIME, "webserver client pause between requests", lo=0, hi="1000s")
+    response_size: int = param(
+        "256B",
+        SIZE,
+        "rpc response size (one UDP datagram; an rpc flow's, over TCP, any size)",
+        lo=1,
+        hi="1MiB",
+    )
+    think_time: float = param(
+        0,
+        TIME,
+        "webserver client (and rpc flow client) pause between requests",
+        lo=0,
+        hi="1000s",
+    )
     file_copy: bool = param(
         False,
         BOOL,
@@ -980,6 +992,59 @@ class HostParams:
     copy_engine: CopyEngineParams = section(CopyEngineParams)
 
 
+@dataclass(frozen=True)
+class FlowWorkloadParams:
+    """Workload keys only a ``[[flows]]`` table has (its ``workload.*``)."""
+
+    # Linux's ping sends one echo request a second (-i 1); runs last seconds at most,
+    # so the default probes a hundred times as often, as ping -i 0.01 does.
+    interval: float = param(
+        "10ms",
+        TIME,
+        "ping flows (kind = ping): time between echo requests (ping -i)",
+        lo="1us",
+        hi="1000s",
+    )
+    ping_size: int = param(
+        "56B",
+        SIZE,
+        "ping flows: data bytes per echo request (ping -s)",
+        lo=0,
+        hi=f"{MAX_PING_PAYLOAD}B",
+    )
+
+
+@dataclass(frozen=True)
+class FlowParams:
+    """The keys of one ``[[flows]]`` table of its own (:mod:`cpasim.config.flow_tables`); the
+    table may also override the scenario's ``tcp`` keys and the workload keys of
+    :data:`FLOW_WORKLOAD_KEYS` for its flows.  Declared apart from the scenario's
+    sections: a scenario without ``[[flows]]`` has none of them (nor their digest)."""
+
+    count: int = param(1, INT, "flows this table describes, alike", lo=1, hi=100_000)
+    start: float = param(0, TIME, "delay before the flows' applications begin", lo=0, hi="1000s")
+    kind: str = param(
+        "bulk",
+        ENUM,
+        "bulk = a TCP stream as workload.kind = tcp_stream; ping = an ICMP echo request "
+        "every workload.interval, answered by the peer's kernel; rpc = request/response "
+        "over TCP (workload.request_size, workload.response_size, workload.think_time)",
+        choices=("bulk", "ping", "rpc"),
+    )
+    workload: FlowWorkloadParams = section(FlowWorkloadParams)
+
+
+#: The scenario's workload keys a ``[[flows]]`` table may set for its own flows.
+FLOW_WORKLOAD_KEYS = (
+    "workload.bytes",
+    "workload.write_size",
+    "workload.read_size",
+    "workload.request_size",
+    "workload.response_size",
+    "workload.think_time",
+)
+
+
 #: Global sections, in listing order.
 GLOBAL_SECTIONS: dict[str, type] = {
     "sim": SimParams,
@@ -1068,3 +1133,8 @@ SPECS: dict[str, ParamSpec] = {s.key: s for s in _SPECS}
 def parameters() -> list[ParamSpec]:
     """Every parameter, global ones first, in declaration order."""
     return list(_SPECS)
+
+
+#: The own keys of a ``[[flows]]`` table: ``count``, ``start``, ``kind``, ``workload.interval``
+#: and ``workload.ping_size``.
+FLOW_SPECS: dict[str, ParamSpec] = {s.key: s for s in _walk(FlowParams, "", per_host=False)}

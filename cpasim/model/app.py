@@ -25,7 +25,10 @@ the call's copy.
 * ``workload.duplex`` (``udp_stream``, ``udp_gbn``): each host also runs the
   sender of a stream to the other (connection ``r<i>``), as its own process.
 * ``pingpong``: tx writes ``message_size`` bytes, reads as many back, and
-  records the round trip; rx echoes.
+  records the round trip; rx echoes (:func:`request_client`, :func:`request_server`:
+  also an ``rpc`` flow's, with its own sizes and think time).
+* a ``ping`` flow (``[[flows]]``, :mod:`cpasim.model.flows`): :func:`pinger` sends an
+  ICMP echo request every ``workload.interval`` and reads the replies as they come.
 * ``rpc``: request/response over UDP: tx (the client) sends a ``request_size``
   datagram, waits for the ``response_size`` reply and records the round trip;
   rx (the server) answers each request.  One call outstanding per connection
@@ -85,6 +88,12 @@ class AppStats:
     def latency(self, started: float) -> None:
         if started >= self.warmup:
             self.latencies.append(self.env._now - started)
+
+    def finish(self) -> None:
+        """The run's transfers are complete (every sized flow's, with [[flows]])."""
+        if not self.done.triggered:
+            self.end_ns = self.env._now
+            self.done.succeed()
 
     def sent_budget(self, want: int) -> int:
         """Bytes the source may still write (all of ``want`` without a target)."""
@@ -246,28 +255,72 @@ def _read_exactly(sm, sock, nbytes):
 
 
 def ping_client(sm, cpu, sock, wl, stats, conn):
-    sm.identify(conn)
     m = wl.message_size
+    return request_client(sm, cpu, sock, stats, conn, request=m, response=m)
+
+
+def ping_server(sm, cpu, sock, wl, stats, conn):
+    m = wl.message_size
+    return request_server(sm, cpu, sock, stats, conn, request=m, response=m)
+
+
+def request_client(sm, cpu, sock, stats, conn, *, request, response, think=0.0, count=False):
+    """A client over TCP: write a ``request``-byte request, read the whole
+    ``response``, record the round trip, pause ``think`` ns; ``count``: the response
+    counts as delivered (an rpc flow's), else only the server's reads do."""
+    sm.identify(conn)
     env = cpu.env
     while True:
         started = env._now
         yield from cpu.take(sm)
-        yield from sock.write(sm, m, user=cpu.cycles("user"))
-        stats.written += m
-        yield from _read_exactly(sm, sock, m)
+        yield from sock.write(sm, request, user=cpu.cycles("user"))
+        stats.written += request
+        yield from _read_exactly(sm, sock, response)
         cpu.release(sm)
+        if count:
+            stats.delivered(response, conn)
         stats.latency(started)
+        if think:
+            sm.begin("think")
+            yield env.timeout(think)
 
 
-def ping_server(sm, cpu, sock, wl, stats, conn):
+def request_server(sm, cpu, sock, stats, conn, *, request, response):
+    """The server of :func:`request_client`: read a whole request, write the response."""
     sm.identify(conn)
-    m = wl.message_size
     while True:
         yield from cpu.take(sm)
-        yield from _read_exactly(sm, sock, m)
-        stats.delivered(m, conn)
-        yield from sock.write(sm, m, user=cpu.cycles("user"))
+        yield from _read_exactly(sm, sock, request)
+        stats.delivered(request, conn)
+        yield from sock.write(sm, response, user=cpu.cycles("user"))
         cpu.release(sm)
+
+
+# -- ping flows ------------------------------------------------------------------------------
+def pinger(sm, cpu, sock, interval, stats, conn):
+    """``ping -i interval``: an echo request every ``interval`` ns, whatever came back.
+
+    As ping's loop: send the request that is due, then ``poll()`` until a reply
+    arrives (read it) or the next request is due, and again.  The round trip ping
+    reports is the kernel's timestamps' (the reply's arrival,
+    :class:`~cpasim.model.icmp.PingSocket`), not when it is read."""
+    sm.identify(conn)
+    env = cpu.env
+    seq = 0
+    due = env._now
+    reply = None  # a reply poll() took off the queue
+    yield from cpu.take(sm)
+    while True:
+        if env._now >= due:
+            yield from sock.send(sm, seq, user=cpu.cycles("user"))
+            seq += 1
+            due += interval
+        if reply is not None:
+            yield from sock.recv(sm, reply)
+        while sock.pending():
+            yield from sock.recv(sm)
+        sm.begin("poll")
+        reply = yield from sock.poll(sm, due)
 
 
 # -- rpc -------------------------------------------------------------------------------------

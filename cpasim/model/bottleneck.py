@@ -96,6 +96,8 @@ class Bottleneck:
         self.tokens_ns = 0.0
         self.out = link.port(port.peer)  # delivers to its receiver
         self.name = f"{sys}_to_{port.peer}"
+        self.src = sys  # the host whose frames it queues
+        self.on_drop = None  # called as on_drop(frame, reason) (set by the system)
         self.qsys = SYS
         self.sm = tracer.sm(SYS, "Bottleneck", self.name)
         self.stats = BottleneckStats()
@@ -128,7 +130,7 @@ class Bottleneck:
         size = frame.length + self.overhead
         stats = self.stats
         if self.backlog + size > self.limit:
-            stats.drops["bottleneck_queue_full"] += 1
+            self.lose(frame, "bottleneck_queue_full")
             return
         self.backlog += size
         if self.backlog > stats.max_backlog:
@@ -158,7 +160,13 @@ class Bottleneck:
         return item
 
     def drop(self, item, reason: str) -> None:
+        self.lose(item[1], reason)
+
+    def lose(self, frame, reason: str) -> None:
+        """Count ``frame`` dropped for ``reason`` (and tell ``on_drop``, if set)."""
         self.stats.drops[reason] += 1
+        if self.on_drop is not None:
+            self.on_drop(frame, reason)
 
     def _next(self) -> None:
         """Serialize the next packet, or wait for one."""

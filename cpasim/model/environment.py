@@ -187,6 +187,20 @@ class Kernel(simpy.Environment):
         return True
 
 
+def wake_sooner(env, process, delay: float):
+    """Have ``process``, asleep on a timeout, wake ``delay`` ns from now instead.
+
+    Its resumption moves to a new timeout (returned); the old one still fires, to
+    no one.  What a timer whose deadline moved closer does, without a wake-up event
+    of its own each time it might have.  Works on a plain SimPy environment too."""
+    old = process._target
+    old.callbacks.remove(process._resume)
+    event = env.timeout(delay)
+    event.callbacks.append(process._resume)
+    process._target = event
+    return event
+
+
 def _raise_failure(event) -> None:
     """An event failed and nobody defused it: raise its exception, as ``step()`` does."""
     exc = type(event._value)(*event._value.args)

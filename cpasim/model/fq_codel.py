@@ -73,7 +73,7 @@ class _Flow:
         self.fq.backlog -= size
 
     def drop(self, item, reason: str) -> None:
-        self.fq.box.stats.drops[reason] += 1
+        self.fq.box.lose(item[1], reason)
 
 
 class FqCoDel:
@@ -112,11 +112,10 @@ class FqCoDel:
                 fat = flow
         threshold = fat.bytes >> 1
         dropped = n = 0
-        drops = self.box.stats.drops
         while True:
             item = fat.store.take_now(1, carrier)[0]
             fat._forget(item)
-            drops["bottleneck_queue_full"] += 1
+            self.box.lose(item[1], "bottleneck_queue_full")
             dropped += item[1].length + self.box.overhead
             n += 1
             if n >= DROP_BATCH or dropped >= threshold or not fat.store.items:

@@ -81,12 +81,16 @@ class Host:
             return bus
         return plain_bus(self.env, self.sys, on_die_timing(hc.bus), self.tracer, self.memory)
 
-    def open_tcp(self, idx: int, *, peer_window: int, peer_sack: bool = True) -> TcpSocket:
+    def open_tcp(
+        self, idx: int, *, peer_window: int, peer_sack: bool = True, tcp=None
+    ) -> TcpSocket:
+        """Connection ``c<idx>``'s end here; ``tcp``: its own ``tcp`` section (a flow's),
+        else the host's."""
         conn = TcpConnection(
             self.env,
             self.sys,
             idx,
-            params=self.hc.tcp,
+            params=self.hc.tcp if tcp is None else tcp,
             tso=self.dev.tso,
             csum_offload=self.dev.csum_offload,
             mtu=self.mtu,

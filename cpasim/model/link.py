@@ -241,6 +241,8 @@ class _Carrier:
         link = port.link
         if link.loss and link.rng.random() < link.loss:
             port.stats.lost += 1
+            if link.on_drop is not None:
+                link.on_drop(frame, port)
         else:
             port.sink.arrive(frame, sm)
         # Idle means blocked on the own wire queue, so that idle time is never
@@ -280,6 +282,9 @@ class _TappedReceiver:
 class Link:
     """Full-duplex Ethernet between two hosts; ``params`` is the ``link`` section.
 
+    ``on_drop(frame, port)`` (set by the system) is told of each frame lost on the
+    way from ``port``.
+
     ``ends``: the two hosts' (name, interface instance), tx and rx by default;
     ``stats``: the counters to add this link's directions to (a forwarding
     topology's two links share one :class:`LinkStats`)."""
@@ -301,6 +306,7 @@ class Link:
         self.delay = params.delay
         self.mtu = params.mtu
         self.loss = params.loss
+        self.on_drop = None
         self.stats = LinkStats() if stats is None else stats
         # Busy time before this (the warm-up) is left out: a frame serialized across
         # it counts only its part after it (set by the system).

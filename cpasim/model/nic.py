@@ -171,6 +171,9 @@ class Nic:
 
     ``params`` is the host's ``nic`` section; ``port`` its end of the link."""
 
+    #: Called as ``on_drop(frame, reason)`` for each frame dropped (set by the system).
+    on_drop = None
+
     def __init__(self, env, sys: str, tracer, *, params, bus, rings, irq, stats, port, inst="0"):
         self.env = env
         self.bus = bus
@@ -352,6 +355,8 @@ class Nic:
         size = frame_bytes(frame.length)
         if self.rx_fifo_bytes + size > self.rx_fifo_size:
             self.stats.drops["rx_fifo"] += 1
+            if self.on_drop is not None:
+                self.on_drop(frame, "rx_fifo")
             return
         self.rx_fifo_bytes += size
         self.rx_fifo.put_now(frame, sm)
@@ -376,6 +381,8 @@ class Nic:
                 if not k:
                     self.rx_fifo_bytes -= frame_bytes(frame.length)
                     stats.drops["rx_ring_full"] += 1
+                    if self.on_drop is not None:
+                        self.on_drop(frame, "rx_ring_full")
                     continue
                 sm.begin("DMA descriptors")
                 yield from bus.dma_read(sm, k * desc)

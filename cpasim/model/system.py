@@ -6,6 +6,10 @@ given SimPy environment and tracer, and starts the application processes of
 ``workload.kind`` (see :mod:`cpasim.model.app`).  Running it is the business
 of :func:`cpasim.simulate.simulate`.
 
+With ``[[flows]]`` the flows of :mod:`cpasim.model.flows` replace the workload's
+identical connections.  Every drop and retransmission is told to the run's
+:class:`~cpasim.model.losses.LossLog`.
+
 ``topology.kind = "forward"`` puts the forwarding host ``fw``
 (:mod:`cpasim.model.forwarder`) between tx and rx: a link tx–fw and a link
 fw–rx, both of the ``link`` section, counted together in ``link_stats``.
@@ -18,12 +22,14 @@ from collections import deque
 import numpy as np
 
 from cpasim.config import FORWARDER
-from cpasim.model import app, bottleneck
+from cpasim.config import flow_tables as flow_config
+from cpasim.model import app, bottleneck, flows
 from cpasim.model.app import AppStats, WebServer
 from cpasim.model.forwarder import INTERFACES, Forwarder
 from cpasim.model.host import Host
 from cpasim.model.ideal import make_host
 from cpasim.model.link import Link, LinkStats
+from cpasim.model.losses import LossLog
 from cpasim.model.sockbuf import syn_window
 
 HOSTS = ("tx", "rx")
@@ -78,10 +84,15 @@ class System:
                 env, params=cfg.bottleneck, link=self.link, tracer=tracer
             )
             self.hosts = {h: make_host(env, h, cfg, tracer, self.link.port(h)) for h in HOSTS}
+        # A sized run ends when its transfers do: the bytes of workload.bytes read, or,
+        # with [[flows]], every bulk flow's (cpasim.config.flow_tables.sized).
+        self.sized = (
+            flow_config.sized(cfg.flat(), cfg.flows) if cfg.flows else cfg.workload.bytes > 0
+        )
         # Busy time is counted over the measured interval only: from the warm-up to
         # sim.duration (a sized run's end is not known in advance: not clipped there).
         since = cfg.sim.warmup
-        until = cfg.sim.duration if cfg.workload.bytes == 0 else float("inf")
+        until = float("inf") if self.sized else cfg.sim.duration
         for link in self.links:
             link.measure_from = since
         for box in self.bottlenecks:
@@ -94,7 +105,13 @@ class System:
         self.servers: list[WebServer] = []
         self._web_socks: dict = {}  # webserver: connection index -> server-side socket
         self._web_sizes: dict = {}  # connection index -> response lengths for the client
-        self._start_workload()
+        self.flows: list[flows.Flow] = []  # with [[flows]]: each flow (cpasim.model.flows)
+        if cfg.flows:
+            self.flows = flows.build(self)
+        else:
+            self._start_workload()
+        self.losses = LossLog()
+        self._watch_losses()
 
     def _forwarding_hosts(self) -> None:
         """tx – fw – rx: a link on each side of the forwarding host, one set of counters."""
@@ -122,6 +139,24 @@ class System:
             "rx": make_host(env, "rx", cfg, tracer, sides[1].port("rx")),
             fw: Forwarder(env, cfg, tracer, (sides[0].port(fw), sides[1].port(fw))),
         }
+
+    def _watch_losses(self) -> None:
+        """Tell the loss log of every dropped frame and every retransmission."""
+        log = self.losses
+        for link in self.links:
+            link.on_drop = lambda frame, port: log.dropped(
+                frame, _sent_by(port.sys, port.peer), "link_loss"
+            )
+        for box in self.bottlenecks:
+            box.on_drop = lambda frame, reason, src=box.src: log.dropped(frame, src, reason)
+        for name, host in self.hosts.items():
+            for dev in host.devices:
+                nic = getattr(dev, "nic", None)
+                if nic is not None:
+                    src = _received_from(name, nic.port.peer)
+                    nic.on_drop = lambda frame, reason, src=src: log.dropped(frame, src, reason)
+            for conn in getattr(host, "tcp", ()):
+                conn.losses = log
 
     def port(self, host: str):
         """End host ``host``'s port: its end of the link it is on."""
@@ -239,3 +274,18 @@ class System:
 
     def retransmits(self) -> int:
         return sum(h.retransmits() for h in self.hosts.values())
+
+
+def _other(host: str) -> str:
+    return "rx" if host == "tx" else "tx"
+
+
+def _sent_by(sys: str, peer: str) -> str:
+    """The end host whose frame ``sys`` put on the wire towards ``peer``: the
+    forwarding host only passes on what the end host on the far side sent."""
+    return sys if sys in HOSTS else _other(peer)
+
+
+def _received_from(host: str, peer: str) -> str:
+    """The end host whose frame ``host`` received from ``peer``."""
+    return peer if peer in HOSTS else _other(host)

@@ -26,12 +26,12 @@ State machines (instance = connection index):
 ``RTO Timer``
     ``Idle`` until armed through ``RTO arm``; ``armed`` until the retransmission
     deadline (restarted by every ACK of new data; the timer wakes at least every
-    ``tcp.rto_min`` to notice an earlier deadline); on expiry the window
+    ``tcp.rto_min`` to notice a later deadline and sleeps on); on expiry the window
     collapses and ``tcp_retransmit_skb`` resends the oldest segment.  Linux's
     sender with SACK also runs RACK's reordering timer (``tcp_rack_reo_timeout``:
     mark overdue segments lost, enter Recovery, resend) and the tail loss probe
-    (``tcp_send_loss_probe``: resend the last segment) on it, so it wakes at
-    least every ``TCP_TIMEOUT_MIN`` (2 ms) instead.
+    (``tcp_send_loss_probe``: resend the last segment) on it; armed sooner than
+    the timer sleeps, these wake it at their deadline.
 
 Incoming segments are processed by the host's ``IP Recv`` SM calling
 :meth:`TcpConnection.receive` (state ``tcp_v4_rcv`` for data, ``tcp_ack`` for
@@ -58,10 +58,11 @@ from __future__ import annotations
 from collections import deque
 
 from cpasim.model import cc
+from cpasim.model.environment import wake_sooner
 from cpasim.model.main_memory import send_touch
 from cpasim.model.packet import ACK, PSH, Packet
 from cpasim.model.sockbuf import SocketBuffers
-from cpasim.model.tcp_linux import TIMEOUT_MIN_NS, LinuxSender
+from cpasim.model.tcp_linux import TIMER_REO, TIMER_RTO, TIMER_TLP, LinuxSender
 from cpasim.model.tcp_rules import Receiver, RenoSender
 from cpasim.protocol import (
     TCP_SACK_BASE,
@@ -79,6 +80,9 @@ TSO_MAX_BYTES = 65535
 #: (default 3) of min(cwnd, peer's window) is free.
 TSO_DEFER_FULL = 65536
 TSO_WIN_DIVISOR = 3
+#: What a retransmission sent by Linux's retransmission timer answers, by the timer
+#: armed (cpasim.model.losses): the RTO, a tail loss probe, RACK's reordering timer.
+TIMER_TRIGGER = {TIMER_RTO: "timeout", TIMER_TLP: "probe", TIMER_REO: "fast"}
 
 
 class TcpConnection:
@@ -103,6 +107,7 @@ class TcpConnection:
         seed=0,
     ) -> None:
         self.env = env
+        self.sys = sys
         self.conn = f"c{idx}"
         self.cpu = cpu
         # The receive path's costs per packet, looked up once: it runs for every segment.
@@ -110,7 +115,7 @@ class TcpConnection:
         self.c_tx_packet = cpu.cycles("tx_packet")
         self.c_ack = cpu.cycles("ack")
         self.ip = ip
-        tp = params
+        self.params = tp = params
         self.hdr = tcp_header(tp.timestamps)
         self.mss = mss = mss_for(mtu, tp.timestamps)
         # Most bytes one tcp_write_xmit pass sends; one packet carries maxseg of them.
@@ -199,14 +204,22 @@ class TcpConnection:
         self.rto_deadline: float | None = None
         self._delack_running = False
         self._rto_running = False
+        self._rto_asleep = False  # the RTO Timer sleeps in "armed" until _rto_wake
+        self._rto_wake = 0.0
         self.bytes_acked = 0
         # Called as notify(sm) when data arrives or send-buffer space frees
         # (an event-loop server's epoll); None for blocking applications.
         self.notify = None
+        # The run's LossLog (cpasim.model.losses): told the trigger of every
+        # retransmission, it counts its cause.
+        self.losses = None
+        # A list to note (time, RTT sample, srtt) of every RTT sample in (a flow's
+        # results: cpasim.model.flows); None: not noted.
+        self.rtt_log = None
 
         env.process(self._send_loop())
         env.process(self._delack_loop())
-        env.process(self._rto_loop())
+        self._rto_proc = env.process(self._rto_loop())
 
     # -- the application side ------------------------------------------------------
     # Bytes a write() or read() is copying belong to neither queue meanwhile; only
@@ -502,6 +515,8 @@ class TcpConnection:
         else:
             out = sender.on_ack(pkt.ack, pkt.wnd, self.env._now, pkt.payload > 0)
             rtx = () if out.retransmit is None else (out.retransmit,)
+        if self.rtt_log is not None and out.rtt_ns is not None:
+            self.rtt_log.append((self.env._now, out.rtt_ns, sender.srtt))
         delivered, ack_now = self.receiver.on_data(pkt.seq, pkt.payload) if pkt.payload else (0, 0)
         sends = len(rtx) + bool(ack_now)
         if pkt.payload:
@@ -528,8 +543,9 @@ class TcpConnection:
             self.nagle_hold = False
             self.sendq.put_now(0, sm)
         self._sync_window(sm)
+        trigger = sender.rtx_trigger() if rtx else ""
         for seq, n in rtx:
-            yield from self._retransmit(sm, seq, n, charge=False)
+            yield from self._retransmit(sm, seq, n, trigger, charge=False)
         if delivered:
             if self.netdma is None:
                 self.rcvbuf.give(delivered, sm)
@@ -563,10 +579,15 @@ class TcpConnection:
         if self.sndbuf.level >= self.wake_bytes:
             self.nospace = False
 
-    def _retransmit(self, sm, seq: int, n: int, charge: bool = True):
+    def _retransmit(self, sm, seq: int, n: int, trigger: str, charge: bool = True):
+        """Send the segment at ``seq`` again; ``trigger``: ``timeout``, ``fast`` or
+        ``probe`` (what :class:`~cpasim.model.losses.LossLog` counts it under when no
+        copy of it was lost)."""
         n = min(n, self.mss)
         now = self.env._now
         self.sender.on_retransmit(seq, now)
+        if self.losses is not None:
+            self.losses.resent(self.conn, self.sys, seq, n, trigger)
         if charge:
             yield self.cpu.spend(sm, "tcp_retransmit_skb", stack=self.cpu.cycles("tx_packet"))
         yield from self.ip.output(sm, self._segment(seq, n, now, retrans=True))
@@ -621,35 +642,48 @@ class TcpConnection:
         if not self._rto_running:
             self._rto_running = True
             self.rto_q.put_now(1, sm)
+        elif self._rto_asleep and self.rto_deadline < self._rto_wake:
+            # Armed sooner than the timer sleeps (a loss probe or RACK's reordering
+            # timer after an RTO): it wakes at the new deadline instead.
+            self._rto_wake = self.rto_deadline
+            wake_sooner(self.env, self._rto_proc, self.rto_deadline - self.env._now)
 
     def _rto_loop(self):
         sm, env, sender = self.rto_sm, self.env, self.sender
         cpu = self.cpu.softirq()
         sm.identify(self.conn)
-        # Sleep at most rto_min at a time: a restart can only move the deadline to
-        # now + RTO >= now + rto_min, so the timer never oversleeps it.  With SACK
-        # Linux's sender also arms RACK's reordering timer and the tail loss probe,
-        # each at least TCP_TIMEOUT_MIN ahead.
-        nap = TIMEOUT_MIN_NS if self.linux and sender.sack else sender.rto_min_ns
+        # Sleep at most rto_min at a time: a restart moves the deadline to now + RTO
+        # >= now + rto_min, so the timer wakes no later than the deadline and sleeps
+        # on if it moved.  Linux's sender with SACK also arms the tail loss probe and
+        # RACK's reordering timer, which may fall sooner than the timer sleeps:
+        # _restart_rto then wakes it at the new deadline.  A timer that slept 2 ms at
+        # a time instead cost every connection 500 wake-ups a second, whatever it sent.
+        nap = sender.rto_min_ns
         while True:
             sm.begin("Idle")
             yield self.rto_q.get(sm)
             while self.rto_deadline is not None:
                 sm.begin("armed")
-                yield env.timeout(min(max(0.0, self.rto_deadline - env._now), nap))
+                wait = min(max(0.0, self.rto_deadline - env._now), nap)
+                self._rto_wake = env._now + wait
+                self._rto_asleep = True
+                yield env.timeout(wait)
+                self._rto_asleep = False
                 due = self.rto_deadline
                 if due is None or env._now < due:
                     continue
                 if self.linux:
+                    trigger = TIMER_TRIGGER[sender.pending]
                     segs = sender.on_timeout(env._now)
                 else:
+                    trigger = "timeout"
                     seg = sender.on_timeout()
                     segs = () if seg is None else (seg,)
                 self._sync_window(sm)
                 if segs:
                     yield from cpu.take(sm)
                     for seq, n in segs:
-                        yield from self._retransmit(sm, seq, n)
+                        yield from self._retransmit(sm, seq, n, trigger)
                     cpu.release(sm)
                 if not sender.flight:
                     self.rto_deadline = None

@@ -296,6 +296,11 @@ class LinuxSender:
             self._pace(nbytes, now)
         return start
 
+    def rtx_trigger(self) -> str:
+        """What the retransmissions an ACK just asked for answer: the RTO's recovery
+        (``timeout``, in Loss) or fast recovery (``fast``)."""
+        return "timeout" if self.tp.ca_state == CA_LOSS else "fast"
+
     def on_retransmit(self, seq: int, now: float) -> None:
         """The segment at ``seq``, chosen by :meth:`on_ack` or :meth:`on_timeout`, left now."""
         i = bisect_left(self.q, seq, lo=self.h, key=_seq)

@@ -114,6 +114,11 @@ class RenoSender:
         self.outstanding.append([seq, self.snd_nxt, now, False])
         return seq
 
+    def rtx_trigger(self) -> str:
+        """What a retransmission an ACK just asked for answers: the holes after an RTO
+        (``timeout``) or fast retransmit and recovery (``fast``)."""
+        return "timeout" if self.snd_una < self.rto_recover else "fast"
+
     def on_retransmit(self, seq: int, now: float) -> None:
         for seg in self.outstanding:
             if seg[0] == seq:

@@ -124,6 +124,23 @@ def recorded_ends(trace: Path) -> tuple[str, str] | None:
     return ":".join(result["analysis_start"]), ":".join(result["analysis_end"])
 
 
+def recorded_conns(trace: Path, start: str, end: str) -> list[str] | None:
+    """The connections the run that recorded ``trace`` follows from ``start`` to
+    ``end`` when those are its own ends and it does not follow them all (a run with
+    ``[[flows]]`` whose pings have no path from tx:App to rx:App: its
+    ``analysis_conns``); None otherwise, or without a sidecar of this trace."""
+    try:
+        data = read_sidecar(trace)
+        result = data["result"]
+        conns = result.get("analysis_conns")
+        ours = (":".join(result["analysis_start"]), ":".join(result["analysis_end"]))
+    except (CpasimError, KeyError, TypeError, AttributeError):
+        return None  # no sidecar, or not one: the analysis follows every connection
+    if conns is None or (start, end) != ours or data.get("trace_digest") != trace_digest(trace):
+        return None
+    return list(conns)
+
+
 def metric_of(kind: str) -> tuple[str, bool]:
     return METRICS[kind]
 
@@ -192,7 +209,7 @@ class PathSummary:
         )
 
 
-def _merge_instances(entries: list[dict]) -> list[dict]:
+def merge_instances(entries: list[dict]) -> list[dict]:
     """Most critical entries with SM instances folded together (``tx:Link#7:propagate``
     → ``tx:Link:propagate``): one carrier per frame in flight, or one timer per
     countdown, is one resource for the reader and for :func:`diagnose`."""
@@ -226,6 +243,11 @@ def summarize(res: AnalysisResult, what: str, cut: dict[str, float] | None = Non
     the whole path's.
     """
     paths = {"": res.path} if res.path is not None else dict(res.connections)
+    if not paths:
+        raise CpasimError(
+            f"{what}: no connection's path runs from {res.start} to {res.end} (a run of "
+            "ping flows only has none); nothing to predict from"
+        )
     cps = {}
     for conn, p in paths.items():
         if not p.reachable or p.critical_path_ns is None:
@@ -239,7 +261,7 @@ def summarize(res: AnalysisResult, what: str, cut: dict[str, float] | None = Non
         if conn in cps:
             cps[conn] -= length
     slowest = paths[max(cps, key=lambda c: (cps[c], c))]
-    top = [m for m in _merge_instances(slowest.most_critical) if m["share"] > MIN_SHARE][:TOP]
+    top = [m for m in merge_instances(slowest.most_critical) if m["share"] > MIN_SHARE][:TOP]
     return PathSummary(
         critical_path_ns=cps,
         bottleneck=top[0]["name"] if top else None,
@@ -392,6 +414,7 @@ def analysed_run(
             [ref],
             cfg.sim.warmup,
             profiles=True,
+            conns=result.get("analysis_conns"),
         )
     active = measured_active(analysis, before)
     entries = state_entries(open_trace(trace))
@@ -402,7 +425,9 @@ def analysed_run(
         path=summarize(analysis, str(trace), cut).bounded(busy(cfg, ref, active)),
         state_means=state_means(analysis.profile, entries),
         state_active=active,
-        window=_window_run(cfg, trace, start, end) if window else None,
+        window=_window_run(cfg, trace, start, end, result.get("analysis_conns"))
+        if window
+        else None,
         state_entries=entries,
     )
     _write_sidecar(
@@ -445,7 +470,7 @@ def window_span(cfg: Config) -> tuple[float, float] | None:
     return t0, t_measure
 
 
-def _window_run(cfg: Config, trace: Path, start, end) -> WindowRun | None:
+def _window_run(cfg: Config, trace: Path, start, end, conns=None) -> WindowRun | None:
     """The baseline over its window (:func:`window_span`); ``None`` without one."""
     span = window_span(cfg)
     if span is None or not str(trace).endswith(".cpt"):
@@ -461,6 +486,7 @@ def _window_run(cfg: Config, trace: Path, start, end) -> WindowRun | None:
             window.t_measure,
             profiles=True,
             commit_every=WINDOW_COMMIT_EVERY,
+            conns=conns,
         )
     active = measured_active(res, before)
     path = summarize(res, f"{trace} (window)", cut).bounded(busy(cfg, ref, active))
@@ -587,8 +613,9 @@ def _check_sidecar(data: dict, side: Path, cfg: Config | None = None) -> None:
         )
 
 
-def load_run(cfg: Config, trace: Path) -> TracedRun:
-    """The run recorded in ``trace``, checked to belong to ``cfg``."""
+def read_record(trace: Path) -> dict:
+    """The sidecar of ``trace`` (its run's config digest and result, and the analysis
+    once made), checked to be a sidecar of this trace as it is now."""
     trace = Path(trace)
     side = sidecar_path(trace)
     if not trace.exists():
@@ -612,6 +639,16 @@ def load_run(cfg: Config, trace: Path) -> TracedRun:
             f"{side}: describes another trace than {trace.name} (the trace was replaced or "
             "changed after its run was recorded); record it again with 'cpasim run --trace'"
         )
+    _check_sidecar(data, side)
+    return data
+
+
+def load_run(cfg: Config, trace: Path) -> TracedRun:
+    """The run recorded in ``trace``, checked to belong to ``cfg``."""
+    trace = Path(trace)
+    data = read_record(trace)
+    side = sidecar_path(trace)
+    digest = data["trace_digest"]
     if data.get("config_digest") != cfg.digest:
         raise CpasimError(
             f"{trace}: recorded with config digest {shown(data.get('config_digest'))}, but "

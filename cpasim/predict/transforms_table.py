@@ -51,6 +51,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from cpasim.analysis import Transforms
+from cpasim.analysis.transforms import sm_display
 from cpasim.config import ALL_HOSTS, FORWARDER, HOSTS, Config, spec_of
 from cpasim.errors import CpasimError
 from cpasim.model.bus_rules import BUS_STATES, COPY_ENGINE_STATES, MMIO_WAIT, READ
@@ -89,6 +90,10 @@ CPU_STATES = (
     "tcp_send_ack",
     "tcp_retransmit_skb",
     "udp_rcv",
+    "ping_sendmsg",
+    "ping_recvmsg",
+    "icmp_rcv",
+    "icmp_echo",
     "nf_hook",
     "ip_forward",
     "ip_fragment",
@@ -605,9 +610,53 @@ class Refused(CpasimError):
     """A change the table cannot turn into transforms; the message says why."""
 
 
+def _flow_split(full_key: str) -> tuple[int | None, str]:
+    """``flows.1.tcp.wmem`` → ``(1, "tcp.wmem")``; any other key → ``(None, key)``."""
+    parts = full_key.split(".", 2)
+    if parts[0] == "flows" and len(parts) == 3 and parts[1].isdigit():
+        return int(parts[1]), parts[2]
+    return None, full_key
+
+
+#: Per-connection queues: what a capacity row may grow for one [[flows]] table's
+#: flows alone, instance by instance (``tx:Send buffer#3``).
+PER_CONNECTION = ("Send buffer*", "Send window*")
+
+
+def _flow_refusal(full: str, table: int, key: str) -> str | None:
+    """Why a change of one [[flows]] table's ``key`` cannot be predicted, or None."""
+    _, bare = _split(key)
+    if bare in REFUSED:
+        return f"--change {full}: cannot be predicted from a trace: {REFUSED[bare]}"
+    rule = _RULE_OF.get(bare)
+    if rule is None:
+        return (
+            f"--change {full}: cannot be predicted from a trace: it changes the flows of "
+            f"[[flows]] table {table} themselves (no transform in the parameter table models "
+            "it); 'cpasim validate' re-simulates it"
+        )
+    if rule.kind != CAPACITY or not all(t.pattern.endswith(PER_CONNECTION) for t in rule.targets):
+        return (
+            f"--change {full}: cannot be predicted from a trace: {bare} acts on what every "
+            "flow shares, which one table's flows cannot change alone" + _RESIMULATE
+        )
+    return None
+
+
 def check_keys(keys) -> None:
     """Refuse, before any simulation, change keys the table cannot map."""
     for full in keys:
+        table, rest = _flow_split(full)
+        if table is not None:
+            why = _flow_refusal(full, table, rest)
+            if why:
+                raise Refused(why)
+            continue
+        if full == "flows":
+            raise Refused(
+                "--change flows: a different number of [[flows]] tables changes the flows "
+                "themselves, not how long a step takes" + _RESIMULATE
+            )
         _, key = _split(full)
         if key in REFUSED:
             raise Refused(f"--change {full}: cannot be predicted from a trace: {REFUSED[key]}")
@@ -629,6 +678,21 @@ def _as_given(full_keys, hosts=ALL_HOSTS) -> list[str]:
         mine = [h for h in spec_of(full).hosts if h in hosts]
         if host is not None and all(f"hosts.{h}.{key}" in full_keys for h in mine):
             full = key
+        if full not in out:
+            out.append(full)
+    return out
+
+
+def _flows_as_given(full_keys) -> list[str]:
+    """Changed keys of [[flows]] tables as a user writes them: ``flows.1.tcp.cc`` when
+    both hosts' changed."""
+    out: list[str] = []
+    for full in full_keys:
+        table, rest = _flow_split(full)
+        host, key = _split(rest)
+        both = [f"flows.{table}.hosts.{h}.{key}" for h in HOSTS]
+        if host is not None and all(b in full_keys for b in both):
+            full = f"flows.{table}.{key}"
         if full not in out:
             out.append(full)
     return out
@@ -697,7 +761,10 @@ def plan_change(
     if old.topology.kind != "forward":  # no forwarding host: its keys change nothing
         hosts = HOSTS
         diffs = {k: v for k, v in diffs.items() if _split(k)[0] != FORWARDER}
+    per_flow = {k: v for k, v in diffs.items() if _flow_split(k)[0] is not None}
+    diffs = {k: v for k, v in diffs.items() if k not in per_flow}
     check_keys(_as_given(diffs, hosts))
+    check_keys(_flows_as_given(per_flow))
     _check_ideal_hosts(old, new, diffs)
     # Group per (rule, host): several keys of one rule (gen + lanes) act together.
     touched: dict[tuple[int, str | None], list[str]] = {}
@@ -708,6 +775,34 @@ def plan_change(
     scale: list[tuple[str, float]] = []
     capacity: list[tuple[str, int]] = []
     effects: list[Effect] = []
+    for full, (before, after) in per_flow.items():
+        table, rest = _flow_split(full)
+        host, key = _split(rest)
+        rule = _RULE_OF[key]
+        lo = _lookup(old.flow_config(table), host)
+        ln = _lookup(new.flow_config(table), host)
+        old_text, new_text = _fmt(rest, before), _fmt(rest, after)
+        why_not = rule.refuse(lo, ln)
+        if why_not:
+            raise Refused(f"cannot predict {full} {old_text} → {new_text}: {why_not}")
+        amount = rule.amount(lo, ln)
+        peer = next(h for h in HOSTS if h != host)
+        first = sum(g.count for g in old.flows[:table])
+        for target in rule.targets:
+            pattern = target.pattern.format(sys=host, peer=peer)
+            if amount < 0:
+                raise Refused(
+                    f"cannot predict {full} {old_text} → {new_text}: it shrinks {pattern} by "
+                    f"{int(-amount)} units, and a trace can only predict growth; re-simulate "
+                    "it with 'cpasim validate'"
+                )
+            if amount < 1:
+                continue
+            sys_, queue = pattern[:-1].split(":", 1)
+            for i in range(first, first + old.flows[table].count):
+                one = sm_display(sys_, queue, str(i))  # the queue of flow i's connection
+                capacity.append((one, int(amount)))
+                effects.append(Effect(full, old_text, new_text, CAPACITY, one, amount))
     for (index, host), fulls in sorted(touched.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
         rule = RULES[index]
         lo, ln = _lookup(old, host), _lookup(new, host)

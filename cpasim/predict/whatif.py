@@ -186,6 +186,7 @@ def _analyse_plans(run: TracedRun, plans, window, end):
             [p.transforms for p in plans],
             window.window.t_measure,
             commit_every=WINDOW_COMMIT_EVERY,
+            conns=run.result.get("analysis_conns"),
         )
     else:
         base_path, active = run.path, run.state_active
@@ -196,6 +197,7 @@ def _analyse_plans(run: TracedRun, plans, window, end):
             run.end,
             [p.transforms for p in plans],
             run.cfg.sim.warmup,
+            conns=run.result.get("analysis_conns"),
         )
     return results, base_path, active, analysed
 

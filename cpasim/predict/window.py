@@ -66,6 +66,7 @@ def analyses(
     *,
     profiles=False,
     commit_every: int | None = None,
+    conns=None,
 ) -> list[tuple[AnalysisResult, dict[str, float], AnalysisResult | None]]:
     """Per transform set, from one pass: the whole trace's analysis and its path
     lengths at the end of the warm-up (``{}`` without one); with ``profiles``, also
@@ -73,7 +74,8 @@ def analyses(
     :func:`~cpasim.predict.runs.measured_active` subtracts.  ``open_source()``
     opens the trace afresh.  Without ``profiles`` the analyses carry the paths
     only (what predictions read).  ``commit_every``: as for
-    :func:`~cpasim.analysis.analyze_many` (:data:`WINDOW_COMMIT_EVERY` for a window)."""
+    :func:`~cpasim.analysis.analyze_many` (:data:`WINDOW_COMMIT_EVERY` for a window);
+    ``conns``: the connections whose paths count (a run's ``analysis_conns``)."""
     whole = analyze_many(
         open_source(),
         start,
@@ -84,10 +86,13 @@ def analyses(
         details=profiles,
         listing_limit=10_000 if profiles else 0,  # predictions read no edge listing
         commit_every=commit_every,
+        conns=conns,
     )
     cuts = [res.lengths_at_mark or {} for res in whole]
     if warmup > 0 and profiles:
-        before = analyze_many(Prefix(open_source(), warmup), start, end, transforms, min_share=0.0)
+        before = analyze_many(
+            Prefix(open_source(), warmup), start, end, transforms, min_share=0.0, conns=conns
+        )
     else:
         before = [None] * len(whole)
     return list(zip(whole, cuts, before, strict=True))

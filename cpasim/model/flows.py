@@ -1,0 +1,264 @@
+"""The flows of a scenario with ``[[flows]]`` (:mod:`cpasim.config.flow_tables`).
+
+:func:`build` gives every flow its endpoints and applications, as
+:class:`~cpasim.model.system.System` does for identical connections, each with the
+``tcp`` and ``workload`` values of its own table (``Config.flow_config``).  Flow
+``i`` is connection ``c<i>``: its state machines are instance ``i``.
+
+* ``bulk``: ``tcp_stream``'s source on tx (``tx:App#i``) and sink on rx
+  (``rx:App#i``), ``workload.bytes`` being this flow's own transfer;
+* ``rpc``: a client on tx (``tx:App#i``) writes ``workload.request_size`` bytes,
+  reads the ``workload.response_size``-byte response, records the round trip and
+  thinks ``workload.think_time``; the server on rx (``rx:App#i``) answers.  Over
+  TCP, so it survives the losses of a shared bottleneck;
+* ``ping``: ``tx:Ping#i`` sends an ICMP echo request every ``workload.interval``
+  (:mod:`cpasim.model.icmp`); rx's kernel answers.
+
+A flow's applications begin ``start`` ns into the run (its connection is set up
+at 0, as every connection here).  Each flow counts what it delivered
+(:class:`FlowStats`) into the run's :class:`~cpasim.model.app.AppStats` as well, so
+the run's goodput is the flows' sum.  When every bulk flow has a size, the run ends
+as the last of them completes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cpasim.config import flow_tables as flow_config
+from cpasim.model import app
+from cpasim.model.icmp import EchoResponder, PingSocket
+from cpasim.model.sockbuf import syn_window
+
+
+class FlowStats:
+    """What one flow's applications measured; bytes are counted into ``run`` too."""
+
+    def __init__(self, run, *, target: int, on_done) -> None:
+        self.run = run
+        self.env = run.env
+        self.warmup = run.warmup
+        self.target = target  # bytes this flow's receiver must read; 0 = no target
+        self.written = 0
+        self.read = 0
+        self.read_measured = 0
+        self.latencies: list[float] = []  # round trips begun after the warm-up (ns)
+        # Every round trip, warm-up included (a time series' means): count and sum.
+        self.trips = 0
+        self.trips_ns = 0.0
+        self.end_ns: float | None = None  # when a sized flow's receiver had it all
+        self._on_done = on_done
+
+    def delivered(self, nbytes: int, conn: str) -> None:
+        self.read += nbytes
+        if self.env._now >= self.warmup:
+            self.read_measured += nbytes
+        self.run.delivered(nbytes, conn)
+        if self.target and self.end_ns is None and self.read >= self.target:
+            self.end_ns = self.env._now
+            self._on_done()
+
+    def latency(self, started: float) -> None:
+        self.reply(started, self.env._now)
+
+    def reply(self, sent_ns: float, now: float) -> None:
+        """A round trip that began at ``sent_ns`` (a call's, or a ping's request) ended."""
+        self.trips += 1
+        self.trips_ns += now - sent_ns
+        if sent_ns >= self.warmup:
+            self.latencies.append(now - sent_ns)
+
+    def sent_budget(self, want: int) -> int:
+        """Bytes the source may still write (all of ``want`` without a target)."""
+        if not self.target:
+            return want
+        return max(0, min(want, self.target - self.written))
+
+
+@dataclass
+class Flow:
+    """One flow of the run."""
+
+    index: int
+    table: int  # its [[flows]] table
+    kind: str  # bulk | ping | rpc
+    cfg: object  # the table's Config (Config.flow_config)
+    stats: FlowStats
+    start: float
+    #: Its TCP connections: the data sender first (tx's end), then the receiver's;
+    #: none for ping.
+    tcp: list = field(default_factory=list)
+
+    @property
+    def conn(self) -> str:
+        return f"c{self.index}"
+
+    @property
+    def cc(self) -> str | None:
+        """The sender's congestion control (None for ping)."""
+        return self.cfg.tx.tcp.cc if self.kind != "ping" else None
+
+
+def build(system) -> list[Flow]:
+    """Every flow of ``system``'s configuration, built and started."""
+    cfg = system.cfg
+    sized = [
+        i
+        for i, g in flow_config.expand(cfg.flows)
+        if cfg.flows[g].kind == "bulk" and cfg.flow_config(g).workload.bytes
+    ]
+    ends_run = flow_config.sized(cfg.flat(), cfg.flows)
+    left = [len(sized)]
+
+    def done() -> None:  # a sized bulk flow completed
+        left[0] -= 1
+        if ends_run and not left[0]:
+            system.stats.finish()
+
+    out = []
+    for index, table in flow_config.expand(cfg.flows):
+        group, fcfg = cfg.flows[table], cfg.flow_config(table)
+        target = fcfg.workload.bytes if group.kind == "bulk" else 0
+        stats = FlowStats(system.stats, target=target, on_done=done)
+        flow = Flow(index, table, group.kind, fcfg, stats, group.start)
+        _START[group.kind](system, flow, group)
+        out.append(flow)
+    return out
+
+
+def _run(system, flow: Flow, gen) -> None:
+    """Start an application process, after the flow's start delay."""
+    env = system.env
+    env.process(_after(env, flow.start, gen) if flow.start else gen)
+
+
+def _after(env, delay: float, gen):
+    yield env.timeout(delay)
+    yield from gen
+
+
+def _tcp_pair(system, flow: Flow):
+    """The flow's connection: tx's socket and rx's, with the table's tcp sections.
+    The ends that send data note their RTT samples: tx's, and rx's for an rpc flow."""
+    fcfg, mtu, i = flow.cfg, system.cfg.link.mtu, flow.index
+    tx, rx = system.tx, system.rx
+    a = tx.open_tcp(
+        i, peer_window=syn_window(fcfg.rx.tcp, mtu), peer_sack=fcfg.rx.tcp.sack, tcp=fcfg.tx.tcp
+    )
+    b = rx.open_tcp(
+        i, peer_window=syn_window(fcfg.tx.tcp, mtu), peer_sack=fcfg.tx.tcp.sack, tcp=fcfg.rx.tcp
+    )
+    flow.tcp = [a.conn, b.conn]
+    a.conn.rtt_log = []
+    if flow.kind == "rpc":
+        b.conn.rtt_log = []
+    return a, b
+
+
+def _bulk(system, flow: Flow, group) -> None:
+    a, b = _tcp_pair(system, flow)
+    wl, i, conn, stats = flow.cfg.workload, flow.index, flow.conn, flow.stats
+    tx, rx = system.tx, system.rx
+    _run(system, flow, app.tcp_source(system._app_sm("tx", i), tx.cpu, a, wl, stats, conn))
+    _run(system, flow, app.tcp_sink(system._app_sm("rx", i), rx.cpu, b, wl, stats, conn))
+
+
+def _rpc(system, flow: Flow, group) -> None:
+    a, b = _tcp_pair(system, flow)
+    wl, i, conn, stats = flow.cfg.workload, flow.index, flow.conn, flow.stats
+    tx, rx = system.tx, system.rx
+    sizes = {"request": wl.request_size, "response": wl.response_size}
+    client = app.request_client(
+        system._app_sm("tx", i), tx.cpu, a, stats, conn, think=wl.think_time, count=True, **sizes
+    )
+    server = app.request_server(system._app_sm("rx", i), rx.cpu, b, stats, conn, **sizes)
+    _run(system, flow, client)
+    _run(system, flow, server)
+
+
+def _ping(system, flow: Flow, group) -> None:
+    tx, rx, i = system.tx, system.rx, flow.index
+    sock = PingSocket(
+        system.env,
+        "tx",
+        i,
+        size=group.ping_size,
+        tracer=system.tracer,
+        cpu=tx.cpu,
+        ip=tx.ip,
+        on_reply=flow.stats.reply,
+    )
+    EchoResponder(system.env, i, cpu=rx.cpu, ip=rx.ip)
+    sm = system.tracer.sm("tx", "Ping", str(i))
+    _run(system, flow, app.pinger(sm, tx.cpu, sock, group.interval, flow.stats, flow.conn))
+
+
+_START = {"bulk": _bulk, "rpc": _rpc, "ping": _ping}
+
+
+# -- what the flows measured, as plain data -----------------------------------------------------
+def percentiles(samples, *, mean: bool = False) -> dict | None:
+    """p50, p90, p99 (and the mean) of ``samples`` with their count; None if none."""
+    if not len(samples):
+        return None
+    a = np.asarray(samples, dtype=float)
+    p50, p90, p99 = np.percentile(a, (50, 90, 99))  # one sort for the three
+    out = {"p50": float(p50), "p90": float(p90), "p99": float(p99)}
+    if mean:
+        out = {"mean": float(a.mean()), **out}
+    out["count"] = int(a.size)
+    return out
+
+
+def jain(values) -> float | None:
+    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 when all are equal, 1/n when one
+    has everything; None without values or when all are 0."""
+    xs = [float(v) for v in values]
+    square = sum(x * x for x in xs)
+    return sum(xs) ** 2 / (len(xs) * square) if xs and square > 0 else None
+
+
+def result(flow: Flow, *, warmup: float, elapsed: float, losses) -> dict:
+    """One flow's entry in a run's ``flows``."""
+    stats = flow.stats
+    rtts: list[float] = []
+    srtts: list[float] = []
+    for conn in flow.tcp:
+        for t, rtt, srtt in conn.rtt_log or ():
+            if t >= warmup:
+                rtts.append(rtt)
+                srtts.append(srtt)
+    entry = {
+        "index": flow.index,
+        "table": flow.table,
+        "kind": flow.kind,
+        "cc": flow.cc,
+        "start_ns": flow.start,
+        "goodput_bps": stats.read_measured * 8e9 / elapsed if elapsed > 0 else 0.0,
+        "bytes_measured": stats.read_measured,
+        "retransmits": sum(c.sender.retransmits for c in flow.tcp),
+        "rtt_ns": percentiles(rtts),
+        "srtt_ns": percentiles(srtts),
+    }
+    causes = losses.by_conn.get(flow.conn)
+    if causes:
+        entry["retransmit_causes"] = dict(sorted(causes.items()))
+    if flow.kind != "bulk":
+        entry["latency_ns"] = percentiles(stats.latencies, mean=True)
+    elif stats.target:
+        entry["completion_ns"] = stats.end_ns
+    return entry
+
+
+def aggregate(entries: list[dict]) -> dict:
+    """The run's flows together: goodput, and Jain's index over the bulk flows."""
+    bulk = [e["goodput_bps"] for e in entries if e["kind"] == "bulk"]
+    return {
+        "flows": len(entries),
+        "goodput_bps": sum(e["goodput_bps"] for e in entries),
+        "bulk_flows": len(bulk),
+        "bulk_goodput_bps": sum(bulk),
+        "jain_index": jain(bulk),
+    }
