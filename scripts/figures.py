@@ -12,7 +12,8 @@ between two comments, and this script owns what lies between them::
     ...
     <!-- end figure -->
 
-(inline, for a single value in a sentence, the same two comments on one line).
+(inline, for a single value in a sentence, the same two comments on one line, never
+at a line's start, where Markdown would take the line for raw HTML).
 A marker naming no figure is an error (exit 2).  Wall-clock fields (a run's wall
 time and event rate) are left out of quoted output: they are timings, which
 docs/timings.md keeps with the machine and load they were measured on.
@@ -631,15 +632,26 @@ def compute(workers: int = 2) -> dict[str, Figure]:
     return {f.name: f for figures in done.values() for f in figures}
 
 
-def unknown_markers() -> list[str]:
-    """Markers on the pages that name no figure, as ``PAGE: NAME``."""
+#: An inline figure that opens a line: Markdown takes such a line for raw HTML.
+OPENS_LINE = re.compile(r"^<!-- figure: ([a-z0-9-]+) -->(?!$)", re.M)
+
+
+def bad_markers() -> list[str]:
+    """Markers on the pages that name no figure, and inline ones that open a line, as
+    ``PAGE: what is wrong``."""
     known = {name for names in GROUPS.values() for name in names}
-    return [
-        f"{page.relative_to(ROOT)}: no figure named {m.group(1)!r}"
-        for page in pages()
-        for m in MARKER.finditer(page.read_text())
-        if m.group(1) not in known
-    ]
+    bad = []
+    for page in pages():
+        text, where = page.read_text(), page.relative_to(ROOT)
+        for m in MARKER.finditer(text):
+            if m.group(1) not in known:
+                bad.append(f"{where}: no figure named {m.group(1)!r}")
+        for m in OPENS_LINE.finditer(text):
+            bad.append(
+                f"{where}: figure {m.group(1)!r} opens a line, which Markdown would show "
+                "as raw HTML: put a word before it"
+            )
+    return bad
 
 
 def _call(group: Callable[[], list[Figure]]) -> list[Figure]:
@@ -669,8 +681,10 @@ def figures_page(figures: dict[str, Figure]) -> str:
     ]
     parts = ["\n".join(head)]
     for f in figures.values():
+        # An inline figure opens no line: a line that starts with a comment is raw HTML.
+        shown = f"In the text: {_wrap(f)}" if f.inline else _wrap(f)
         parts.append(
-            f"## {f.name}\n\n**{f.label}**: {f.what}.\n\n{_wrap(f)}\n\n"
+            f"## {f.name}\n\n**{f.label}**: {f.what}.\n\n{shown}\n\n"
             f"Shown in: {_shown_in(f.name) or 'this page only'}."
         )
     return "\n\n".join(parts) + "\n"
@@ -721,9 +735,10 @@ def main(argv: list[str] | None = None) -> int:
     from cpasim.files import write_text_atomically
 
     started = time.perf_counter()
-    for bad in unknown_markers():  # before a minute of computing
-        print(f"figures: error: {bad}", file=sys.stderr)
-    if unknown_markers():
+    bad = bad_markers()  # before a minute of computing
+    for line in bad:
+        print(f"figures: error: {line}", file=sys.stderr)
+    if bad:
         return 2
     figures = compute(args.workers)
     stale: list[str] = []  # what differs from the code, one line each
