@@ -104,7 +104,7 @@ def events_by_waiter(cfg) -> tuple[object, list[tuple[str, float]]]:
     from collections import Counter
     from heapq import heappop
 
-    from cpasim.model import kernel
+    from cpasim.model import environment
     from cpasim.simulate import simulate
 
     counts: Counter = Counter()
@@ -115,7 +115,7 @@ def events_by_waiter(cfg) -> tuple[object, list[tuple[str, float]]]:
             env._now, _, _, event = heappop(queue)
             callbacks, event.callbacks = event.callbacks, None
             owners = [getattr(c, "__self__", None) for c in callbacks]
-            procs = [o for o in owners if isinstance(o, kernel._Process)]
+            procs = [o for o in owners if isinstance(o, environment._Process)]
             if procs:  # the process it resumes (a bounded store's get also serves puts)
                 woken = procs[0]._generator.__qualname__
             else:
@@ -125,12 +125,12 @@ def events_by_waiter(cfg) -> tuple[object, list[tuple[str, float]]]:
                 callback(event)
         return True
 
-    plain = kernel.Kernel.run_until
-    kernel.Kernel.run_until = run_until
+    plain = environment.Kernel.run_until
+    environment.Kernel.run_until = run_until
     try:
         result = simulate(cfg)
     finally:
-        kernel.Kernel.run_until = plain
+        environment.Kernel.run_until = plain
     segments = result.frames["tx_to_rx"]
     return result, [(what, n / segments) for what, n in counts.most_common()]
 

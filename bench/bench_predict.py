@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 
 from cpasim.config import load_scenario
-from cpasim.predict.predict import changed_config, predict
 from cpasim.predict.runs import traced_run
+from cpasim.predict.whatif import changed_config, predict
 from cpasim.simulate import simulate
 
 HERE = Path(__file__).resolve().parent

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import simpy
 
-from cpasim.model.kernel import Kernel
+from cpasim.model.environment import Kernel
 from cpasim.trace import NULL_TRACER, TracedContainer, TracedPool, TracedStore, Tracer
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "tcp-stream.toml"

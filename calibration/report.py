@@ -52,8 +52,8 @@ def main() -> None:
         "## `cpasim calibrate inspect` against the shaper",
         "",
         "| capture | side found | tbf rate | bottleneck estimate | error | method | goodput "
-        "| iperf3 received | RTT min / median | segments per ACK |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| iperf3 received | RTT min / median | segments per ACK | limited by |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         r = inspect_capture(read_capture(CAPTURES / row["name"]))
@@ -64,7 +64,7 @@ def main() -> None:
             f"| {row['name']} | {r.side} | {rate / 1e6:g} Mb/s | {r.bottleneck.bps / 1e6:.3f} Mb/s "
             f"| {(r.bottleneck.bps - rate) / rate:+.3%} | {r.bottleneck.method} "
             f"| {r.goodput_bps / 1e6:.2f} Mb/s | {iperf.received.bps / 1e6:.2f} Mb/s | {rtt} "
-            f"| {r.segments_per_ack:.2f} |"
+            f"| {r.segments_per_ack:.2f} | {r.verdict.kind} |"
         )
     out += [
         "",

@@ -196,7 +196,7 @@ def largest_other(sets: tuple[str, ...], listed: tuple[str, ...]) -> float:
 def prediction_error(index: int, source: int, *extra: str) -> float:
     """Percent error of ladder configuration ``index`` predicted from ``source``'s trace
     against its re-simulation (``extra``: ``--set`` changes to every configuration)."""
-    from cpasim.predict.predict import predict
+    from cpasim.predict.whatif import predict
 
     target = tcp(index, *extra)
     p = predict(traced("tcp-stream.toml", tcp(source, *extra)), config("tcp-stream.toml", target))

@@ -234,7 +234,7 @@ def explain(
 
 
 def _what_if(scenario, change, overrides, keywords, predictable=True):
-    from cpasim.predict.predict import changed_config
+    from cpasim.predict.whatif import changed_config
 
     if not change:
         raise CpasimError('change: give at least one key, e.g. change={"link.rate": "10Gbps"}')
@@ -252,13 +252,13 @@ def predict(
     **keywords,
 ):
     """Predict what ``change`` would give from a traced run of ``scenario``, without
-    simulating the change; a :class:`~cpasim.predict.predict.Prediction`.
+    simulating the change; a :class:`~cpasim.predict.whatif.Prediction`.
 
     ``trace``: a baseline ``.cpt`` recorded earlier by ``predict``/``validate``
     (checked against the scenario) or where to keep the one recorded now.
     """
-    from cpasim.predict.predict import predict as predict_change
     from cpasim.predict.runs import baseline
+    from cpasim.predict.whatif import predict as predict_change
 
     cfg, new_cfg = _what_if(scenario, change, overrides, keywords)
     with tempfile.TemporaryDirectory(prefix="cpasim-predict-") as tmp:
@@ -275,11 +275,11 @@ def validate(
     **keywords,
 ):
     """:func:`predict`, then simulate the change and compare; a
-    :class:`~cpasim.predict.validate.Validation` (``.error``, ``.actual``).  A change
+    :class:`~cpasim.predict.validation.Validation` (``.error``, ``.actual``).  A change
     the parameter table refuses (``tcp.cc``, ...) is simulated all the same: its
     ``.prediction`` and ``.error`` are None and ``.refused`` says why."""
     from cpasim.predict.runs import baseline
-    from cpasim.predict.validate import validate as validate_change
+    from cpasim.predict.validation import validate as validate_change
 
     cfg, new_cfg = _what_if(scenario, change, overrides, keywords, predictable=False)
     with tempfile.TemporaryDirectory(prefix="cpasim-validate-") as tmp:
@@ -294,6 +294,7 @@ def calibrate(
     overrides: Mapping[str, Any] | None = None,
     *,
     max_simulations: int | None = None,
+    side: str | None = None,
     **keywords,
 ):
     """Fit the scenario to ``measurements``; a :class:`~cpasim.calibrate.fit.FitResult`
@@ -301,7 +302,9 @@ def calibrate(
 
     Without ``params``, as ``cpasim calibrate fit`` without ``--params``: one capture
     and optionally its iperf3 ``--json`` report; what they determine is set first
-    (listed in ``result.notes``), then the one parameter left is fitted.  With
+    (listed in ``result.notes``), the run is as long as the span the capture measured,
+    then the one parameter left is fitted (``side``: "tx" or "rx", where the capture
+    was taken, if it cannot tell).  With
     ``params``, those keys are fitted by least squares to captures or iperf3 reports,
     each ``"FILE@key=value,..."`` with the conditions it was measured under."""
     from cpasim.calibrate.fit import fit, read_targets
@@ -314,7 +317,7 @@ def calibrate(
         from cpasim.calibrate.evidence import fit_from_evidence
 
         result, lines = fit_from_evidence(
-            cfg, list(measurements), max_simulations=max_simulations or 24
+            cfg, list(measurements), max_simulations=max_simulations or 24, side=side
         )
         result.notes[:0] = lines
         return result
@@ -328,10 +331,12 @@ def calibrate(
     return fit(cfg, targets, keys, lambda c: simulate(c).to_json(), max_simulations=budget)
 
 
-def inspect_capture(capture: str | Path, flow: str | None = None):
+def inspect_capture(capture: str | Path, flow: str | None = None, side: str | None = None):
     """What a tcpdump capture tells about a transfer (bottleneck rate, RTT, MSS,
-    windows, goodput); a :class:`~cpasim.calibrate.inspect.FlowReport`."""
-    from cpasim.calibrate.inspect import inspect_capture as inspect
+    windows, goodput) and what limited it (``report.verdict``); a
+    :class:`~cpasim.calibrate.inspection.FlowReport`.  ``side``: "tx" or "rx", where the
+    capture was taken, if the capture cannot tell."""
+    from cpasim.calibrate.inspection import inspect_capture as inspect
     from cpasim.calibrate.pcap import read_capture
 
-    return inspect(read_capture(Path(capture)), flow=flow)
+    return inspect(read_capture(Path(capture)), flow=flow, side=side)

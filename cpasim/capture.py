@@ -24,13 +24,21 @@ the snap length like ``tcpdump -s``:
   announcing host's receive buffer chose (:mod:`cpasim.model.sockbuf`, as
   ``tcp_select_initial_window``); with ``tcp.timestamps`` every segment carries
   the option (TSval in milliseconds of the segment's creation, TSecr the last
-  TSval the host received on the connection); SACK blocks ride on the ACKs that
+  TSval the host had received on the connection when its MAC sent the segment);
+  SACK blocks ride on the ACKs that
   have them.  The checksum is valid for the zero payload.
-- The handshake is not modelled, so each TCP connection opens with a synthetic
-  SYN (from ``tx``, whichever side the workload makes the client), SYN-ACK and
-  ACK at time 0 carrying the MSS (MTU - 40), SACK-permitted, timestamps and
-  window-scale options each host would offer: readers need them to scale
-  windows and tell the MSS.
+- The handshake is not modelled (the connection is established at time 0), so
+  each TCP connection opens with a synthetic SYN (from ``tx``, whichever side
+  the workload makes the client), SYN-ACK and ACK carrying the MSS (MTU - 40),
+  SACK-permitted, timestamps and window-scale options each host would offer:
+  readers need them to scale windows and tell the MSS.  They are timed as the
+  model's path would carry them, ending as the run starts: tx's ACK leaves at
+  time 0, after the SYN-ACK's round trip (:func:`one_way_ns`: the link's delay,
+  and the bottleneck's or the second link's serialization; no host time, no
+  queue), so a reader tells the side and the round trip from them as from a
+  real capture.  The capture's clock therefore starts at tx's SYN: a frame of
+  simulated time t is stamped t + the handshake's length (:attr:`PcapTap.origin`),
+  and the TCP timestamp clock runs on the capture's clock.
 - UDP: the same ports; the length and checksum of the whole datagram.
 
 Frames are written as they happen (buffered), to a temporary file renamed to
@@ -47,6 +55,7 @@ from pathlib import Path
 
 from cpasim.errors import CpasimError
 from cpasim.files import OutputFile, write_error
+from cpasim.model.link import transmit_ns
 from cpasim.model.packet import ACK
 from cpasim.model.sockbuf import U16_MAX
 from cpasim.protocol import FCS, IP_HEADER, MAC_HEADER, MIN_FRAME, TCP_HEADER, UDP_HEADER, mss_for
@@ -145,6 +154,12 @@ class PcapTap:
         for host in SIDES:
             for conn in system.hosts[host].tcp:
                 self.conns[conn.conn].wscale[host] = _announced_wscale(conn.bufs)
+        # The capture's clock minus the run's: the handshake's length (module docstring).
+        self.origin = 0.0
+        # Synthetic frames due after time 0, (simulated ns, frame, length), in time order.
+        self._later: list[tuple[float, bytes, int]] = []
+        # The far host's TSecr in each of its frames on the way, by the frame's id.
+        self._echo: dict[int, int] = {}
         self._open()
         try:
             if cfg.workload.kind != "udp_stream":
@@ -157,7 +172,7 @@ class PcapTap:
         # only the tapped host's frames are written.  Through a forwarding host
         # each end host's port is on its own link, and a frame keeps its addresses.
         system.port(side).tap(self._sent, self._arrived)
-        system.port(peer).tap(None, self._peer_arrived)
+        system.port(peer).tap(self._peer_sent, self._peer_arrived)
 
     # -- the file --------------------------------------------------------------------------
     def _open(self) -> None:
@@ -184,7 +199,14 @@ class PcapTap:
         self.out.discard()
 
     def _write(self, t_ns: float, frame: bytes, orig_len: int) -> None:
-        ns = round(t_ns)
+        """Write ``frame`` stamped at simulated time ``t_ns`` (after any synthetic frame
+        due before it)."""
+        while self._later and self._later[0][0] <= t_ns:
+            self._stamp(*self._later.pop(0))
+        self._stamp(t_ns, frame, orig_len)
+
+    def _stamp(self, t_ns: float, frame: bytes, orig_len: int) -> None:
+        ns = round(t_ns + self.origin)
         data = frame[: self.spec.snaplen]
         try:
             self.file.write(
@@ -202,12 +224,18 @@ class PcapTap:
         self._received(self.side, pkt)
         self._record(PEER[self.side], pkt)
 
+    def _peer_sent(self, pkt) -> None:
+        # A frame from the far host echoes what that host had received when it sent the
+        # frame, not when the frame reaches the tap a one-way delay later.
+        if pkt.proto == "tcp":
+            self._echo[id(pkt)] = self.conns[pkt.conn].ts_recent[PEER[self.side]]
+
     def _peer_arrived(self, pkt) -> None:
         self._received(PEER[self.side], pkt)
 
     def _received(self, host: str, pkt) -> None:
         if pkt.proto == "tcp" and self.timestamps[host]:
-            self.conns[pkt.conn].ts_recent[host] = _tsval(pkt.sent_ns)
+            self.conns[pkt.conn].ts_recent[host] = self._tsval(pkt.sent_ns)
 
     def _record(self, src: str, pkt) -> None:
         """Write ``pkt``, sent by host ``src``, as it passes the tap now."""
@@ -217,9 +245,11 @@ class PcapTap:
             ip_id = conn.ip_id[src]
             conn.ip_id[src] = (ip_id + 1) & 0xFFFF
             opts = b""
+            echo = self._echo.pop(id(pkt), None) if src != self.side else None
             if self.timestamps[src]:
-                tsval = _tsval(pkt.sent_ns)
-                opts = _TS.pack(OPT_NOP, OPT_NOP, OPT_TS, 10, tsval, conn.ts_recent[src])
+                tsval = self._tsval(pkt.sent_ns)
+                tsecr = conn.ts_recent[src] if echo is None else echo
+                opts = _TS.pack(OPT_NOP, OPT_NOP, OPT_TS, 10, tsval, tsecr)
             if pkt.sack:
                 opts += _sack_option(pkt.sack)
             wnd = min(pkt.wnd >> conn.wscale.get(src, 0), U16_MAX)
@@ -232,13 +262,21 @@ class PcapTap:
             l4 = _udp_header(src, sport, dport, pkt.dgram_len) if pkt.frag_off == 0 else b""
         self._frame(src, pkt.proto, ip_id, frag, l4, pkt.length)
 
+    def _tsval(self, t_ns: float) -> int:
+        """The TCP timestamp of simulated time ``t_ns``: milliseconds of the capture's clock."""
+        return _tsval(t_ns + self.origin)
+
     def _frame(self, src: str, proto: str, ip_id: int, frag: int, l4: bytes, length: int) -> None:
+        self._write(self.env._now, *self._bytes(src, proto, ip_id, frag, l4, length))
+
+    def _bytes(self, src: str, proto: str, ip_id: int, frag: int, l4: bytes, length: int):
+        """(the captured bytes, the frame's length) of one frame."""
         ip = _ip_header(src, proto, ip_id, frag, length)
         head = MAC[PEER[src]] + MAC[src] + ETHERTYPE_IPV4 + ip + l4
         orig = max(MAC_HEADER + length, ETH_MIN)
         if len(head) < min(orig, self.spec.snaplen):
             head += bytes(min(orig, self.spec.snaplen) - len(head))  # zero payload, padding
-        self._write(self.env._now, head, orig)
+        return head, orig
 
     # -- the synthetic handshake -----------------------------------------------------------
     def _handshakes(self, system) -> None:
@@ -248,32 +286,111 @@ class PcapTap:
         sack = all(tp.sack for tp in tps.values())
         ts = all(tp.timestamps for tp in tps.values())
         syn_window = {h: min(_syn_window(system, h), U16_MAX) for h in SIDES}
-        for conn in self.conns.values():
-            for src, ack, flags in (("tx", 0, SYN), ("rx", 1, SYN | ACK)):
-                # As tcp_options_write orders them; the SYN-ACK offers only what both do.
-                offer_sack = tps[src].sack and (src == "tx" or sack)
-                offer_ts = tps[src].timestamps and (src == "tx" or ts)
-                opts = struct.pack("!BBH", OPT_MSS, 4, mss)
-                stamp = _TS.pack(OPT_NOP, OPT_NOP, OPT_TS, 10, _tsval(0), _tsval(0) if ack else 0)
-                if offer_sack and offer_ts:
-                    opts += bytes((OPT_SACK_PERM, 2)) + stamp[2:]
-                elif offer_ts:
-                    opts += stamp
-                elif offer_sack:
-                    opts += bytes((OPT_NOP, OPT_NOP, OPT_SACK_PERM, 2))
-                opts += bytes((OPT_NOP, OPT_WSCALE, 3, conn.wscale.get(src, 0)))
-                self._handshake_segment(src, conn, 0, ack, flags, syn_window[src], opts)
-            conn.ts_recent = {"tx": _tsval(0), "rx": _tsval(0)}
-            opts = _TS.pack(OPT_NOP, OPT_NOP, OPT_TS, 10, _tsval(0), _tsval(0)) if ts else b""
-            wnd = min(syn_window["tx"] >> conn.wscale.get("tx", 0), U16_MAX)
-            self._handshake_segment("tx", conn, 1, 1, ACK, wnd, opts)
 
-    def _handshake_segment(self, src, conn, seq, ack, flags, wnd, opts) -> None:
+        def syn_options(src: str, wscale: int, tsval: int, tsecr: int) -> bytes:
+            # As tcp_options_write orders them; the SYN-ACK offers only what both do.
+            offer_sack = tps[src].sack and (src == "tx" or sack)
+            offer_ts = tps[src].timestamps and (src == "tx" or ts)
+            opts = struct.pack("!BBH", OPT_MSS, 4, mss)
+            stamp = _TS.pack(OPT_NOP, OPT_NOP, OPT_TS, 10, tsval, tsecr)
+            if offer_sack and offer_ts:
+                opts += bytes((OPT_SACK_PERM, 2)) + stamp[2:]
+            elif offer_ts:
+                opts += stamp
+            elif offer_sack:
+                opts += bytes((OPT_NOP, OPT_NOP, OPT_SACK_PERM, 2))
+            return opts + bytes((OPT_NOP, OPT_WSCALE, 3, wscale))
+
+        def ack_options(tsval: int, tsecr: int) -> bytes:
+            return _TS.pack(OPT_NOP, OPT_NOP, OPT_TS, 10, tsval, tsecr) if ts else b""
+
+        # The segments' lengths do not depend on the timestamps' values: time them first.
+        length = {
+            "syn": IP_HEADER + TCP_HEADER + len(syn_options("tx", 0, 0, 0)),
+            "syn_ack": IP_HEADER + TCP_HEADER + len(syn_options("rx", 0, 0, 0)),
+            "ack": IP_HEADER + TCP_HEADER + len(ack_options(0, 0)),
+        }
+        at = handshake_times(cfg, length)
+        self.origin = -at["syn", "tx"]
+        frames: list[tuple[float, int, bytes, int]] = []  # (time, order, frame, length)
+        # Each segment's TSval is its sender's clock as it sends it.
+        ts_syn, ts_syn_ack = self._tsval(at["syn", "tx"]), self._tsval(at["syn_ack", "rx"])
+        ts_ack = self._tsval(at["ack", "tx"])
+        for conn in self.conns.values():
+            scale = conn.wscale
+            segments = {
+                "syn": (
+                    "tx",
+                    0,
+                    0,
+                    SYN,
+                    syn_window["tx"],
+                    syn_options("tx", scale.get("tx", 0), ts_syn, 0),
+                ),
+                "syn_ack": (
+                    "rx",
+                    0,
+                    1,
+                    SYN | ACK,
+                    syn_window["rx"],
+                    syn_options("rx", scale.get("rx", 0), ts_syn_ack, ts_syn),
+                ),
+                "ack": (
+                    "tx",
+                    1,
+                    1,
+                    ACK,
+                    min(syn_window["tx"] >> scale.get("tx", 0), U16_MAX),
+                    ack_options(ts_ack, ts_syn_ack),
+                ),
+            }
+            for order, (seg, spec) in enumerate(segments.items()):
+                # The tap sees each segment at its own host: leaving it, or arriving.
+                frames.append((at[seg, self.side], order, *self._handshake_segment(conn, *spec)))
+            if ts:
+                conn.ts_recent = {"tx": ts_syn_ack, "rx": ts_ack}
+        for t, _, frame, orig in sorted(frames, key=lambda f: (f[0], f[1])):
+            if t <= 0:
+                self._stamp(t, frame, orig)
+            else:
+                self._later.append((t, frame, orig))
+
+    def _handshake_segment(self, conn, src, seq, ack, flags, wnd, opts):
         sport, dport = conn.ports[src]
         ip_id = conn.ip_id[src]
         conn.ip_id[src] += 1
         l4 = _tcp_header(src, sport, dport, seq, ack, flags, wnd, opts, 0)
-        self._frame(src, "tcp", ip_id, IP_DF, l4, IP_HEADER + len(l4))
+        return self._bytes(src, "tcp", ip_id, IP_DF, l4, IP_HEADER + len(l4))
+
+
+def one_way_ns(cfg, length: int, direction: str) -> float:
+    """The time a frame of ``length`` IP bytes takes from the sending host's tap (the
+    end of its serialization) to the receiving host's (offered to its NIC) with no
+    queue: the link's delay, a bottleneck's serialization in ``direction``
+    (``"tx_to_rx"`` or ``"rx_to_tx"``; none with a token bucket, which passes a lone
+    frame at once), or the second link's through a forwarding host (whose own
+    processing is not counted)."""
+    t = cfg.link.delay
+    if cfg.topology.kind == "forward":
+        t += transmit_ns(length, cfg.link.rate) + cfg.link.delay
+    b = cfg.bottleneck
+    rate = b.rate if direction == "tx_to_rx" else b.reverse_rate
+    if rate and not b.burst:
+        t += (length + b.overhead) * 8e9 / rate
+    return t
+
+
+def handshake_times(cfg, length: dict[str, int]) -> dict[tuple[str, str], float]:
+    """When each handshake segment passes each host's tap, in simulated ns: tx's ACK
+    leaves at 0, each host answers at once (``length``: IP bytes per segment)."""
+    x = {seg: transmit_ns(n, cfg.link.rate) for seg, n in length.items()}
+    at = {("ack", "tx"): 0.0}
+    at["syn_ack", "tx"] = at["ack", "tx"] - x["ack"]
+    at["syn_ack", "rx"] = at["syn_ack", "tx"] - one_way_ns(cfg, length["syn_ack"], "rx_to_tx")
+    at["syn", "rx"] = at["syn_ack", "rx"] - x["syn_ack"]
+    at["syn", "tx"] = at["syn", "rx"] - one_way_ns(cfg, length["syn"], "tx_to_rx")
+    at["ack", "rx"] = at["ack", "tx"] + one_way_ns(cfg, length["ack"], "tx_to_rx")
+    return at
 
 
 def _announced_wscale(bufs) -> int:

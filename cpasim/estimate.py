@@ -119,7 +119,7 @@ def _window_bound(cfg, mss: int, wire: int) -> float:
 def _bus_bound(cfg, mtu: int, wire: int) -> float:
     """The data rate (bit/s) the sender's and receiver's I/O buses carry frames at, their
     data's own bus time alone (a read's round trip, shared by a TSO burst, left out)."""
-    from cpasim.model.bus import bus_timing
+    from cpasim.model.buses import bus_timing
 
     rates = []
     crossings = [("tx", ("dma_read",)), ("rx", ("dma_write",))]

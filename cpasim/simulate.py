@@ -3,7 +3,7 @@
 :func:`simulate` is the one entry point (``cpasim run``, sweeps and calibration
 call it).  The run is driven in slices of simulated time (for the progress bar
 and to take the warm-up snapshot) by stepping SimPy's event queue directly
-(:meth:`~cpasim.model.kernel.Kernel.run_until`), so slicing adds no events and
+(:meth:`~cpasim.model.environment.Kernel.run_until`), so slicing adds no events and
 never reorders the model's own.  With
 ``workload.bytes`` > 0 the run ends the moment the receiving application has
 read them all (or when nothing is left to happen).
@@ -22,7 +22,7 @@ from cpasim import progress as activity
 from cpasim.capture import PcapSpec, PcapTap
 from cpasim.errors import CpasimError
 from cpasim.files import check_writable, write_error
-from cpasim.model.kernel import Kernel
+from cpasim.model.environment import Kernel
 from cpasim.model.system import ANALYSIS_ENDS, System
 from cpasim.stall import Stall
 from cpasim.trace import NULL_TRACER, TRACE_SUFFIXES, Tracer, write_trace

@@ -266,31 +266,27 @@ def _times(cfg: Config, key: str, factor: float) -> dict:
 
 
 def _bus_change(cfg: Config, sys: str) -> dict:
+    """The change that makes host ``sys``'s bus faster (its kind says which key), each
+    value kept within its key's range."""
+    from cpasim.model.buses import bus_kind
+
     h = f"hosts.{sys}."
-    kind = cfg.value(h + "bus.kind")
-    if kind == "on_die":
-        return _times(cfg, h + "bus.on_die_clock", 2)
-    if kind == "pci":
-        return _times(cfg, h + "bus.pci_clock", 2)
-    lanes = cfg.value(h + "pcie.lanes")
-    if lanes < 32:
-        return {h + "pcie.lanes": min(32, lanes * 4)}
-    gen = cfg.value(h + "pcie.gen")
-    return {h + "pcie.gen": gen + 1} if gen < 5 else {}
+    kind = bus_kind(cfg.value(h + "bus.kind"))
+    change = {}
+    for key, value in kind.faster(lambda k: cfg.value(h + k)).items():
+        spec = spec_of(h + key)
+        if spec.hi is not None:
+            value = min(value, spec.hi)
+        change[h + key] = type(cfg.value(h + key))(value)
+    return change
 
 
 def _bus_words(cfg: Config, sys: str) -> str:
+    from cpasim.model.buses import bus_kind
+
     h = f"hosts.{sys}."
-    kind = cfg.value(h + "bus.kind")
-    if kind == "on_die":
-        return f"{_host(sys)}'s on-die bus ({_value(cfg, h + 'bus.on_die_clock')})"
-    if kind == "pci":
-        return f"{_host(sys)}'s PCI bus ({_value(cfg, h + 'bus.pci_clock')})"
-    what = "M5's I/O bus at" if kind == "m5" else "PCIe"
-    return (
-        f"{_host(sys)}'s I/O bus ({what} gen {cfg.value(h + 'pcie.gen')} "
-        f"x{cfg.value(h + 'pcie.lanes')})"
-    )
+    kind = bus_kind(cfg.value(h + "bus.kind"))
+    return f"{_host(sys)}'s " + kind.words(lambda key: _value(cfg, h + key))
 
 
 # -- the verdict of a diagnosed path ----------------------------------------------------------
@@ -727,7 +723,7 @@ def predicted(v: Verdict, run, prediction=None) -> Verdict:
     """``v`` with its change predicted from ``run``'s trace
     (:class:`~cpasim.predict.runs.TracedRun`; ``prediction``: already made) and the
     predicted path's verdict as ``next``."""
-    from cpasim.predict.predict import predict, refusal
+    from cpasim.predict.whatif import predict, refusal
 
     if not v.values or v.predicted is not None or v.stalled:
         return v
@@ -817,7 +813,7 @@ def of_prediction(run, new: Config, p) -> Verdict | None:
 def baseline_and_change(run, new: Config):
     """The baseline's verdict (its own change predicted) and the prediction of ``new``,
     in one pass over the trace: ``(verdict, prediction)``."""
-    from cpasim.predict.predict import predict_many, refusal
+    from cpasim.predict.whatif import predict_many, refusal
 
     v = explain(run.cfg, run.result, run.path)
     ours = None

@@ -285,7 +285,7 @@ def windows() -> list[Figure]:
 def capture() -> list[Figure]:
     """``run --pcap`` read back by ``calibrate inspect``: the rate, the round trip, the MSS."""
     from cpasim.calibrate import read_capture
-    from cpasim.calibrate.inspect import inspect_capture
+    from cpasim.calibrate.inspection import inspect_capture
     from cpasim.capture import PcapSpec
     from cpasim.config import load_scenario
     from cpasim.model.link import serialization_ns
@@ -324,6 +324,166 @@ def capture() -> list[Figure]:
             "scenario set (the round trip: twice the delay, a data frame's serialisation at "
             "the bottleneck and an ACK's on the link; the rest is the hosts' own time)",
             cmd + "\n\n" + "\n".join(rows),
+        )
+    ]
+
+
+WINDOWED = "calibration/captures/d5ms_tbf50m_w32k_tx.pcap"
+#: Real captures whose verdicts docs/calibration.md shows (calibration/README.md).
+VERDICT_CAPTURES = [
+    "calibration/captures/d5ms_tbf50m_w32k_tx.pcap",
+    "calibration/captures/d5ms_tbf100m_w32k_tx.pcap",
+    "calibration/captures/d1ms_tbf20m_w32k_tx.pcap",
+    "calibration/captures/tbf50m_w32k_rx.pcap",
+    "calibration/grid/cubic_r50m_d10ms_q15k_wauto_r1.pcap.gz",
+    "calibration/captures/d1ms_tbf100m_w32k_tx.pcap",
+]
+
+
+def capture_verdict() -> list[Figure]:
+    """docs/calibration.md: what limited real captures, and cpasim's own capture read
+    back with its verdict checked against the model."""
+    from cpasim.calibrate import inspect_capture, read_capture
+    from cpasim.capture import PcapSpec
+    from cpasim.config import load_scenario
+    from cpasim.protocol import mss_for
+    from cpasim.simulate import simulate
+
+    shown = ("calibrate", "inspect", WINDOWED)
+    window = Figure(
+        "capture-window",
+        "held out",
+        "a real Linux capture (tbf 50 Mb/s, 5 ms each way, iperf3 -w 32K) as `calibrate "
+        "inspect` reads it; nothing is fitted",
+        console(shown, from_line(cli("calibrate", "inspect", str(ROOT / WINDOWED)), "side")),
+    )
+    rows = [
+        "| capture | side (told by) | limited by | evidence |",
+        "|---|---|---|---|",
+    ]
+    for name in VERDICT_CAPTURES:
+        r = inspect_capture(read_capture(ROOT / name))
+        v = r.verdict
+        why = "; ".join(v.evidence) or "; ".join(f"not held: {c.text}" for c in v.tried)
+        rows.append(
+            f"| `{Path(name).name}` | {r.side} ({r.side_method}) | {v.resource} "
+            f"[{v.kind}] | {why} |"
+        )
+    verdicts = Figure(
+        "capture-verdicts",
+        "held out",
+        "the verdicts of real Linux captures (`calibration/README.md` says how each was "
+        "made); nothing is fitted",
+        "\n".join(rows),
+    )
+    sets = ["link.delay=500us"]
+    cfg = load_scenario(ROOT / STREAM, sets=sets)
+    got, run = {}, None
+    with tempfile.TemporaryDirectory(prefix="cpasim-figures-") as tmp:
+        for side in ("tx", "rx"):
+            path = Path(tmp) / f"{side}.pcap"
+            run = simulate(cfg, pcap=PcapSpec(path, side, 96))
+            got[side] = inspect_capture(read_capture(path))
+    tx, rx = got["tx"], got["rx"]
+    v = tx.verdict
+    changed = simulate(load_scenario(ROOT / STREAM, sets=[*sets, *_pairs(v.change)]))
+
+    def rtt(r) -> str:
+        return f"{r.rtt_ns.p50 / 1e6:.2f} ms median ({r.rtt_method.split(',')[0].split(':')[0]})"
+
+    table = [
+        "| | the run | read back beside tx's NIC | beside rx's |",
+        "|---|---|---|---|",
+        f"| side | | {tx.side} ({tx.side_method}) | {rx.side} ({rx.side_method}) |",
+        f"| goodput | {run.goodput_bps / 1e6:.3f} Mb/s (after the warm-up) "
+        f"| {tx.steady_goodput_bps / 1e6:.3f} Mb/s (steady) "
+        f"| {rx.steady_goodput_bps / 1e6:.3f} Mb/s (steady) |",
+        f"| round trip | {2 * cfg.link.delay / 1e6:.2f} ms of delay | {rtt(tx)} | {rtt(rx)} |",
+        f"| handshake | | {tx.handshake_rtt_ns / 1e6:.2f} ms "
+        f"| {rx.handshake_rtt_ns / 1e6:.2f} ms |",
+        f"| MSS | {mss_for(cfg.link.mtu, cfg.tx.tcp.timestamps)} B | {tx.mss} B | {rx.mss} B |",
+        f"| limited by | | {v.resource} [{v.kind}] | {rx.verdict.resource} [{rx.verdict.kind}] |",
+    ]
+    change = " ".join(f"{k}={x}" for k, x in v.change.items())
+    body = (
+        f"`cpasim run {STREAM} --set {sets[0]} --pcap run.pcap` (and `--pcap-side rx`), "
+        "then `cpasim calibrate inspect run.pcap`:\n\n" + "\n".join(table) + "\n\n"
+        f"The verdict beside tx changes `{change}` and predicts "
+        f"{mbps(v.predicted['value'])}; the run with that change gives "
+        f"{mbps(changed.goodput_bps)}."
+    )
+    own = Figure(
+        "capture-own",
+        "held out",
+        "cpasim's own capture read back, and its verdict's change re-simulated; the "
+        "scenario's one fitted value, host tx's copy cost, was fitted to another "
+        "configuration (`calibration/fit_seeds.py`)",
+        body,
+    )
+    return [window, verdicts, own]
+
+
+def _pairs(change: dict[str, str]) -> list[str]:
+    return [f"{k}={x}" for k, x in change.items()]
+
+
+ISSUE_CAPTURE = "calibration/grid/cubic_r50m_d10ms_q2bdp_w64k_r1"
+
+
+def fit_run_length() -> list[Figure]:
+    """A fit of the scenario's own run length against one of the capture's."""
+    from cpasim.calibrate import evidence
+    from cpasim.calibrate.fit import Target, fit_one
+    from cpasim.calibrate.inspection import inspect_capture
+    from cpasim.calibrate.iperf import read_iperf
+    from cpasim.calibrate.pcap import read_capture
+    from cpasim.config import load_scenario
+    from cpasim.simulate import simulate
+
+    cap_path = ROOT / f"{ISSUE_CAPTURE}.pcap.gz"
+    iperf = ROOT / f"{ISSUE_CAPTURE}.iperf3.json"
+    cfg = load_scenario(ROOT / STREAM)
+
+    def sim(c):
+        return simulate(c).to_json()
+
+    cap = read_capture(cap_path)
+    report = inspect_capture(cap)
+    proposals = evidence.propose(cap, report, read_iperf(iperf), cfg.rx.tcp)
+    target = Target("goodput_bps", report.steady_goodput_bps, "capture")
+    before = fit_one(evidence.apply(cfg, proposals, where="figures"), target, "link.delay", sim)
+    after, _ = evidence.fit_from_evidence(cfg, [cap_path, iperf])
+    rows = [
+        "| run simulated | `link.delay`: set → fitted | goodput error | what the fit says |",
+        "|---|---|---|---|",
+    ]
+    for what, res, props in (
+        (f"the scenario's own: {cfg.sim.duration / 1e6:.0f} ms, {cfg.sim.warmup / 1e6:.0f} ms "
+         "warm-up", before, proposals),
+        (f"the capture's span: {after.config.sim.warmup / 1e9:.3f} s warm-up to "
+         f"{after.config.sim.duration / 1e9:.3f} s", after, proposals),
+    ):  # fmt: skip
+        start, fitted = res.fitted["link.delay"]
+        beyond = evidence.beyond_evidence(res, props)
+        says = (
+            "beyond its evidence: " + beyond[0].split(" (")[0] if beyond else "within its evidence"
+        )
+        rows.append(
+            f"| {what} | {start / 1e6:.2f} → {fitted / 1e6:.2f} ms "
+            f"({signed(fitted / start - 1)}) | {signed(res.residuals[0].relative)} | {says} |"
+        )
+    body = (
+        f"`cpasim calibrate fit {STREAM} {ISSUE_CAPTURE}.pcap.gz {ISSUE_CAPTURE}.iperf3.json` "
+        "(50 Mb/s, 10 ms each way, iperf3 -w 64K, CUBIC, 4 s), against the same fit over "
+        "the scenario's own run:\n\n" + "\n".join(rows)
+    )
+    return [
+        Figure(
+            "fit-run-length",
+            "fitted",
+            "`link.delay` is fitted to the capture's steady goodput; the table shows how far "
+            "the fit moved it from the base round trip the capture shows",
+            body,
         )
     ]
 
@@ -602,6 +762,8 @@ GROUPS: dict[Callable[[], list[Figure]], tuple[str, ...]] = {
     predictions: ("prediction-errors",),
     capture: ("capture-read-back",),
     windows: ("rcvbuf-windows",),
+    capture_verdict: ("capture-window", "capture-verdicts", "capture-own"),
+    fit_run_length: ("fit-run-length",),
     detail_events: ("detail-events-full", "detail-events-ideal", "detail-events"),
     detail_agreement: (
         "detail-agree",
@@ -613,8 +775,8 @@ GROUPS: dict[Callable[[], list[Figure]], tuple[str, ...]] = {
 }
 #: The longest first, so that two workers finish together.
 LONGEST_FIRST = [
-    ladder, detail_agreement, verdict_page, reading_results, tour, predictions,
-    detail_events, capture, windows,
+    ladder, fit_run_length, detail_agreement, predictions, tour, capture_verdict,
+    verdict_page, reading_results, detail_events, capture, windows,
 ]  # fmt: skip
 
 

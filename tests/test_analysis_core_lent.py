@@ -163,7 +163,7 @@ def test_a_window_started_inside_a_call_keeps_the_callers_core_lent(tmp_path, en
     says on whose core each SM runs, so a caller inside a call at the cut is lent."""
     from cpasim.analysis.compiled import CompiledPass
     from cpasim.analysis.criticalpath import CriticalPathPass
-    from cpasim.predict.snapshot import preamble
+    from cpasim.predict.preamble import preamble
     from cpasim.trace.records import RUN
 
     src = read_jsonl(_trace(tmp_path, _caller(10, 40, _run(15, B, A), _run(35, B, B))))

@@ -97,8 +97,8 @@ def _lost(position_item):  # a worker that dies takes its point with it
 
 
 def test_a_sweep_whose_every_point_is_lost_raises_with_the_cause():
-    from cpasim.sweeps.driver import execute
-    from cpasim.sweeps.grid import make_points
+    from cpasim.sweeps.points import make_points
+    from cpasim.sweeps.runner import execute
 
     points = make_points({"link.rate": ["1Gbps", "2Gbps"]}, zip_axes=False, repeat=1, base_seed=1)
     with pytest.raises(CpasimError, match="no point of the sweep could run.*BrokenProcessPool"):

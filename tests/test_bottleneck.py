@@ -289,8 +289,8 @@ def test_rate_change_scales_serialization_and_queue_change_is_refused():
 
 def test_predicted_rate_change_matches_the_re_simulation(tmp_path):
     """``cpasim validate`` on tcp-stream: the bottleneck at 50 Mb/s, predicted at 100."""
-    from cpasim.predict.predict import predict
     from cpasim.predict.runs import traced_run
+    from cpasim.predict.whatif import predict
 
     cfg = _load(
         ROOT / "scenarios" / "tcp-stream.toml",

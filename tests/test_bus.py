@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from cpasim.config import load_scenario
 from cpasim.errors import CpasimError
-from cpasim.model.bus import Bus, bus_timing
+from cpasim.model.bus import Bus
+from cpasim.model.buses import bus_timing
 from cpasim.model.pcie import PcieTiming, PciTiming, encoding, pcie_bytes_per_ns
 from cpasim.protocol import completion_tlps, read_requests, write_tlps
 from cpasim.trace import NULL_SM, NULL_TRACER, Tracer

@@ -87,7 +87,9 @@ def test_sender_side_figures(tmp_path):
     assert r.data_bytes == 200 * synth.PAYLOAD
     assert r.adv_window.max == 114 << synth.WSCALE
     assert r.super_segments == 0
-    assert r.limited_by.startswith("bottleneck link")
+    # Ten segments in flight over a path that holds 2.5: the rest queue at the bottleneck.
+    assert r.verdict.kind == "bottleneck"
+    assert r.limited_by == "the narrowest link on the path (10.000 Mb/s) [bottleneck]"
 
 
 def test_receiver_side_figures(tmp_path):
@@ -108,9 +110,9 @@ def test_window_limited_transfer_is_named(tmp_path):
     rate, rtt, window = 100e6, 2_000_000, 10
     segs = synth.bulk_flow(side="sender", rate_bps=rate, rtt_ns=rtt, window=window)
     r = inspect_capture(read_capture(_write(tmp_path, segs, side="sender", fmt="pcapng")))
-    assert r.limited_by.startswith("receive window")
+    assert (r.verdict.kind, r.verdict.resource) == ("window", "the peer's receive window")
     assert r.in_flight_plateau == window * synth.PAYLOAD
-    assert r.rwnd_limited_fraction > 0.9
+    assert r.window_full_share > 0.9
     # One window per round trip.
     assert r.goodput_bps == pytest.approx(window * synth.PAYLOAD * 8e9 / r.rtt_ns.p50, rel=0.05)
 

@@ -32,9 +32,11 @@ def _window_limited(row) -> bool:
     return ADVERTISED[row["window"]] * 8 / (2 * delay_s) < float(row["tbf_rate_bps"])
 
 
-#: BBR paces these (deep tbf queue, long RTT): data no longer follows ACKs closely,
-#: and a pcap does not record direction, so inspect says "unknown" rather than guess.
-SIDE_UNKNOWN = {"d5ms_tbf20m_w256k_tx.pcap", "d5ms_tbf50m_w256k_tx.pcap"}
+#: Neither limit's figures hold here: steady goodput is 84.5 % of the bottleneck rate
+#: (85 % needed) and goodput x median round trip fills 88 % of the 39,096 B window
+#: (90 % needed): the 1 ms delay line's jitter (median round trip 3.27 ms against a
+#: base of 2.31 ms) makes the window nearly as tight as the shaper.
+NEITHER = {"d1ms_tbf100m_w32k_tx.pcap"}
 SHAPED = [r for r in MANIFEST if not _window_limited(r)]
 SIDES = sorted({r["name"].rsplit("_", 1)[0] for r in MANIFEST if r["side"] == "rx"})
 
@@ -47,11 +49,12 @@ def test_manifest_covers_both_regimes():
 @pytest.mark.parametrize("row", SHAPED, ids=[r["name"] for r in SHAPED])
 def test_bottleneck_rate_matches_the_shaper(row):
     report = inspect_capture(read_capture(CAPTURES / row["name"]))
-    side = {"tx": "sender", "rx": "receiver"}[row["side"]]
-    assert report.side == ("unknown" if row["name"] in SIDE_UNKNOWN else side)
+    # BBR paces the runs with -w 256K and 5 ms: data does not follow the ACKs, but the
+    # handshake and the timestamp echoes still tell the side.
+    assert report.side == {"tx": "sender", "rx": "receiver"}[row["side"]]
     tol = DELAYED_RATE_TOLERANCE if float(row["delay_ns"]) else RATE_TOLERANCE
     assert report.bottleneck.bps == pytest.approx(float(row["tbf_rate_bps"]), rel=tol)
-    assert report.limited_by.startswith("bottleneck link")
+    assert report.verdict.kind == ("unknown" if row["name"] in NEITHER else "bottleneck")
     assert report.mss == 1448
     assert report.retransmitted_segments == 0
 

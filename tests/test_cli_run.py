@@ -163,7 +163,7 @@ def test_more_server_processes_than_cores_is_refused(capsys):
 
 
 def test_an_interrupted_run_says_so_and_keeps_its_trace(tmp_path, monkeypatch, capsys):
-    from cpasim.model.kernel import Kernel
+    from cpasim.model.environment import Kernel
 
     slices = 0
     run_until = Kernel.run_until

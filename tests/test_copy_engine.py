@@ -253,7 +253,7 @@ def test_each_descriptor_is_done_in_series_as_gem5s_engine():
     from types import SimpleNamespace
 
     from cpasim.config import load_scenario
-    from cpasim.model.bus import on_die_timing
+    from cpasim.model.buses import on_die_timing
     from cpasim.model.copy_engine import CopyEngine
     from cpasim.protocol import IOAT_COMPLETION_BYTES, IOAT_NEXT_POINTER_BYTES
 

@@ -188,9 +188,9 @@ def test_more_copy_descriptors_predicted_and_validated(tmp_path):
     trace and re-simulated: 1.5% apart (baseline 1678 Mb/s, predicted 1705, re-simulated
     1730).  On die no ring size binds (1 to 128 descriptors: 4.46-4.66 Gb/s in the
     window-limited stream), as the seed found more descriptors no help there."""
-    from cpasim.predict.predict import predict
     from cpasim.predict.runs import traced_run
-    from cpasim.predict.validate import relative_error
+    from cpasim.predict.validation import relative_error
+    from cpasim.predict.whatif import predict
     from cpasim.simulate import simulate
 
     base = load_scenario(
@@ -208,8 +208,8 @@ def test_more_copy_descriptors_predicted_and_validated(tmp_path):
 
 def _what_if(tmp_path, base_sets: list[str], change: dict[str, str]) -> tuple[float, float]:
     """(predicted, re-simulated) goodput of ``change`` from a traced baseline."""
-    from cpasim.predict.predict import predict
     from cpasim.predict.runs import traced_run
+    from cpasim.predict.whatif import predict
     from cpasim.simulate import simulate
 
     base = load_scenario(SCENARIO, sets=[*SHORT, *base_sets])
@@ -235,7 +235,7 @@ def test_a_rate_limit_on_the_engine_is_refused_by_predict_and_slows_it():
     each transfer the longer of its DMA and its bytes at the rate, no one factor of the
     trace's states: ``predict`` refuses it (``validate`` re-simulates)."""
     from cpasim.errors import CpasimError
-    from cpasim.predict.predict import changed_config
+    from cpasim.predict.whatif import changed_config
     from cpasim.simulate import simulate
 
     short = ["sim.duration=6ms", "sim.warmup=2ms", *CONFIGS["copy engine on-die"]]

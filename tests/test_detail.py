@@ -18,8 +18,8 @@ from cpasim.model import ideal
 from cpasim.model.detail import ABSENT, host_time, ideal_would_differ
 from cpasim.predict.transforms_table import REFUSED, Refused, plan_change
 from cpasim.simulate import simulate
-from cpasim.sweeps.detail import COLUMN, add_agreement
-from cpasim.sweeps.grid import point_seed
+from cpasim.sweeps.agreement import COLUMN, add_agreement
+from cpasim.sweeps.points import point_seed
 
 #: A short stream on a 100 Mb/s link: the link limits it at either level.
 SHORT = ["link.rate=100Mbps", "sim.duration=12ms", "sim.warmup=2ms", "link.delay=100us"]

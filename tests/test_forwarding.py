@@ -298,7 +298,7 @@ def test_every_cost_zero_is_accepted_without_a_forwarding_host():
 
 def test_the_forwarding_hosts_memory_is_built_as_an_end_hosts():
     # memory.load_window gives fw the memory whose reads wait longer under load, as on tx/rx.
-    from cpasim.model.memory import LoadedMemory, Memory
+    from cpasim.model.main_memory import LoadedMemory, Memory
 
     loaded = [*UDP_THROUGH, "memory.bandwidth=3200MBps", "memory.load_window=100us"]
     system, _ = _system(loaded)

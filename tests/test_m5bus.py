@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from cpasim.config import load_scenario
 from cpasim.config.params import BusParams, PcieParams
 from cpasim.errors import CpasimError
-from cpasim.model.bus import bus_timing
+from cpasim.model.buses import bus_timing
 from cpasim.model.m5bus import M5Bus, M5Timing, m5_timing, replay
 from cpasim.protocol import MMIO_BYTES
 from cpasim.simulate import simulate

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from cpasim.config import load_scenario
-from cpasim.model.memory import LoadedMemory, Memory, make_memory
+from cpasim.model.main_memory import LoadedMemory, Memory, make_memory
 from cpasim.simulate import simulate
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from simpy.core import StopSimulation
 
-from cpasim.model.kernel import Kernel
+from cpasim.model.environment import Kernel
 from cpasim.trace import NULL_TRACER, TracedContainer, TracedStore
 
 # A process script: (action, argument) steps; delays are small integers so that

@@ -274,7 +274,7 @@ def test_udp_large_datagrams_are_fragmented_on_the_wire():
         ],
         ["memory.bandwidth=8Gbps", "workload.kind=udp_stream", "nic.csum_offload=false"],
         # The memory's latency under load on legacy PCI, DMA in series, the data
-        # cache and file reads (cpasim.model.memory, cache; app's file read).
+        # cache and file reads (cpasim.model.main_memory, cache; app's file read).
         [
             "memory.bandwidth=8Gbps",
             "memory.load_window=50us",

@@ -6,7 +6,8 @@ import pytest
 import simpy
 
 from cpasim.config import load_scenario
-from cpasim.model.bus import Bus, on_die_timing
+from cpasim.model.bus import Bus
+from cpasim.model.buses import on_die_timing
 from cpasim.model.copy_engine import CopyEngine
 from cpasim.model.packet import PSH
 from cpasim.model.system import System

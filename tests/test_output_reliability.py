@@ -200,7 +200,7 @@ def interrupt_at(monkeypatch, target, name, after: int) -> None:
 def test_ctrl_c_during_the_run_keeps_the_old_jsonl_and_the_partial_beside_it(
     tmp_path, monkeypatch, capsys
 ):
-    from cpasim.model.kernel import Kernel
+    from cpasim.model.environment import Kernel
 
     path = tmp_path / "old.jsonl"
     path.write_text(OLD)
@@ -216,7 +216,7 @@ def test_ctrl_c_during_the_run_keeps_the_old_jsonl_and_the_partial_beside_it(
 
 def test_ctrl_c_twice_during_the_jsonl_write_out_keeps_the_old_file(tmp_path, monkeypatch, capsys):
     import cpasim.trace.jsonl
-    from cpasim.model.kernel import Kernel
+    from cpasim.model.environment import Kernel
 
     path = tmp_path / "old.jsonl"
     path.write_text(OLD)

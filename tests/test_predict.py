@@ -15,9 +15,9 @@ import cpasim.cli.run
 from cpasim.analysis import analyze
 from cpasim.config import load_scenario
 from cpasim.errors import CpasimError
-from cpasim.predict.predict import changed_config, parse_changes, predict
 from cpasim.predict.runs import load_run, sidecar_path, traced_run
-from cpasim.predict.validate import validate
+from cpasim.predict.validation import validate
+from cpasim.predict.whatif import changed_config, parse_changes, predict
 from cpasim.trace import open_trace
 
 CPASIM = Path(sys.executable).with_name("cpasim")

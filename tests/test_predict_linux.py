@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from cpasim.config import load_scenario
-from cpasim.predict.predict import changed_config, predict
 from cpasim.predict.runs import traced_run
-from cpasim.predict.validate import validate
+from cpasim.predict.validation import validate
+from cpasim.predict.whatif import changed_config, predict
 
 # As tests/test_predict.py's scenario: 1 Gb/s link, no interrupt throttling;
 # Linux's defaults otherwise (CUBIC, SACK, autotuned buffers).

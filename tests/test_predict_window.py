@@ -13,7 +13,7 @@ from cpasim.analysis.criticalpath import CriticalPathPass
 from cpasim.config import load_scenario
 from cpasim.errors import CpasimError
 from cpasim.predict.bounds import busy
-from cpasim.predict.predict import changed_config, predict
+from cpasim.predict.preamble import structure
 from cpasim.predict.runs import (
     WINDOW_LEAD,
     WINDOW_MEASURE,
@@ -22,8 +22,8 @@ from cpasim.predict.runs import (
     traced_run,
     window_span,
 )
-from cpasim.predict.snapshot import structure
 from cpasim.predict.transforms_table import reference
+from cpasim.predict.whatif import changed_config, predict
 from cpasim.predict.window import Prefix, Window, WindowSource, analyses, make_window
 from cpasim.trace import open_trace
 

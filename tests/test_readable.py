@@ -389,7 +389,7 @@ def _path(bottleneck, cp=1e6):
 
 
 def _prediction():
-    from cpasim.predict.predict import Prediction
+    from cpasim.predict.whatif import Prediction
 
     return Prediction(
         "goodput_bps",
@@ -413,7 +413,7 @@ def test_prediction_repr_is_one_short_line():
 
 def test_results_show_a_table_in_notebooks():
     from cpasim.predict.ladder import Ladder, Rung
-    from cpasim.predict.validate import Validation
+    from cpasim.predict.validation import Validation
 
     res = cpasim.run(STREAM, **{"sim.duration": "1ms", "sim.warmup": "0.2ms"})
     tags, text = _html(res)

@@ -202,8 +202,8 @@ def test_without_preemption_interrupts_wait_for_the_softirq_and_the_link_slows(u
 
 @pytest.mark.slow
 def test_udp_x4_predicted_from_x1(udp_runs):
-    from cpasim.predict.predict import predict
-    from cpasim.predict.validate import relative_error
+    from cpasim.predict.validation import relative_error
+    from cpasim.predict.whatif import predict
 
     x1, x4 = udp_runs
     p = predict(x1, x4.cfg)

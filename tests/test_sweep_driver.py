@@ -8,9 +8,9 @@ import functools
 import pytest
 
 from cpasim.errors import CpasimError
-from cpasim.sweeps import driver, executors, table
-from cpasim.sweeps.driver import SweepInterrupted, execute
-from cpasim.sweeps.grid import make_points
+from cpasim.sweeps import executors, runner, table
+from cpasim.sweeps.points import make_points
+from cpasim.sweeps.runner import SweepInterrupted, execute
 
 KEYS = ["x", "y"]
 DIGEST = "d1"
@@ -288,7 +288,7 @@ def test_a_dead_worker_becomes_an_error_row(monkeypatch):
 
 
 def test_identity_columns_come_first():
-    assert driver.identity_columns(["k"]) == ["k", "repeat", "seed", "error"]
+    assert runner.identity_columns(["k"]) == ["k", "repeat", "seed", "error"]
 
 
 def test_a_sweep_that_cannot_start_leaves_no_file(tmp_path):

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cpasim.errors import CpasimError
-from cpasim.sweeps.grid import combinations, make_points, parse_axes, parse_axis, point_seed
+from cpasim.sweeps.points import combinations, make_points, parse_axes, parse_axis, point_seed
 
 keys = st.text(alphabet="abcdefgh.", min_size=1, max_size=6)
 values = st.lists(

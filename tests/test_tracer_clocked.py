@@ -1,6 +1,6 @@
 """A Kernel notes the time for its tracer: the records are those of a plain environment.
 
-On the model's :class:`~cpasim.model.kernel.Kernel` the tracer's records do not read
+On the model's :class:`~cpasim.model.environment.Kernel` the tracer's records do not read
 the clock; the Kernel notes each new time in the buffer before the event runs and
 flushes between events (see ``cpasim.trace.tracer``).  Every record must still come
 out with the time, fields and order it has on a plain SimPy environment, whichever
@@ -15,7 +15,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpasim.model.kernel import Kernel
+from cpasim.model.environment import Kernel
 from cpasim.trace import TracedContainer, TracedPool, TracedStore, Tracer
 from cpasim.trace.tracer import SM, ClockedSM
 

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from cpasim.config import load_scenario
-from cpasim.model.kernel import Kernel
+from cpasim.model.environment import Kernel
 from cpasim.model.system import System
 from cpasim.model.tcp_rules import RenoSender
 from cpasim.trace import NULL_TRACER

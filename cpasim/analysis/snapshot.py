@@ -6,7 +6,7 @@ Both engines (:class:`~cpasim.analysis.criticalpath.CriticalPathPass` and
 connection and what it waits on (a queue, or an answer to a ``link``), who
 called it and on whose core it runs; per queue the units it holds, with the
 connection each carries and the SM that enqueued it.
-:mod:`cpasim.predict.snapshot` writes a what-if's starting point from it,
+:mod:`cpasim.predict.preamble` writes a what-if's starting point from it,
 without knowing how either engine keeps its state.
 """
 

@@ -8,7 +8,7 @@ about the path (bottleneck rate, RTT, MSS, ACK policy, windows, losses).
 scenario parameters to measurements by re-simulating.
 """
 
-from cpasim.calibrate.inspect import FlowReport, inspect_capture
+from cpasim.calibrate.inspection import FlowReport, inspect_capture
 from cpasim.calibrate.iperf import IperfRun, read_iperf
 from cpasim.calibrate.microbench import MicrobenchTable, read_microbench
 from cpasim.calibrate.pcap import Capture, PacketRecord, read_capture

@@ -16,11 +16,12 @@ after this is fitted (:mod:`cpasim.calibrate.search`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from cpasim.calibrate.inspect import DEFAULT_L2_OVERHEAD, FlowReport, inspect_capture
+from cpasim.calibrate.inspection import DEFAULT_L2_OVERHEAD, MODE_BAND, FlowReport, inspect_capture
 from cpasim.calibrate.iperf import IperfRun, read_iperf
+from cpasim.calibrate.limits import LOSSY
 from cpasim.calibrate.pcap import SYN, Capture, head_bytes, is_capture, read_capture
 from cpasim.config import Config
 from cpasim.config.params import TcpParams
@@ -35,7 +36,10 @@ IPV6_TCP_HEADERS = IPV6_HEADER + TCP_HEADER
 DELAYED_ACK_SEGMENTS = 1.5
 #: A transfer that resent more than this fraction of its bytes lost packets beyond the
 #: slow-start overshoot: losses shape its goodput.
-LOSSY_FRACTION = 0.002
+LOSSY_FRACTION = LOSSY
+#: How far a fit may move a measured delay or rate from the capture's figure, at least:
+#: the model's own host times differ from the real hosts' by that much.
+FIT_ALLOWANCE = 0.02
 #: Receive autotuning grows the advertised window many-fold; with a fixed SO_RCVBUF it
 #: grows only while rcv_ssthresh climbs to the buffer's clamp (about 1.25x in the captures).
 AUTOTUNE_GROWTH = 2
@@ -68,15 +72,19 @@ class Proposal:
     key: str
     value: str  # as written in a scenario: "50.1Mbps", "true", "cubic"
     evidence: str
+    # A measured quantity's uncertainty: the relative change a fit may make to it
+    # before it no longer describes what was measured (None: not a measured quantity).
+    allowed: float | None = None
 
 
 def regime(report: FlowReport) -> str:
-    """ "lossy", "window-limited" or "rate-limited": what held the transfer's goodput."""
+    """ "lossy", "window-limited" or "rate-limited": what held the transfer's goodput
+    (the capture's verdict; one that shows no limit is fitted as rate-limited)."""
     if report.retransmitted_bytes > LOSSY_FRACTION * max(1, report.data_bytes):
         return "lossy"
-    if report.limited_by.startswith("bottleneck"):
-        return "rate-limited"
-    return "window-limited"
+    if report.verdict is not None and report.verdict.kind == "window":
+        return "window-limited"
+    return "rate-limited"
 
 
 def remaining_key(regime_name: str, cfg: Config) -> str:
@@ -282,6 +290,7 @@ def _bottleneck(report: FlowReport, out: list[Proposal]) -> float | None:
             "bottleneck.rate",
             f"{b.bps:.6g}bps",
             f"{b.method}: {b.in_mode} of {b.samples} packet pairs within 5 % ({counted})",
+            allowed=MODE_BAND,
         )
     )
     out.append(
@@ -296,8 +305,15 @@ def _bottleneck(report: FlowReport, out: list[Proposal]) -> float | None:
 
 
 def _base_rtt(report, iperf, rate, mtu, out: list[Proposal]) -> None:
-    if report.rtt_ns is not None and report.side != "receiver":
-        rtt, source = report.rtt_ns.min, "smallest data→ACK time in the capture"
+    spread = 0.0  # how far the fastest round trips spread above the base
+    if report.rtt_ns is not None:
+        rtt = report.rtt_ns.min
+        spread = report.rtt_ns.p10 - rtt
+        source = (
+            "smallest timestamp echo time in the capture"
+            if report.rtt_method.startswith("timestamp")
+            else "smallest data→ACK time in the capture"
+        )
     elif iperf is not None and iperf.min_rtt_ns:
         rtt, source = iperf.min_rtt_ns, "iperf3 report: min_rtt (tcp_info, 1 us resolution)"
     else:
@@ -311,11 +327,13 @@ def _base_rtt(report, iperf, rate, mtu, out: list[Proposal]) -> None:
         serial = (mtu + DEFAULT_L2_OVERHEAD) * 8e9 / rate
         detail = f" minus {serial / 1e3:.1f} us serialising a frame at the bottleneck"
     one_way = max(0.0, (rtt - serial) / 2)
+    allowed = max(FIT_ALLOWANCE, spread / 2 / one_way) if one_way else None
     out.append(
         Proposal(
             "link.delay",
             f"{one_way:.6g}ns",
             f"base round trip {rtt / 1e6:.3f} ms ({source}){detail}, halved per direction",
+            allowed=allowed,
         )
     )
 
@@ -396,20 +414,69 @@ def request_for_window(adv: int, tcp: TcpParams, mss: int) -> int | None:
     return min(kib, key=lambda r: (abs(window(r) - adv), r))
 
 
+def run_length(report: FlowReport, cfg: Config) -> list[Proposal]:
+    """The run that measures what the capture measured: its steady goodput counts the
+    ACKs over a span of the transfer (from :data:`~cpasim.calibrate.inspection.SKIP_FRACTION`
+    of it to its end), so the run warms up until that span starts and ends with it,
+    time counted from the first data packet as the model counts it from the
+    established connection.  A scenario's own length would compare another part of
+    the transfer (mostly slow start, when it is short) with the capture's."""
+    if report.steady_goodput_bps is None:
+        lead = "no steady goodput: "
+        why = [n.removeprefix(lead) for n in report.notes if n.startswith(lead)]
+        raise CpasimError(why[0] if why else f"{report.capture}: no steady goodput to fit")
+    start, end = report.steady_from_ns, report.steady_until_ns
+    why = (
+        f"the capture's steady goodput counts the ACKs from {start / 1e9:.3f} s to "
+        f"{end / 1e9:.3f} s after its first data packet: the run simulates that span"
+    )
+    out = [
+        Proposal("sim.warmup", f"{start:.6g}ns", why),
+        Proposal("sim.duration", f"{end:.6g}ns", why),
+    ]
+    if cfg.value("workload.bytes"):
+        out.append(Proposal("workload.bytes", "0B", why + " (a time, not a size)"))
+    return out
+
+
+def beyond_evidence(result, proposals: list[Proposal]) -> list[str]:
+    """A line for each fitted value that a measurement set and the fit moved further
+    than the measurement allows (:attr:`Proposal.allowed`)."""
+    from cpasim.calibrate.fit import show_parameter
+
+    by_key = {p.key: p for p in proposals}
+    out = []
+    for key, (start, value) in result.fitted.items():
+        p = by_key.get(key)
+        if p is None or p.allowed is None or not start:
+            continue
+        moved = value / start - 1
+        if abs(moved) > p.allowed:
+            out.append(
+                f"fitted {key} = {show_parameter(key, value)} is {moved:+.1%} from the "
+                f"{show_parameter(key, start)} the capture shows, beyond the {p.allowed:.1%} "
+                f"its evidence allows ({p.evidence}): the model misses something the "
+                "capture measured, and the fit hides it"
+            )
+    return out
+
+
 def fit_from_evidence(
     cfg: Config,
     measurements: list[str | Path],
     *,
     max_simulations: int = 24,
     say: Callable[[str], None] | None = None,
+    side: str | None = None,
 ):
     """``calibrate fit`` without ``--params``: set what one capture (and its iperf3
-    report, if given) determines, keep what it cannot show, then fit the one parameter
-    that remains to the capture's steady goodput.  Returns the
-    :class:`~cpasim.calibrate.fit.FitResult` and the lines saying what was set and
-    why (each also passed to ``say`` as it is decided)."""
+    report, if given) determines, keep what it cannot show, run as long as the capture
+    measured (:func:`run_length`), then fit the one parameter that remains to the
+    capture's steady goodput.  Returns the :class:`~cpasim.calibrate.fit.FitResult`
+    (whose notes say when the fit moved a measured value beyond its evidence) and the
+    lines saying what was set and why (each also passed to ``say`` as it is decided).
+    ``side`` ("tx" or "rx") says where the capture was taken, if it cannot tell."""
     from cpasim.calibrate.fit import Target, fit_one, show_parameter
-    from cpasim.calibrate.heldout import steady_goodput
     from cpasim.simulate import simulate
 
     say = say or (lambda line: None)
@@ -431,9 +498,9 @@ def fit_from_evidence(
             f"report, got {len(captures)} capture(s) and {len(reports)} other file(s)"
         )
     cap = read_capture(captures[0])
-    report = inspect_capture(cap)
+    report = inspect_capture(cap, side=side)
     iperf = read_iperf_evidence(read_iperf(reports[0])) if reports else None
-    proposals = propose(cap, report, iperf, cfg.rx.tcp)
+    proposals = propose(cap, report, iperf, cfg.rx.tcp) + run_length(report, cfg)
     fixed = apply(cfg, proposals, where=str(captures[0]))
     header = []
     if cap.cut_short is not None:
@@ -452,14 +519,16 @@ def fit_from_evidence(
         header.append(line)
     kind = regime(report)
     key = remaining_key(kind, fixed)
-    measured = steady_goodput(cap, report.sender)
     say(
-        f"regime: {kind} ({report.limited_by}, {report.retransmitted_segments} retransmitted "
-        f"segments); fitting {key} to the goodput after the first quarter of the capture"
+        f"regime: {kind} (limited by {report.limited_by}, {report.retransmitted_segments} "
+        f"retransmitted segments); fitting {key} to the goodput after the first quarter "
+        "of the capture"
     )
     header.append(f"regime: {kind}; fitted what remains: {key}")
-    target = Target("goodput_bps", measured, str(captures[0]))
+    target = Target("goodput_bps", report.steady_goodput_bps, str(captures[0]))
     result = fit_one(
         fixed, target, key, lambda c: simulate(c).to_json(), max_simulations=max_simulations
     )
+    if beyond := beyond_evidence(result, proposals):
+        result = replace(result, notes=[*result.notes, *beyond])
     return result, header

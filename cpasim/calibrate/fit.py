@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
-from cpasim.calibrate.inspect import inspect_capture
+from cpasim.calibrate.inspection import inspect_capture
 from cpasim.calibrate.iperf import read_iperf
 from cpasim.calibrate.pcap import head_bytes, is_capture, read_capture
 from cpasim.calibrate.search import GRID_POINTS, search_1d

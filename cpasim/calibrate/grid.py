@@ -35,7 +35,7 @@ from pathlib import Path
 from cpasim.calibrate import evidence
 from cpasim.calibrate.evidence import Proposal
 from cpasim.calibrate.fit import Target, fit_one
-from cpasim.calibrate.inspect import DEFAULT_L2_OVERHEAD, inspect_capture
+from cpasim.calibrate.inspection import DEFAULT_L2_OVERHEAD, inspect_capture
 from cpasim.calibrate.iperf import read_iperf
 from cpasim.calibrate.pcap import read_capture
 from cpasim.config import Config, load_scenario

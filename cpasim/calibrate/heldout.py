@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cpasim.calibrate.fit import Target, fit
-from cpasim.calibrate.inspect import inspect_capture
+from cpasim.calibrate.inspection import SKIP_FRACTION, flow_steady_goodput, inspect_capture
 from cpasim.calibrate.pcap import Capture, read_capture
 from cpasim.config import Config
 from cpasim.errors import CpasimError
@@ -42,8 +42,6 @@ from cpasim.protocol import ETHERNET_FRAMING, MAC_HEADER, mss_for
 #: Bytes per frame beyond the IP packet: what tbf counts, what cpasim's link carries.
 TBF_L2_BYTES = MAC_HEADER
 LINK_L2_BYTES = ETHERNET_FRAMING
-#: Measured goodput leaves out the start of a transfer (slow start, BBR start-up).
-SKIP_FRACTION = 0.25
 
 _MANIFEST_COLUMNS = ("name", "side", "tbf_rate_bps", "window", "delay_ns", "seconds")
 
@@ -164,31 +162,7 @@ def measure(run: CaptureRun) -> Measured:
 
 def steady_goodput(cap: Capture, sender: str, skip: float = SKIP_FRACTION) -> float:
     """Bytes acknowledged per second between ``skip`` of the transfer and its last ACK."""
-    addr, _, port = sender.rpartition(":")
-    acks = [
-        (p.t_ns, p.ack)
-        for p in cap.packets
-        if p.dst == addr and p.dport == int(port) and p.flags & 0x10 and not p.flags & 0x05
-    ]
-    if len(acks) < 10:
-        raise CpasimError(f"{cap.path}: too few ACKs to measure a steady goodput")
-    t0, t1 = acks[0][0], acks[-1][0]
-    start = t0 + skip * (t1 - t0)
-    first = next(a for a in acks if a[0] >= start)
-    # Sequence numbers wrap at 2**32; count the advance modulo that.
-    advanced = 0
-    prev = first[1]
-    for _, ack in acks[acks.index(first) + 1 :]:
-        step = (ack - prev) % 2**32
-        if step < 2**31:
-            advanced += step
-            prev = ack
-    if t1 == first[0]:
-        raise CpasimError(
-            f"{cap.path}: the ACKs after the first {skip:.0%} of the transfer share one "
-            "timestamp; expected a transfer that lasts (to measure a steady goodput)"
-        )
-    return advanced * 8e9 / (t1 - first[0])
+    return flow_steady_goodput(cap.packets, sender, skip, cap.path)[0]
 
 
 def conditions(run: CaptureRun, extra_delay_ns: float, mtu: int) -> dict[str, str]:

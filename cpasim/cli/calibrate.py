@@ -14,7 +14,7 @@ from cpasim.files import write_text_atomically
 from cpasim.protocol import DEFAULT_L2_OVERHEAD
 
 if TYPE_CHECKING:  # the readers (dpkt, numpy) are imported when a command runs
-    from cpasim.calibrate.inspect import Distribution, FlowReport
+    from cpasim.calibrate.inspection import Distribution, FlowReport
 
 calibrate_app = typer.Typer(
     help="Measurements of real systems: read them, inspect captures (bottleneck, RTT, windows).",
@@ -29,6 +29,12 @@ def inspect_cmd(
     flow: str = typer.Option(
         None, "--flow", help="Flow to analyse: index from the listing, or ADDR:PORT of one end."
     ),
+    side: str = typer.Option(
+        None,
+        "--side",
+        help="Where the capture was taken: tx (beside the data's sender) or rx (beside "
+        "its receiver). Default: told by the handshake, timestamp echoes or packet timing.",
+    ),
     l2_overhead: int = typer.Option(
         DEFAULT_L2_OVERHEAD,
         "--l2-overhead",
@@ -38,12 +44,13 @@ def inspect_cmd(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON."),
 ) -> None:
-    """Figures a capture tells about the path: bottleneck rate, RTT, MSS, ACKs, windows."""
-    from cpasim.calibrate.inspect import inspect_capture
+    """Figures a capture tells about the path (bottleneck rate, RTT, MSS, ACKs, windows),
+    and what limited the transfer."""
+    from cpasim.calibrate.inspection import inspect_capture
     from cpasim.calibrate.pcap import read_capture
 
     cap = read_capture(capture)
-    report = inspect_capture(cap, flow=flow, l2_overhead=l2_overhead)
+    report = inspect_capture(cap, flow=flow, l2_overhead=l2_overhead, side=side)
     _warn_cut_short(cap)
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2, sort_keys=True))
@@ -122,9 +129,15 @@ def fit_cmd(
         min=2,
         help="Simulation budget (default 24 without --params, 60 with).",
     ),
+    side: str = typer.Option(
+        None,
+        "--side",
+        help="Without --params: where the capture was taken, tx (beside the data's "
+        "sender) or rx (beside its receiver), if the capture cannot tell.",
+    ),
 ) -> None:
     """Set what a capture determines, then fit what remains so that simulated goodput
-    matches the measurement."""
+    matches the measurement over the span the capture measured."""
     from cpasim.calibrate.fit import calibrated_toml, show_figure, show_parameter
     from cpasim.config import load_scenario
 
@@ -133,9 +146,11 @@ def fit_cmd(
         from cpasim.calibrate.evidence import fit_from_evidence
 
         result, header = fit_from_evidence(
-            cfg, measurements, max_simulations=max_simulations or 24, say=typer.echo
+            cfg, measurements, max_simulations=max_simulations or 24, say=typer.echo, side=side
         )
     else:
+        if side is not None:
+            raise CpasimError("--side: only without --params (a fit of goodput needs no side)")
         result, header = _fit_params(cfg, measurements, params, max_simulations or 60), []
     for before, after in zip(result.start_residuals, result.residuals, strict=True):
         t = after.target
@@ -206,6 +221,11 @@ def format_report(r: FlowReport) -> str:
         if r.duration_ns or not r.data_bytes
         else f"goodput  - ({r.data_bytes:,} B, all at one instant)",
     ]
+    if r.steady_goodput_bps is not None:
+        lines.append(
+            f"  steady {_mbps(r.steady_goodput_bps)} (ACKs from {r.steady_from_ns / 1e9:.3f} s "
+            f"to {r.steady_until_ns / 1e9:.3f} s after the first data: the start-up left out)"
+        )
     if r.bottleneck:
         b = r.bottleneck
         lines.append(
@@ -219,6 +239,8 @@ def format_report(r: FlowReport) -> str:
     if r.flow.proto == "tcp":
         lines += [
             f"rtt      {_dist(r.rtt_ns)}  [{r.rtt_method}]",
+            "  handshake "
+            + (_us(r.handshake_rtt_ns) if r.handshake_rtt_ns is not None else "- (not captured)"),
             f"mss      {r.mss} ({r.mss_source}); largest segment {r.largest_segment:,} B, "
             f"{r.super_segments} super-segments (TSO/GSO/GRO)",
             "acks     "
@@ -238,12 +260,18 @@ def format_report(r: FlowReport) -> str:
             f"in flight {_dist(r.in_flight, _bytes)}; plateau (p95) "
             f"{_bytes(r.in_flight_plateau) if r.in_flight_plateau is not None else '-'}"
         )
-        if r.rwnd_limited_fraction is not None:
-            lines.append(
-                f"  flight filled the advertised window before "
-                f"{r.rwnd_limited_fraction:.0%} of ACKs"
-            )
+        shares = [
+            (r.window_full_share, "at the peer's window"),
+            (r.idle_share, "with nothing in flight"),
+            (r.window_closed_share, "with the peer's window closed"),
+        ]
+        shown = [f"{share:.0%} {what}" for share, what in shares if share is not None]
+        if shown:
+            lines.append(f"  steady part: {', '.join(shown)}")
         lines.append(f"retrans  {r.retransmitted_segments} segments, {r.retransmitted_bytes:,} B")
-        lines.append(f"limited by {r.limited_by}")
+        if r.stalls:
+            lines.append(f"  {r.stalls} after a silence, {_us(r.stalled_ns)} in all")
+    if r.verdict is not None:
+        lines += r.verdict.lines()
     lines += [f"note     {n}" for n in r.notes]
     return "\n".join(lines)

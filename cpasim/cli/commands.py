@@ -6,7 +6,7 @@ The order here is the order of ``cpasim --help``: the pipeline first
 
 import importlib
 
-COMMAND_MODULES = ("run", "analyze", "predict", "sweep", "calibrate", "trace", "params")
+COMMAND_MODULES = ("run", "analyze", "predict", "sweep", "calibrate", "trace_tools", "param_list")
 
 for _name in COMMAND_MODULES:
     importlib.import_module(f"cpasim.cli.{_name}")

@@ -17,9 +17,9 @@ from cpasim.config import load_scenario
 from cpasim.errors import CpasimError
 from cpasim.files import write_text_atomically
 from cpasim.predict import ladder as ladder_mod
-from cpasim.predict.predict import changed_config, parse_changes, predict
 from cpasim.predict.runs import PathSummary, baseline
-from cpasim.predict.validate import validate
+from cpasim.predict.validation import validate
+from cpasim.predict.whatif import changed_config, parse_changes, predict
 from cpasim.progress import activity
 from cpasim.verdict import Verdict
 

@@ -37,7 +37,7 @@ def sweep_command(
 ) -> None:
     """Run SCENARIO over a grid of parameter values; one row per point and repeat."""
     from cpasim.sweeps import SweepInterrupted, sweep_rows, table
-    from cpasim.sweeps.grid import parse_axes
+    from cpasim.sweeps.points import parse_axes
 
     try:
         rows, keys = sweep_rows(

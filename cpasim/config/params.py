@@ -819,7 +819,7 @@ class CpuParams:
 @dataclass(frozen=True)
 class MemoryParams:
     """Main memory as a bandwidth shared by DMA, CPU copies and the copy engine
-    (:mod:`cpasim.model.memory`); off unless ``bandwidth`` is set."""
+    (:mod:`cpasim.model.main_memory`); off unless ``bandwidth`` is set."""
 
     bandwidth: float = param(
         0,

@@ -2,7 +2,7 @@
 
 Each role is one state machine ``(host, "App", <connection index>)`` (webserver
 event loops: ``("tx", "Server", <process>)``).  An app takes a core for each
-call and makes its system calls (:mod:`cpasim.model.socket`) in the states
+call and makes its system calls (:mod:`cpasim.model.socket_api`) in the states
 those name; its own work per call (``cpu.cost.user``) is spent together with
 the call's copy.
 

@@ -29,55 +29,8 @@ more than 100%.
 
 from __future__ import annotations
 
-from cpasim.model.pcie import BusTiming, Occupancy, PcieTiming, PciTiming
+from cpasim.model.pcie import BusTiming, Occupancy
 from cpasim.trace import TracedPool
-
-#: M5's bus (Saidi 2009's simulator): a transaction carries one 64-byte cache block
-#: and pays one header cycle.
-ON_DIE_BLOCK = 64
-ON_DIE_HEADER_CYCLES = 1.0
-
-
-def bus_timing(bus, pcie) -> BusTiming:
-    """Timing of the I/O bus from a host's ``bus`` and ``pcie`` config sections."""
-    if bus.kind == "pci":
-        b = bus
-        return PciTiming(
-            width=b.pci_width // 8,
-            clock=b.pci_clock,
-            burst=b.pci_burst,
-            overhead=b.pci_burst_overhead,
-            read_wait=b.pci_read_wait,
-        )
-    if bus.kind == "on_die":
-        return on_die_timing(bus)
-    if bus.kind == "m5":
-        from cpasim.model.m5bus import m5_timing  # it builds on this module
-
-        return m5_timing(bus, pcie)
-    p = pcie
-    return PcieTiming(
-        gen=p.gen,
-        lanes=p.lanes,
-        max_payload=p.max_payload,
-        max_read_request=p.max_read_request,
-        tlp_overhead=p.tlp_overhead,
-        latency=p.latency,
-    )
-
-
-def on_die_timing(bus) -> PciTiming:
-    """Timing of the on-die interconnect from a host's ``bus`` section (``bus.on_die_*``):
-    M5's bus, a shared channel moving a 64-byte block per transaction, each paying
-    one header cycle; a read waits for nothing beyond its transfer."""
-    return PciTiming(
-        width=bus.on_die_width,
-        clock=bus.on_die_clock,
-        burst=ON_DIE_BLOCK,
-        overhead=ON_DIE_HEADER_CYCLES,
-        read_wait=0.0,
-        kind="on_die",
-    )
 
 
 class BusStats:
@@ -135,8 +88,7 @@ class Bus:
         self.stats = BusStats()
         self.measure_from = 0.0
         if timing.shared:
-            name = {"on_die": "On-die bus", "m5": "I/O bus"}.get(timing.kind, "PCI bus")
-            self.up = self.down = TracedPool(env, tracer, sys, name, "0", size=1)
+            self.up = self.down = TracedPool(env, tracer, sys, timing.pool, "0", size=1)
         else:
             self.up = TracedPool(env, tracer, sys, "PCIe up", "0", size=1)
             self.down = TracedPool(env, tracer, sys, "PCIe down", "0", size=1)
@@ -219,7 +171,7 @@ class Bus:
 
 
 class MemoryBus(Bus):
-    """The I/O bus of a host whose memory is modelled (:mod:`cpasim.model.memory`):
+    """The I/O bus of a host whose memory is modelled (:mod:`cpasim.model.main_memory`):
     each DMA also takes its bytes' share of the memory (its whole transfer with
     ``memory.dma_holds``), and holds its channel until both are done; with
     ``memory.load_window`` a read's memory latency is stretched by the memory's

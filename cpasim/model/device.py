@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cpasim.model.bus import Bus, BusStats, MemoryBus, bus_timing
+from cpasim.model.bus import Bus, BusStats
+from cpasim.model.buses import make_bus
 from cpasim.model.driver import Driver, Rings
-from cpasim.model.m5bus import M5Bus
 from cpasim.model.nic import InterruptUnit, Nic
 from cpasim.model.qdisc import make_qdisc
 from cpasim.trace import TracedStore
@@ -54,20 +54,10 @@ class DeviceStats:
         }
 
 
-def make_bus(env, sys: str, tracer, *, bus, pcie, memory=None) -> Bus:
-    """Host ``sys``'s I/O bus from its ``bus`` and ``pcie`` sections; with ``memory`` (the
-    host's :class:`~cpasim.model.memory.Memory`) each DMA also takes its share of it."""
-    if bus.kind == "m5":  # never with a modelled memory (the configuration's check)
-        return M5Bus(env, sys, bus_timing(bus, pcie), tracer)
-    if memory is None:
-        return Bus(env, sys, bus_timing(bus, pcie), tracer)
-    return MemoryBus(env, sys, bus_timing(bus, pcie), tracer, memory)
-
-
 class NetDevice:
     """The device path of host ``sys``: its ``nic``, ``driver``, ``qdisc``, ``pcie`` and
     ``bus`` config sections, the host's ``cpu`` and ``port``, its end of the link, and
-    ``memory``, the host's :class:`~cpasim.model.memory.Memory` if modelled.
+    ``memory``, the host's :class:`~cpasim.model.main_memory.Memory` if modelled.
 
     A host with several interfaces (the forwarding host) builds one per interface,
     each with its own ``inst`` (the instance of all its state machines and queues),

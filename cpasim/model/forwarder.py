@@ -39,9 +39,10 @@ costs its descriptors, doorbells and interrupts as on an end host.
 from __future__ import annotations
 
 from cpasim.config import FORWARDER
+from cpasim.model.buses import make_bus
 from cpasim.model.cpu import Cpu
-from cpasim.model.device import NetDevice, host_device, make_bus
-from cpasim.model.memory import make_memory
+from cpasim.model.device import NetDevice, host_device
+from cpasim.model.main_memory import make_memory
 
 #: The forwarding host's interfaces: the one facing tx, the one facing rx.
 INTERFACES = ("0", "1")

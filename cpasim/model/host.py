@@ -3,7 +3,7 @@
 The host is plumbing only: it builds :class:`~cpasim.model.cpu.Cpu`, the
 :class:`~cpasim.model.device.NetDevice` on its end of the link and
 :class:`~cpasim.model.ip.IpLayer` (and, when configured, the
-:class:`~cpasim.model.memory.Memory` they share and the
+:class:`~cpasim.model.main_memory.Memory` they share and the
 :class:`~cpasim.model.copy_engine.CopyEngine`), and opens TCP connections / UDP
 endpoints on request, registering each with IP for its incoming packets.  An ideal
 host (``host.detail = "ideal"``) has a CPU and a device of its own instead and no
@@ -12,15 +12,15 @@ memory, bus or copy engine (:mod:`cpasim.model.ideal`).
 
 from __future__ import annotations
 
-from cpasim.model.bus import Bus, MemoryBus, on_die_timing
+from cpasim.model.buses import bus_kind, on_die_timing, plain_bus
 from cpasim.model.copy_engine import CopyEngine
 from cpasim.model.cpu import Cpu
 from cpasim.model.device import host_device
 from cpasim.model.ip import IpLayer
-from cpasim.model.memory import make_memory
+from cpasim.model.main_memory import make_memory
 from cpasim.model.netdma import NetDma
 from cpasim.model.sockbuf import datagram_buffer
-from cpasim.model.socket import TcpSocket, UdpSocket
+from cpasim.model.socket_api import TcpSocket, UdpSocket
 from cpasim.model.tcp import TcpConnection
 from cpasim.model.udp import UdpEndpoint
 
@@ -77,12 +77,9 @@ class Host:
         hc, bus = self.hc, self.dev.bus
         if hc.copy_engine.location == "io_bus":
             return bus.port("Copy Engine")
-        if hc.bus.kind == "on_die":
+        if bus_kind(hc.bus.kind).on_die:
             return bus
-        timing = on_die_timing(hc.bus)
-        if self.memory is None:
-            return Bus(self.env, self.sys, timing, self.tracer)
-        return MemoryBus(self.env, self.sys, timing, self.tracer, self.memory)
+        return plain_bus(self.env, self.sys, on_die_timing(hc.bus), self.tracer, self.memory)
 
     def open_tcp(self, idx: int, *, peer_window: int, peer_sack: bool = True) -> TcpSocket:
         conn = TcpConnection(

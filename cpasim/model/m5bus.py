@@ -139,6 +139,7 @@ class M5Timing(BusTiming):
 
     kind = "m5"
     shared = True
+    pool = "I/O bus"
 
     @property
     def round_trip_ps(self) -> int:

@@ -84,6 +84,7 @@ class BusTiming(ABC):
 
     kind: str
     shared: bool  # one half-duplex channel for both directions
+    pool: str = "PCI bus"  # the name of the one pool of a shared bus
 
     @abstractmethod
     def dma_write(self, nbytes: int) -> Occupancy:
@@ -167,6 +168,7 @@ class PciTiming(BusTiming):
     overhead: float  # cycles per burst
     read_wait: float  # extra cycles per read burst
     kind: str = "pci"
+    pool: str = "PCI bus"
 
     shared = True
 

@@ -58,7 +58,7 @@ from __future__ import annotations
 from collections import deque
 
 from cpasim.model import cc
-from cpasim.model.memory import send_touch
+from cpasim.model.main_memory import send_touch
 from cpasim.model.packet import ACK, PSH, Packet
 from cpasim.model.sockbuf import SocketBuffers
 from cpasim.model.tcp_linux import TIMEOUT_MIN_NS, LinuxSender

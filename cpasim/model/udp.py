@@ -1,6 +1,6 @@
 """One host's end of a UDP flow.
 
-Sending runs in the application's SM (see :mod:`cpasim.model.socket`): the
+Sending runs in the application's SM (see :mod:`cpasim.model.socket_api`): the
 datagram goes straight to IP, which fragments it when it exceeds the MTU.
 Receiving runs in ``IP Recv`` (``udp_rcv``): the reassembled datagram joins the
 socket's ``Receive buffer`` unless the buffer is full, in which case it is
@@ -21,7 +21,7 @@ application picks it up without a system call (:meth:`UdpSocket.poll`).
 
 from __future__ import annotations
 
-from cpasim.model.memory import send_touch
+from cpasim.model.main_memory import send_touch
 from cpasim.model.packet import Packet
 from cpasim.model.sockbuf import DatagramBuffer
 from cpasim.protocol import IP_HEADER, UDP_HEADER

@@ -40,6 +40,7 @@ from cpasim.analysis import Transforms
 from cpasim.analysis.transforms import NameSet
 from cpasim.config import ALL_HOSTS, Config
 from cpasim.model.bus_rules import BUS_STATES, READ, WRITE
+from cpasim.model.buses import bus_kind
 from cpasim.predict.transforms_table import CPU_PATTERNS, Lookup
 
 
@@ -52,7 +53,8 @@ class Resource:
 
 
 def _pcie(v: Lookup) -> bool:
-    return v("bus.kind") == "pcie"
+    """A bus of two channels, each a resource of its own (PCIe's up and down)."""
+    return bus_kind(v("bus.kind")).channels
 
 
 def _bus_states(access: str) -> tuple[str, ...]:

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from cpasim.config import Config
 from cpasim.files import replace_atomically
-from cpasim.predict.predict import Prediction, predict_many
 from cpasim.predict.remedies import Remedy, remedy_for
 from cpasim.predict.runs import TracedRun, metric_of, traced_run
-from cpasim.predict.validate import relative_error
+from cpasim.predict.validation import relative_error
+from cpasim.predict.whatif import Prediction, predict_many
 from cpasim.progress import note
 
 

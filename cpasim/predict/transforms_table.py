@@ -53,13 +53,8 @@ from typing import Any
 from cpasim.analysis import Transforms
 from cpasim.config import ALL_HOSTS, FORWARDER, HOSTS, Config, spec_of
 from cpasim.errors import CpasimError
-from cpasim.model.bus_rules import (
-    BUS_STATES,
-    COPY_ENGINE_STATES,
-    MMIO_WAIT,
-    READ,
-    read_round_trip_ns,
-)
+from cpasim.model.bus_rules import BUS_STATES, COPY_ENGINE_STATES, MMIO_WAIT, READ
+from cpasim.model.buses import BusKind, bus_kind
 from cpasim.model.detail import absent, is_ideal
 from cpasim.model.pcie import pcie_bytes_per_ns
 from cpasim.model.sockbuf import SOCK_MIN_SNDBUF, largest_window, setsockopt_buf
@@ -164,10 +159,14 @@ REFUSED: dict[str, str] = {
 }
 
 
+def _bus(v: Lookup) -> BusKind:
+    return bus_kind(v("bus.kind"))
+
+
 def _mmio(v: Lookup) -> float:
     """A posted register write's fixed stall (none on M5's bus: the write's round trip
     there is its own state, ``mmio write``)."""
-    return 0.0 if v("bus.kind") == "m5" else v("pcie.mmio_latency")
+    return _bus(v).mmio_stall(v)
 
 
 def _register_round_trip(v: Lookup) -> float:
@@ -177,19 +176,11 @@ def _register_round_trip(v: Lookup) -> float:
 
 
 def _bridge_round_trip(v: Lookup) -> float:
-    if v("bus.kind") == "m5":
-        return _m5_round_trip(v)
-    return read_round_trip_ns(v("pcie.latency")) if v("bus.kind") == "pcie" else 0.0
-
-
-def _m5_round_trip(v: Lookup) -> float:
-    """On M5's bus a DMA, read or write, waits for its responses: the bridge both ways
-    and the memory (:mod:`cpasim.model.m5bus`)."""
-    return read_round_trip_ns(v("pcie.latency")) + v("bus.m5_memory_latency")
+    return _bus(v).read_fixed(v)
 
 
 def _write_fixed(v: Lookup) -> float:
-    return _m5_round_trip(v) if v("bus.kind") == "m5" else 0.0
+    return _bus(v).write_fixed(v)
 
 
 @dataclass(frozen=True)
@@ -254,7 +245,7 @@ def _fixed_buffers_only(key: str) -> Callable[[Lookup, Lookup], str | None]:
 
 
 def _bus_bandwidth_ratio(old: Lookup, new: Lookup) -> float:
-    if old("bus.kind") not in ("pcie", "m5"):
+    if not _bus(old).pcie_bandwidth:
         return 1.0  # PCIe settings act on PCIe and on M5's bus, which has its bandwidth
     before = pcie_bytes_per_ns(old("pcie.gen"), old("pcie.lanes"))
     after = pcie_bytes_per_ns(new("pcie.gen"), new("pcie.lanes"))
@@ -268,7 +259,7 @@ def _on_die_clock_ratio(old: Lookup, new: Lookup) -> float:
 
 def _on_die_nic(old: Lookup, new: Lookup) -> float:
     # The NIC's DMA crosses the on-die interconnect only when it is on die.
-    return _on_die_clock_ratio(old, new) if old("bus.kind") == "on_die" else 1.0
+    return _on_die_clock_ratio(old, new) if _bus(old).on_die else 1.0
 
 
 def _fifo_frames(v: Lookup) -> int:

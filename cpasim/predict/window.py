@@ -29,7 +29,7 @@ import numpy as np
 from cpasim.analysis import AnalysisResult, Transforms, analyze_many, engine_name, parse_sm
 from cpasim.analysis.criticalpath import CriticalPathPass
 from cpasim.errors import CpasimError
-from cpasim.predict.snapshot import origin_names, preamble
+from cpasim.predict.preamble import origin_names, preamble
 from cpasim.trace.columnar import read_cpt
 from cpasim.trace.records import RECORD_DTYPE, TraceKey, TraceSource
 from cpasim.trace.validate import check_chunk
@@ -107,7 +107,7 @@ class Window:
     """The tail of a trace a prediction may analyse instead of the whole.
 
     From ``t0`` on, after the preamble that recreates the state at ``t0``
-    (:mod:`cpasim.predict.snapshot`); lengths are measured from ``t_measure``
+    (:mod:`cpasim.predict.preamble`); lengths are measured from ``t_measure``
     on (the stretch ``t0 .. t_measure`` lets the changed graph settle from the
     baseline's state, as the warm-up does for the whole trace).
     """

@@ -2,11 +2,11 @@
 
 The package is named ``sweeps`` so that ``cpasim.sweep`` can be the function.
 
-* :mod:`~cpasim.sweeps.grid`: axes, product/zip expansion, repeats, seeds;
+* :mod:`~cpasim.sweeps.points`: axes, product/zip expansion, repeats, seeds;
 * :mod:`~cpasim.sweeps.executors`: in-process, local worker processes, Dask;
 * :mod:`~cpasim.sweeps.evaluate`: one point on a worker (simulate, analyze);
 * :mod:`~cpasim.sweeps.table`: rows, CSV/parquet files;
-* :mod:`~cpasim.sweeps.driver`: progress, resume, failures, Ctrl-C.
+* :mod:`~cpasim.sweeps.runner`: progress, resume, failures, Ctrl-C.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cpasim.errors import CpasimError
-from cpasim.sweeps.detail import add_agreement
-from cpasim.sweeps.driver import SweepInterrupted, execute, identity_columns
+from cpasim.sweeps.agreement import add_agreement
 from cpasim.sweeps.evaluate import ANALYSIS_COLUMNS, evaluate
-from cpasim.sweeps.grid import make_points, normalize_axes
+from cpasim.sweeps.points import make_points, normalize_axes
+from cpasim.sweeps.runner import SweepInterrupted, execute, identity_columns
 from cpasim.sweeps.table import ERROR, columns_of, write_rows
 
 __all__ = ["SweepInterrupted", "SweepResult", "plan", "sweep", "sweep_rows"]

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from cpasim.errors import CpasimError
-from cpasim.sweeps.grid import Point
+from cpasim.sweeps.points import Point
 from cpasim.sweeps.table import flatten
 
 #: Resolved settings copied into every row as ``cfg.<key>`` so that a results

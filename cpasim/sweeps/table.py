@@ -28,7 +28,7 @@ from pathlib import Path
 from cpasim.errors import CpasimError
 from cpasim.files import replace_atomically, write_error
 
-#: The column a sweep over levels of detail adds (:mod:`cpasim.sweeps.detail`).
+#: The column a sweep over levels of detail adds (:mod:`cpasim.sweeps.agreement`).
 AGREEMENT = "ideal_vs_full"
 
 TABLE_INSTALL_HINT = "install it with: pip install 'cpasim[table]'"

@@ -24,7 +24,7 @@ vectorised numpy operations.
 Who notes the time depends on the environment.  On a plain SimPy environment
 every record compares the clock with the time last noted, and checks whether the
 chunk is full (:class:`SM`).  An environment with ``note_times`` (the model's
-:class:`~cpasim.model.kernel.Kernel`) is handed the buffer and notes the time
+:class:`~cpasim.model.environment.Kernel`) is handed the buffer and notes the time
 itself before each event it processes, flushing between events once a chunk is
 full; its records are then one dictionary look-up and one append
 (:class:`ClockedSM`), and a chunk may end a few records past ``chunk_records``,
@@ -241,7 +241,7 @@ class ClockedSM(SM):
     """A handle whose records take their time from the environment's own notes.
 
     An environment that notes the simulated time in the buffer before each event it
-    processes (:meth:`cpasim.model.kernel.Kernel.note_times`) spares every record
+    processes (:meth:`cpasim.model.environment.Kernel.note_times`) spares every record
     the check of the clock and of the buffer's length: a record is one append."""
 
     __slots__ = ()

@@ -3,13 +3,17 @@
 The path is one bottleneck of ``rate_bps`` between two propagation delays of
 ``rtt_ns / 2``; the sender keeps ``window`` segments in flight, the receiver
 acknowledges every second segment ``ack_turnaround_ns`` after it arrives.
-``side`` chooses where the capture is taken.  Times are exact integers (ns).
+``side`` chooses where the capture is taken; the handshake is timed as that tap
+sees it (each host answers at once).  With ``timestamps``, every segment carries
+the TSval of its sender's millisecond clock and echoes the last TSval its sender
+received (the first segment of each ACKed pair, as RFC 7323 asks).  Times are
+exact integers (ns).
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import dpkt
 
@@ -32,6 +36,8 @@ class Seg:
     payload: int
     window: int  # raw field
     syn_options: bool = False
+    tsval: int = 2  # the timestamp option's values (constant unless asked for)
+    tsecr: int = 1
 
 
 def wire_ns(rate_bps: float, payload: int = PAYLOAD) -> int:
@@ -48,6 +54,7 @@ def bulk_flow(
     ack_turnaround_ns: int = 5_000,
     resend: int | None = None,
     adv_field: int = 114,
+    timestamps: bool = False,
 ) -> list[Seg]:
     """One bulk transfer seen at ``side`` ("sender" or "receiver"), in time order."""
     isn_a, isn_b = 1_000, 50_000
@@ -70,10 +77,26 @@ def bulk_flow(
             ack_at_receiver[i] = arrive[i] + ack_turnaround_ns
     out: list[Seg] = []
     start = T0
-    out.append(Seg(start - 3 * rtt_ns, True, isn_a, 0, dpkt.tcp.TH_SYN, 0, 64240, True))
+
+    def clock(t: int) -> int:  # both hosts' millisecond timestamp clock, from the SYN
+        return (t + 3 * rtt_ns) // 1_000_000 + 1 if timestamps else 2
+
+    def seen(t_sender: int, t_receiver: int) -> int:
+        """When the tap sees a segment that passes the sender at one time, the receiver
+        at the other."""
+        return start + (t_sender if side == "sender" else t_receiver)
+
+    # The handshake: the sender's SYN, the receiver's answer at once, the sender's ACK.
+    t_syn = -3 * rtt_ns
+    t_syn_ack = t_syn + half  # leaves the receiver
+    t_ack = t_syn_ack + half + 1_000  # leaves the sender
+    syn_ts, syn_ack_ts = clock(t_syn), clock(t_syn_ack)
+    out.append(
+        Seg(seen(t_syn, t_syn + half), True, isn_a, 0, dpkt.tcp.TH_SYN, 0, 64240, True, syn_ts, 0)
+    )
     out.append(
         Seg(
-            start - 3 * rtt_ns + half,
+            seen(t_syn_ack + half, t_syn_ack),
             False,
             isn_b,
             isn_a + 1,
@@ -81,29 +104,56 @@ def bulk_flow(
             0,
             65160,
             True,
+            syn_ack_ts,
+            syn_ts,
         )
     )
-    out.append(Seg(start - 2 * rtt_ns, True, isn_a + 1, isn_b + 1, dpkt.tcp.TH_ACK, 0, 502))
+    out.append(
+        Seg(
+            seen(t_ack, t_ack + half),
+            True,
+            isn_a + 1,
+            isn_b + 1,
+            dpkt.tcp.TH_ACK,
+            0,
+            502,
+            False,
+            clock(t_ack),
+            syn_ack_ts,
+        )
+    )
+    # Each ACK echoes the first segment of the pair it acknowledges; each data segment
+    # echoes the last ACK to reach the sender before it left.
+    acks = sorted((t_leave + half, i) for i, t_leave in ack_at_receiver.items())
+    echo_of_ack = {i: clock(send[i - 1 if i % 2 else i]) for i in ack_at_receiver}
+    k, echo = 0, syn_ack_ts
     for i in range(segments):
-        t = start + (send[i] if side == "sender" else arrive[i])
+        while k < len(acks) and acks[k][0] <= send[i]:
+            echo = clock(ack_at_receiver[acks[k][1]])
+            k += 1
+        t = seen(send[i], arrive[i])
         seq = isn_a + 1 + i * PAYLOAD
-        out.append(Seg(t, True, seq, isn_b + 1, dpkt.tcp.TH_ACK, PAYLOAD, 502))
+        data = Seg(
+            t, True, seq, isn_b + 1, dpkt.tcp.TH_ACK, PAYLOAD, 502, False, clock(send[i]), echo
+        )
+        out.append(data)
         if resend == i:
-            out.append(
-                Seg(
-                    t + ser // 2 if side == "receiver" else t + 1,
-                    True,
-                    seq,
-                    isn_b + 1,
-                    dpkt.tcp.TH_ACK,
-                    PAYLOAD,
-                    502,
-                )
-            )
+            out.append(replace(data, t_ns=t + ser // 2 if side == "receiver" else t + 1))
     for i, t_leave in ack_at_receiver.items():
-        t = start + (t_leave + half if side == "sender" else t_leave)
+        ack = isn_a + 1 + (i + 1) * PAYLOAD
         out.append(
-            Seg(t, False, isn_b + 1, isn_a + 1 + (i + 1) * PAYLOAD, dpkt.tcp.TH_ACK, 0, adv_field)
+            Seg(
+                seen(t_leave + half, t_leave),
+                False,
+                isn_b + 1,
+                ack,
+                dpkt.tcp.TH_ACK,
+                0,
+                adv_field,
+                False,
+                clock(t_leave),
+                echo_of_ack[i],
+            )
         )
     return sorted(out, key=lambda s: s.t_ns)
 
@@ -116,10 +166,10 @@ def ip_packet(seg: Seg) -> dpkt.ip.IP:
             + b"\x01\x03\x03"
             + bytes([WSCALE])
             + b"\x01\x01\x08\x0a"
-            + struct.pack(">II", 1, 0)
+            + struct.pack(">II", seg.tsval, seg.tsecr)
         )
     else:
-        opts = b"\x01\x01\x08\x0a" + struct.pack(">II", 2, 1)
+        opts = b"\x01\x01\x08\x0a" + struct.pack(">II", seg.tsval, seg.tsecr)
     tcp = dpkt.tcp.TCP(
         sport=src[1],
         dport=dst[1],

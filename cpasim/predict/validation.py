@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cpasim.config import Config
-from cpasim.predict.predict import Prediction, predict, refusal
 from cpasim.predict.runs import PathSummary, TracedRun, metric_of, traced_run
+from cpasim.predict.whatif import Prediction, predict, refusal
 from cpasim.progress import note
 
 

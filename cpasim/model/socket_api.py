@@ -31,7 +31,7 @@ entered in the caller's SM:
 Copies cost ``cpu.cost.copy`` plus ``copy_send_per_byte`` (user→kernel) or
 ``copy_recv_per_byte`` (kernel→user) per byte.  With ``memory.bandwidth`` set, a
 copy reads and writes its bytes and a software checksum reads them through the
-host's memory (:mod:`cpasim.model.memory`), which stretches them while the
+host's memory (:mod:`cpasim.model.main_memory`), which stretches them while the
 memory is busy with others; a copy that costs no cycles is no copy (a zero-copy
 path) and moves nothing through memory.  A send's software checksum is computed
 in the copy (``csum_and_copy_from_user``: the bytes cross the memory twice) unless

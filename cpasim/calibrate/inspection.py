@@ -7,26 +7,33 @@ super-segments, the receiver's ACK policy, the advertised window, the
 sender's window limit (bytes-in-flight plateau), retransmissions and goodput.
 
 A capture only sees one point of the path, so some figures depend on where it
-was taken; :func:`inspect_capture` infers the side when it can and says how.
+was taken; :func:`inspect_capture` infers the side (:mod:`.side`) and says how.
+From the figures it then says what limited the transfer, each reason computed
+from the figures it cites (:mod:`.limits`).
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from cpasim.calibrate.limits import STALL_FLOOR_NS, STALL_RTTS, CaptureVerdict, judge
 from cpasim.calibrate.pcap import ACK, PROTO_TCP, SYN, Capture, PacketRecord
+from cpasim.calibrate.side import MIN_ECHOES, SIDE_NAMES, capture_side, endpoint
 from cpasim.errors import CpasimError, shown
 from cpasim.protocol import DEFAULT_L2_OVERHEAD, TCP_TIMESTAMPS, tcp_header
 
-# Dispersion samples that fall in the densest ±5 % band of rates are taken as
-# back-to-back packets spaced by the bottleneck.
-_MODE_HALF_WIDTH = math.log(1.05)
+#: Dispersion samples that fall in the densest ±5 % band of rates are taken as
+#: back-to-back packets spaced by the bottleneck.
+MODE_BAND = 0.05
+_MODE_HALF_WIDTH = math.log(1 + MODE_BAND)
 _MIN_DISPERSION_SAMPLES = 20
 _SEQ_SPACE = 1 << 32
+#: Steady figures leave out the start of a transfer (slow start, BBR start-up).
+SKIP_FRACTION = 0.25
 
 
 @dataclass(frozen=True)
@@ -82,18 +89,22 @@ class FlowReport:
     receiver: str
     side: str  # "sender", "receiver" or "unknown"
     side_evidence: str
-    duration_ns: int
+    duration_ns: int  # first to last data packet
     data_bytes: int  # distinct payload bytes carried sender → receiver
-    goodput_bps: float
+    goodput_bps: float  # data_bytes over duration_ns
     bottleneck: RateEstimate | None
     bottleneck_alternatives: list[RateEstimate]
     data_packets: int
+    side_method: str = ""  # what told the side (see cpasim.calibrate.side)
     retransmitted_segments: int = 0
     retransmitted_bytes: int = 0
     rtt_ns: Distribution | None = None
     rtt_method: str = ""
+    handshake_rtt_ns: int | None = None  # SYN to the client's next segment: the same anywhere
     mss: int | None = None
     mss_source: str = ""
+    header_bytes: int = 0  # IP + TCP header bytes of a data segment
+    l2_overhead: int = DEFAULT_L2_OVERHEAD  # counted per frame in the dispersion rates
     super_segments: int = 0  # segments carrying more than one MSS (TSO/GSO, or GRO at a receiver)
     largest_segment: int = 0
     segments_per_ack: float | None = None
@@ -104,8 +115,24 @@ class FlowReport:
     adv_window_growth: list[tuple[int, int]] = field(default_factory=list)  # (ns from start, B)
     in_flight: Distribution | None = None
     in_flight_plateau: int | None = None
-    rwnd_limited_fraction: float | None = None  # of ACKs arriving when flight filled the window
-    limited_by: str = ""
+    # The steady part: from SKIP_FRACTION of the transfer to its end (ns from the
+    # first data packet); goodput from the ACKs' progress over it.
+    steady_goodput_bps: float | None = None
+    steady_from_ns: int | None = None
+    steady_until_ns: int | None = None
+    # Beside the sender only: the share of data spaced at the bottleneck rate, the
+    # largest flight in each half of the steady part, and the shares of that part with
+    # the flight at the peer's window, or with nothing in flight.
+    data_at_bottleneck_share: float | None = None
+    in_flight_early_max: int | None = None
+    in_flight_late_max: int | None = None
+    window_full_share: float | None = None
+    idle_share: float | None = None
+    window_closed_share: float | None = None  # peer's window below one MSS
+    stalls: int = 0  # retransmissions after a silence of STALL_RTTS round trips or more
+    stalled_ns: int = 0  # the silences' total
+    verdict: CaptureVerdict | None = None
+    limited_by: str = ""  # the verdict in one line
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -113,22 +140,33 @@ class FlowReport:
         return self.to_json()
 
     def to_json(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        out["verdict"] = self.verdict.to_json() if self.verdict is not None else None
+        return out
 
 
 def inspect_capture(
-    capture: Capture, *, flow: str | None = None, l2_overhead: int = DEFAULT_L2_OVERHEAD
+    capture: Capture,
+    *,
+    flow: str | None = None,
+    l2_overhead: int = DEFAULT_L2_OVERHEAD,
+    side: str | None = None,
 ) -> FlowReport:
-    """Analyse the dominant TCP flow of ``capture`` (or the one ``flow`` names)."""
+    """Analyse the dominant TCP flow of ``capture`` (or the one ``flow`` names).
+
+    ``side`` ("tx": beside the data's sender, "rx": beside its receiver) overrides
+    what the capture itself tells."""
+    if side is not None and side not in SIDE_NAMES:
+        raise CpasimError(f"--side {shown(side, 20)}: expected one of {', '.join(SIDE_NAMES)}")
     flows, members = _group_flows(capture.packets)
     if not flows:
         raise CpasimError(f"{capture.path}: no TCP or UDP packets found")
     chosen = _choose_flow(capture.path, flows, flow)
     packets = members[chosen.index]
     if chosen.proto == "udp":
-        report = _inspect_udp(capture, flows, chosen, packets, l2_overhead)
+        report = _inspect_udp(capture, flows, chosen, packets, l2_overhead, side)
     else:
-        report = _TcpAnalysis(capture, flows, chosen, packets, l2_overhead).report()
+        report = _TcpAnalysis(capture, flows, chosen, packets, l2_overhead, side).report()
     if capture.cut_short is not None:
         report.notes.insert(0, capture.cut_short)
     if report.data_bytes and not report.duration_ns:
@@ -139,8 +177,10 @@ def inspect_capture(
     return report
 
 
-def _endpoint(addr: str, port: int) -> str:
-    return f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
+def _judged(report: FlowReport) -> FlowReport:
+    """``report`` with the verdict its figures give."""
+    verdict = judge(report)
+    return replace(report, verdict=verdict, limited_by=verdict.summary)
 
 
 def _group_flows(packets: list[PacketRecord]):
@@ -153,9 +193,9 @@ def _group_flows(packets: list[PacketRecord]):
     for i, (key, pkts) in enumerate(by_key.items(), start=1):
         sent: dict[str, int] = {}
         for p in pkts:
-            src = _endpoint(p.src, p.sport)
+            src = endpoint(p.src, p.sport)
             sent[src] = sent.get(src, 0) + p.payload
-        e1, e2 = (_endpoint(*key[1]), _endpoint(*key[2]))
+        e1, e2 = (endpoint(*key[1]), endpoint(*key[2]))
         a, b = (e1, e2) if sent.get(e1, 0) >= sent.get(e2, 0) else (e2, e1)
         proto = "tcp" if key[0] == PROTO_TCP else "udp"
         flows.append(FlowSummary(i, proto, a, b, len(pkts), sum(sent.values())))
@@ -221,20 +261,23 @@ def _dispersion(times: list[int], sizes: list[int]) -> list[float]:
     return out
 
 
-def _inspect_udp(capture, flows, chosen, packets, l2_overhead) -> FlowReport:
-    data = [p for p in packets if _endpoint(p.src, p.sport) == chosen.a and p.payload > 0]
+def _inspect_udp(capture, flows, chosen, packets, l2_overhead, given=None) -> FlowReport:
+    data = [p for p in packets if endpoint(p.src, p.sport) == chosen.a and p.payload > 0]
     duration = data[-1].t_ns - data[0].t_ns if len(data) > 1 else 0
     total = sum(p.payload for p in data)
     rates = _dispersion([p.t_ns for p in data], [p.ip_bytes + l2_overhead for p in data])
     estimate = _mode_rate(rates, "dispersion of consecutive datagrams")
-    return FlowReport(
+    report = FlowReport(
         capture=capture.path,
         flows=flows,
         flow=chosen,
         sender=chosen.a,
         receiver=chosen.b,
-        side="unknown",
-        side_evidence="UDP carries no acknowledgements to tell the side by",
+        side=SIDE_NAMES[given] if given else "unknown",
+        side_evidence=f"given by --side {given}"
+        if given
+        else "UDP carries no acknowledgements to tell the side by",
+        side_method="--side" if given else "",
         duration_ns=duration,
         data_bytes=total,
         goodput_bps=total * 8e9 / duration if duration else 0.0,
@@ -242,8 +285,10 @@ def _inspect_udp(capture, flows, chosen, packets, l2_overhead) -> FlowReport:
         bottleneck_alternatives=[],
         data_packets=len(data),
         largest_segment=max((p.payload for p in data), default=0),
+        l2_overhead=l2_overhead,
         notes=["UDP: no RTT, window or retransmission figures"],
     )
+    return _judged(report)
 
 
 def _unwrap(base: int, value: int, near: int) -> int:
@@ -256,13 +301,14 @@ def _unwrap(base: int, value: int, near: int) -> int:
 class _TcpAnalysis:
     """One pass over a TCP flow in time order, keeping the sender's view of the sequence space."""
 
-    def __init__(self, capture, flows, chosen, packets, l2_overhead):
+    def __init__(self, capture, flows, chosen, packets, l2_overhead, given_side=None):
         self.capture, self.flows, self.chosen = capture, flows, chosen
         self.l2 = l2_overhead
+        self.given_side = given_side
         self.packets = packets
         self.notes: list[str] = []
-        self.fwd = [p for p in packets if _endpoint(p.src, p.sport) == chosen.a]
-        self.rev = [p for p in packets if _endpoint(p.src, p.sport) != chosen.a]
+        self.fwd = [p for p in packets if endpoint(p.src, p.sport) == chosen.a]
+        self.rev = [p for p in packets if endpoint(p.src, p.sport) != chosen.a]
         self._handshake()
 
     # -- connection set-up -------------------------------------------------------------
@@ -306,35 +352,42 @@ class _TcpAnalysis:
         outstanding: deque[list] = deque()  # [start, end, t_first, retransmitted]
         rtts, ack_delays, single_delays = [], [], []
         retrans_segs = retrans_bytes = 0
+        silences: list[int] = []  # the sender's silence before each retransmission
         data_t, data_size = [], []  # first transmissions, for dispersion
         ack_t, ack_size = [], []  # advancing ACKs, for ACK-clock dispersion
-        flight, rwnd_limited, acks_seen = [], 0, 0
+        flight: list[int] = []
+        flight_t: list[int] = []
         adv_windows: list[tuple[int, int]] = []
         adv = None
         d2a, a2d = [], []  # data→next-ACK and ACK→next-data spacings (side inference)
         last_data_t = last_ack_t = None
+        last_sent_t = None  # the sender's last data packet, first or resent
         new_acks = acked_total = 0
         super_segments = largest = 0
         data_packets = 0
-        first_data_t = last_data_seen = None
         t0 = self.packets[0].t_ns
-        fwd_outgoing = [p.outgoing for p in self.fwd if p.outgoing is not None]
+        data = [p.t_ns for p in self.fwd if p.payload > 0]
+        first_data_t, last_data_seen = (data[0], data[-1]) if data else (None, None)
+        # Time shares are taken over the steady part: after the start-up, to the last data.
+        steady = _Steady(first_data_t, last_data_seen, self.mss)
 
         for p in self.packets:
-            if _endpoint(p.src, p.sport) == self.chosen.a:
+            steady.advance(p.t_ns, snd_max - snd_una, adv)
+            if endpoint(p.src, p.sport) == self.chosen.a:
                 if p.payload == 0:
                     continue
                 data_packets += 1
-                first_data_t = p.t_ns if first_data_t is None else first_data_t
-                last_data_seen = p.t_ns
                 start = _unwrap(self.isn, p.seq, snd_max)
                 end = start + p.payload
                 largest = max(largest, p.payload)
                 if self.mss and p.payload > self.mss:
                     super_segments += 1
+                silence = p.t_ns - last_sent_t if last_sent_t is not None else 0
+                last_sent_t = p.t_ns
                 if start < snd_max:  # resent (partly) known data: Karn rules it out for RTT
                     retrans_segs += 1
                     retrans_bytes += min(end, snd_max) - start
+                    silences.append(silence)
                     for seg in outstanding:
                         if seg[1] > start and seg[0] < end:
                             seg[3] = True
@@ -350,14 +403,10 @@ class _TcpAnalysis:
                 data_t.append(p.t_ns)
                 data_size.append(_wire_bytes(p.payload, p.header_bytes, self.mss, self.l2))
                 flight.append(snd_max - snd_una)
+                flight_t.append(p.t_ns)
             else:
                 if p.flags & SYN or not p.flags & ACK:
                     continue
-                # Window-limited: the flight filled the last advertised window before this ACK.
-                if adv is not None and self.mss and snd_max > snd_una:
-                    acks_seen += 1
-                    if snd_max - snd_una > adv - self.mss:
-                        rwnd_limited += 1
                 if self.wscale is not None:
                     adv = p.window << self.wscale
                     adv_windows.append((p.t_ns - t0, adv))
@@ -387,7 +436,8 @@ class _TcpAnalysis:
                         single_delays.append(delay)
 
         duration = (last_data_seen - first_data_t) if data_packets > 1 else 0
-        side, evidence = self._side(fwd_outgoing, d2a, a2d)
+        found = capture_side(self.packets, self.chosen.a, given=self.given_side, spacing=(d2a, a2d))
+        side = found.side
         data_rate = _mode_rate(
             _dispersion(data_t, data_size), "dispersion of back-to-back data segments"
         )
@@ -395,47 +445,75 @@ class _TcpAnalysis:
         primary, alternatives = (ack_rate, data_rate) if side == "sender" else (data_rate, ack_rate)
         if primary is None:
             primary, alternatives = alternatives, None
+        spaced = None
+        if side == "sender" and primary is not None and len(data_t) > 1:
+            spaced = _share_at_rate(data_t, data_size, primary.bps)
         goodput = snd_max * 8e9 / duration if duration else 0.0
 
+        ack_dist = single_dist = None
         if side == "receiver":
-            rtt_method = "not measurable at the receiver from data→ACK pairs (these are ACK delays)"
-            rtt_dist = None
             ack_dist = Distribution.of(ack_delays)
             single_dist = Distribution.of(single_delays)
+            if found.echoes is not None and len(found.echoes.sender_ns) >= MIN_ECHOES:
+                rtt_dist = Distribution.of(found.echoes.sender_ns)
+                rtt_method = (
+                    "timestamp echoes: from the receiver's ACK to the first data echoing "
+                    "its TSval (the sender's answer time included)"
+                )
+            else:
+                rtt_dist = None
+                rtt_method = (
+                    "not measurable at the receiver without timestamps (data→ACK pairs "
+                    "are ACK delays here)"
+                )
         else:
             rtt_method = "data→ACK pairs, retransmitted segments excluded (Karn)"
             if side == "unknown":
                 rtt_method += "; capture side unknown, so these may be receiver ACK delays"
             rtt_dist = Distribution.of(rtts)
-            ack_dist = single_dist = None
 
+        stall_after = STALL_RTTS * rtt_dist.p90 if rtt_dist is not None else STALL_FLOOR_NS
+        stalls = [s for s in silences if s >= stall_after]
+        early, late = _halves(flight_t, flight, steady.start, last_data_seen)
         plateau = int(np.percentile(flight, 95)) if flight else None
-        rwnd_fraction = rwnd_limited / acks_seen if acks_seen else None
-        limited = self._limited_by(rwnd_fraction, primary, goodput)
         if side == "receiver" and flight:
             self.notes.append(
                 "bytes in flight seen at the receiver miss the bytes still on the way"
             )
-        return FlowReport(
+        at_sender = side == "sender"
+        steady_goodput = None
+        if first_data_t is not None:
+            try:
+                steady_goodput = flow_steady_goodput(
+                    self.packets, self.chosen.a, path=self.capture.path
+                )
+            except CpasimError as exc:
+                self.notes.append(f"no steady goodput: {exc}")
+        report = FlowReport(
             capture=self.capture.path,
             flows=self.flows,
             flow=self.chosen,
             sender=self.chosen.a,
             receiver=self.chosen.b,
             side=side,
-            side_evidence=evidence,
+            side_evidence=found.evidence,
+            side_method=found.method,
             duration_ns=duration,
             data_bytes=snd_max,
             goodput_bps=goodput,
             bottleneck=primary,
             bottleneck_alternatives=[alternatives] if alternatives else [],
+            data_at_bottleneck_share=spaced,
             data_packets=data_packets,
             retransmitted_segments=retrans_segs,
             retransmitted_bytes=retrans_bytes,
             rtt_ns=rtt_dist,
             rtt_method=rtt_method,
+            handshake_rtt_ns=found.handshake.rtt_ns if found.handshake else None,
             mss=self.mss,
             mss_source=self.mss_source,
+            header_bytes=self._header_bytes(),
+            l2_overhead=self.l2,
             super_segments=super_segments,
             largest_segment=largest,
             segments_per_ack=(acked_total / self.mss / new_acks) if self.mss and new_acks else None,
@@ -446,43 +524,111 @@ class _TcpAnalysis:
             adv_window_growth=_downsample(adv_windows, 20),
             in_flight=Distribution.of(flight),
             in_flight_plateau=plateau,
-            rwnd_limited_fraction=rwnd_fraction,
-            limited_by=limited,
+            in_flight_early_max=early if at_sender else None,
+            in_flight_late_max=late if at_sender else None,
+            steady_goodput_bps=steady_goodput[0] if steady_goodput else None,
+            steady_from_ns=steady_goodput[1] - first_data_t if steady_goodput else None,
+            steady_until_ns=steady_goodput[2] - first_data_t if steady_goodput else None,
+            window_full_share=steady.share(steady.full_ns) if at_sender else None,
+            window_closed_share=steady.share(steady.closed_ns),
+            idle_share=steady.share(steady.idle_ns) if at_sender else None,
+            stalls=len(stalls),
+            stalled_ns=sum(stalls),
             notes=self.notes,
         )
+        return _judged(report)
 
     def _header_bytes(self) -> int:
         sizes = [p.header_bytes for p in self.fwd if p.payload > 0]
         return sizes[0] if sizes else tcp_header(True)
 
-    def _side(self, outgoing, d2a, a2d) -> tuple[str, str]:
-        if outgoing:
-            share = sum(outgoing) / len(outgoing)
-            if share > 0.9:
-                return "sender", "the capture marks the data packets as outgoing"
-            if share < 0.1:
-                return "receiver", "the capture marks the data packets as incoming"
-        if len(d2a) < 10 or len(a2d) < 10:
-            return "unknown", "too few data/ACK exchanges to tell"
-        m_d2a, m_a2d = float(np.median(d2a)), float(np.median(a2d))
-        detail = f"median data→ACK {m_d2a / 1e3:.1f} us, ACK→data {m_a2d / 1e3:.1f} us"
-        if m_d2a * 3 < m_a2d:
-            return "receiver", f"ACKs follow data closely ({detail})"
-        if m_a2d * 3 < m_d2a:
-            return "sender", f"data follows ACKs closely ({detail})"
-        return "unknown", f"neither direction clearly triggers the other ({detail})"
 
-    @staticmethod
-    def _limited_by(rwnd_fraction, bottleneck, goodput) -> str:
-        # A full bottleneck explains the rate whatever the windows do; only a
-        # transfer below it is held back by the receiver or by the sender itself.
-        if bottleneck is not None and goodput >= 0.85 * bottleneck.bps:
-            return "bottleneck link (goodput within 15 % of the dispersion rate)"
-        if rwnd_fraction is not None and rwnd_fraction > 0.5:
-            return "receive window (flight reaches the advertised window)"
-        if bottleneck is not None:
-            return "sender (congestion window, send buffer or application)"
-        return "unknown"
+class _Steady:
+    """Time shares of the sender's states over the steady part of a transfer: from
+    :data:`SKIP_FRACTION` of it to its last data packet (the start-up left out)."""
+
+    def __init__(self, first_ns: int | None, last_ns: int | None, mss: int | None):
+        self.mss = mss
+        if first_ns is None or last_ns is None or last_ns <= first_ns:
+            self.start = self.end = 0
+        else:
+            self.start = first_ns + round(SKIP_FRACTION * (last_ns - first_ns))
+            self.end = last_ns
+        self.t = self.start
+        self.full_ns = self.closed_ns = self.idle_ns = 0
+
+    def advance(self, t: int, flight: int, adv: int | None) -> None:
+        """The state (``flight``, ``adv``) held from the last call until ``t``."""
+        lo, hi = max(self.t, self.start), min(t, self.end)
+        self.t = max(self.t, t)
+        if hi <= lo:
+            return
+        span = hi - lo
+        if flight == 0:
+            self.idle_ns += span
+        if adv is not None and self.mss:
+            if flight >= adv - self.mss:
+                self.full_ns += span
+            if adv < self.mss:
+                self.closed_ns += span
+
+    def share(self, ns: int) -> float | None:
+        return ns / (self.end - self.start) if self.end > self.start else None
+
+
+def _share_at_rate(times: list[int], sizes: list[int], bps: float) -> float:
+    """The share of consecutive packets (simultaneous ones included) spaced within
+    :data:`MODE_BAND` of ``bps``: near 1 when the tap's own link sends at that rate
+    back to back, about one half when pairs leave at once on each ACK."""
+    hits = 0
+    for i in range(1, len(times)):
+        gap = times[i] - times[i - 1]
+        if gap > 0 and abs(sizes[i] * 8e9 / gap / bps - 1) <= MODE_BAND:
+            hits += 1
+    return hits / (len(times) - 1)
+
+
+def _halves(times: list[int], values: list[int], start: int, end: int | None):
+    """The largest value in each half of [start, end] (None where a half is empty)."""
+    if end is None or end <= start:
+        return None, None
+    mid = (start + end) / 2
+    early = [v for t, v in zip(times, values, strict=True) if start <= t < mid]
+    late = [v for t, v in zip(times, values, strict=True) if mid <= t <= end]
+    return (max(early) if early else None), (max(late) if late else None)
+
+
+def flow_steady_goodput(
+    packets: list[PacketRecord], sender: str, skip: float = SKIP_FRACTION, path: str = ""
+) -> tuple[float, int, int]:
+    """Bytes acknowledged per second between ``skip`` of the transfer and its last ACK:
+    (bit/s, the ACK it counts from, the last ACK), times in ns as in the capture."""
+    addr, _, port = sender.rpartition(":")
+    addr = addr.strip("[]")
+    acks = [
+        (p.t_ns, p.ack)
+        for p in packets
+        if p.dst == addr and p.dport == int(port) and p.flags & ACK and not p.flags & 0x05
+    ]
+    if len(acks) < 10:
+        raise CpasimError(f"{path}: too few ACKs to measure a steady goodput")
+    t0, t1 = acks[0][0], acks[-1][0]
+    start = t0 + skip * (t1 - t0)
+    first = next(a for a in acks if a[0] >= start)
+    # Sequence numbers wrap at 2**32; count the advance modulo that.
+    advanced = 0
+    prev = first[1]
+    for _, ack in acks[acks.index(first) + 1 :]:
+        step = (ack - prev) % _SEQ_SPACE
+        if step < _SEQ_SPACE // 2:
+            advanced += step
+            prev = ack
+    if t1 == first[0]:
+        raise CpasimError(
+            f"{path}: the ACKs after the first {skip:.0%} of the transfer share one "
+            "timestamp; expected a transfer that lasts (to measure a steady goodput)"
+        )
+    return advanced * 8e9 / (t1 - first[0]), first[0], t1
 
 
 def _downsample(points: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:

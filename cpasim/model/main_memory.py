@@ -12,7 +12,7 @@ it.  Each access is accounted by whoever makes it:
 * device DMA, both directions (:class:`cpasim.model.bus.MemoryBus`): the frame or
   descriptor bytes; reads also wait ``memory.latency`` for the first data;
 * CPU copies (read and write: twice the bytes) and software checksums (the bytes
-  once), in the state of the call that does them (:mod:`cpasim.model.socket`);
+  once), in the state of the call that does them (:mod:`cpasim.model.socket_api`);
 * the copy engine (:mod:`cpasim.model.copy_engine`): its DMAs, as a device's
   (each copy a read and a write of its bytes), through its interconnect.
 

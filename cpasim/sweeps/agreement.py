@@ -4,7 +4,7 @@ When a sweep varies ``host.detail`` (or ``hosts.tx.host.detail``,
 ``hosts.rx.host.detail``), every row of a point simulated with an ideal host gets
 the column :data:`COLUMN`: its headline figure (goodput, or the mean latency of a
 request-response workload) relative to the same point and repeat with full hosts,
-``ideal / full - 1``.  Both run with the same seed (:func:`cpasim.sweeps.grid.point_seed`
+``ideal / full - 1``.  Both run with the same seed (:func:`cpasim.sweeps.points.point_seed`
 leaves the level out of it), so the difference is the model's.  Rows with full hosts,
 and rows without their full partner (it failed), get none.
 """

@@ -25,7 +25,7 @@ from cpasim.errors import CpasimError
 from cpasim.files import check_writable
 from cpasim.sweeps import executors, table
 from cpasim.sweeps.evaluate import guarded
-from cpasim.sweeps.grid import Point
+from cpasim.sweeps.points import Point
 
 
 class SweepInterrupted(KeyboardInterrupt):

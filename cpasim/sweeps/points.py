@@ -123,8 +123,8 @@ def combinations(
 def point_seed(base_seed: int, values: Sequence[tuple[str, str]], repeat: int) -> int:
     """The seed of one (point, repeat); see the module docstring.  A host's level of
     detail (``host.detail``) is left out: both levels of a point run with one seed, so
-    that what differs between them is the model's (:mod:`cpasim.sweeps.detail`)."""
-    from cpasim.sweeps.detail import is_detail_key
+    that what differs between them is the model's (:mod:`cpasim.sweeps.agreement`)."""
+    from cpasim.sweeps.agreement import is_detail_key
 
     values = [(k, v) for k, v in values if not is_detail_key(k)]
     canonical = "\n".join(f"{k}={v}" for k, v in values).encode()

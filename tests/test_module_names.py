@@ -1,0 +1,31 @@
+"""Every module of the package has a name of its own: no two files share one, and
+none shadows a standard-library module (a reader, a traceback or ``grep`` then
+names one thing)."""
+
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "cpasim"
+#: Names every package has by Python's convention, not by choice.
+CONVENTIONAL = {"__init__", "__main__"}
+
+
+def _modules() -> dict[str, list[str]]:
+    where: dict[str, list[str]] = defaultdict(list)
+    for path in PACKAGE.rglob("*.py"):
+        if path.stem not in CONVENTIONAL:
+            where[path.stem].append(str(path.relative_to(PACKAGE.parent)))
+    return where
+
+
+def test_no_two_modules_share_a_name():
+    shared = {name: paths for name, paths in _modules().items() if len(paths) > 1}
+    assert shared == {}
+
+
+def test_no_module_shadows_the_standard_library():
+    shadowing = {
+        name: paths for name, paths in _modules().items() if name in sys.stdlib_module_names
+    }
+    assert shadowing == {}
