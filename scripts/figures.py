@@ -775,8 +775,8 @@ GROUPS: dict[Callable[[], list[Figure]], tuple[str, ...]] = {
 }
 #: The longest first, so that two workers finish together.
 LONGEST_FIRST = [
-    ladder, fit_run_length, detail_agreement, predictions, tour, capture_verdict,
-    verdict_page, reading_results, detail_events, capture, windows,
+    fit_run_length, ladder, detail_agreement, capture_verdict, verdict_page,
+    reading_results, tour, predictions, detail_events, capture, windows,
 ]  # fmt: skip
 
 
