@@ -25,6 +25,10 @@ one model trace cut at 1x, 4x and 16x ``--model-ms``; and the compiled kernel's
 cold compile time (empty numba cache, in a fresh process) and cached load time.
 
     .venv/bin/python bench/bench_analyzer.py [--items 5000] [--repeat 3] [--model-ms 30]
+        [--engine compiled] [--no-compile]
+
+``--engine`` times one engine only; ``--no-compile`` leaves out the compile
+times (a minute or two of an empty cache each).
 """
 
 from __future__ import annotations
@@ -179,7 +183,10 @@ def main() -> None:
     ap.add_argument("--items", type=int, default=5000, help="items at 1x")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--model-ms", type=float, default=30.0, help="simulated ms of the model run")
+    ap.add_argument("--engine", choices=ENGINES, help="time this engine only")
+    ap.add_argument("--no-compile", action="store_true", help="leave out the compile times")
     args = ap.parse_args()
+    engines = (args.engine,) if args.engine else ENGINES
     analyze(pipeline_source(_spec(3)), "tx:App", "rx:App")  # compile or load the kernel
     mib = 2**20
     print(f"analyzer bench: {dataclasses.replace(_spec(args.items), items=0)}")
@@ -190,7 +197,7 @@ def main() -> None:
     )
     for mult in (1, 4, 16):
         spec = _spec(args.items * mult)
-        for engine in ENGINES:
+        for engine in engines:
             n, wall, cpu = speed(spec, args.repeat if mult == 1 else 1, engine)
             m = memory(spec, engine)
             peak_nodes = f"{m['peak_nodes']:,}" if "peak_nodes" in m else "-"
@@ -210,7 +217,7 @@ def main() -> None:
     mem, start, end = model_trace(args.model_ms)
     n = len(mem)
     rates = {}
-    for engine in ENGINES:
+    for engine in engines:
         wall, cpu, _ = timed(mem, start, end, args.repeat, engine)
         rates[engine] = n / cpu
         print(
@@ -218,8 +225,12 @@ def main() -> None:
             f"{n / wall:,.0f} rec/s wall, {n / cpu:,.0f} rec/s cpu, "
             f"{n / cpu / TARGET:.2f} of target, {n / cpu / GOAL:.2f} of the predict goal"
         )
-    print(f"compiled / python on the model trace: {rates['compiled'] / rates['python']:.1f}x")
-    model_memory(args.model_ms)
+    if len(rates) == 2:
+        print(f"compiled / python on the model trace: {rates['compiled'] / rates['python']:.1f}x")
+    if "compiled" in engines:
+        model_memory(args.model_ms)
+    if args.no_compile:
+        return
     cold, cached = compile_times()
     print(
         f"compiled kernel, first use: {cold:.1f} s to compile (empty cache), {cached:.2f} s loaded"

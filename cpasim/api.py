@@ -96,11 +96,13 @@ def run(
         tracer.close()
         result.trace = tracer.source()
     elif trace:
+        from cpasim.files import is_stream
         from cpasim.predict.runs import write_run_record
 
         result = simulate(cfg, trace_path=trace, progress=progress, series=every, pcap=capture)
         result.trace = Path(trace)
-        write_run_record(cfg, result.trace, result.to_json())  # as 'cpasim run --trace'
+        if not is_stream(result.trace):  # as 'cpasim run --trace'
+            write_run_record(cfg, result.trace, result.with_end_state(), result.trace_digest)
     else:
         result = simulate(cfg, progress=progress, series=every, pcap=capture)
     result.config = cfg

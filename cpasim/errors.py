@@ -7,7 +7,9 @@ key, record or file at fault and say what was expected.
 Values quoted in a message come from files a user may not have written (a
 trace's names, a scenario's strings): :func:`shown` makes them safe to print —
 control characters (newlines, terminal escapes) escaped, long values cut — and
-:func:`one_line` does the same for a whole message as it is printed.
+:func:`one_line` does the same for a whole message as it is printed.  Human
+output that is not an error (tables, listings) prints such names through
+:func:`printable`, which escapes them the same way and cuts nothing.
 """
 
 from __future__ import annotations
@@ -21,8 +23,12 @@ SHOWN_LIMIT = 80
 #: Characters of a whole error line shown before its middle is cut.
 LINE_LIMIT = 2000
 
-# C0 and C1 control characters, DEL, and the Unicode line/paragraph separators.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# C0 and C1 control characters, DEL, the Unicode line/paragraph separators, the
+# bidirectional overrides and isolates (they reorder what a terminal shows), and
+# lone surrogates (a file name of undecodable bytes; no encoding can print them).
+_CONTROL = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
 
 
 class CpasimError(Exception):
@@ -31,6 +37,15 @@ class CpasimError(Exception):
 
 def _escape(text: str) -> str:
     return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def printable(value: object) -> str:
+    """``value`` (its ``str``) fit for a terminal, whole: control characters (an
+    escape sequence that would set the terminal's title, colours or cursor), line
+    separators, bidirectional overrides and lone surrogates are written as Python
+    escapes (``\\x1b``, ``\\u202e``, ``\\udcff``); everything else is left as it is.
+    Every name from a file that reaches human output goes through it."""
+    return _escape(value if isinstance(value, str) else str(value))
 
 
 def shown(value: object, limit: int = SHOWN_LIMIT) -> str:

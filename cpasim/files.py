@@ -15,11 +15,22 @@ captures, series, run folders) goes through this module, which promises:
 
 The temporary file is private (``mkstemp``), so before the rename it gets the
 mode a plain ``open(path, "w")`` would have given it: 0666 less the user's umask.
+
+A *stream* is written in place, never replaced: a path that names (through
+symbolic links too) a character device or a FIFO — ``--pcap /dev/null``, a named
+pipe another tool reads, ``/dev/stdout`` — is opened for writing as ``cp`` or a
+shell's ``>`` would, and the output goes to it as it is made; no temporary file
+is created beside it, nothing is renamed, its mode is left alone.  What a failed
+or interrupted command already wrote to a stream is gone to its reader (there is
+no old content to keep).  A block device or a socket is refused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -43,11 +54,30 @@ def write_error(path: str | Path, exc: OSError, what: str = "") -> CpasimError:
     return CpasimError(f"{path}: cannot write{' ' + what if what else ''}: {reason}")
 
 
+def is_stream(path: str | Path) -> bool:
+    """Whether ``path`` is written in place rather than replaced: it names (through
+    symbolic links too) a character device or a FIFO."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # missing (a file to be made), or no name at all
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
 def check_target(path: str | Path, what: str = "output file") -> Path:
-    """Refuse a target that cannot be a file: a directory, or one in a missing directory."""
+    """Refuse a target that cannot be a file: a directory, one in a missing directory,
+    a block device or a socket."""
     path = Path(path)
     if path.is_dir():
         raise CpasimError(f"{path}: cannot write {what}: it is a directory")
+    with contextlib.suppress(OSError, ValueError):
+        mode = os.stat(path).st_mode
+        if stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
+            kind = "a block device" if stat.S_ISBLK(mode) else "a socket"
+            raise CpasimError(
+                f"{path}: cannot write {what}: it is {kind} (outputs go to regular files, "
+                "character devices and FIFOs)"
+            )
     parent = path.parent
     if not parent.is_dir():
         raise CpasimError(f"{path}: cannot write {what}: the directory {parent} does not exist")
@@ -57,15 +87,28 @@ def check_target(path: str | Path, what: str = "output file") -> Path:
 class OutputFile:
     """One output file being written: a fresh temporary file beside ``path``.
 
-    Write to :attr:`tmp` (or the open :attr:`fd`), then :meth:`commit` to rename it
-    into place, :meth:`discard` to drop it, or :meth:`keep_partial` to keep it
-    under a name of its own.  Creating one checks at once that ``path`` can be
-    written, so a command can refuse an unwritable output before it starts work.
+    Write to :attr:`tmp` (or the file :meth:`open` gives), then :meth:`commit` to
+    rename it into place, :meth:`discard` to drop it, or :meth:`keep_partial` to
+    keep it under a name of its own.  Creating one checks at once that ``path``
+    can be written, so a command can refuse an unwritable output before it starts
+    work.
+
+    When ``path`` is a stream (:func:`is_stream`), :attr:`tmp` is ``path`` itself,
+    opened only when first written (opening a FIFO waits for its reader), and
+    committing, discarding or keeping a partial file just closes it.
     """
 
     def __init__(self, path: str | Path, what: str = "output file"):
         self.path = check_target(path, what)
         self.what = what
+        self.done = False
+        self.stream = is_stream(self.path)
+        if self.stream:
+            self.fd = None
+            self.tmp = self.path
+            if not os.access(self.path, os.W_OK):
+                raise write_error(self.path, PermissionError(13, os.strerror(13)), what)
+            return
         try:
             self.fd, tmp = tempfile.mkstemp(
                 prefix=f".{self.path.name}.", suffix=TEMP_SUFFIX, dir=self.path.parent
@@ -73,12 +116,28 @@ class OutputFile:
         except OSError as exc:
             raise write_error(self.path, exc, what) from None
         self.tmp = Path(tmp)
-        self.done = False
 
     def open(self, mode: str = "wb", **kwargs):
-        """The temporary file as a Python file object (owns :attr:`fd` from then on)."""
+        """The file being written as a Python file object (owns :attr:`fd` from then on)."""
+        if self.stream and self.fd is None:
+            self.fd = self._open_stream()
         fd, self.fd = self.fd, None
         return os.fdopen(fd, mode, **kwargs)
+
+    def _open_stream(self) -> int:
+        """``path`` opened for writing in place, checked to be the stream it was."""
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise write_error(self.path, exc, self.what) from None
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
+            os.close(fd)  # replaced by a file since it was looked at: write nothing into it
+            raise CpasimError(
+                f"{self.path}: cannot write {self.what}: it changed from a device or FIFO "
+                "into a file while cpasim was starting"
+            )
+        return fd
 
     def _close_fd(self) -> None:
         if self.fd is not None:
@@ -86,8 +145,11 @@ class OutputFile:
             self.fd = None
 
     def commit(self) -> Path:
-        """Rename the finished temporary file to ``path``."""
+        """Rename the finished temporary file to ``path`` (a stream: nothing to do)."""
         self._close_fd()
+        if self.stream:
+            self.done = True
+            return self.path
         try:
             os.chmod(self.tmp, umask_mode())
             os.replace(self.tmp, self.path)
@@ -98,15 +160,21 @@ class OutputFile:
         return self.path
 
     def discard(self) -> None:
-        """Remove the temporary file; ``path`` keeps what it held."""
+        """Remove the temporary file; ``path`` keeps what it held (a stream: what was
+        written to it is gone to its reader)."""
         self._close_fd()
-        self.tmp.unlink(missing_ok=True)
+        if not self.stream:
+            self.tmp.unlink(missing_ok=True)
         self.done = True
 
     def keep_partial(self) -> Path:
         """Keep the temporary file as ``<stem>.partial<suffix>`` (numbered if that name
-        is taken; an existing file is never replaced); returns where it is."""
+        is taken; an existing file is never replaced); returns where it is (a stream:
+        ``path``, which received it)."""
         self._close_fd()
+        if self.stream:
+            self.done = True
+            return self.path
         os.chmod(self.tmp, umask_mode())
         stem, suffix = self.path.stem, self.path.suffix
         for n in range(1, 1000):
@@ -145,10 +213,19 @@ def replace_atomically(path: str | Path, write: Callable[[Path], object]) -> Pat
 
     Anything ``write`` raises leaves ``path`` as it was and removes the temporary
     file; an ``OSError`` (a full disk) becomes a :class:`CpasimError` naming ``path``.
+    A stream gets the file once it is whole (``write`` may seek, as image and
+    parquet writers do, which a FIFO cannot): a failure sends its reader nothing.
     """
     with OutputFile(path) as out:
         out._close_fd()
-        write(out.tmp)
+        if not out.stream:
+            write(out.tmp)
+            return out.path
+        with tempfile.TemporaryDirectory(prefix="cpasim-") as folder:
+            whole = Path(folder) / out.path.name  # the same suffix: writers go by it
+            write(whole)
+            with whole.open("rb") as src, out.open("wb") as dst:
+                shutil.copyfileobj(src, dst)
     return out.path
 
 
@@ -158,6 +235,7 @@ def write_text_atomically(path: str | Path, text: str) -> Path:
 
 def check_writable(path: str | Path, what: str = "output file") -> Path:
     """Fail now, with one line, if ``path`` could not be written later (a directory,
-    a missing or read-only directory): create and remove a temporary file beside it."""
+    a missing or read-only directory): create and remove a temporary file beside it
+    (a stream is not opened: a FIFO's reader would see its end)."""
     OutputFile(path, what).discard()
     return Path(path)

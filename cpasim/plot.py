@@ -14,6 +14,7 @@ bounds are drawn too, computed from each row's resolved ``cfg.*`` columns:
 from __future__ import annotations
 
 import math
+import sys
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -74,9 +75,15 @@ def _label(name: str, unit: str) -> str:
 
 
 def _number(value: object) -> float | None:
+    """A cell as a number to draw; None for text, a blank (NaN) or an infinity, which
+    have no place on an axis and are left out as blanks are."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return None if math.isnan(value) else float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an integer beyond any float
+        return None
+    return value if math.isfinite(value) else None
 
 
 def load(results: str | Path) -> tuple[list[dict], list[str]]:
@@ -139,7 +146,24 @@ def plot(
     out = Path(out) if out is not None else results.with_suffix(".png")
     if out.suffix.lower() not in (".png", ".svg", ".pdf"):
         raise CpasimError(f"--out {out}: expected a file ending in .png, .svg or .pdf")
-    return save_figure(draw(rows, keys, x=x, y=y, hue=hue, heatmap=heatmap), out)
+    figure = draw(rows, keys, x=x, y=y, hue=hue, heatmap=heatmap)
+    infinite = sum(_infinite(r.get(y)) for r in rows)
+    if infinite:
+        print(
+            f"cpasim: {y}: {infinite} row(s) of {results.name} infinite, left out of the figure",
+            file=sys.stderr,
+        )
+    return save_figure(figure, out)
+
+
+def _infinite(value: object) -> bool:
+    """A number too large for an axis (what :func:`_number` leaves out besides blanks)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isinf(float(value))
+    except OverflowError:
+        return True
 
 
 def save_figure(figure, out: Path) -> Path:
@@ -173,7 +197,7 @@ def draw(
     import matplotlib.pyplot as plt
 
     if not any(_number(r.get(y)) is not None for r in rows):
-        raise CpasimError(f"--y {y}: the column holds no numbers")
+        raise CpasimError(f"--y {y}: the column holds no finite numbers")
     others = [k for k in keys if k not in (x, hue)]
     second = None
     if heatmap:

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from cpasim.errors import CpasimError
+from cpasim.inputs import open_input
 from cpasim.series import read_series
 
 #: Columns that make a file a time series (as opposed to a sweep).
@@ -28,14 +29,14 @@ def is_series(path: str | Path) -> bool:
     """Does ``path`` hold a time series?  (Reads only the header of a CSV.)"""
     path = Path(path)
     try:
-        if path.suffix.lower() == ".parquet":
-            import pyarrow.parquet as pq
+        with open_input(path, "series") as fh:
+            if path.suffix.lower() == ".parquet":
+                import pyarrow.parquet as pq
 
-            names = pq.read_schema(path).names
-        else:
-            with path.open(encoding="utf-8") as f:
-                names = f.readline().strip().split(",")
-    except (OSError, UnicodeDecodeError, ValueError, ImportError):
+                names = pq.read_schema(fh).names
+            else:
+                names = fh.readline(1 << 20).decode("utf-8").strip().split(",")
+    except (CpasimError, OSError, UnicodeDecodeError, ValueError, ImportError):
         # Not a readable series (pyarrow's errors are ValueErrors): the sweep reader
         # then says what the file is not.
         return False

@@ -3,14 +3,20 @@
 :func:`activity` shows a spinner naming the step under way and the time spent,
 once the work has lasted :data:`PROGRESS_AFTER_S`; shorter work
 shows nothing.  It goes to stderr only (stdout stays the command's output, e.g.
-its ``--json``), is transient (gone when the work ends) and draws only on a
-terminal.  A simulation inside it shows its own bar: the spinner steps aside
-between :func:`suspend` and :func:`resume` (rich draws one live display at a time).
+its ``--json``) and is transient (gone when the work ends).  A simulation inside it
+shows its own bar: the spinner steps aside between :func:`suspend` and
+:func:`resume` (rich draws one live display at a time).  Where stderr is a pipe
+or a file (a log) nothing is drawn; a plain line names the step and the time spent
+instead, first after :data:`PROGRESS_AFTER_S`, then every :data:`PLAIN_EVERY_S`, so
+that a log of a long command is never silent for long.  Written to a buffer in
+memory (a test runner's capture, a notebook's), progress shows nothing.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -20,6 +26,8 @@ from cpasim.trace.records import TraceSource
 
 #: Work shorter than this (wall seconds) shows no progress (as a simulation's bar).
 PROGRESS_AFTER_S = 2.0
+#: Seconds between the plain lines written where stderr is no terminal.
+PLAIN_EVERY_S = 5.0
 
 _current: Activity | None = None
 
@@ -34,16 +42,19 @@ def terminal_console():
 
 
 class Activity:
-    """One spinner; :meth:`step` names what it is doing now."""
+    """One spinner (or, off a terminal, plain lines); :meth:`step` names what it is doing now."""
 
     def __init__(self, text: str, enabled: bool) -> None:
-        self.text = text
+        self.text = self.root = text
         self.enabled = enabled
+        self._console = None
         self._lock = threading.Lock()
         self._bar = None
         self._task = None
         self._timer: threading.Timer | None = None
         self._paused = 0
+        self._done = threading.Event()
+        self._plain: threading.Thread | None = None
 
     def _show(self) -> None:
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -51,14 +62,11 @@ class Activity:
         with self._lock:
             if self._bar is not None or self._paused or not self.enabled:
                 return
-            console = terminal_console()
-            if console is None:
-                return  # a spinner in a log file is noise
             self._bar = Progress(
                 SpinnerColumn(),
                 TextColumn("{task.description}"),
                 TimeElapsedColumn(),
-                console=console,
+                console=self._console,
                 transient=True,
             )
             self._task = self._bar.add_task(self.text, total=None)
@@ -70,6 +78,18 @@ class Activity:
                 self._bar.stop()
                 self._bar = None
 
+    def _lines(self) -> None:
+        """Off a terminal: a line naming the step, while the work lasts."""
+        began = time.monotonic()
+        wait = PROGRESS_AFTER_S
+        while not self._done.wait(wait):
+            with self._lock:
+                line = self.text if self.text == self.root else f"{self.root}: {self.text}"
+            if not line.startswith("cpasim"):
+                line = f"cpasim: {line}"
+            print(f"{line} ({time.monotonic() - began:.0f} s)", file=sys.stderr, flush=True)
+            wait = PLAIN_EVERY_S
+
     def step(self, text: str) -> None:
         with self._lock:
             self.text = text
@@ -77,20 +97,39 @@ class Activity:
                 self._bar.update(self._task, description=text)
 
     def start(self) -> None:
-        if self.enabled:
+        if not self.enabled:
+            return
+        self._console = terminal_console()
+        if self._console is not None:
             self._timer = threading.Timer(PROGRESS_AFTER_S, self._show)
             self._timer.daemon = True
             self._timer.start()
+        elif _is_a_file(sys.stderr):  # a spinner in a log is noise (rich leaves a blank line)
+            self._plain = threading.Thread(target=self._lines, daemon=True)
+            self._plain.start()
 
     def stop(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
         self._hide()
+        self._done.set()
+        if self._plain is not None:
+            self._plain.join()
+
+
+def _is_a_file(stream) -> bool:
+    """Whether ``stream`` writes to a pipe or a file, not to a buffer in memory."""
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        return False
+    return True
 
 
 @contextmanager
 def activity(text: str, enabled: bool = True) -> Iterator[Activity]:
-    """A spinner for the work inside; nested uses name a new step of the outer one."""
+    """A spinner (off a terminal, plain lines) for the work inside; nested uses name a
+    new step of the outer one."""
     global _current
     if _current is not None:
         outer, before = _current, _current.text

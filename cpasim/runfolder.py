@@ -14,6 +14,7 @@ writer that accepts a run folder asks it.  Every file is written atomically
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -28,19 +29,41 @@ SERIES = "series.csv"
 CAPTURE = "capture.pcap"
 
 
+#: The folders :func:`prepare` created (outermost first) that a failure may take back.
+_created: list[Path] = []
+
+
 def prepare(out_dir: str | Path, overwrite: bool = False) -> Path:
     """Create ``out_dir`` (and its parents); refuse one that holds anything unless
-    ``overwrite`` (then the files a run writes are replaced, others left alone)."""
+    ``overwrite`` (then the files a run writes are replaced, others left alone).
+    A command that then fails takes the folders back (:func:`remove_unused`)."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise CpasimError(f"{out}: --out expects a directory, this is a file")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise CpasimError(f"{out}: run folder is not empty (give --overwrite to write over it)")
+    missing = [d for d in (out, *out.parents) if not d.exists()][::-1]
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CpasimError(f"{out}: cannot create run folder: {exc.strerror}") from None
+    _created.extend(missing)
     return out
+
+
+def remove_unused() -> None:
+    """After a failed command: remove the folders :func:`prepare` created that are
+    still empty (a full disk before the first file, an error, Ctrl-C), innermost
+    first; a folder that holds anything stays.  Forgets them either way."""
+    for folder in reversed(_created):
+        with contextlib.suppress(OSError):  # not empty, or gone: left as it is
+            folder.rmdir()
+    _created.clear()
+
+
+def forget_created() -> None:
+    """The folders made so far are kept whatever happens next (a command succeeded)."""
+    _created.clear()
 
 
 def artefact_path(out_dir: str | Path | None, name: str, given: str | Path | None = None):

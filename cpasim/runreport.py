@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
 
-from cpasim.files import write_text_atomically
+from cpasim.files import is_stream, write_text_atomically
 from cpasim.results import metric_text
 
 REPORT = "report.html"
@@ -84,12 +84,19 @@ def write_report(
     ladder's chart.
     """
     folder = Path(folder)
+    pictures = []
+    # A series or trace sent to a device or pipe (files.is_stream) is gone: not read back.
+    if series is not None and is_stream(series):
+        pictures.append(_streamed("The time series", series))
+        series = None
+    if isinstance(trace, str | Path) and is_stream(trace):
+        pictures.append(_streamed("The trace", trace))
+        trace = None
     if trace is not None and (analysis is None or _listing_short(analysis)):
         analysis = _analyse(trace, result)
     parts = [_head(title or _title(result), result)]
     parts.append(_verdicts(result))
     parts.append(_summary(result))
-    pictures = []
     if series is not None:
         pictures.append(_series_figure(Path(series)))
     pictures += [_png_figure(caption, Path(path)) for caption, path in images]
@@ -369,6 +376,13 @@ def _series_figure(path: Path) -> str:
     return _figure(
         _img(png, "time series"),
         f"Time series ({path.name}): windows, queues and goodput over simulated time.",
+    )
+
+
+def _streamed(what: str, path) -> str:
+    return (
+        f"<p class='missing'>{what} went to <code>{escape(str(path))}</code>, a device or "
+        "pipe, as it was made, so it is not drawn here.</p>"
     )
 
 

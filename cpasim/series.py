@@ -21,6 +21,7 @@ rows after the warm-up, weighted by ``interval_ns``, is the run's goodput.
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import math
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from cpasim.errors import CpasimError
 from cpasim.files import replace_atomically, write_text_atomically
+from cpasim.inputs import InputError, open_input
 from cpasim.model.cc.base import INFINITE_SSTHRESH
 from cpasim.units import parse_quantity
 
@@ -233,10 +235,15 @@ def read_series(path: str | Path):
 
     path = Path(path)
     try:
-        if path.suffix.lower() == ".parquet":
-            return pd.read_parquet(path)
-        return pd.read_csv(path)
-    except FileNotFoundError:
-        raise CpasimError(f"{path}: no such series file") from None
+        fh = open_input(path, "series")
+    except InputError as exc:
+        if exc.errno == errno.ENOENT:
+            raise CpasimError(f"{path}: no such series file") from None
+        raise
+    try:
+        with fh:
+            if path.suffix.lower() == ".parquet":
+                return pd.read_parquet(fh)
+            return pd.read_csv(fh)
     except (ValueError, OSError) as exc:
         raise CpasimError(f"{path}: cannot read series: {exc}") from None

@@ -25,7 +25,7 @@ from cpasim.files import check_writable, write_error
 from cpasim.model.environment import Kernel
 from cpasim.model.system import ANALYSIS_ENDS, System
 from cpasim.stall import Stall
-from cpasim.trace import NULL_TRACER, TRACE_SUFFIXES, Tracer, write_trace
+from cpasim.trace import NULL_TRACER, TRACE_SUFFIXES, Tracer, write_trace, write_trace_digested
 from cpasim.trace.columnar import CptWriter
 from cpasim.units import TIME, human
 
@@ -68,6 +68,9 @@ class Result:
     #: (its file, or the in-memory :class:`~cpasim.trace.records.TraceSource`).
     config: object = field(default=None, repr=False, compare=False)
     trace: object = field(default=None, repr=False, compare=False)
+    #: The ``trace_digest`` of the trace file this run wrote, taken from the bytes it
+    #: wrote (:func:`cpasim.trace.trace_digest`); None without one.
+    trace_digest: str | None = field(default=None, repr=False, compare=False)
     #: The time series (:class:`~cpasim.series.Sampler`) when one was asked for.
     series: object = field(default=None, repr=False, compare=False)
     #: The run ended before the warm-up did: no figure is measured (goodput 0 says nothing).
@@ -261,11 +264,14 @@ def simulate(
     else:
         if tap is not None:
             tap.close()
+    digest = None
     if trace_path is not None:
         try:
             tracer.close()
             if writer is None:
-                write_trace(tracer.source(), trace_path)
+                digest = write_trace_digested(tracer.source(), trace_path)[1]
+            else:
+                digest = writer.digest
         except KeyboardInterrupt:
             if writer is not None:
                 writer.abandon()
@@ -277,6 +283,7 @@ def simulate(
     else:
         tracer.flush()
     result = runner.result(time.perf_counter() - wall0)
+    result.trace_digest = digest
     if runner.sampler is not None:
         runner.sampler.finish(runner.end_ns)
         result.series = runner.sampler

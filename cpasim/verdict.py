@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cpasim.config import Config, spec_of
+from cpasim.errors import printable
 from cpasim.predict.diagnose import Diagnosis, diagnose
 from cpasim.stall import DROP_WORDS, Stall, drop_places, drop_text, place_text
 from cpasim.units import RATE, SIZE, TIME, human
@@ -109,7 +110,8 @@ class Verdict:
         ``cpasim validate`` command that checks the change, given the scenario and the
         ``--set`` options it ran with)."""
         rows = self.rows(scenario, sets)
-        return [f"{rows[0][0]:12} {rows[0][1]}"] + [f"  {k:10} {v}" for k, v in rows[1:]]
+        lines = [f"{rows[0][0]:12} {rows[0][1]}"] + [f"  {k:10} {v}" for k, v in rows[1:]]
+        return [printable(line) for line in lines]  # names from a trace: escaped
 
     def rows(self, scenario: str | None = None, sets: Sequence[str] = ()) -> list[tuple[str, str]]:
         """``(label, text)`` pairs: what :meth:`lines` and the HTML views show."""
@@ -838,15 +840,14 @@ def of_trace(trace) -> tuple[Verdict | None, str | None]:
 
     from cpasim.config import scenario_config
     from cpasim.errors import CpasimError
-    from cpasim.predict.runs import load_run, sidecar_path
+    from cpasim.predict.runs import load_run, read_sidecar, sidecar_path
 
     side = sidecar_path(Path(trace))
     try:
-        import json
-
-        text = json.loads(side.read_text()).get("config")
-    except (OSError, ValueError, AttributeError):
-        text = None
+        data = read_sidecar(Path(trace))
+    except CpasimError:
+        data = None
+    text = data.get("config") if isinstance(data, dict) else None
     if not isinstance(text, str):
         return None, (
             f"no run configuration beside {Path(trace).name} ({side.name} absent or older); "

@@ -8,18 +8,20 @@ venv="${CPASIM_VENV:-$root/.venv}"
 stamp="$venv/.cpasim-installed"
 compiled="$venv/.cpasim-compiled"
 want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)"
-# numba's cache is keyed on the kernel's source: recompile when it changes.
-want_kernel="$(sha256sum "$root/cpasim/analysis/kernel.py" | cut -d' ' -f1)"
+# numba's cache is keyed on the kernel's sources, every module's name and text
+# (cpasim/analysis/numba_cache.py): recompile when one changes, or one is added.
+want_kernel="$(cd "$root/cpasim/analysis/kernel" && sha256sum -- *.py | sha256sum | cut -d' ' -f1)"
 
 say() { echo "cpasim: $*" >&2; }
 
 # Runs "$@" with its output in $log; shows pip's Collecting/Installing lines with
-# the seconds elapsed so far (the rest stays in the log), and a line every 20 s
-# while pip is quiet (unpacking numpy, scipy, numba ... takes a minute or two).
+# the seconds elapsed so far (the rest stays in the log), and a line every 8 s
+# while pip is quiet (unpacking numpy, scipy, numba ... takes a minute or two), so
+# that a log of the set-up is never silent for 10 s.
 install_step() {
     { PYTHONUNBUFFERED=1 "$@" 2>&1 || echo "cpasim-step-failed"; } | tee -a "$log" |
         while :; do
-            if IFS= read -r -t 20 line; then
+            if IFS= read -r -t 8 line; then
                 case "$line" in
                     Collecting* | Installing* | Successfully* | Building*)
                         printf '  [%4ds] %s\n' "$((SECONDS - t0))" "$line" >&2 ;;
@@ -35,15 +37,20 @@ install_step() {
 
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     t0=$SECONDS
+    mkdir -p "$venv"
+    log="$venv/install.log"
+    : >"$log"
     if [ ! -x "$venv/bin/python" ]; then
         say "first run: setting up $venv (about 3-5 minutes: installing the dependencies,"
         say "then compiling the analyzer once; later runs start at once)"
-        python3 -m venv "$venv"
+        if ! install_step python3 -m venv "$venv"; then
+            tail -n 20 "$log" >&2
+            say "creating the virtual environment failed; its output is in $log"
+            exit 1
+        fi
     else
         say "pyproject.toml changed: updating $venv (a minute or two)"
     fi
-    log="$venv/install.log"
-    : >"$log"
     say "installing cpasim and its dependencies (numpy, scipy, numba, matplotlib, dask, pandas ...)"
     if ! { install_step "$venv/bin/python" -m pip install --progress-bar off --upgrade pip &&
            install_step "$venv/bin/python" -m pip install --progress-bar off \
@@ -61,9 +68,15 @@ if [ "$(cat "$compiled" 2>/dev/null)" != "$want_kernel" ]; then
     if ! "$venv/bin/python" -m cpasim.analysis.compiled; then
         say "compiling the analyzer failed; cpasim analyze will try again when first used"
     else
-        say "analyzer compiled in $((SECONDS - t0)) s (cached beside cpasim/analysis/kernel.py)"
+        say "analyzer compiled in $((SECONDS - t0)) s (cached beside cpasim/analysis/kernel/)"
         echo "$want_kernel" >"$compiled"
     fi
 fi
 export PATH="$venv/bin:$PATH"
+# Python's compiled bytecode (and pytest's rewritten test modules) is kept in the
+# virtual environment, not beside the sources, even where PYTHONDONTWRITEBYTECODE
+# asks not to litter them: without a cache every test run compiles cpasim and the
+# tests again (4 of the quick suite's seconds), and every command a test runs does.
+export PYTHONPYCACHEPREFIX="$venv/pycache"
+unset PYTHONDONTWRITEBYTECODE
 cd "$root"

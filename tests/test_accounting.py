@@ -68,7 +68,9 @@ def test_spend_past_the_end_takes_its_tail_back():
 @pytest.mark.parametrize(
     ("scenario", "sets"),
     [
-        ("webserver.toml", ["sim.duration=30ms", "sim.warmup=10ms"]),  # server core saturated
+        pytest.param(  # server core saturated
+            "webserver.toml", ["sim.duration=30ms", "sim.warmup=10ms"], marks=pytest.mark.slow
+        ),
         ("udp-stream.toml", ["sim.duration=6ms", "sim.warmup=1ms", "hosts.tx.pcie.lanes=4"]),
     ],
 )

@@ -253,7 +253,8 @@ SOUP_STATES = ["s:A:*", "s:B:run", "s:B#1:*", "*:*:send", "r:*"]
 SOUP_QUEUES = ["s:Q1", "s:Q*", "r:Q3", "*:*"]
 
 
-@pytest.mark.slow
+# In the quick suite, the engines' agreement on a few random soups and handoffs
+# (tests/conftest.py's QUICK_EXAMPLES each); the whole suite tries SETTINGS' 150.
 @SETTINGS
 @given(
     soups(),
@@ -328,7 +329,6 @@ def handoffs(draw):
     return records
 
 
-@pytest.mark.slow
 @SETTINGS
 @given(
     handoffs(),
@@ -372,6 +372,7 @@ def test_short_take_error_is_the_same():
 # -- memory, integration ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_compiled_memory_stays_bounded():
     """Path nodes in use are bounded by what live paths disagree on, and every
     node's reference count matches its holders."""
@@ -415,6 +416,7 @@ def test_import_stays_light():
     assert out.stdout.strip() == "False"
 
 
+@pytest.mark.slow
 def test_compiled_folds_paths_that_part_for_good_apart():
     """As the reference pass (test_analysis_properties): two loops that share
     nothing between the start and the end are folded apart, every node's count

@@ -71,18 +71,21 @@ def _compiled_bytes(n: int) -> int:
     return p.pool_bytes()
 
 
+@pytest.mark.slow
 def test_reference_pass_memory_is_linear_in_state_machines():
     half, full = _python_peak(SMS // 4), _python_peak(SMS // 2)
     assert full < 2.5 * half, (half, full)
     assert full < 50e6, full
 
 
+@pytest.mark.slow
 def test_compiled_pass_memory_is_linear_in_state_machines():
     half, full = _compiled_bytes(SMS // 2), _compiled_bytes(SMS)
     assert full < 2.5 * half, (half, full)
     assert full < 50e6, full
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["python", "compiled"])
 def test_many_state_machines_analyse_to_the_same_result(engine):
     res = analyze(
@@ -101,6 +104,7 @@ def test_many_state_machines_analyse_to_the_same_result(engine):
     assert last == [(f"S{SMS - 1}", 2.0), ("(initial)", 1.0)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [CriticalPathPass, CompiledPass])
 def test_ids_beyond_the_edge_code_fields_are_refused(make):
     key = TraceKey()
@@ -128,6 +132,7 @@ def million_states() -> MemorySource:
     return MemorySource([np.array(rows, dtype=RECORD_DTYPE)], key, name="crafted.cpt")
 
 
+@pytest.mark.slow
 def test_a_million_named_states_cost_only_those_entered():
     source = million_states()
     gc.collect()

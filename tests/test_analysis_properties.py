@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -137,6 +138,7 @@ def test_commits_and_chunking_change_nothing(spec, every):
     assert r1 == r2
 
 
+@pytest.mark.slow
 def test_live_path_nodes_stay_bounded():
     """Memory is bounded by what live paths disagree on, not by trace length."""
     spec = PipelineSpec(items=3000, stages=4, ring=4, window=8, seed=3)
@@ -151,6 +153,7 @@ def test_live_path_nodes_stay_bounded():
     assert len(live) < 4 * 512, len(live)
 
 
+@pytest.mark.slow
 def test_paths_that_part_for_good_are_folded_apart():
     """Two loops whose paths share nothing from the start to the end (the two
     halves of a TCP window on a link-limited stream) would pin the fold point

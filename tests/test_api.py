@@ -55,6 +55,7 @@ def test_import_loads_nothing_heavy():
     assert done.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_predict_and_calibrate_stay_functions_after_their_subpackages_load():
     done = _python(
         "-c",
@@ -184,6 +185,7 @@ def test_tracer_and_traced_primitives_from_the_top_level():
     assert not cpasim.analyze(tracer, "a:W1", "a:W2", breaks="a:Cores").reachable
 
 
+@pytest.mark.slow
 def test_version_and_completion_on_the_command_line():
     done = _python("-m", "cpasim", "--version")
     assert done.returncode == 0, done.stderr

@@ -46,6 +46,7 @@ def test_the_page_has_an_example_for_every_function():
     assert "inspect_capture(" in text and "Tracer.in_memory(" in text
 
 
+@pytest.mark.slow
 def test_every_example_runs(tmp_path):
     out = run_blocks(PAGE, tmp_path).stdout
     assert "10 Gb/s link:" in out and "error " in out and "rms error" in out

@@ -58,16 +58,19 @@ def _check(done):
     assert "Traceback" not in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_unguarded_script_gets_its_rows_once(tmp_path):
     script = tmp_path / "sweep_script.py"
     script.write_text(SCRIPT)
     _check(_run([str(script)]))
 
 
+@pytest.mark.slow
 def test_script_on_stdin_gets_its_rows_once():
     _check(_run(["-"], stdin=SCRIPT))
 
 
+@pytest.mark.slow
 def test_dask_local_cluster_from_an_unguarded_script_and_stdin(tmp_path):
     script = tmp_path / "dask_script.py"
     script.write_text(DASK_SCRIPT)
@@ -80,6 +83,7 @@ def test_code_without_a_main_file_gets_its_rows_once():
     _check(_run(["-c", SCRIPT]))
 
 
+@pytest.mark.slow
 def test_main_module_is_restored_after_the_workers_start():
     main = sys.modules["__main__"]
     table = cpasim.sweep(
@@ -96,6 +100,7 @@ def _lost(position_item):  # a worker that dies takes its point with it
     os._exit(3)
 
 
+@pytest.mark.slow
 def test_a_sweep_whose_every_point_is_lost_raises_with_the_cause():
     from cpasim.sweeps.points import make_points
     from cpasim.sweeps.runner import execute

@@ -342,6 +342,7 @@ def test_transfer_ending_before_the_warmup_says_the_window_is_empty(capsys):
     assert result["window"] == "empty" and "window empty" in result["warnings"][0]
 
 
+@pytest.mark.slow
 def test_transfer_that_never_completes_says_so(capsys):
     sets = ["--set", "workload.bytes=100kB", "--set", "link.loss=1.0", "--set", "sim.warmup=0s"]
     code, out, err = cli(capsys, "run", TCP, "--no-progress", "--json", *sets)
@@ -360,6 +361,7 @@ def test_transfer_that_never_completes_says_so(capsys):
     assert "limited by   host tx's retransmission timer  [timeout]" in out
 
 
+@pytest.mark.slow
 def test_an_ordinary_run_has_no_warning_fields(capsys):
     code, out, err = cli(
         capsys, "run", TCP, "--no-progress", "--json", "--set", "sim.duration=30ms"
@@ -422,11 +424,17 @@ def test_fit_params_says_a_capture_was_cut_short(tmp_path):
     ("script", "args"),
     [
         ("bench/bench_sim.py", ["--duration", "abc"]),
-        ("bench/bench_sweep.py", ["--duration", "abc"]),
-        ("calibration/fit_seeds.py", ["--duration", "abc"]),
-        ("calibration/fit_copy_engine.py", ["--warmup", "abc"]),
-        ("calibration/fit_udp_tables.py", ["--duration", "1x"]),
-        ("calibration/m5bus_transactions.py", ["--duration", "abc"]),
+        # A Python process each (half a second): the quick suite runs one.
+        *[
+            pytest.param(script, args, marks=pytest.mark.slow)
+            for script, args in [
+                ("bench/bench_sweep.py", ["--duration", "abc"]),
+                ("calibration/fit_seeds.py", ["--duration", "abc"]),
+                ("calibration/fit_copy_engine.py", ["--warmup", "abc"]),
+                ("calibration/fit_udp_tables.py", ["--duration", "1x"]),
+                ("calibration/m5bus_transactions.py", ["--duration", "abc"]),
+            ]
+        ],
     ],
 )
 def test_scripts_outside_the_cli_refuse_bad_input_in_one_line(script, args):
@@ -460,3 +468,231 @@ def test_script_main_passes_a_scripts_own_status_through(capsys):
 
     assert script_main("s", interrupted) == 130
     assert capsys.readouterr().err == "s: interrupted\n"
+
+
+# --- paths that cannot be read, and files that are not regular files ---------------------
+
+
+def _path_errors(tmp_path) -> dict[str, tuple[str, str]]:
+    """What a person may hand cpasim for an input, and the reason each must name."""
+    plain = tmp_path / "plain.toml"
+    plain.write_text("")
+    loop = tmp_path / "loop.toml"
+    loop.symlink_to(loop)
+    return {
+        "under a file": (str(plain / "x.toml"), "Not a directory"),
+        "a symbolic-link loop": (str(loop), "Too many levels of symbolic links"),
+        "a name too long": (str(tmp_path / ("a" * 300 + ".toml")), "File name too long"),
+        "memory that reads as EIO": ("/proc/self/mem", "Input/output error"),
+        "endless zeros": ("/dev/zero", "it is a character device, not a regular file"),
+        "endless random bytes": ("/dev/urandom", "it is a character device, not a regular file"),
+        "a directory": (str(tmp_path), "it is a directory, not a regular file"),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "under a file",
+        "a symbolic-link loop",
+        "a name too long",
+        "memory that reads as EIO",
+        "endless zeros",
+        "endless random bytes",
+        "a directory",
+    ],
+)
+def test_a_scenario_path_that_cannot_be_read_is_one_line(capsys, tmp_path, case):
+    path, reason = _path_errors(tmp_path)[case]
+    line = refused(capsys, "params", "-s", path)
+    assert line == f"cpasim: error: {path}: cannot read scenario file: {reason}"
+
+
+@pytest.mark.parametrize("command", ["trace info", "calibrate show", "plot --x a --y b"])
+@pytest.mark.parametrize("case", ["a symbolic-link loop", "endless zeros", "under a file"])
+def test_other_inputs_that_cannot_be_read_are_one_line(capsys, tmp_path, command, case):
+    path, reason = _path_errors(tmp_path)[case]
+    name, *options = command.split()
+    if name in ("trace", "calibrate"):
+        name, options = f"{name} {options.pop(0)}", options
+    line = refused(capsys, *name.split(), path, *options)
+    assert path in line and reason in line
+
+
+# --- what once ended in a traceback ---------------------------------------------------
+
+TRACES = ROOT / "tests" / "traces"
+
+
+def test_the_timeline_of_a_json_lines_trace_names_its_rows():
+    """--timeline took the key of a JSON Lines trace before reading the trace, which
+    makes a fresh key per read: IndexError on every JSON Lines trace."""
+    import matplotlib.pyplot as plt
+
+    from cpasim.analysis import analyze
+    from cpasim.analysis.timeline import draw_timeline
+    from cpasim.trace import open_trace
+
+    trace = TRACES / "stack_driver.jsonl"
+    result = analyze(open_trace(trace), "h:Stack", "h:Driver", listing_limit=1000)
+    figure = draw_timeline(open_trace(trace), result, (0.0, 20.0))
+    try:
+        labels = [t.get_text() for t in figure.axes[0].get_yticklabels()]
+    finally:
+        plt.close(figure)
+    assert labels == ["h:Stack", "h:Driver"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trace", ["stack_driver.jsonl", "model_webserver.cpt converted"])
+def test_analyze_timeline_of_a_json_lines_trace(capsys, tmp_path, trace):
+    """The same through the command line, on a real run's trace converted too."""
+    if trace.endswith("converted"):
+        source = tmp_path / "webserver.jsonl"
+        assert (
+            cli(capsys, "trace", "convert", str(TRACES / "model_webserver.cpt"), str(source))[0]
+            == 0
+        )
+        ends = ("rx:App", "rx:App")
+    else:
+        source, ends = TRACES / trace, ("h:Stack", "h:Driver")
+    png = tmp_path / "t.png"
+    args = ["analyze", str(source), "--start", ends[0], "--end", ends[1], "--timeline", str(png)]
+    code, _, err = cli(capsys, *args)
+    assert code == 0, err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("growth", ["+99999999999999999999", "+2147483648"])
+def test_capacity_growth_beyond_the_counters_is_one_line(capsys, growth):
+    trace = str(TRACES / "stack_driver.jsonl")
+    args = ["analyze", trace, "--start", "h:Stack", "--end", "h:Driver"]
+    line = refused(capsys, *args, "--capacity", f"h:*={growth}")
+    assert "K must be at most 2147483647" in line
+    _, _, err = cli(capsys, *args, "--capacity", "h:*=+2147483647")  # the largest: analysed
+    assert "at most" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["trace", "names"],
+        ["trace", "convert", "OUT.cpt"],
+        ["trace", "convert", "OUT.jsonl"],
+        ["analyze", "--start", "h:A", "--end", "h:A"],
+        ["trace", "info"],
+    ],
+)
+def test_a_name_holding_a_lone_surrogate_is_one_line(capsys, tmp_path, command):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"t":0,"op":"begin","sys":"h","sm":"A","state":"x\\ud800y"}\n')
+    argv = [a.replace("OUT", str(tmp_path / "out")) for a in command]
+    argv.insert(2 if command[0] == "trace" else 1, str(trace))
+    line = refused(capsys, *argv)
+    assert "field 'state' is not Unicode text (a lone surrogate): x\\ud800y" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]
+
+
+def test_a_microbenchmark_table_with_a_line_over_128_kib_is_one_line(capsys, tmp_path):
+    table = tmp_path / "bench.csv"
+    table.write_text("size_bytes,Os_us,note\n64,1.5," + "x" * 200_000 + "\n")
+    line = refused(capsys, "calibrate", "show", str(table))
+    assert f"{table}: not a readable CSV table" in line and "field larger than field limit" in line
+
+
+def test_plot_leaves_an_infinite_value_out_and_says_so(capsys, tmp_path):
+    results = tmp_path / "s.csv"
+    results.write_text(
+        "link.rate,repeat,seed,error,goodput_bps\n1Gbps,0,1,,inf\n2Gbps,0,1,,5e8\n3Gbps,0,1,,-inf\n"
+    )
+    args = ["plot", str(results), "--x", "link.rate", "--y", "goodput_bps"]
+    code, _, err = cli(capsys, *args, "--out", str(tmp_path / "p.png"))
+    assert code == 0, err
+    assert "cpasim: goodput_bps: 2 row(s) of s.csv infinite, left out of the figure" in err
+    assert (tmp_path / "p.png").stat().st_size > 0
+    results.write_text("link.rate,repeat,seed,error,goodput_bps\n1Gbps,0,1,,inf\n")
+    line = refused(capsys, *args, "--out", str(tmp_path / "q.png"))
+    assert "--y goodput_bps: the column holds no finite numbers" in line
+
+
+def test_a_pcapng_block_announcing_4_gib_is_refused_without_reading_it(capsys, tmp_path):
+    import tracemalloc
+
+    from cpasim.calibrate.pcap import read_capture
+
+    path = _capture(tmp_path, "pcapng")
+    data = path.read_bytes()
+    # The first block after the section header and the interface: a packet block.
+    at = struct.unpack_from("<I", data, 4)[0]
+    at += struct.unpack_from("<I", data, at + 4)[0]
+    path.write_bytes(data[: at + 4] + struct.pack("<I", 0xFFFFFFF0) + data[at + 8 : at + 404])
+    tracemalloc.start()
+    try:
+        with pytest.raises(CpasimError, match=r"corrupt pcapng block 3 \(length 4294967280"):
+            read_capture(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20
+    assert "corrupt pcapng block" in refused(capsys, "calibrate", "show", str(path))
+
+
+# --- captures whose time goes backwards -------------------------------------------------
+
+
+def _timed_capture(tmp_path, retime) -> Path:
+    """The synthetic transfer with its records' times (and order) changed by ``retime``."""
+    segs = synth.bulk_flow(side="sender", segments=60)
+    path = tmp_path / "timed.pcap"
+    synth.write_pcap(path, retime(segs), side="sender")
+    return path
+
+
+def _at(segs, i: int, t_ns: int):
+    return [*segs[:i], dataclasses.replace(segs[i], t_ns=t_ns), *segs[i + 1 :]]
+
+
+@pytest.mark.parametrize(
+    ("retime", "expected"),
+    [
+        (lambda s: _at(s, 30, 1_000_000_000), "time goes backwards at pcap record 31: 1.000000 s"),
+        (lambda s: s[::-1], "time goes backwards at pcap record 2"),  # each step > 1 ms
+        (lambda s: [*s[:20], s[5], *s[20:]], "time goes backwards at pcap record 21"),
+        (lambda s: [*s[:20], s[19], *s[20:]], "pcap record 21 repeats record 20 whole"),
+    ],
+    ids=["one record at t=1s", "reversed", "a record copied later", "a record repeated"],
+)
+def test_a_capture_whose_time_goes_backwards_is_refused(capsys, tmp_path, retime, expected):
+    path = _timed_capture(tmp_path, retime)
+    for command in (["calibrate", "inspect"], ["calibrate", "show"]):
+        line = refused(capsys, *command, str(path))
+        assert expected in line, line
+    # fit took such a capture for a slower path, and fitted another regime to it
+    line = refused(capsys, "calibrate", "fit", TCP, str(path), "--out", str(tmp_path / "f.toml"))
+    assert expected in line, line
+    assert not (tmp_path / "f.toml").exists()
+
+
+def test_reversed_records_closer_than_a_millisecond_are_refused_as_a_whole(capsys, tmp_path):
+    """Reversed at 10 Gb/s every step back is a microsecond: it is their number that
+    gives them away."""
+    path = _timed_capture(
+        tmp_path, lambda s: [dataclasses.replace(g, t_ns=10**12 - i) for i, g in enumerate(s)]
+    )
+    line = refused(capsys, "calibrate", "show", str(path))
+    assert "time goes backwards at 92 of its 93 records (more than 1%)" in line
+
+
+def test_the_small_steps_back_of_a_real_capture_are_read(capsys, tmp_path):
+    """A record a few microseconds late (a real capture's CPU queues) reads as ever."""
+
+    def late(segs):
+        segs = list(segs)
+        segs[10], segs[11] = segs[11], dataclasses.replace(segs[10], t_ns=segs[11].t_ns + 28_000)
+        return segs
+
+    code, out, err = cli(
+        capsys, "calibrate", "inspect", "--json", str(_timed_capture(tmp_path, late))
+    )
+    assert code == 0 and not err, err
+    assert json.loads(out)["flows"]

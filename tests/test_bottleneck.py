@@ -100,6 +100,7 @@ def test_traced_queue_never_holds_more_than_its_bytes_and_fills():
     assert system.drops()["bottleneck_queue_full"] > 0
 
 
+@pytest.mark.slow
 def test_drops_only_when_the_window_exceeds_bdp_plus_queue():
     # BDP 25 kB + queue 40 kB: a 48 KiB window fits, a 96 KiB window does not.
     base = [*FILLED[:2], "bottleneck.queue=40kB", "sim.duration=200ms", "sim.warmup=10ms"]
@@ -153,6 +154,7 @@ def test_queue_smaller_than_one_packet_is_refused():
     load_scenario(None, sets=["bottleneck.queue=100B"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("sets", "words"),
     [
@@ -187,6 +189,7 @@ PERSISTENT = [
 ]
 
 
+@pytest.mark.slow
 def test_codel_keeps_the_sojourn_near_its_target():
     plain = _window([*PERSISTENT, "bottleneck.aqm=none"], 1e9, 4e9)
     codel = _window([*PERSISTENT, "bottleneck.aqm=codel"], 1e9, 4e9)
@@ -197,6 +200,7 @@ def test_codel_keeps_the_sojourn_near_its_target():
     assert codel["goodput"] > 0.8 * 10e6 * MSS / (MTU + 38)
 
 
+@pytest.mark.slow
 def test_reno_through_a_small_queue_follows_the_mathis_relation():
     """rate = MSS / RTT × sqrt(3/2) / sqrt(p) (Mathis, Semke, Mahdavi, Ott 1997),
     for NewReno (PINNED) with one ACK per segment (no delayed ACK: b = 1).  RTT is the base round
@@ -310,7 +314,10 @@ def test_predicted_rate_change_matches_the_re_simulation(tmp_path):
         # both directions shaped, the ACK queue overflowing too
         ["bottleneck.reverse_rate=2Mbps", "bottleneck.queue=20kB"],
         # CoDel dropping from the head of a standing queue
-        [*PERSISTENT[1:], "bottleneck.aqm=codel", "sim.duration=1.5s", "sim.warmup=0.5s"],
+        pytest.param(
+            [*PERSISTENT[1:], "bottleneck.aqm=codel", "sim.duration=1.5s", "sim.warmup=0.5s"],
+            marks=pytest.mark.slow,
+        ),
         # FQ-CoDel: two flows, dropping from the fattest on overflow
         ["bottleneck.aqm=fq_codel", "workload.connections=2", "bottleneck.queue=20kB"],
     ],
@@ -396,6 +403,7 @@ def test_fq_codel_overflow_drops_half_the_fattest_flow_from_its_head():
     assert sorted(_order(fq, 4)) == [("a", 2), ("a", 3), ("b", 0), ("b", 0)]
 
 
+@pytest.mark.slow
 def test_fq_codel_shares_the_bottleneck_equally_and_holds_the_sojourn():
     """Two bulk connections through FQ-CoDel at 10 Mb/s (20 ms RTT, a 1 MB
     queue): each gets half of the bottleneck within 2%, and the mean sojourn

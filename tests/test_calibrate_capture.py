@@ -212,10 +212,37 @@ def test_committed_compressed_capture_with_handshake_options():
     assert not any(p.sack_permitted for p in cap.packets if not p.flags & dpkt.tcp.TH_SYN)
 
 
-def test_truncated_compressed_capture(tmp_path):
+@pytest.mark.parametrize("keep", [0.3, 0.7, -8])
+def test_a_truncated_compressed_capture_is_read_to_its_cut_as_a_plain_one(tmp_path, keep):
+    """As tcpdump and Wireshark read a .pcap cut short (a killed capture, an
+    interrupted copy) up to its last whole record, so a .pcap.gz cut short: the
+    records decompressed before the cut, and a note saying so."""
     segs = synth.bulk_flow(side="sender", segments=30)
     plain = _write(tmp_path, segs, side="sender")
-    packed = tmp_path / "cut.pcap.gz"
-    packed.write_bytes(gzip.compress(plain.read_bytes())[:-200])
-    with pytest.raises(CpasimError, match="cut.pcap.gz: truncated or corrupt"):
-        read_capture(packed)
+    whole = read_capture(plain)
+    packed = gzip.compress(plain.read_bytes())
+    cut_at = int(keep * len(packed)) if keep > 0 else len(packed) + keep  # -8: no trailer
+    (tmp_path / "cut.pcap.gz").write_bytes(packed[:cut_at])
+    cap = read_capture(tmp_path / "cut.pcap.gz")
+    assert cap.cut_short is not None and "cut short" in cap.cut_short
+    assert 0 < len(cap.packets) <= len(whole.packets)
+    assert cap.packets == whole.packets[: len(cap.packets)]
+    if keep == -8:  # only the trailer is lost: every record is there
+        assert cap.packets == whole.packets
+    # The same bytes uncompressed and cut inside their last record read the same way.
+    data = plain.read_bytes()
+    assert read_capture(_bytes(tmp_path, data[: len(data) - 5])).cut_short is not None
+
+
+def test_a_corrupt_compressed_capture_is_one_line(tmp_path):
+    packed = bytearray(gzip.compress(b"\xd4\xc3\xb2\xa1" + bytes(200)))
+    packed[12:20] = b"\xff" * 8  # the deflate stream damaged
+    path = _bytes(tmp_path, bytes(packed), "bad.pcap.gz")
+    with pytest.raises(CpasimError, match="bad.pcap.gz: corrupt gzip-compressed capture"):
+        read_capture(path)
+
+
+def _bytes(tmp_path, data: bytes, name: str = "cut.pcap") -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path

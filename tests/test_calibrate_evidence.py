@@ -67,6 +67,7 @@ def test_proposals_carry_what_the_capture_and_report_show():
     assert "link.rate" not in props  # the bottleneck is the model's, not the link's
 
 
+@pytest.mark.slow
 def test_capture_alone_tells_a_fixed_buffer_from_autotuning():
     """Without iperf3's report: a window that grew only while rcv_ssthresh climbed to
     its clamp (31,819 -> 39,096 B) is a fixed SO_RCVBUF, and Linux's rules map it back
@@ -85,6 +86,7 @@ def test_capture_alone_tells_a_fixed_buffer_from_autotuning():
         assert evidence.request_for_window(window, tcp, 1448) == w * 1024, window
 
 
+@pytest.mark.slow
 def test_apply_sets_every_proposal():
     cfg = evidence.apply(load_scenario(None), _proposals(), where="test")
     assert cfg.value("link.mtu") == 1500
@@ -212,6 +214,7 @@ def _error(capsys, *args) -> str:
     return err
 
 
+@pytest.mark.slow
 def test_bad_inputs_one_line_exit_2(capsys, tmp_path):
     base = tmp_path / "b.toml"
     base.write_text("")
@@ -271,6 +274,7 @@ def test_search_without_a_root_finds_the_closest_point_and_says_at_edge():
     assert edge.at_edge and edge.x == pytest.approx(10.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("path", "paced"),
     [

@@ -23,6 +23,7 @@ def _sim(cfg):
     return simulate(cfg).to_json()
 
 
+@pytest.mark.slow
 def test_recovers_a_link_rate_from_its_own_goodput():
     truth = load_scenario(None, sets=[*SHORT, "link.rate=30Mbps"])
     measured = _sim(truth)["goodput_bps"]
@@ -45,6 +46,7 @@ def test_parameter_without_influence_is_reported_not_invented():
     assert result.residuals[0].relative == pytest.approx(1 / 0.9 - 1)
 
 
+@pytest.mark.slow
 def test_fit_a_real_capture_through_the_cli(tmp_path):
     out = tmp_path / "calibrated.toml"
     base = tmp_path / "base.toml"
@@ -86,7 +88,9 @@ def test_targets_from_iperf3_with_conditions():
     ("extra", "message"),
     [
         (["--params", "tcp.nosuch"], "--params: unknown key 'tcp.nosuch'"),
-        (["--params", "tcp.nagle"], "only numeric parameters fit"),
+        pytest.param(
+            ["--params", "tcp.nagle"], "only numeric parameters fit", marks=pytest.mark.slow
+        ),
     ],
 )
 def test_bad_parameters(capsys, tmp_path, extra, message):
@@ -108,6 +112,7 @@ def test_bad_parameters(capsys, tmp_path, extra, message):
     assert err.startswith("cpasim: error: ") and message in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_bad_measurements(capsys, tmp_path):
     base = tmp_path / "b.toml"
     base.write_text("")

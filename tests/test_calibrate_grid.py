@@ -82,6 +82,7 @@ def test_issue_reference_ordering(grid):
     assert g["reno"] == pytest.approx(31.3, rel=0.05)  # 15 % below the issue's 36.8
 
 
+@pytest.mark.slow
 def test_calibration_run_is_matched(cal):
     assert abs(cal.residual) < 0.005
     # Not fitted: Linux advertised at most 81,120 B for -w 64K; the model's receiver,

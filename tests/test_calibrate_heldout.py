@@ -114,6 +114,7 @@ def test_manifest_errors_name_file_and_line(tmp_path):
 SHORT = ["sim.duration=60ms", "sim.warmup=10ms"]
 
 
+@pytest.mark.slow
 def test_fit_is_deterministic():
     cfg = load_scenario(None, sets=[*SHORT, "link.rate=40Mbps"])
     target = [Target("goodput_bps", 25e6, "synthetic")]

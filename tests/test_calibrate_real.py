@@ -59,6 +59,7 @@ def test_bottleneck_rate_matches_the_shaper(row):
     assert report.retransmitted_segments == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SIDES)
 def test_both_sides_and_iperf3_agree(name):
     tx = inspect_capture(read_capture(CAPTURES / f"{name}_tx.pcap"))

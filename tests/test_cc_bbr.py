@@ -71,15 +71,12 @@ def _runs(rows, key):
     return out
 
 
-def test_startup_drain_probe_bw_on_a_constant_rate(steady):
-    cc, p, rows = steady
-
+def _starts_drains_and_probes(rows):
     def rounds_at(t):
         return next(r[9] for r in rows if r[0] >= t)
 
     modes = [m for m, _, _ in _runs(rows, lambda r: r[1])]
     assert modes[:3] == [BBR_STARTUP, BBR_DRAIN, BBR_PROBE_BW]
-    assert p.losses == 0
     # STARTUP ends after 3 rounds without 25% bandwidth growth: within a few
     # rounds of filling the pipe (log2(BDP/10) ~ 4.3 rounds of doubling).
     drain_at = next(r[0] for r in rows if r[1] == BBR_DRAIN)
@@ -91,6 +88,23 @@ def test_startup_drain_probe_bw_on_a_constant_rate(steady):
     assert next(r[5] for r in rows if r[1] == BBR_PROBE_BW) <= BDP * 1.1
 
 
+@pytest.mark.slow
+def test_startup_drain_probe_bw_on_a_constant_rate(steady):
+    cc, p, rows = steady
+    _starts_drains_and_probes(rows)
+    assert p.losses == 0
+
+
+def test_the_first_half_second_starts_drains_and_probes():
+    """The quick suite's share of the 12 s run: its first half second, the same
+    phases, and the pacing rate of the first PROBE_BW cycles."""
+    cc, p, rows = _record(0.5)
+    _starts_drains_and_probes(rows)
+    assert p.losses == 0
+    assert _pacing_checked(rows) > 1000
+
+
+@pytest.mark.slow
 def test_bandwidth_estimate_converges_to_the_delivery_rate(steady):
     cc, p, rows = steady
     bw_pps = cc.max_bw() * 1e6 / BW_UNIT
@@ -98,6 +112,7 @@ def test_bandwidth_estimate_converges_to_the_delivery_rate(steady):
     assert cc.min_rtt_us == pytest.approx(MIN_RTT / 1e3, abs=2)
 
 
+@pytest.mark.slow
 def test_pacing_gain_cycles_eight_phases_one_per_min_rtt(steady):
     cc, p, rows = steady
     probe = [r for r in rows if r[1] == BBR_PROBE_BW and r[0] < 10e9]
@@ -118,21 +133,28 @@ def test_pacing_gain_cycles_eight_phases_one_per_min_rtt(steady):
             assert b - a <= MIN_RTT + 3e6
 
 
-def test_pacing_rate_is_gain_times_bw_less_one_percent(steady):
-    cc, p, rows = steady
+def _pacing_checked(rows) -> int:
+    """Rows in PROBE_BW whose pacing rate is gain x bw less 1 % (all of them, or it fails)."""
     checked = 0
     for _, mode, _, gain, _, _, pacing, bw, *_ in rows:
         if mode == BBR_PROBE_BW and bw:
             want = gain / BBR_UNIT * bw / BW_UNIT * 1e6 * MSS * 0.99
             assert pacing == pytest.approx(want, rel=1e-3)
             checked += 1
-    assert checked > 10_000
+    return checked
+
+
+@pytest.mark.slow
+def test_pacing_rate_is_gain_times_bw_less_one_percent(steady):
+    cc, p, rows = steady
+    assert _pacing_checked(rows) > 10_000
     # In PROBE_BW the rates are the cycle's: 5/4, 3/4 and 1 x RATE x 0.99.
     for r in rows:
         if r[1] == BBR_PROBE_BW:
             assert r[6] / (RATE * MSS * 0.99) == pytest.approx(r[3] / BBR_UNIT, rel=0.015)
 
 
+@pytest.mark.slow
 def test_cwnd_is_two_bdp_plus_quantization_budget(steady):
     cc, p, rows = steady
     # tso_segs_goal: ~1 ms of data at the pacing rate (sk_pacing_shift 10), at most
@@ -147,6 +169,7 @@ def test_cwnd_is_two_bdp_plus_quantization_budget(steady):
     assert max(r[5] for r in probe) <= 1.5 * BDP
 
 
+@pytest.mark.slow
 def test_probe_rtt_after_ten_seconds_holds_four_packets_for_200ms(steady):
     cc, p, rows = steady
     runs = _runs(rows, lambda r: r[1])
@@ -170,6 +193,7 @@ def test_probe_rtt_after_ten_seconds_holds_four_packets_for_200ms(steady):
     assert after[1] == BBR_PROBE_BW and after[4] >= 2 * BDP
 
 
+@pytest.mark.slow
 def test_same_seed_same_run_and_seed_changes_first_phase():
     a = _record(1.0, seed=3)[2]
     b = _record(1.0, seed=3)[2]
@@ -202,6 +226,7 @@ def test_packet_conservation_in_the_first_round_of_recovery():
     assert tp.snd_cwnd >= 100
 
 
+@pytest.mark.slow
 def test_policer_detected_and_long_term_rate_used():
     """A token-bucket policer at half the link rate: after two lossy intervals
     with the same delivery rate BBR paces at that long-term rate."""
@@ -322,6 +347,7 @@ def test_tso_segs_goal(pacing_rate, segs):
     assert cc._tso_segs_goal(tp) == segs
 
 
+@pytest.mark.slow
 def test_bandwidth_filter_forgets_a_lost_rate_within_ten_rounds():
     """The max filter spans bbr_bw_rtts = 10 packet-timed rounds: when the
     bottleneck halves, the old rate is kept for a few rounds, then forgotten."""
@@ -345,6 +371,7 @@ def test_bandwidth_filter_forgets_a_lost_rate_within_ten_rounds():
     assert rows[-1][2] == pytest.approx(RATE / 2, rel=0.01)
 
 
+@pytest.mark.slow
 def test_loss_does_not_make_bbr_back_off():
     """A drop-tail buffer of a quarter BDP: BBR v1's 2 BDP cwnd keeps it
     losing, but its model ignores loss: the link stays full and the estimate

@@ -96,6 +96,7 @@ def _run_after_loss(rtt_ns: float, w: int, seconds: float, init_cwnd: int):
     return cc, p, after
 
 
+@pytest.mark.slow
 def test_window_follows_the_cubic_curve_after_a_loss():
     rtt = 100e6
     cc, p, after = _run_after_loss(rtt, 200, 12.0, 150)
@@ -193,6 +194,7 @@ def test_hystart_delay_exits_when_the_round_rtt_rises():
     assert curr > delay_min + min(max(delay_min >> 3, 4000), 16000)
 
 
+@pytest.mark.slow
 def test_hystart_does_not_exit_when_rtt_is_flat():
     cc = Cubic()
     p = Path(cc, rate_pps=1e8, prop_rtt_ns=20e6)  # no queue: every RTT sample the same

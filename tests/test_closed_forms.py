@@ -83,6 +83,7 @@ def test_link_limited_goodput(rate, mtu):
     assert got == pytest.approx(expected, rel=0.01)
 
 
+@pytest.mark.slow
 @settings(max_examples=4, deadline=None, derandomize=True)
 @given(
     rate_mbps=st.integers(min_value=50, max_value=5000),
@@ -93,7 +94,10 @@ def test_link_limited_goodput_any_rate_and_mtu(rate_mbps, mtu):
     assert got == pytest.approx(expected, rel=0.01)
 
 
-@pytest.mark.parametrize(("rmem", "delay"), [("32KiB", "1ms"), ("64KiB", "2ms"), ("256KiB", "2ms")])
+@pytest.mark.parametrize(
+    ("rmem", "delay"),
+    [("32KiB", "1ms"), ("64KiB", "2ms"), pytest.param("256KiB", "2ms", marks=pytest.mark.slow)],
+)
 def test_window_limited_goodput(rmem, delay):
     sets = [*FAST_HOST, f"tcp.rmem={rmem}", f"link.delay={delay}", "link.rate=10Gbps"]
     cfg = load_scenario(None, sets=sets)
@@ -124,6 +128,7 @@ def _bound_runs(workload, bound_of, freqs=("4GHz", "100GHz")):
     return out
 
 
+@pytest.mark.slow
 def test_forwarding_bound_be_over_2():
     echo = [
         "workload.kind=pingpong",
@@ -139,6 +144,7 @@ def test_forwarding_bound_be_over_2():
     assert shares[-1] >= 0.85
 
 
+@pytest.mark.slow
 def test_http_bound_tends_to_be_without_a_memory_bus():
     web = [
         "workload.kind=webserver",

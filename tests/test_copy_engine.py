@@ -146,6 +146,7 @@ def test_cpu_time_never_exceeds_the_cores_while_spinning():
         assert busy <= 1.0 + 1e-9 and r.cpu_utilization["rx"]["idle"] >= 0.0
 
 
+@pytest.mark.slow  # the quick suite checks each key in tests/test_params_matter.py
 @pytest.mark.parametrize(
     ("key", "value", "sets"),
     [
@@ -210,7 +211,10 @@ def test_a_copy_that_costs_nothing_moves_nothing_through_memory():
     "sets",
     [
         (*IO_BUS, "memory.bandwidth=20Gbps", "link.loss=0.01"),
-        (*ENGINE, "hosts.rx.copy_engine.wait=sleep", "workload.connections=2"),
+        pytest.param(
+            (*ENGINE, "hosts.rx.copy_engine.wait=sleep", "workload.connections=2"),
+            marks=pytest.mark.slow,
+        ),
     ],
 )
 def test_same_seed_same_results_and_tracing_changes_nothing(sets, tmp_path):

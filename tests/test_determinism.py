@@ -23,7 +23,7 @@ def _json(cfg, **kw):
 @pytest.mark.parametrize(
     "sets",
     [
-        ["workload.kind=tcp_stream", "link.loss=0.01"],
+        pytest.param(["workload.kind=tcp_stream", "link.loss=0.01"], marks=pytest.mark.slow),
         # Both buffers autotuned over a 1 ms RTT: they grow several times.
         ["workload.kind=tcp_stream", "link.delay=500us"],
         ["workload.kind=tcp_stream", "tcp.wmem=64KiB", "tcp.rmem=64KiB"],
@@ -104,6 +104,7 @@ def test_another_seed_gives_other_results_with_random_loss():
     )
 
 
+@pytest.mark.slow
 def test_sized_run_ends_when_the_sink_has_read_everything():
     cfg = load_scenario(None, sets=["workload.bytes=2MB", "sim.warmup=0ms"])
     r = simulate(cfg)

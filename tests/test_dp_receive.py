@@ -49,6 +49,7 @@ def test_a_pick_up_costs_cpu_cost_poll():
     assert per == pytest.approx(1000 * 1e9 / cfg.host("rx").cpu.freq, rel=0.01)
 
 
+@pytest.mark.slow
 def test_copy_out_costs_poll_per_byte():
     sets = (*POLL, "link.rate=100Mbps", "cpu.cost.poll_per_byte=2")
     cfg = load_scenario(None, sets=[*SHORT, *sets])
@@ -59,6 +60,7 @@ def test_copy_out_costs_poll_per_byte():
     assert extra == pytest.approx(2 * 1472 * 1e9 / cfg.host("rx").cpu.freq, rel=0.02)
 
 
+@pytest.mark.slow
 def test_go_back_n_delivers_everything_in_order_through_losses():
     total = 300 * 1472
     r = simulate(
@@ -110,6 +112,7 @@ def test_duplex_streams_both_ways():
     assert r.goodput_bps > 1.2 * one_way  # the link is full duplex
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("sets", "message"),
     [

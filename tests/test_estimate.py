@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import dies_with_this_run, sigint_as_on_a_terminal
 
 from cpasim.config import load_scenario
 from cpasim.estimate import WARN_EVENTS, estimate
@@ -25,8 +26,8 @@ ZERO_COSTS = [
 @pytest.mark.parametrize(
     ("scenario", "sets"),
     [
-        ("tcp-stream.toml", ["sim.duration=40ms"]),
-        ("udp-stream.toml", ["sim.duration=30ms"]),
+        pytest.param("tcp-stream.toml", ["sim.duration=40ms"], marks=pytest.mark.slow),
+        pytest.param("udp-stream.toml", ["sim.duration=30ms"], marks=pytest.mark.slow),
         ("pingpong.toml", []),
         ("tcp-stream.toml", ["workload.bytes=2MB", "sim.warmup=0s"]),
     ],
@@ -78,23 +79,30 @@ def test_trace_size_follows_the_trace_format():
     assert 0 < cpt < jsonl
 
 
+@pytest.mark.slow
 def test_huge_run_warns_first_and_stops_cleanly_on_ctrl_c(tmp_path):
     """The warning comes before the run; Ctrl-C ends it with one line and status 130."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     sets = [a for s in ["workload.bytes=1000TB"] for a in ("--set", s)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cpasim.cli", "run", str(SCENARIOS / "tcp-stream.toml"), *sets],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-    )
-    first = proc.stderr.readline()
-    assert first.startswith("cpasim: warning: about 2.4e+09 events to simulate"), first
-    time.sleep(1.0)  # well into the simulation
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    with sigint_as_on_a_terminal():  # as Ctrl-C reaches it, also from a background suite
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cpasim.cli", "run", str(SCENARIOS / "tcp-stream.toml"), *sets],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            preexec_fn=dies_with_this_run,  # nor must a killed suite
+        )
+    try:
+        first = proc.stderr.readline()
+        assert first.startswith("cpasim: warning: about 2.4e+09 events to simulate"), first
+        time.sleep(1.0)  # well into the simulation
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()  # a failed check must not leave a run of 1000 TB behind
+        proc.communicate()
     assert proc.returncode == 130, err
     assert err.strip() == "cpasim: run interrupted, no result" and out == ""
 

@@ -52,6 +52,7 @@ def test_graph_and_run_record_get_the_umask_mode(tmp_path, umask):
     import cpasim.cli
     from cpasim.config import load_scenario
     from cpasim.predict.runs import sidecar_path, write_run_record
+    from cpasim.trace import trace_digest
 
     umask(0o027)
     stack = Path(__file__).parent / "traces" / "stack_driver.jsonl"
@@ -62,5 +63,5 @@ def test_graph_and_run_record_get_the_umask_mode(tmp_path, umask):
     assert stat.S_IMODE(dot.stat().st_mode) == 0o640
     trace = tmp_path / "r.cpt"
     trace.write_bytes((Path(__file__).parent / "traces" / "model_tcp_stream.cpt").read_bytes())
-    write_run_record(load_scenario(None), trace, {"goodput_bps": 1.0})
+    write_run_record(load_scenario(None), trace, {"goodput_bps": 1.0}, trace_digest(trace))
     assert stat.S_IMODE(sidecar_path(trace).stat().st_mode) == 0o640

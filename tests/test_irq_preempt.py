@@ -126,6 +126,7 @@ def test_irq_preempt_needs_the_2613_path_and_shared_cores(sets, expected):
     assert expected in str(err.value)
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None)
 @given(
     size=st.sampled_from(["1400B", "4KiB", "16KiB", "60000B"]),

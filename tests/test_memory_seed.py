@@ -86,6 +86,7 @@ def test_the_copy_load_slows_the_send_gap():
     assert gs_us(*LOADED) > 1.05 * gs_us(MEMORY)
 
 
+@pytest.mark.slow
 def test_refitted_read_wait_gives_the_papers_send_gap(fitted_read_wait):
     # Fitted: gs with the copy (the target the default read wait was fitted to).
     got = gs_us(*LOADED, f"hosts.tx.bus.pci_read_wait={fitted_read_wait}")
@@ -94,6 +95,7 @@ def test_refitted_read_wait_gives_the_papers_send_gap(fitted_read_wait):
     assert 30 < fitted_read_wait < 47.4
 
 
+@pytest.mark.slow
 def test_zero_copy_send_gap_matches_the_paper(fitted_read_wait):
     # Held out.  Achieved: 17.0 µs against 16.4 (+3.7%), 88.2 MB/s against 91.5
     # (-3.6%).

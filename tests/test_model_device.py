@@ -211,6 +211,7 @@ def test_rx_fifo_overflows_when_the_receive_bus_is_slow():
     assert sent - drops["rx_fifo"] - len(seqs) <= 64  # the rest is still in flight
 
 
+@pytest.mark.slow
 def test_ring_runs_dry_when_the_receiving_cpu_is_slow():
     # A 100 MHz receiver spends 3 us per packet in NAPI and the sink: the RX ring
     # empties and frames are dropped for lack of a descriptor.

@@ -72,6 +72,7 @@ def _interrupts(sets, until=20e6):
     return {h: system.hosts[h].dev.stats.interrupts for h in ("tx", "rx")}, system
 
 
+@pytest.mark.slow
 def test_bulk_stream_interrupts_at_most_at_the_bulk_rate():
     adaptive, system = _interrupts(["nic.itr=adaptive"])
     off, _ = _interrupts(["nic.itr=off"])

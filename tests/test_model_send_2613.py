@@ -103,6 +103,7 @@ def _dry_waits(threshold, *sets):
     )
 
 
+@pytest.mark.slow
 def test_the_fetch_threshold_decides_how_often_the_transmit_engine_runs_dry():
     # Fetching only when the cache is empty, the engine waits for every fetch; topped
     # up early, the fetch overlaps the packets' DMA.
@@ -194,6 +195,7 @@ def _shipped_path(*sets, scale=(), engine=None):
     return list(_records(holder["t"])), a.path
 
 
+@pytest.mark.slow
 def test_both_analyzer_engines_agree_on_the_2613_calls_and_softirqs():
     """run records and the cores handed over for a softirq, in both engines alike."""
     call = [("tx:App:ip_push_pending_frames", 0.0)]
@@ -203,6 +205,7 @@ def test_both_analyzer_engines_agree_on_the_2613_calls_and_softirqs():
     assert any(m["core_lent_share"] for m in compiled.most_critical)
 
 
+@pytest.mark.slow
 def test_a_2613_run_keeps_the_identity_invariant_and_the_call_on_the_path():
     """The shipped scenario (the seed's sender) on PCIe x4, briefly."""
     _, path = _shipped_path("hosts.tx.pcie.lanes=4")
@@ -234,6 +237,7 @@ def _count(recs, sm, op, what):
     return sum(1 for _t, o, s, w, _n in recs if s == ("tx", sm) and o == op and w == what)
 
 
+@pytest.mark.slow
 def test_a_2613_sender_transmits_each_fragment_itself_while_the_driver_is_idle():
     """dev_queue_xmit -> qdisc_restart -> e1000_xmit_frame in the sender's context: with
     Driver TX idle and a descriptor free, IP Send hands it the fragment through the qdisc
@@ -278,6 +282,7 @@ def test_a_2613_sender_transmits_each_fragment_itself_while_the_driver_is_idle()
     assert set(posted) == {1}
 
 
+@pytest.mark.slow
 def test_a_2613_sender_runs_the_pending_softirq_on_leaving_dev_queue_xmit():
     """local_bh_enable -> do_softirq at the end of dev_queue_xmit: an interrupt that
     came while the sender held the core waits for it; after the fragment's transmit
@@ -349,6 +354,7 @@ def test_a_2613_datagram_that_fits_a_frame_leaves_its_checksum_to_the_nic():
 M5_FETCH = ["hosts.tx.nic.tx_fetch_threshold=0", "hosts.tx.nic.desc_fetch_batch=64"]
 
 
+@pytest.mark.slow
 def test_a_fetch_asked_by_a_plain_call_leaves_its_wait_active_and_on_the_path():
     """nic.tx_fetch_request = call (M5's signalling): no request records, the engine's
     Wait is never a wait record, and a path that reaches a fetch runs back through
@@ -392,7 +398,9 @@ def _writebacks(*sets):
     return sizes, packets, askers, own
 
 
-@pytest.mark.parametrize("mode, block", [("each", 1), ("block", 4)])
+@pytest.mark.parametrize(
+    "mode, block", [pytest.param("each", 1, marks=pytest.mark.slow), ("block", 4)]
+)
 def test_the_write_back_engine_writes_back_while_the_transmit_engine_goes_on(mode, block):
     """nic.tx_writeback = each / block (M5's IGbE with WTHRESH 0 / 1 and GRAN): the
     transmit engine hands each processed descriptor over and writes nothing back
@@ -420,12 +428,14 @@ def test_with_nothing_left_to_send_the_block_write_back_takes_the_remainder():
     assert any(n % 4 for n in sizes)
 
 
+@pytest.mark.slow  # a traced run analysed; the engine's own checks below are quick
 def test_a_shipped_run_with_the_write_back_engine_keeps_the_identity_invariant():
     _, path = _shipped_path("hosts.tx.nic.tx_writeback=block", *M5_FETCH)
     assert path.critical_path_ns == pytest.approx(path.elapsed_ns, rel=1e-9)
     assert path.most_critical[0]["name"] == "tx:NIC TX:DMA packet"
 
 
+@pytest.mark.slow
 def test_a_preempting_interrupt_takes_the_core_in_the_middle_of_the_senders_work():
     """cpu.irq_preempt: the handler takes the core from the middle of a state of the
     sender's or IP Send's (the state's SM hands it over, as for do_softirq), handler and

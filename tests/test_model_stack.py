@@ -322,6 +322,7 @@ def test_rto_recovers_single_segment_losses():
     assert r.latency_ns["p99"] >= 2e6  # a lost one waits for the timer
 
 
+@pytest.mark.slow
 def test_fast_retransmit_keeps_a_stream_going_under_loss():
     clean = _run("sim.duration=20ms")
     lossy = _run("sim.duration=20ms", "link.loss=0.005", "tcp.rto_min=200ms")
@@ -374,6 +375,7 @@ def _tcp_stream(*sets, trace=False):
     return r, kept.get("t")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("sets", "seed_mbps", "tol"), SEED_LADDER)
 def test_seed_tcp_stream_ladder(sets, seed_mbps, tol):
     r, _ = _tcp_stream(*sets)

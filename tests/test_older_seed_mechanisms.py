@@ -71,6 +71,7 @@ def test_controller_latency_on_one_host_only():
     assert one - base == pytest.approx(40_000, abs=50.0)
 
 
+@pytest.mark.slow
 def test_controller_latency_off_costs_no_event():
     base = run(workload__kind="pingpong", workload__message_size="1B")
     on = run(workload__kind="pingpong", workload__message_size="1B", nic__tx_latency="1ns")
@@ -153,6 +154,7 @@ def _buffer_cycles_per_byte_sent(tso: bool) -> float:
     return (busy - 1000 * r["frames"]["rx_to_tx"]) / SENT
 
 
+@pytest.mark.slow
 def test_tso_allocates_one_buffer_per_size_goal():
     # tcp_sendmsg starts a new buffer when the tail one holds size_goal bytes: one
     # MSS (1460 B) without TSO, a super-segment (44 MSS, 64240 B) with it, so a

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from inprocess import at_call, session
 
 import cpasim.files
 from cpasim.cli import main
@@ -147,6 +148,32 @@ def test_a_full_disk_keeps_the_old_file_and_is_one_line(tmp_path, case, capsys, 
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 
 
+@pytest.mark.parametrize("extra", [[], ["--trace", "t.cpt"]])
+def test_a_full_disk_with_out_leaves_no_empty_run_folder(tmp_path, capsys, request, extra):
+    """The run folder (and the parents made for it) go again when nothing reached them."""
+    request.getfixturevalue("full_disk")
+    out = tmp_path / "runs" / "first"
+    code = cli(["run", SCENARIO, *SHORT, "--out", out, *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and "No space left on device" in err and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_folder_that_holds_a_file_is_kept_when_a_later_write_fails(
+    tmp_path, capsys, monkeypatch
+):
+    import cpasim.runfolder
+
+    def full(*args):
+        raise CpasimError("result.json: cannot write output file: No space left on device")
+
+    monkeypatch.setattr(cpasim.runfolder, "write_result", full)
+    out = tmp_path / "run"
+    assert cli(["run", SCENARIO, *SHORT, "--out", out]) == 2
+    capsys.readouterr()
+    assert sorted(p.name for p in out.iterdir()) == ["config.toml"]
+
+
 def test_a_failed_write_of_any_kind_leaves_no_temporary(tmp_path):
     out = tmp_path / "x.txt"
     write_text_atomically(out, OLD)
@@ -184,17 +211,11 @@ def test_temporary_names_are_fresh_and_hidden_beside_the_target(tmp_path, monkey
 
 def interrupt_at(monkeypatch, target, name, after: int) -> None:
     """Make ``target.name`` raise KeyboardInterrupt on its ``after``-th call."""
-    real = getattr(target, name)
-    calls = 0
 
-    def wrapped(*args, **kwargs):
-        nonlocal calls
-        calls += 1
-        if calls == after:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
+    def ctrl_c() -> None:
+        raise KeyboardInterrupt
 
-    monkeypatch.setattr(target, name, wrapped)
+    at_call(monkeypatch, target, name, after, ctrl_c)
 
 
 def test_ctrl_c_during_the_run_keeps_the_old_jsonl_and_the_partial_beside_it(
@@ -295,6 +316,33 @@ def test_resume_after_a_kill_mid_row_runs_the_cut_row_again(tmp_path, capsys):
     ]
 
 
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("a,b\n", "not a cpasim sweep file (its header is a,b"),
+        ("x,repeat,seed,error\n", "the file varies x, this sweep varies link.rate"),
+    ],
+)
+def test_resume_of_a_file_holding_only_a_foreign_header_is_refused(
+    tmp_path, capsys, header, expected
+):
+    """It was taken for a sweep with no finished row, and replaced."""
+    out = tmp_path / "s.csv"
+    out.write_text(header)
+    assert cli(sweep_args(out, "--resume")) == 2
+    err = capsys.readouterr().err
+    assert expected in err and err.count("\n") == 1, err
+    assert out.read_text() == header
+
+
+def test_resume_of_the_header_a_sweep_writes_before_its_first_row(tmp_path, capsys):
+    out = tmp_path / "s.csv"
+    out.write_text("link.rate,repeat,seed,error\n")  # killed before its first row
+    assert cli(sweep_args(out, "--resume")) == 0
+    capsys.readouterr()
+    assert len(read_rows(out)) == 2
+
+
 def test_a_short_row_in_the_middle_is_one_line(tmp_path):
     out = tmp_path / "s.csv"
     out.write_text("a,b,c\n1,2,3\n4,5\n6,7,8\n")
@@ -379,20 +427,8 @@ for _ in run_dask(time.sleep, [600, 600], "local", 2):
 """
 
 
-def _session(sid: int) -> list[int]:
-    """Live processes of the session ``sid`` (not zombies)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            found.append(int(stat.parent.name))
-    return found
-
-
-@pytest.mark.parametrize("script", [PARENT, pytest.param(DASK_PARENT, marks=pytest.mark.slow)])
+@pytest.mark.slow  # two Python processes and their workers, and seconds of waiting
+@pytest.mark.parametrize("script", [PARENT, DASK_PARENT])
 def test_sweep_workers_end_when_the_sweep_is_killed(tmp_path, script):
     """Local workers (+ forkserver) and a local Dask cluster's workers (+ resource
     tracker) end once the sweep is killed with SIGKILL."""
@@ -408,21 +444,22 @@ def test_sweep_workers_end_when_the_sweep_is_killed(tmp_path, script):
         assert proc.stdout.readline().strip() == "started"
         deadline = time.monotonic() + 60
         # The sweep, two workers and the forkserver (Dask: the resource tracker).
-        while len(_session(proc.pid)) < 4 and time.monotonic() < deadline:
+        while len(session(proc.pid)) < 4 and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert len(_session(proc.pid)) >= 4, _session(proc.pid)
+        assert len(session(proc.pid)) >= 4, session(proc.pid)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         deadline = time.monotonic() + 15
-        while _session(proc.pid) and time.monotonic() < deadline:
+        while session(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _session(proc.pid) == []
+        assert session(proc.pid) == []
     finally:
         proc.stdout.close()
-        for pid in _session(proc.pid):
+        for pid in session(proc.pid):
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_local_dask_is_started_with_no_dashboard_and_no_http_routes(monkeypatch):
     import dask.config
     import distributed

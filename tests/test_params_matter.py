@@ -12,6 +12,7 @@ gives it in ``base``.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import pytest
@@ -242,7 +243,9 @@ MATTERS: dict[str, Case] = {
 }
 
 
-def _observed(sets) -> dict:
+@functools.cache
+def _observed(sets: tuple[str, ...]) -> dict:
+    """The run's result; runs are deterministic, so each set-up's is simulated once."""
     out = simulate(load_scenario(None, sets=[*SHORT, *sets])).to_json()
     for key in ("wall_s", "config_digest"):
         out.pop(key)
@@ -256,7 +259,7 @@ def _check(key: str, case: Case) -> None:
     before = load_scenario(None, sets=[*SHORT, *case.base]).value(full)
     assert changed != before, f"{key}={case.value} is the set-up's own value"
     assert case.doc in spec.doc, f"{key}: its doc should say it needs {case.doc!r}"
-    assert _observed([*case.base, f"{key}={case.value}"]) != _observed(case.base), (
+    assert _observed((*case.base, f"{key}={case.value}")) != _observed(case.base), (
         f"{key}={case.value} changed nothing on {case.base or 'the defaults'}"
     )
 
@@ -267,6 +270,13 @@ def test_every_parameter_has_an_entry():
     assert not listed - set(SPECS), f"entries for no parameter: {sorted(listed - set(SPECS))}"
 
 
-@pytest.mark.parametrize("key", sorted(MATTERS))
+#: Cases that cost a quarter of a second or more (a CoDel interval, 20 ms of window
+#: growth, a go-back-N retransmitting every 50 us): the whole suite runs them.
+LONG = {"bottleneck.aqm", "tcp.moderate_rcvbuf", "tcp.rmem_max", "workload.retransmit_timeout"}
+
+
+@pytest.mark.parametrize(
+    "key", [pytest.param(k, marks=pytest.mark.slow) if k in LONG else k for k in sorted(MATTERS)]
+)
 def test_parameter_changes_the_run(key):
     _check(key, MATTERS[key])

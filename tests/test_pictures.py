@@ -111,6 +111,7 @@ def _analyze_cli(*args):
     return CliRunner().invoke(app, ["analyze", *map(str, args)])
 
 
+@pytest.mark.slow
 def test_timeline_writes_an_image_of_the_window(pingpong, tmp_path):
     import matplotlib.image
 

@@ -68,10 +68,16 @@ def test_baseline_is_link_bound(run):
     [
         ({"link.rate": "1200Mbps"}, 1.2),
         ({"nic.tx_ring": "512"}, 1.0),
-        ({"cpu.freq": "8GHz"}, 1.0),
-        ({"hosts.rx.pcie.lanes": "4"}, 1.0),
-        ({"qdisc.len": "2000"}, 1.0),
-        ({"cpu.cores": "2"}, 1.0),
+        # A re-simulation each: the quick suite checks one on the path and one off it.
+        *[
+            pytest.param(change, speedup, marks=pytest.mark.slow)
+            for change, speedup in [
+                ({"cpu.freq": "8GHz"}, 1.0),
+                ({"hosts.rx.pcie.lanes": "4"}, 1.0),
+                ({"qdisc.len": "2000"}, 1.0),
+                ({"cpu.cores": "2"}, 1.0),
+            ]
+        ],
     ],
 )
 def test_structure_preserving_changes_predict_within_one_percent(run, tmp_path, change, speedup):
@@ -132,6 +138,7 @@ def test_cli_predict_json_with_trace_reuse(runner, scenario, tmp_path):
     assert "predicted" in text.output and "Mb/s" in text.output
 
 
+@pytest.mark.slow
 def test_a_plain_run_trace_is_a_baseline(runner, scenario, run, tmp_path):
     """``cpasim run --trace`` leaves what predict needs; the first prediction analyses the
     trace once, and predicts exactly what a baseline recorded by predict gives."""
@@ -173,6 +180,7 @@ def test_an_interrupted_run_leaves_the_earlier_trace_and_its_record(
     assert (trace.read_bytes(), sidecar_path(trace).read_bytes()) == before
 
 
+@pytest.mark.slow
 def test_cli_validate_json_keys(runner, scenario):
     res = runner.invoke(
         cpasim.cli.app, ["validate", str(scenario), "--change", "nic.tx_ring=512", "--json"]
@@ -309,6 +317,7 @@ def test_every_timed_state_is_in_the_table(kind, sets, tmp_path):
         ), name
 
 
+@pytest.mark.slow
 def test_validate_re_simulates_a_refused_change(run, tmp_path):
     """A change of congestion control is no graph transform: validate says so and
     still reports the re-simulated figures, exactly those of a plain run."""
@@ -327,6 +336,7 @@ def test_validate_re_simulates_a_refused_change(run, tmp_path):
     assert out["actual_goodput_bps"] == v.actual and out["refused"] == v.refused
 
 
+@pytest.mark.slow
 def test_cli_validate_reports_a_refused_change(runner, scenario):
     args = ["validate", str(scenario), "--change", "tcp.cc=bbr"]
     res = runner.invoke(cpasim.cli.app, [*args, "--json"])

@@ -72,6 +72,7 @@ def lad(scenario, tmp_path_factory):
     return ladder_mod.ladder(load_scenario(scenario), 2, tmp_path_factory.mktemp("runs"))
 
 
+@pytest.mark.slow
 def test_ladder_table_is_the_pinned_one(lad):
     assert [r.index for r in lad.rungs] == list(EXPECTED)
     assert lad.stopped is None
@@ -86,6 +87,7 @@ def test_ladder_table_is_the_pinned_one(lad):
             assert r.predictions[src].predicted_bottleneck == neck
 
 
+@pytest.mark.slow
 def test_each_prediction_names_the_bottleneck_the_resimulation_finds(lad):
     for r in lad.rungs[1:]:
         for p in r.predictions.values():
@@ -104,6 +106,7 @@ def _same_bottleneck(predicted: str, actual: str) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_later_runs_predict_better(lad):
     # Seed 004 fig. 6.2: predictions from later runs are closer (here 1.2% -> 0.7%).
     last = lad.rungs[-1]
@@ -111,6 +114,7 @@ def test_later_runs_predict_better(lad):
     assert last.error(2) < 0.01
 
 
+@pytest.mark.slow
 def test_markdown_and_plot(lad, tmp_path):
     table = ladder_mod.markdown(lad)
     assert table.splitlines()[0].startswith("| config | change | predicted from 1 (Mb/s)")
@@ -120,6 +124,7 @@ def test_markdown_and_plot(lad, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_ladder_figure_names_changes_errors_and_bottlenecks(lad):
     import matplotlib.pyplot as plt
 

@@ -52,7 +52,10 @@ MSS = 1448
 
 @pytest.mark.parametrize(
     "change, window",
-    [({"tcp.rcvbuf": "32KiB"}, 39096 - 18824), ({"hosts.rx.tcp.rcvbuf": "24KiB"}, 10136)],
+    [
+        pytest.param({"tcp.rcvbuf": "32KiB"}, 39096 - 18824, marks=pytest.mark.slow),
+        ({"hosts.rx.tcp.rcvbuf": "24KiB"}, 10136),
+    ],
 )
 def test_locked_rcvbuf_predicts_within_one_percent(window_limited, tmp_path, change, window):
     v = _validate(window_limited, tmp_path, change)
@@ -62,6 +65,7 @@ def test_locked_rcvbuf_predicts_within_one_percent(window_limited, tmp_path, cha
     assert v.error < 0.01 + one_segment, (v.prediction.predicted, v.actual)
 
 
+@pytest.mark.slow
 def test_locked_sndbuf_predicts_as_the_fixed_buffer_it_equals(tmp_path):
     """SO_SNDBUF = 8 KiB locks a 16 KiB buffer: the same run and the same prediction
     as cpasim's tcp.wmem = 16 KiB.  The send-buffer capacity transform over-predicts
@@ -89,6 +93,7 @@ def test_bottleneck_overhead_predicts_within_one_percent(tmp_path):
 
 # BBR, link-bound: measured 0.01% (1.2 Gb/s) and 1.1% (2 Gb/s, where the tx
 # host's DMA becomes the bottleneck).
+@pytest.mark.slow
 @pytest.mark.parametrize("rate, tolerance", [("1200Mbps", 0.01), ("2Gbps", 0.02)])
 def test_bbr_link_rate_predicts(tmp_path, rate, tolerance):
     run = _run(tmp_path, "10ms", "2ms", "tcp.cc=bbr")

@@ -72,6 +72,7 @@ def test_non_empty_folder_refused_unless_overwrite(tmp_path, capsys):
     assert written == {"notes.txt", "config.toml", "report.html", "result.json"}
 
 
+@pytest.mark.slow  # its report analyses the trace and draws two figures
 def test_trace_and_series_go_into_the_folder(tmp_path, capsys):
     run = tmp_path / "run"
     _run([STREAM, *SHORT, "--out", str(run), "--trace", "t.cpt", "--series", "s.csv"], capsys)
@@ -99,6 +100,7 @@ def test_api_run_folder(tmp_path):
         cpasim.run(STREAM, over, out=tmp_path / "api")
 
 
+@pytest.mark.slow
 def test_validate_run_folder(tmp_path, capsys):
     run = tmp_path / "v"
     argv = ["validate", STREAM, *SHORT, "--change", "link.rate=2.5Gbps", "--json"]
@@ -118,6 +120,7 @@ def test_validate_run_folder(tmp_path, capsys):
     assert exc.value.code == 2 and "not empty" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_ladder_run_folder(tmp_path, capsys):
     run = tmp_path / "l"
     with pytest.raises(SystemExit) as exc:

@@ -259,6 +259,7 @@ def test_webserver_third_core_serves_connections_evenly_within_the_seeds_errors(
     assert all(lo <= bps <= hi for bps in per.values())
 
 
+@pytest.mark.slow
 def test_interrupt_cores_leave_the_application_its_own():
     """A core reserved for interrupts is not a third core for anything: the run
     differs from two shared cores, and is deterministic."""

@@ -76,6 +76,7 @@ def test_series_changes_nothing(filled):
     assert filled.events == cpasim.run(STREAM, FILLED).events
 
 
+@pytest.mark.slow  # two traced runs; test_series_changes_nothing is the quick one
 @pytest.mark.parametrize("suffix", [".jsonl", ".cpt"])
 def test_series_with_trace_changes_neither(tmp_path, suffix):
     short = {"sim.duration": "4ms", "sim.warmup": "1ms"}
@@ -93,6 +94,7 @@ def test_parquet_without_pyarrow_is_refused(tmp_path, monkeypatch):
         cpasim.run(STREAM, series=tmp_path / "s.parquet")
 
 
+@pytest.mark.slow
 def test_sized_run_ends_with_its_last_row():
     r = cpasim.run(STREAM, {"workload.bytes": "2MB", "sim.warmup": 0}, series=True)
     s = r.series
@@ -155,10 +157,14 @@ def test_plot_draws_a_series(tmp_path, capsys):
     "scenario, over",
     [
         ("tcp-stream", {"tcp.cc": "cubic", "tcp.sack": True}),  # LinuxSender
-        ("tcp-stream", {"tcp.cc": "bbr", "tcp.sack": True, "bottleneck.rate": "200Mbps"}),
-        ("udp-stream", {}),
+        pytest.param(
+            "tcp-stream",
+            {"tcp.cc": "bbr", "tcp.sack": True, "bottleneck.rate": "200Mbps"},
+            marks=pytest.mark.slow,
+        ),
+        pytest.param("udp-stream", {}, marks=pytest.mark.slow),
         ("pingpong", {}),
-        ("webserver", {}),
+        pytest.param("webserver", {}, marks=pytest.mark.slow),
     ],
 )
 def test_every_workload_and_sender(scenario, over):

@@ -180,6 +180,7 @@ def _window_limited(window: str, *extra: str):
     return simulate(load_scenario(None, sets=sets)).to_json()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("window", LINUX_GOODPUT_MBPS)
 def test_window_limited_goodput_matches_linux(window):
     got = _window_limited(window)["goodput_bps"] / 1e6
@@ -194,6 +195,7 @@ def _connections(sets):
     return system.tx.tcp[0], system.rx.tcp[0]
 
 
+@pytest.mark.slow
 def test_autotuning_grows_both_buffers():
     sets = ["link.rate=1Gbps", "link.delay=5ms", "sim.duration=400ms", "sim.warmup=1ms"]
     tx, rx = _connections(sets)
@@ -240,13 +242,18 @@ SLOW_UDP = [
     ("base", "change"),
     [
         ([*SWEPT_PATH, *LOCKED], "tcp.core_wmem_max=8KiB"),
-        ([*SWEPT_PATH, *LOCKED], "tcp.core_rmem_max=8KiB"),
-        ([*SWEPT_PATH, *LOCKED], "tcp.rx_truesize=4KiB"),
-        (SWEPT_PATH, "tcp.wmem_max=16KiB"),
-        (SWEPT_PATH, "tcp.rmem_default=8KiB"),
-        (SWEPT_PATH, "tcp.rmem_max=32KiB"),
-        (SWEPT_PATH, "tcp.moderate_rcvbuf=false"),
-        (SLOW_UDP, "tcp.core_rmem_default=16KiB"),
+        *[
+            pytest.param(base, change, marks=pytest.mark.slow)
+            for base, change in [
+                ([*SWEPT_PATH, *LOCKED], "tcp.core_rmem_max=8KiB"),
+                ([*SWEPT_PATH, *LOCKED], "tcp.rx_truesize=4KiB"),
+                (SWEPT_PATH, "tcp.wmem_max=16KiB"),
+                (SWEPT_PATH, "tcp.rmem_default=8KiB"),
+                (SWEPT_PATH, "tcp.rmem_max=32KiB"),
+                (SWEPT_PATH, "tcp.moderate_rcvbuf=false"),
+                (SLOW_UDP, "tcp.core_rmem_default=16KiB"),
+            ]
+        ],
     ],
 )
 def test_every_buffer_parameter_moves_goodput_where_it_applies(base, change):

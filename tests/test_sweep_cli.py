@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import sigint_as_on_a_terminal
 from typer.testing import CliRunner
 
 import cpasim.cli
@@ -86,6 +87,7 @@ def small_results(path):
     return path
 
 
+@pytest.mark.slow
 def test_plot_command_writes_the_figure(tmp_path):
     results = small_results(tmp_path / "s.csv")
     result = invoke("plot", str(results), "--x", "link.rate", "--y", "goodput_bps")
@@ -133,9 +135,14 @@ def test_sigint_stops_the_workers_and_keeps_the_finished_rows(tmp_path):
         "sim.warmup=1ms",
     ]
     # A new session: the signal goes to the sweep and its workers, as Ctrl-C in a terminal.
-    proc = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
+    with sigint_as_on_a_terminal():  # also from a suite started in the background
+        proc = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and proc.poll() is None:

@@ -37,10 +37,10 @@ def grid_points(repeat=1, ys=("a", "b")):
     return make_points({"x": ["1", "2", "3"], "y": list(ys)}, repeat=repeat, base_seed=3)
 
 
-def run(points, **kw):
+def run(points, runner=fake_runner, **kw):
     kw.setdefault("progress", False)
     kw.setdefault("workers", 1)
-    return execute(points, fake_runner, keys=KEYS, digest=DIGEST, **kw)
+    return execute(points, runner, keys=KEYS, digest=DIGEST, **kw)
 
 
 def read_csv(path):
@@ -77,6 +77,7 @@ def test_process_pool_gives_the_same_rows_as_in_process(tmp_path):
     assert pooled == inline
 
 
+@pytest.mark.slow
 def test_failing_points_become_rows_and_do_not_stop_the_sweep(tmp_path):
     points = grid_points(ys=("a", "bad", "boom"))
     rows = run(points, out=tmp_path / "s.csv", workers=2)
@@ -177,24 +178,34 @@ def test_bad_output_names(tmp_path):
         run(grid_points(), out=tmp_path / "nowhere" / "s.csv")
 
 
-def test_ctrl_c_in_a_point_writes_the_finished_rows(tmp_path):
-    points = grid_points()
-    out = tmp_path / "s.csv"
+def ctrl_c_at(out, stop_at: int, **kw) -> SweepInterrupted:
+    """How a sweep of :func:`grid_points` into ``out`` ends when its point ``stop_at``
+    is Ctrl-C'd."""
     with pytest.raises(SweepInterrupted) as info:
-        execute(
-            points,
-            functools.partial(interrupting_runner, 3),
-            keys=KEYS,
-            digest=DIGEST,
-            out=out,
-            workers=1,
-            progress=False,
-        )
-    assert (info.value.finished, info.value.total) == (3, 6)
-    assert "3 of 6 points finished" in str(info.value)
+        run(grid_points(), runner=functools.partial(interrupting_runner, stop_at), out=out, **kw)
+    return info.value
+
+
+def test_ctrl_c_in_a_point_writes_the_finished_rows(tmp_path):
+    out = tmp_path / "s.csv"
+    stop = ctrl_c_at(out, 3)
+    assert (stop.finished, stop.total) == (3, 6)
+    assert "3 of 6 points finished" in str(stop)
     assert [(r["x"], r["y"]) for r in read_csv(out)] == [("1", "a"), ("1", "b"), ("2", "a")]
 
 
+def test_ctrl_c_before_any_point_finished_says_the_file_is_as_it_was(tmp_path):
+    """(It said 'written to s.csv' of a file it never wrote, or one it left as it was.)"""
+    out = tmp_path / "s.csv"
+    for old in (None, "what the file held before\n"):
+        if old is not None:
+            out.write_text(old)
+        stop = ctrl_c_at(out, 0, overwrite=True)
+        assert str(stop) == f"interrupted: 0 of 6 points finished; {out} is as it was"
+        assert (out.read_text() if out.exists() else None) == old
+
+
+@pytest.mark.slow
 def test_ctrl_c_in_the_collection_loop_leaves_a_valid_csv(tmp_path, monkeypatch):
     points = grid_points(repeat=2)
     out = tmp_path / "s.csv"
@@ -291,6 +302,7 @@ def test_identity_columns_come_first():
     assert runner.identity_columns(["k"]) == ["k", "repeat", "seed", "error"]
 
 
+@pytest.mark.slow
 def test_a_sweep_that_cannot_start_leaves_no_file(tmp_path):
     out = tmp_path / "s.csv"
     with pytest.raises(CpasimError, match="--dask foo: expected tcp://HOST:PORT or 'local'"):

@@ -88,6 +88,7 @@ def test_goodput_follows_min_of_link_and_window_bounds():
     assert regimes == ["link", "link", "window", "link"]
 
 
+@pytest.mark.slow
 def test_an_impossible_combination_is_a_row_and_the_rest_runs(tmp_path):
     cpasim.cli._register()
     out = tmp_path / "s.csv"

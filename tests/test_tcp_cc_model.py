@@ -21,6 +21,21 @@ SHORT = ["sim.duration=30ms", "sim.warmup=5ms"]
 LOSSY = ["link.loss=0.01"]
 
 
+def _every_cc(quick: str):
+    """(cc, lossy) for every algorithm on a clean and a lossy link; the quick suite runs
+    ``quick`` on the lossy link (half a second each: the whole suite runs the rest)."""
+    return [
+        pytest.param(
+            cc,
+            lossy,
+            id=f"{'lossy' if lossy else 'clean'}-{cc}",
+            marks=[] if lossy and cc == quick else [pytest.mark.slow],
+        )
+        for lossy in (False, True)
+        for cc in CCS
+    ]
+
+
 def _sampled_run(sets, every_ns=20e3):
     """Run the default scenario with ``sets``; sample the sender every ``every_ns``."""
     cfg = load_scenario(None, sets=[*SHORT, *sets])
@@ -40,8 +55,7 @@ def _sampled_run(sets, every_ns=20e3):
     return system, conn, samples
 
 
-@pytest.mark.parametrize("cc", CCS)
-@pytest.mark.parametrize("lossy", [False, True], ids=["clean", "lossy"])
+@pytest.mark.parametrize(("cc", "lossy"), _every_cc(quick="cubic"))
 def test_each_algorithm_moves_data_and_repeats_bit_for_bit(cc, lossy):
     sets = [*SHORT, f"tcp.cc={cc}", *(LOSSY if lossy else [])]
     a = simulate(load_scenario(None, sets=sets))
@@ -71,8 +85,8 @@ def test_sender_choice_follows_cc_and_sack(cc):
             assert sender.ca.name == cc if cc != "newreno" else sender.ca.name in ("reno", cc)
 
 
-@pytest.mark.parametrize("cc", CCS)
-@pytest.mark.parametrize("lossy", [False, True], ids=["clean", "lossy"])
+@pytest.mark.slow
+@pytest.mark.parametrize(("cc", "lossy"), _every_cc(quick="newreno"))
 def test_window_stays_within_what_the_receiver_allows(cc, lossy):
     """Bytes in flight never exceed the peer's window.  The loss-based algorithms grow
     cwnd only while it limits the sender (tcp_is_cwnd_limited), so it stays below
@@ -90,10 +104,10 @@ def test_window_stays_within_what_the_receiver_allows(cc, lossy):
 @pytest.mark.parametrize(
     "sets",
     [
-        ["tcp.cc=cubic"],
+        pytest.param(["tcp.cc=cubic"], marks=pytest.mark.slow),
         ["tcp.cc=cubic", "tcp.recovery=dupack"],
         ["tcp.cc=cubic", "tcp.sack=false"],
-        ["tcp.cc=bbr"],
+        pytest.param(["tcp.cc=bbr"], marks=pytest.mark.slow),
     ],
     ids=["rack", "dupack", "nosack", "bbr"],
 )
@@ -155,6 +169,7 @@ def _acks_of(sets):
     return system.rx.tcp[0].hdr, seen
 
 
+@pytest.mark.slow
 def test_sack_blocks_ride_on_acks_and_lengthen_the_header_only_with_sack():
     sets = [*SHORT, *LOSSY, "tcp.cc=cubic"]
     base, seen = _acks_of([*sets, "tcp.sack=true"])
@@ -212,6 +227,7 @@ def test_sack_is_used_only_when_both_hosts_permit_it():
     assert isinstance(conn.sender, LinuxSender) and not conn.sender.sack
 
 
+@pytest.mark.slow
 def test_tracing_does_not_change_a_paced_lossy_run():
     """BBR on a lossy link (pacing, SACK, RACK timers): the same figures with the
     in-memory tracer as without, and the trace shows TcpSend waiting in ``pace``."""
@@ -259,6 +275,7 @@ def _flight_at_first_loss(sets):
     return conn, peak[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cc", ["cubic", "reno"])
 def test_pacing_on_spreads_slow_start_as_linux_does(cc):
     """tcp.pacing = on paces an algorithm that does not ask for it (Linux: a socket

@@ -2,12 +2,15 @@
 
 from pathlib import Path
 
+import pytest
+
 from cpasim.config import load_scenario
 from cpasim.simulate import simulate
 
 STREAM = Path(__file__).resolve().parent.parent / "scenarios" / "tcp-stream.toml"
 
 
+@pytest.mark.slow
 def test_tso_keeps_a_small_send_buffer_flowing():
     """tcp-stream.toml's 1 Gb/s configuration (128 KiB send buffer, 64 KiB writes):
     Linux 2.6.18's tcp_sendmsg sends the buffer being filled as soon as it holds an

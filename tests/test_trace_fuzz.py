@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import struct
-import zlib
+import re
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +22,7 @@ from hypothesis import strategies as st
 from cpasim.cli import main
 from cpasim.errors import CpasimError
 from cpasim.trace import open_trace, trace_digest
-from cpasim.trace.columnar import FRAME, HEADER, CptWriter, read_cpt
+from cpasim.trace.columnar import FRAME, HEADER, CptWriter, block_frame, read_cpt
 from cpasim.trace.records import RECORD_DTYPE
 
 TRACES = Path(__file__).parent / "traces"
@@ -158,9 +157,9 @@ def blocks(data: bytes) -> list[tuple[bytes, int, int]]:
 def reframed(data: bytes, at: int, payload: bytes) -> bytes:
     """``data`` with the block at byte ``at`` given ``payload`` and a valid checksum."""
     tag, length, _ = FRAME.unpack_from(data, at)
-    head = struct.pack("<4sQ", tag, len(payload))
-    crc = zlib.crc32(payload, zlib.crc32(head))
-    return data[:at] + head + struct.pack("<I", crc) + payload + data[at + FRAME.size + length :]
+    number = [b[1] for b in blocks(data)].index(at) + 1
+    head = block_frame(number, tag, len(payload), payload)
+    return data[:at] + head + payload + data[at + FRAME.size + length :]
 
 
 JSON_VALUES = st.recursive(
@@ -271,3 +270,119 @@ def test_mutated_json_lines_are_refused_or_read(files, capsys, data):
 @given(data=st.data())
 def test_mutated_json_lines_campaign(files, capsys, data):
     check_jsonl(files, capsys, data.draw(jsonl_mutation(files["jsonl"])))
+
+
+# --- names with terminal escapes and lone surrogates ------------------------------------
+
+#: Characters a name may hold that a terminal or an encoder must not meet raw.
+HOSTILE = [
+    "\x1b]0;title\x07",  # OSC: sets the terminal's title
+    "\x1b[2J",  # CSI: clears the screen
+    "\x9b31m",  # C1 CSI
+    "\r",
+    "\n",
+    "\x00",
+    "\u202e",  # right-to-left override
+    "\u2028",
+    "\ud800",  # lone surrogates: no encoding can write them
+    "\udcff",
+    "[bold]",  # rich markup, to be shown as written
+    "é",
+]
+FIELDS = ("sys", "sm", "state", "inst", "q")
+
+
+def hostile_trace(field: str, piece: str) -> bytes:
+    """A small JSON Lines trace (a queue from h:A to h:B) with ``piece`` in one name:
+    of A (``sys``, ``sm``, ``inst``), of A's state, or of the queue."""
+    name = f"x{piece}y"
+    a = {"sys": "h", "sm": "A", field: name} if field in ("sys", "sm", "inst") else {}
+    a = {"sys": "h", "sm": "A", **a}
+    queue = {"q": name if field == "q" else "q", "qsys": "h", "qinst": "0"}
+    records = [
+        {"t": 0, "op": "declare", **a, **queue, "capacity": 4},
+        {"t": 0, "op": "begin", **a, "state": name if field == "state" else "s"},
+        {"t": 1, "op": "enq", **a, **queue},
+        {"t": 2, "op": "begin", "sys": "h", "sm": "B", "state": "t"},
+        {"t": 3, "op": "deq", "sys": "h", "sm": "B", **queue},
+    ]
+    return "".join(json.dumps(r) + "\n" for r in records).encode()
+
+
+_SAFE = re.compile("^[^\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u202e\ud800-\udfff]*$")
+
+
+def check_hostile_names(folder: Path, capsys, field: str, piece: str) -> None:
+    path = folder / "names.jsonl"
+    path.write_bytes(hostile_trace(field, piece))
+    start = {"sys": "x*y:A", "sm": "h:x*y"}.get(field, "h:A")
+    commands = [
+        ["trace", "names", str(path)],
+        ["trace", "info", str(path)],
+        ["trace", "convert", str(path), str(folder / "o.cpt")],
+        ["trace", "convert", str(path), str(folder / "o.jsonl")],
+    ]
+    # --detail: the per-SM profile and the queues name every state machine and queue.
+    commands.append(["analyze", str(path), "--start", start, "--end", "h:B", "--detail"])
+    for command in commands:
+        with pytest.raises(SystemExit) as stop:
+            main(command)
+        out, err = capsys.readouterr()
+        assert stop.value.code in (0, 2), err
+        assert "Traceback" not in err
+        if stop.value.code == 2:
+            assert err.startswith("cpasim: error: ") and err.count("\n") == 1, err
+        # Nothing a terminal would act on reaches it: escaped, every line.
+        for line in (out + err).splitlines():
+            assert _SAFE.match(line), repr(line)
+        if piece in ("\ud800", "\udcff"):
+            assert stop.value.code == 2 and "lone surrogate" in err
+    for converted in ("o.cpt", "o.jsonl"):  # what was written reads back the same
+        if (folder / converted).exists():
+            assert read(folder / converted)[2:] == read(path)[2:]
+            (folder / converted).unlink()
+
+
+names_drawn = st.tuples(
+    st.sampled_from(FIELDS),
+    st.lists(st.sampled_from(HOSTILE), min_size=1, max_size=3).map("".join),
+)
+
+
+def test_a_name_that_would_set_the_terminals_title_is_printed_escaped(files, capsys):
+    check_hostile_names(files["work"], capsys, "q", "\x1b]0;title\x07")  # (--detail's queues)
+    check_hostile_names(files["work"], capsys, "state", "\x1b]0;title\x07")
+    path = str(files["work"] / "names.jsonl")
+    outs = []
+    for command in (["trace", "names", path], ["analyze", path, "--start", "h:A", "--end", "h:B"]):
+        with pytest.raises(SystemExit):
+            main(command)
+        outs.append(capsys.readouterr().out)
+    assert all("h:A:x\\x1b]0;title\\x07y" in out for out in outs), outs
+
+
+def test_a_verdict_naming_a_hostile_state_is_printed_escaped():
+    """The verdict (analyze and predict print it from a trace and its sidecar) names
+    states and resources of the trace."""
+    from cpasim.cli.predict import _limited
+    from cpasim.predict.runs import PathSummary
+    from cpasim.verdict import Verdict
+
+    title = "tx:A:x\x1b]0;title\x07y"
+    v = Verdict(kind="cpu", resource=title, evidence=(f"most critical ({title})",), note=title)
+    lines = v.lines("s\u202e.toml") + [_limited(v, PathSummary({"": 1.0}, title, 0.5, [], []))]
+    assert all(_SAFE.match(line) for line in lines), lines
+    assert "tx:A:x\\x1b]0;title\\x07y" in lines[0]
+
+
+@settings(QUICK, max_examples=3)
+@given(names_drawn)
+def test_names_with_escapes_and_surrogates(files, capsys, drawn):
+    check_hostile_names(files["work"], capsys, *drawn)
+
+
+@pytest.mark.slow
+@CAMPAIGN
+@given(names_drawn)
+def test_names_with_escapes_and_surrogates_campaign(files, capsys, drawn):
+    check_hostile_names(files["work"], capsys, *drawn)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import struct
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,7 @@ from typer.testing import CliRunner
 import cpasim.cli
 from cpasim.cli import main
 from cpasim.errors import CpasimError
-from cpasim.trace import open_trace
+from cpasim.trace import open_trace, trace_digest
 from cpasim.trace.columnar import (
     COUNT,
     FOOTER,
@@ -29,6 +28,7 @@ from cpasim.trace.columnar import (
     TAG_RECS,
     VERSION,
     CptWriter,
+    block_frame,
     read_cpt,
 )
 from cpasim.trace.records import BEGIN, DECLARE, ENQ, RECORD_DTYPE, TraceKey
@@ -36,15 +36,19 @@ from cpasim.trace.records import BEGIN, DECLARE, ENQ, RECORD_DTYPE, TraceKey
 TRACES = Path(__file__).parent / "traces"
 
 
-def block(tag: bytes, payload: bytes) -> bytes:
-    head = struct.pack("<4sQ", tag, len(payload))
-    return head + struct.pack("<I", zlib.crc32(payload, zlib.crc32(head))) + payload
+def block(tag: bytes, payload: bytes) -> tuple[bytes, bytes]:
+    """A block to be framed (with its number) by :func:`cpt_file`."""
+    return tag, payload
 
 
-def cpt_file(*blocks: bytes, records: int = 0, rec_blocks: int = 0) -> bytes:
+def cpt_file(*blocks: tuple[bytes, bytes], records: int = 0, rec_blocks: int = 0) -> bytes:
     """A ``.cpt`` file of ``blocks`` with a footer announcing ``records``/``rec_blocks``."""
-    head = HEADER.pack(MAGIC, VERSION, RECORD_DTYPE.itemsize, 0)
-    return head + b"".join(blocks) + block(TAG_END, FOOTER.pack(records, rec_blocks))
+    out = [HEADER.pack(MAGIC, VERSION, RECORD_DTYPE.itemsize, 0)]
+    for number, (tag, payload) in enumerate(
+        [*blocks, block(TAG_END, FOOTER.pack(records, rec_blocks))], 1
+    ):
+        out += [block_frame(number, tag, len(payload), payload), payload]
+    return b"".join(out)
 
 
 def names_block(delta) -> bytes:
@@ -460,6 +464,22 @@ SIDECAR_EDITS = {
     "state means of null": ("state_means", {"a": None}),
     "state entries of a fraction": ("state_entries", {"a": 1.5}),
     "window half there": ("window", {"t0": 0}),
+    # Of the right type but the wrong sense:
+    "goodput negative": ("result.goodput_bps", -1e9),
+    "latency of zero": ("result.latency_ns", {"mean": 0}),
+    "critical path negative": ("path.critical_path_ns", {"": -5.0}),
+    "share above one": ("path.share", 1.5),
+    "a most critical share negative": (
+        "path.most_critical",
+        [{"name": "tx:A:s", "share": -0.2, "time_ns": 1.0, "waiting_share": 0.0}],
+    ),
+    "waiting share above one": (
+        "path.most_critical",
+        [{"name": "tx:A:s", "share": 0.2, "time_ns": 1.0, "waiting_share": 3.0}],
+    ),
+    "state means negative": ("state_means", {"tx:App:send": -1.0}),
+    "state entries negative": ("state_entries", {"tx:App:send": -3}),
+    "busy time negative": ("path.busy_ns", {"tx:PCIe down": -1.0}),
 }
 
 
@@ -493,3 +513,257 @@ def test_a_window_preamble_naming_undefined_ids_is_refused():
         WindowSource(trace, window)
     rows["sm"][1] = 0
     assert WindowSource(trace, Window(0.0, 1.0, sms, (), rows)).key.sizes()[0] == sms
+
+
+# --- the second campaign: the sidecar race, sidecars of the wrong sense, block numbers ---
+
+#: Long enough after its warm-up for predictions to analyse the window of its tail.
+WINDOWED = ["--set", "sim.duration=30ms"]
+
+
+@pytest.fixture(scope="module")
+def windowed(recorded, tmp_path_factory):
+    """A trace predicted from its window, with the analysed sidecar that says so."""
+    scenario = recorded[0]
+    trace = tmp_path_factory.mktemp("windowed") / "t.cpt"
+    with pytest.raises(SystemExit) as stop:
+        args = ["predict", scenario, *WINDOWED, "--change", "link.rate=2Gbps", "--trace", trace]
+        main([str(a) for a in args])
+    assert stop.value.code == 0
+    side = json.loads(trace.with_name("t.cpt.run.json").read_text())
+    assert side["window"] is not None
+    return scenario, trace, side
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", [("t0", -5e6), ("t0", 1e12), ("t_measure", 2e6)])
+def test_a_sidecar_window_outside_the_trace_is_refused(windowed, tmp_path, capsys, where):
+    """The window a sidecar records is the config's (runs.window_span): one moved
+    elsewhere — before the trace, past its end — is no analysis of this run."""
+    scenario, trace, side = windowed
+    shutil.copy(trace, tmp_path / "t.cpt")
+    field, shift = where
+    edited = _edit(side, f"window.{field}", side["window"][field] + shift)
+    (tmp_path / "t.cpt.run.json").write_text(json.dumps(edited))
+    args = ["predict", scenario, *WINDOWED, "--change", "link.rate=2Gbps"]
+    args += ["--trace", tmp_path / "t.cpt"]
+    code, err = cli(args, capsys)
+    assert_one_line_error(code, err, "t.cpt.run.json: malformed run sidecar (field window.t0)")
+    (tmp_path / "t.cpt.run.json").write_text(json.dumps(side))
+    assert cli(args, capsys)[0] == 0
+
+
+def _record(scenario, trace, duration: str) -> list:
+    return ["run", scenario, "--set", f"sim.duration={duration}", "--trace", trace]
+
+
+def _record_by_api(scenario, trace, duration: str) -> None:
+    cpasim.run(scenario, trace=trace, **{"sim.duration": duration})
+
+
+#: Each way a traced run publishes its trace and sidecar, with the function it calls
+#: between the two: (module to patch, its name).
+PUBLISHERS = {
+    "run --trace": ("cpasim.cli.run", "write_run_record"),
+    "run --explain --trace": ("cpasim.cli.run", "analysed_run"),
+    "cpasim.run(trace=...)": ("cpasim.predict.runs", "write_run_record"),
+}
+
+
+@pytest.mark.parametrize("how", PUBLISHERS)
+def test_a_run_whose_trace_another_run_replaced_leaves_that_runs_pair_alone(
+    recorded, tmp_path, capsys, monkeypatch, how
+):
+    """Run A pauses after writing its trace, before its sidecar; run B records the same
+    path meanwhile.  A used to read its digest back from the path (B's trace) and
+    write its own sidecar with it: predict then took B's 5 ms trace for A's 4 ms run."""
+    import importlib
+
+    scenario, _, _ = recorded
+    trace = tmp_path / "t.cpt"
+    module, name = PUBLISHERS[how]
+    module = importlib.import_module(module)
+    real = getattr(module, name)
+    paused = []
+
+    def pause_then_write(*args, **kwargs):
+        if not paused:  # run A's pause: run B starts and finishes on the same path
+            paused.append(True)
+            assert cli(_record(scenario, trace, "5ms"), capsys)[0] == 0
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, pause_then_write)
+    replaced = f"{trace}: replaced or changed while this command used it"
+    if how.startswith("cpasim.run"):
+        with pytest.raises(CpasimError, match="replaced or changed while this command"):
+            _record_by_api(scenario, trace, "4ms")
+    else:
+        extra = ["--explain"] if "--explain" in how else []
+        code, err = cli([*_record(scenario, trace, "4ms"), *extra], capsys)
+        assert_one_line_error(code, err, replaced)
+    assert paused
+    monkeypatch.undo()
+    side = json.loads((tmp_path / "t.cpt.run.json").read_text())
+    assert side["result"]["sim_time_ns"] == 5e6  # B's pair stands, whole
+    assert side["trace_digest"] == trace_digest(trace)
+    # Predicting from A's configuration is refused: the pair on disk is B's.
+    code, err = cli(predict_args(scenario, trace), capsys)
+    assert_one_line_error(code, err, "recorded with config digest")
+
+
+def test_predict_refuses_a_mismatched_pair_whatever_the_timing(
+    recorded, tmp_path, capsys, monkeypatch
+):
+    """Run B replaces the trace in the last instant, between run A's check that its
+    trace is still there and the rename of A's sidecar: the pair on disk is then
+    mismatched, and predict says so instead of taking B's trace for A's."""
+    from cpasim.predict import runs
+
+    scenario, _, _ = recorded
+    trace = tmp_path / "t.cpt"
+    real = runs.write_text_atomically
+    paused = []
+
+    def pause_then_publish(path, text):
+        if not paused:
+            paused.append(True)
+            assert cli(_record(scenario, trace, "5ms"), capsys)[0] == 0
+        return real(path, text)
+
+    monkeypatch.setattr(runs, "write_text_atomically", pause_then_publish)
+    assert cli(_record(scenario, trace, "4ms"), capsys)[0] == 0
+    monkeypatch.undo()
+    code, err = cli(predict_args(scenario, trace), capsys)
+    assert_one_line_error(code, err, "t.cpt.run.json: describes another trace than t.cpt")
+
+
+def test_an_analysis_of_a_trace_replaced_while_it_was_read_is_not_recorded(
+    recorded, tmp_path, capsys, monkeypatch
+):
+    """The first prediction from a trace analyses it and completes its sidecar: if
+    another run replaces the trace meanwhile, the analysis (of which file?) is not
+    recorded, and nothing is predicted from it."""
+    from cpasim.predict import runs
+
+    scenario, a, b = recorded
+    trace = tmp_path / "t.cpt"
+    shutil.copy(a, trace)
+    shutil.copy(a.with_name(a.name + ".run.json"), tmp_path / "t.cpt.run.json")
+    before = (tmp_path / "t.cpt.run.json").read_text()
+    real = runs.state_entries
+
+    def replaced_meanwhile(source):
+        shutil.copy(b, trace)
+        return real(source)
+
+    monkeypatch.setattr(runs, "state_entries", replaced_meanwhile)
+    code, err = cli(predict_args(scenario, trace), capsys)
+    assert_one_line_error(code, err, "replaced or changed while this command used it")
+    assert (tmp_path / "t.cpt.run.json").read_text() == before
+
+
+def test_a_sidecar_path_taken_by_a_directory_fails_before_the_run(
+    recorded, tmp_path, capsys, monkeypatch
+):
+    import cpasim.simulate
+
+    scenario, _, _ = recorded
+    ran = []
+    monkeypatch.setattr(cpasim.simulate.Kernel, "run_until", lambda *a: ran.append(a))
+    (tmp_path / "t.cpt.run.json").mkdir()
+    for command in (
+        _record(scenario, tmp_path / "t.cpt", "4ms"),
+        predict_args(scenario, tmp_path / "t.cpt"),
+    ):
+        code, err = cli(command, capsys)
+        assert_one_line_error(
+            code, err, "t.cpt.run.json: cannot write run record: it is a directory"
+        )
+    assert ran == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.cpt.run.json"]
+
+
+def test_a_trace_converted_there_and_back_keeps_its_run_record(recorded, tmp_path, capsys):
+    """.cpt -> .jsonl -> .cpt changes the bytes (ids and blocks are the writer's), so
+    the trace's own sidecar was refused: each conversion now carries the run record,
+    bound to the file it wrote."""
+    scenario, _, _ = recorded
+    trace = tmp_path / "t.cpt"
+    assert cli(_record(scenario, trace, "1.3ms"), capsys)[0] == 0
+    original = json.loads((tmp_path / "t.cpt.run.json").read_text())
+    for src, dst in (("t.cpt", "t.jsonl"), ("t.jsonl", "back.cpt")):
+        code, err = cli(["trace", "convert", tmp_path / src, tmp_path / dst], capsys)
+        assert code == 0, err
+    assert (tmp_path / "back.cpt").read_bytes() != trace.read_bytes()
+    for converted in ("t.jsonl", "back.cpt"):
+        side = json.loads((tmp_path / f"{converted}.run.json").read_text())
+        assert side["trace_digest"] == trace_digest(tmp_path / converted)
+        assert (side["config_digest"], side["result"]) == (
+            original["config_digest"],
+            original["result"],
+        )
+        assert side["analysed"] is False  # analysed again from the file it describes
+
+
+@pytest.mark.slow
+def test_a_trace_converted_there_and_back_predicts_as_the_original(recorded, tmp_path, capsys):
+    scenario, a, _ = recorded
+    trace = tmp_path / "t.cpt"
+    shutil.copy(a, trace)
+    shutil.copy(a.with_name(a.name + ".run.json"), tmp_path / "t.cpt.run.json")
+    for src, dst in (("t.cpt", "t.jsonl"), ("t.jsonl", "back.cpt")):
+        assert cli(["trace", "convert", tmp_path / src, tmp_path / dst], capsys)[0] == 0
+    outputs = []
+    for path in (trace, tmp_path / "t.jsonl", tmp_path / "back.cpt"):
+        with pytest.raises(SystemExit) as stop:
+            main([str(x) for x in predict_args(scenario, path)])
+        assert stop.value.code == 0
+        outputs.append(capsys.readouterr().out.splitlines()[:2])  # the baseline's lines
+    assert outputs[1] == outputs[0] and outputs[2] == outputs[0]
+
+
+def test_a_run_record_is_not_carried_to_a_conversion_of_another_trace(recorded, tmp_path, capsys):
+    scenario, a, b = recorded
+    trace = tmp_path / "t.cpt"
+    shutil.copy(b, trace)  # a's sidecar beside b's trace: it vouches for nothing
+    shutil.copy(a.with_name(a.name + ".run.json"), tmp_path / "t.cpt.run.json")
+    code, err = cli(["trace", "convert", trace, tmp_path / "u.cpt"], capsys)
+    assert code == 0, err
+    assert not (tmp_path / "u.cpt.run.json").exists()
+
+
+def _blocks(data: bytes) -> list[tuple[int, int]]:
+    out, pos = [], HEADER.size
+    while pos < len(data):
+        _, length, _ = FRAME.unpack_from(data, pos)
+        out.append((pos, FRAME.size + length))
+        pos += FRAME.size + length
+    return out
+
+
+@pytest.mark.parametrize("how", ["removed", "repeated", "swapped"])
+def test_a_records_block_removed_with_a_footer_to_match_is_refused(tmp_path, how):
+    """Blocks carry their number in their checksum: a file spliced from whole blocks
+    (each with a valid checksum) and a footer redone to match reads as corrupted."""
+    path = tmp_path / "t.cpt"
+    three_blocks(path)
+    data = path.read_bytes()
+    (k0, n0), (r1, n1), (r2, n2), (r3, n3), _ = _blocks(data)
+    recs = [data[r1 : r1 + n1], data[r2 : r2 + n2], data[r3 : r3 + n3]]
+    kept = {"removed": [recs[0], recs[2]], "repeated": [recs[0], recs[1], recs[1], recs[2]]}
+    kept["swapped"] = [recs[1], recs[0], recs[2]]
+    blocks = kept[how]
+    count = sum(struct.unpack_from("<Q", b, FRAME.size)[0] for b in blocks)
+    footer = FOOTER.pack(count, len(blocks))
+    spliced = data[: k0 + n0] + b"".join(blocks)
+    spliced += block_frame(len(blocks) + 2, TAG_END, len(footer), footer) + footer
+    path.write_bytes(spliced)
+    with pytest.raises(CpasimError, match=r"checksum mismatch in block [2-4].*removed, repeated"):
+        list(read_cpt(path).chunks())
+
+
+def test_a_version_1_trace_is_still_read():
+    """Traces written before blocks carried their number (the committed ones)."""
+    data = (TRACES / "model_webserver.cpt").read_bytes()
+    assert HEADER.unpack_from(data)[1] == 1
+    assert read_all(TRACES / "model_webserver.cpt") > 1000

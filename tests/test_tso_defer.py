@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from cpasim.config import load_scenario
 from cpasim.model.environment import Kernel
 from cpasim.model.system import System
@@ -52,6 +54,7 @@ def test_ca_open_is_left_on_duplicate_acks_and_after_a_timeout():
     assert s.ca_open
 
 
+@pytest.mark.slow
 def test_acks_of_two_segments_add_up_to_long_super_segments():
     """16 connections at 4 Gb/s, one ACK per two segments: without deferral a TSO
     sender sends what each ACK opens (6.7 segments per packet on average in this run);

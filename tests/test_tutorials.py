@@ -39,6 +39,7 @@ def test_every_lesson_is_tested():
     assert {p.stem for p in LESSONS.glob("lesson*.py")} == tested
 
 
+@pytest.mark.slow
 def test_lesson1_one_more_credit_is_predicted_exactly(tmp_path):
     out = lesson("lesson1_credit_loop", tmp_path)
     assert "resource loop: rx:Ack->tx:App[tx:Credits]" in out
@@ -50,6 +51,7 @@ def test_lesson1_one_more_credit_is_predicted_exactly(tmp_path):
     assert found[0][1] == "1000" and found[1][1] == "800"
 
 
+@pytest.mark.slow
 def test_lesson2_goodput_follows_the_smaller_bound(tmp_path):
     out = lesson("lesson2_bandwidth_delay", tmp_path)
     gaps = [float(g) for g in re.findall(r"min\(bounds\)\s+[\d.]+ Mb/s \(([-+][\d.]+)%\)", out)]
@@ -61,6 +63,7 @@ def test_lesson2_goodput_follows_the_smaller_bound(tmp_path):
     assert int(turns["2ms"]) < int(turns["500us"])
 
 
+@pytest.mark.slow
 def test_lesson3_the_round_trip_adds_up(tmp_path):
     out = lesson("lesson3_packet_journey", tmp_path)
     trip, mean = map(

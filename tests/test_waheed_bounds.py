@@ -98,6 +98,7 @@ def test_the_seed_figures_give_the_seed_bus():
     assert cfg.tx.bus.pci_width / 8 * cfg.tx.bus.pci_clock == pytest.approx(BE_MBPS * 1e6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["http", "rtp"])
 def test_rate_stays_below_the_bound_and_approaches_it_as_cpu_costs_vanish(kind):
     slow, _ = share_of_bound(kind, "cpu.freq=4GHz")
@@ -106,6 +107,7 @@ def test_rate_stays_below_the_bound_and_approaches_it_as_cpu_costs_vanish(kind):
     assert fast >= 0.93  # achieved 0.945 (http), 0.960 (rtp)
 
 
+@pytest.mark.slow
 def test_a_buffering_bridge_is_not_bound_by_transfers_in_series():
     # Without memory.dma_holds the DMA takes only its bytes' share of the memory
     # and overlaps the copies: the serial bound no longer holds, the pipelined one
@@ -121,6 +123,7 @@ def test_a_buffering_bridge_is_not_bound_by_transfers_in_series():
     assert share * waheed_bound(cfg, CROSSINGS[kind]) <= pipelined
 
 
+@pytest.mark.slow
 def test_a_checksum_in_the_copy_saves_a_pass():
     # tcp.csum_copy (Linux's csum_and_copy_from_user) leaves the HTTP server four
     # passes: it then runs above the five-pass bound.
@@ -128,6 +131,7 @@ def test_a_checksum_in_the_copy_saves_a_pass():
     assert share > 1.0
 
 
+@pytest.mark.slow
 def test_shipped_scenario_respects_its_bound():
     # scenarios/waheed-http.toml: the seed's hardware with cpasim's default CPU
     # costs (2 GHz).  Achieved: 68% of the bound at 2 GHz (the CPU binds), 94%

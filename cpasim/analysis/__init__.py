@@ -156,6 +156,24 @@ def analyze_many(
         )
         for tf in transforms
     ]
+    at_mark = _feed(passes, source, mark)
+    key = source.key
+    if make_pass is not CriticalPathPass:
+        for p in passes:
+            p.key = key
+        passes = [p.view(details) for p in passes]
+    _check_names(passes, source.name, key, start_t, end_t, conn)
+    with _gc_paused():
+        results = [_result(p, source, start_t, end_t, conn, min_share, details) for p in passes]
+    if at_mark is not None:
+        for res, ends in zip(results, at_mark, strict=True):
+            res.lengths_at_mark = _mark_lengths(ends, key.conns, conn)
+    return results
+
+
+def _feed(passes: list, source: TraceSource, mark: float | None) -> list | None:
+    """Feed every chunk of ``source`` to every pass; with a ``mark``, the lengths
+    of their paths as of the records before it (see :func:`analyze_many`)."""
     at_mark = None
     with _gc_paused():
         for chunk in source.chunks():
@@ -169,31 +187,25 @@ def analyze_many(
                     chunk = chunk[cut:]
             for p in passes:
                 p.feed(chunk, key)
-    key = source.key
     if mark is not None and at_mark is None:  # the trace ends before the mark
         at_mark = [p.end_lengths() for p in passes]
-    if make_pass is not CriticalPathPass:
-        for p in passes:
-            p.key = key
-        passes = [p.view(details) for p in passes]
+    return at_mark
+
+
+def _check_names(passes: list, source_name: str, key, start_t, end_t, conn) -> None:
+    """Refuse a start or end that names no state machine, or an unknown connection."""
     for spec, flags in ((start_t, passes[0].s_is_start), (end_t, passes[0].s_is_end)):
         if passes and not any(flags):
             known = sorted({f"{s}:{m}" for s, m, _ in key.sms})
             raise CpasimError(
-                f"{source.name}: no state machine {_display(spec)}; "
+                f"{source_name}: no state machine {_display(spec)}; "
                 + hint(_display(spec[:2]), known)
             )
     if conn is not None and conn not in key.conns:
         raise CpasimError(
-            f"{source.name}: no connection {conn!r}; "
+            f"{source_name}: no connection {conn!r}; "
             f"the trace has: {', '.join(key.conns) or '(none)'}"
         )
-    with _gc_paused():
-        results = [_result(p, source, start_t, end_t, conn, min_share, details) for p in passes]
-    if at_mark is not None:
-        for res, ends in zip(results, at_mark, strict=True):
-            res.lengths_at_mark = _mark_lengths(ends, key.conns, conn)
-    return results
 
 
 def _path_ends(ends: dict, conns: list[str], conn: str | None):

@@ -80,17 +80,13 @@ class CompiledPass:
         self.key: TraceKey | None = None
         self.records = 0
         self.meta = k.new_meta(max(0, listing_limit), max(1, commit_every), lenient)
-        self.hot = k.new_hot()
-        self.cold = k.new_cold()
-        self.sm_i = np.zeros((0, k.NSI), np.int64)
-        self.sm_f = np.zeros((0, k.NSF), np.float64)
+        self.state = k.new_state()
+        self.sms = np.zeros(0, k.SM)
         self.factored: set[int] = set()  # (sm << 21 | state index) whose factor is known
-        self.started = np.zeros(1, np.int8)
-        self.ends_i = np.full((1, 3), -1, np.int64)
-        self.ends_t = np.zeros(1, np.float64)
-        self.q_i = np.zeros((0, k.NQI), np.int64)
-        self.q_f = np.zeros((0, k.NQF), np.float64)
-        self.warn_cnt = np.zeros((0, 3), np.int64)
+        self.conns = _new_conns(k, 1)
+        self.queues = np.zeros(0, k.QUEUE)
+        self.rings = np.zeros((0, 3), k.RING)
+        self.warned = np.zeros((0, 3), np.int64)
         # per queue: its rule, broken, comm factor, extra, edgewise
         self.queue_rules: list[tuple] = []
         self.factors = np.array(transforms.comm_factors + [1.0], np.float64)
@@ -102,61 +98,46 @@ class CompiledPass:
     def _grow(self, key: TraceKey) -> None:
         k = self.k
         n_sm, _, n_q, n_conn = key.sizes()
-        old_sm = self.sm_i.shape[0]
+        old_sm = len(self.sms)
         if n_sm > old_sm:
-            rows = np.zeros((n_sm - old_sm, k.NSI), np.int64)
-            for f in (
-                k.S_NODE,
-                k.S_WQ,
-                k.S_PEND,
-                k.S_PENDSM,
-                k.S_PENDCONN,
-                k.S_CUR,
-                k.S_STARTID,
-                k.S_CELL,
-                k.S_HOST,
-            ):
-                rows[:, f] = -1
+            rows = np.zeros(n_sm - old_sm, k.SM)
+            for f in _NONE_YET:
+                rows[f] = -1
+            rows["lent_from"] = np.nan
             names = key.sms[old_sm:n_sm]
             ids = self._base_ids
             base = [ids.setdefault((sys, name), len(ids)) for sys, name, _ in names]
-            rows[:, k.S_BASE] = base
+            rows["base"] = base
             self.s_base += base
-            rows[:, k.S_ISSTART] = [_matches(self.start, *name) for name in names]
-            rows[:, k.S_ISEND] = [_matches(self.end, *name) for name in names]
+            rows["is_start"] = [_matches(self.start, *name) for name in names]
+            rows["is_end"] = [_matches(self.end, *name) for name in names]
             rules = self.tf.sms_rules(NameSet.of_sms(names))
-            rows[:, k.S_PB], rows[:, k.S_CB], rows[:, k.S_PC], rows[:, k.S_CC] = zip(
+            rows["p_breaks"], rows["c_breaks"], rows["p_comms"], rows["c_comms"] = zip(
                 *rules, strict=True
             )
-            self.sm_i = np.concatenate([self.sm_i, rows])
-            rows_f = np.zeros((n_sm - old_sm, k.NSF))
-            rows_f[:, k.SF_LENTFROM] = np.nan
-            self.sm_f = np.concatenate([self.sm_f, rows_f])
+            self.sms = np.concatenate([self.sms, rows])
             if self.tf.scale:
                 sms = np.arange(old_sm, n_sm, dtype=np.int64)
                 self._set_factors(sms, np.zeros_like(sms), key)
-        if n_conn + 1 > len(self.started):
-            self.started = _pad(self.started, (n_conn + 1,), 0)
-            self.ends_i = _pad(self.ends_i, (n_conn + 1, 3), -1)
-            self.ends_t = _pad(self.ends_t, (n_conn + 1,), 0.0)
-        old_q = self.q_i.shape[0]
+        if n_conn + 1 > len(self.conns):
+            self.conns = np.concatenate([self.conns, _new_conns(k, n_conn + 1 - len(self.conns))])
+        old_q = len(self.queues)
         if n_q > old_q:
-            qi = np.zeros((n_q - old_q, k.NQI), np.int64)
-            qf = np.zeros((n_q - old_q, k.NQF), np.float64)
-            qi[:, k.Q_CAP] = -1
-            qi[:, k.Q_FLOW] = 1
+            rows = np.zeros(n_q - old_q, k.QUEUE)
+            rows["cap"] = -1
+            rows["flow"] = 1
             rules = self.tf.queues_rules(NameSet.of_queues(key.queues[old_q:n_q]))
             effects = [queue_effect(self.tf, rule) for rule in rules]
             self.queue_rules += [
                 (rule, *effect) for rule, effect in zip(rules, effects, strict=True)
             ]
-            qi[:, k.Q_BREAKS], qi[:, k.Q_COMMS], _ = zip(*rules, strict=True)
-            qi[:, k.Q_BROKEN], qf[:, k.QF_COMM], qi[:, k.Q_EXTRA], qi[:, k.Q_EDGEWISE] = zip(
+            rows["breaks"], rows["comms"], _ = zip(*rules, strict=True)
+            rows["broken"], rows["comm"], rows["extra"], rows["edgewise"] = zip(
                 *effects, strict=True
             )
-            self.q_i = np.concatenate([self.q_i, qi])
-            self.q_f = np.concatenate([self.q_f, qf])
-            self.warn_cnt = _pad(self.warn_cnt, (n_q, 3), 0)
+            self.queues = np.concatenate([self.queues, rows])
+            self.rings = np.concatenate([self.rings, np.zeros((n_q - old_q, 3), k.RING)])
+            self.warned = _pad(self.warned, (n_q, 3), 0)
 
     # -- the pass --------------------------------------------------------------
 
@@ -171,24 +152,23 @@ class CompiledPass:
         cols = [np.ascontiguousarray(chunk[f], RECORD_DTYPE[f]) for f in RECORD_DTYPE.names]
         if self.tf.scale:
             self._match_factors(cols[1], cols[3], cols[4], key)
-        keyed = self._keyed_now()
-        status, i = _run(k, *cols, self.records, keyed, self.hot, self.meta, self.cold)
-        m = self.meta
+        status, i = _run(k, k.Chunk(*cols), self.records, self._keyed_now(), self.state, self.meta)
+        m = self.meta[0]
         rec = self.records + i + 1
         if status == k.ERR_SHORT:
             msg = short_take(
                 self.key,
                 rec,
-                int(m[k.M_ERR_SM]),
-                int(m[k.M_ERR_Q]),
-                int(m[k.M_ERR_N]),
-                int(m[k.M_ERR_HELD]),
+                int(m["err_sm"]),
+                int(m["err_q"]),
+                int(m["err_n"]),
+                int(m["err_held"]),
             )
             raise CpasimError(f"{self.source_name}: {msg} (use --lenient to count these)")
         if status == k.ERR_RESIZE:
             raise CpasimError(
                 f"{self.source_name}: record {rec}: resize of queue "
-                f"{self._qname(int(m[k.M_ERR_Q]))} to {int(m[k.M_ERR_N])} units"
+                f"{self._qname(int(m['err_q']))} to {int(m['err_n'])} units"
                 " (expected a count >= 0)"
             )
         self.records += len(chunk)
@@ -213,7 +193,7 @@ class CompiledPass:
                 (*sms[c >> 21], states[(c & _M21) - 1] if c & _M21 else "(initial)") for c in todo
             )
         )
-        self.k.set_factors(self.cold[4][5], np.array(todo, np.int64), np.array(factors))
+        self.k.set_factors(self.state.lookups.factors, np.array(todo, np.int64), np.array(factors))
 
     def _qname(self, q: int) -> str:
         return sm_display(*self.key.queues[q])
@@ -221,38 +201,27 @@ class CompiledPass:
     @property
     def live_nodes(self) -> int:
         """Path nodes in use (not yet folded or freed)."""
-        return int(self.meta[self.k.M_LIVE])
+        return int(self.meta[0]["live"])
 
     @property
     def peak_nodes(self) -> int:
-        return int(self.meta[self.k.M_PEAK])
+        return int(self.meta[0]["peak"])
 
     @property
     def folded(self) -> int:
-        return int(self.meta[self.k.M_FOLDED])
+        return int(self.meta[0]["folded"])
 
     def refcount_errors(self) -> int:
         """Nodes whose reference count disagrees with their holders (0 = consistent)."""
-        return int(self.k.refcount_errors(self._keyed_now(), self.hot, self.meta, self.cold[4][6]))
+        return int(self.k.refcount_errors(self._keyed_now(), self.state, self.meta))
 
     def pool_bytes(self) -> int:
         """Bytes of every array the pass holds (nodes, summaries, queues, tables)."""
-        ints, ints2, floats, sums, _dicts = self.cold
-        lists = (ints, ints2, floats, *sums, *self.hot)
-        total = sum(self.k.nbytes(lst) for lst in lists)
-        return total + sum(a.nbytes for a in self._keyed_now())
+        return self.k.nbytes(self.state) + sum(a.nbytes for a in self._keyed_now())
 
     def _keyed_now(self):
         return self.k.Keyed(
-            sm_i=self.sm_i,
-            sm_f=self.sm_f,
-            started=self.started,
-            ends_i=self.ends_i,
-            ends_t=self.ends_t,
-            q_i=self.q_i,
-            q_f=self.q_f,
-            warn_cnt=self.warn_cnt,
-            factors=self.factors,
+            self.sms, self.conns, self.queues, self.rings, self.warned, self.factors
         )
 
     # -- results -----------------------------------------------------------------
@@ -260,167 +229,164 @@ class CompiledPass:
     def snapshot(self) -> Snapshot:
         """As :meth:`CriticalPathPass.snapshot`."""
         k = self.k
-        rows = self.sm_i.tolist()
         sms = tuple(
             SmState(
-                recorded=bool(r[k.S_HASLAST]),
-                state=r[k.S_STATE],
-                conn=r[k.S_CUR],
-                waits=r[k.S_WK],
-                queue=r[k.S_WQ] if r[k.S_WK] in (ON_EMPTY, ON_FULL) else -1,
-                called_by=r[k.S_PENDSM] if r[k.S_LINKED] else -1,
-                runs_on=r[k.S_HOST],
+                recorded=bool(r["has_last"]),
+                state=int(r["state"]),
+                conn=int(r["conn"]),
+                waits=int(r["wait_kind"]),
+                queue=int(r["wait_q"]) if r["wait_kind"] in (ON_EMPTY, ON_FULL) else -1,
+                called_by=int(r["link_sm"]) if r["linked"] else -1,
+                runs_on=int(r["host"]),
             )
-            for r in rows
+            for r in self.sms
         )
-        store = k.item(self.hot[0], k.I2_STORE)
         queues = []
-        for q, r in enumerate(self.q_i.tolist()):
-            head = r[k.Q_HEAD]
+        keyed = self._keyed_now()
+        for q, r in enumerate(self.queues):
+            head = int(r["head"])
             units = tuple(
                 (end - max(first, head), conn, sm)
-                for first, end, conn, sm in k.live_units(self.q_i, store, q).tolist()
+                for first, end, conn, sm in k.live_units(keyed, self.state, q).tolist()
                 if end > max(first, head)
             )
-            queues.append(QueueUnits(r[k.Q_CAP], bool(r[k.Q_FLOW]), units))
+            queues.append(QueueUnits(int(r["cap"]), bool(r["flow"]), units))
         return Snapshot(sms, tuple(queues))
 
     def _py_codes(self) -> list[int]:
         """The edge codes of :mod:`cpasim.analysis.pathlog`, by code id."""
         k = self.k
-        table = k.item(self.hot[0], k.I2_CODES)[: self.meta[k.M_NCODES]]
-        x, y, z = (table[:, j].astype(np.uint64) for j in (1, 2, 3))
+        table = k.tables(self.state).codes[: self.meta[0]["ncodes"]]
+        x, y, z = (table[f].astype(np.uint64) for f in ("x", "y", "z"))
         inter = np.uint64(INTER) | (x << np.uint64(42)) | (y << np.uint64(21)) | z
-        codes = np.where(table[:, 0] == k.K_INTRA, (x << np.uint64(21)) | y, inter).tolist()
+        codes = np.where(table["kind"] == k.K_INTRA, (x << np.uint64(21)) | y, inter).tolist()
         # Start codes are negative: -1 - sm.
-        for i in np.flatnonzero(table[:, 0] == k.K_START).tolist():
-            codes[i] = -1 - int(table[i, 1])
+        for i in np.flatnonzero(table["kind"] == k.K_START).tolist():
+            codes[i] = -1 - int(table[i]["x"])
         return codes
 
     def _end_node(self, node: int) -> list:
         """``node`` as a path node whose parent summary holds the rest of its path."""
         k = self.k
-        s = k.finish(self._keyed_now(), self.hot, self.meta, self.cold, node)
-        item = k.item
-        ints, ints2, floats, sums, _dicts = self.cold
-        sums_i, sums_f, sums_first, sums_li, sums_lf = sums
-        smeta = item(ints2, 0)[s]
-        si, sf = item(sums_i, s), item(sums_f, s)
+        s, content = k.finish(self._keyed_now(), self.state, self.meta, node)
+        row, edges = content.row[0], content.edges
         code = self._codes.__getitem__
-        total = Summary(float(item(floats, 0)[s]), self.limit, self.s_base)
-        for c in si[: smeta[k.SM_NORDER], k.C_ORDER].tolist():
+        total = Summary(float(row["start"]), self.limit, self.s_base)
+        for c in edges["order"][: row["norder"]].tolist():
+            e = edges[c]
             total.edges[code(c)] = [
-                float(sf[c, k.CF_TIME]),
-                float(sf[c, k.CF_WAIT]),
-                int(si[c, k.C_VISITS]),
-                float(sf[c, k.CF_LENT]),
+                float(e["time"]),
+                float(e["wait"]),
+                int(e["visits"]),
+                float(e["lent"]),
             ]
-        total.count = int(smeta[k.SM_COUNT])
-        nlist = int(smeta[k.SM_NLIST])
-        lf = item(sums_lf, s)[:nlist]
+        total.count = int(row["count"])
+        listing = content.listing[: row["nlist"]]
         total.listing = list(
             zip(
-                map(code, item(sums_li, s)[:nlist].tolist()),
-                lf[:, 0].tolist(),
-                lf[:, 1].tolist(),
-                lf[:, 2].tolist(),
+                map(code, listing["code"].tolist()),
+                listing["cp"].tolist(),
+                listing["inc"].tolist(),
+                listing["wait"].tolist(),
                 strict=True,
             )
         )
-        fv = item(sums_first, s)
-        order = {int(b): int(v) for b, v in enumerate(fv.tolist()) if v >= 0}
+        order = {int(b): int(v) for b, v in enumerate(content.first.tolist()) if v >= 0}
         total.first_visit = dict(sorted(order.items(), key=lambda kv: kv[1]))
-        for c in np.flatnonzero(si[:, k.C_LOOPS]).tolist():
-            total.loops[code(c)] = int(si[c, k.C_LOOPS])
-        for c in np.flatnonzero(si[:, k.C_HASSLACK]).tolist():
-            total.slack[code(c)] = float(sf[c, k.CF_SLACK])
-        k.release_summary(self.meta, self.cold, s)
-        ni = item(self.hot[0], k.I2_NI)[node]
-        nf = item(self.hot[1], k.F2_NF)[node]
-        loser = int(ni[k.N_LOSER])
+        for c in np.flatnonzero(edges["loops"]).tolist():
+            total.loops[code(c)] = int(edges[c]["loops"])
+        for c in np.flatnonzero(edges["has_slack"]).tolist():
+            total.slack[code(c)] = float(edges[c]["slack"])
+        k.free_finished(self.state, self.meta, s)
+        n = k.tables(self.state).nodes[node]
+        loser = int(n["loser"])
         return [
             total,
-            int(ni[k.N_DEPTH]),
-            code(int(ni[k.N_CODE])),
-            float(nf[k.F_INC]),
-            float(nf[k.F_WAIT]),
-            float(nf[k.F_CP]),
+            int(n["depth"]),
+            code(int(n["code"])),
+            float(n["inc"]),
+            float(n["wait"]),
+            float(n["cp"]),
             code(loser) if loser >= 0 else -1,
-            float(nf[k.F_MARGIN]),
-            float(nf[k.F_LENT]),
+            float(n["margin"]),
+            float(n["lent"]),
         ]
+
+    def _ends(self):
+        """``(connection, its end)`` in order of first end (as ``CriticalPathPass``)."""
+        order = self.conns["end_order"]
+        for c1 in np.argsort(order, kind="stable").tolist():
+            if order[c1] >= 0:
+                yield c1 - 1, self.conns[c1]
 
     def end_lengths(self) -> dict[int, tuple[float, float | None]]:
         """As :meth:`CriticalPathPass.end_lengths`."""
-        k = self.k
-        cp = k.item(self.hot[1], k.F2_NF)
+        nodes = self.k.tables(self.state).nodes
         out = {}
-        seq = self.ends_i[:, 2]
-        for c1 in np.argsort(seq, kind="stable").tolist():  # in order of first end, as view()
-            if seq[c1] < 0:
-                continue
-            node = int(self.ends_i[c1, 0])
-            out[c1 - 1] = (float(self.ends_t[c1]), float(cp[node, k.F_CP]) if node >= 0 else None)
+        for conn, e in self._ends():
+            node = int(e["end_node"])
+            out[conn] = (float(e["end_t"]), float(nodes[node]["cp"]) if node >= 0 else None)
         return out
 
     def view(self, details: bool = True) -> PassView:
         """The pass's results as the objects the reports read; without ``details``
         only what the paths need (no per-state, per-queue or transition tables)."""
-        k = self.k
-        key = self.key or TraceKey()
-        self._codes = self._py_codes()
         v = PassView()
         v.tf = self.tf
-        v.key = key
+        v.key = self.key or TraceKey()
         v.records = self.records
         v.source_name = self.source_name
-        v.s_is_start = [bool(x) for x in self.sm_i[:, k.S_ISSTART]]
-        v.s_is_end = [bool(x) for x in self.sm_i[:, k.S_ISEND]]
+        self._codes = self._py_codes()
+        sms = self.sms
+        v.s_is_start = [bool(x) for x in sms["is_start"]]
+        v.s_is_end = [bool(x) for x in sms["is_end"]]
         v.s_last = [
             float(t) if has else None
-            for t, has in zip(
-                self.sm_f[:, k.SF_LAST].tolist(), self.sm_i[:, k.S_HASLAST].tolist(), strict=True
-            )
+            for t, has in zip(sms["last_t"].tolist(), sms["has_last"].tolist(), strict=True)
         ]
         v.s_act, v.s_wait, v.s_conns = self._per_sm_tables() if details else ([], [], [])
         v.s_base = self.s_base
-        seq = self.ends_i[:, 2]
-        v.ends = {}
-        for c1 in np.argsort(seq, kind="stable").tolist():
-            if seq[c1] < 0:
-                continue
-            node = int(self.ends_i[c1, 0])
-            v.ends[c1 - 1] = [
-                float(self.ends_t[c1]),
-                self._end_node(node) if node >= 0 else None,
-                int(self.ends_i[c1, 1]),
+        v.ends = {
+            conn: [
+                float(e["end_t"]),
+                self._end_node(int(e["end_node"])) if e["end_node"] >= 0 else None,
+                int(e["end_sm"]),
             ]
-        v.queues = []
-        qi, qf = self.q_i, self.q_f
-        for q in range(qi.shape[0] if details else 0):
+            for conn, e in self._ends()
+        }
+        v.queues = self._queue_states() if details else []
+        v.warnings = self._warnings()
+        if not details:
+            v._transitions, v._qedges, v.links = [], [], {}
+            return v
+        self._counts(v)
+        return v
+
+    def _queue_states(self) -> list[QueueState]:
+        """Each queue's statistics, as the reference pass's ``QueueState``."""
+        out = []
+        for q, r in enumerate(self.queues.tolist()):
+            r = dict(zip(self.queues.dtype.names, r, strict=True))
             Q = QueueState(q, *self.queue_rules[q][1:4])
-            r, f = qi[q].tolist(), qf[q].tolist()
-            Q.cap = r[k.Q_CAP]
-            Q.flow = bool(r[k.Q_FLOW])
-            Q.head = r[k.Q_HEAD]
-            Q.tail = r[k.Q_TAIL]
-            Q.occ_area = f[k.QF_AREA]
-            Q.occ_t = f[k.QF_OCCT] if r[k.Q_HASOCC] else None
-            Q.occ_t0 = f[k.QF_OCCT0] if r[k.Q_HASOCC] else None
-            Q.occ_max = r[k.Q_OCCMAX]
-            Q.arrivals = r[k.Q_ARR]
-            Q.enq_t0 = f[k.QF_ENQT0] if r[k.Q_HASENQ] else None
-            Q.enq_t1 = f[k.QF_ENQT1] if r[k.Q_HASENQ] else None
-            Q.wait_empty_ns = f[k.QF_WENS]
-            Q.wait_full_ns = f[k.QF_WFNS]
-            Q.waits_empty = r[k.Q_WE]
-            Q.waits_full = r[k.Q_WF]
-            Q.comm_sum = f[k.QF_CSUM]
-            Q.comm_n = r[k.Q_COMMN]
-            Q.comm_max = f[k.QF_CMAX]
-            v.queues.append(Q)
-        v.warnings = {}
-        events = k.item(self.hot[0], k.I2_WARN)[: self.meta[k.M_NWARN]].tolist()
+            Q.cap, Q.flow, Q.head, Q.tail = r["cap"], bool(r["flow"]), r["head"], r["tail"]
+            Q.occ_area = r["occ_area"]
+            Q.occ_t = r["occ_t"] if r["has_occ"] else None
+            Q.occ_t0 = r["occ_t0"] if r["has_occ"] else None
+            Q.occ_max = r["occ_max"]
+            Q.arrivals = r["arrivals"]
+            Q.enq_t0 = r["enq_t0"] if r["has_enq"] else None
+            Q.enq_t1 = r["enq_t1"] if r["has_enq"] else None
+            Q.wait_empty_ns, Q.waits_empty = r["wait_empty_ns"], r["waits_empty"]
+            Q.wait_full_ns, Q.waits_full = r["wait_full_ns"], r["waits_full"]
+            Q.comm_sum, Q.comm_n, Q.comm_max = r["comm_sum"], r["comm_n"], r["comm_max"]
+            out.append(Q)
+        return out
+
+    def _warnings(self) -> dict:
+        """The first warning of each kind per queue, with its count."""
+        k = self.k
+        out = {}
+        events = k.tables(self.state).warnings[: self.meta[0]["nwarn"]].tolist()
         for kind, q, rec, held, n, cap, sm, op in events:
             qname = self._qname(q)
             if kind == k.W_EMPTY:
@@ -433,46 +399,41 @@ class CompiledPass:
                 wkey = ("short", q)
                 detail = short_take(self.key, rec, sm, q, n, held)
                 msg = short_warning("deq" if op == DEQ else "peek", qname, detail)
-            v.warnings[wkey] = [int(self.warn_cnt[q, kind]), rec, msg]
-        if not details:
-            v._transitions, v._qedges, v.links = [], [], {}
-            return v
-        ntr = int(self.meta[k.M_NTR])
-        v._transitions = [
-            (sm, frm, si, to, visits, time)
-            for (sm, frm, si, to, visits), time in zip(
-                k.item(self.hot[0], k.I2_TR)[:ntr, :5].tolist(),
-                k.item(self.hot[3], k.F1_TR)[:ntr].tolist(),
-                strict=True,
-            )
-        ]
-        nqe = int(self.meta[k.M_NQE])
-        qe = k.item(self.hot[0], k.I2_QE)[:nqe]
-        v._qedges = list(zip(qe[:, 0].tolist(), qe[:, 1].tolist(), strict=True))
-        keys, counts = k.dict_items(self.cold[4][3])
+            out[wkey] = [int(self.warned[q, kind]), rec, msg]
+        return out
+
+    def _counts(self, v: PassView) -> None:
+        """Transition, queue-op and link counts, onto ``v``."""
+        k = self.k
+        t = k.tables(self.state)
+        transitions = t.transitions[: self.meta[0]["ntr"]]
+        fields = ("sm", "came_from", "state", "to", "visits", "time")
+        v._transitions = list(zip(*(transitions[f].tolist() for f in fields), strict=True))
+        qops = t.qops[: self.meta[0]["nqe"]]
+        v._qedges = list(zip(qops["key"].tolist(), qops["count"].tolist(), strict=True))
+        keys, counts = k.dict_items(self.state.lookups.links)
         v.links = {
             (key_ >> 21, key_ & _M21): count
             for key_, count in zip(keys.tolist(), counts.tolist(), strict=True)
         }
-        return v
 
     def _per_sm_tables(self):
         """Per SM: state index -> time active, -> time waiting, and the set of
         connections it worked for (as :class:`CriticalPathPass` keeps them)."""
         k = self.k
-        n_sm = self.sm_i.shape[0]
+        n_sm = len(self.sms)
         act: list[dict[int, float]] = [{} for _ in range(n_sm)]
         wait: list[dict[int, float]] = [{} for _ in range(n_sm)]
-        keys, cells = k.dict_items(self.cold[4][4])
-        times = k.item(self.hot[1], k.F2_CELL)[cells]
+        keys, cells = k.dict_items(self.state.lookups.cells)
+        times = k.tables(self.state).cells[cells]
         for key_, a, w in zip(
-            keys.tolist(), times[:, k.X_ACT].tolist(), times[:, k.X_WAIT].tolist(), strict=True
+            keys.tolist(), times["active"].tolist(), times["waiting"].tolist(), strict=True
         ):
             sm, si = key_ >> 21, key_ & _M21
             act[sm][si] = a
             wait[sm][si] = w
         conns: list[set[int]] = [set() for _ in range(n_sm)]
-        for key_ in k.dict_items(self.cold[4][7])[0].tolist():
+        for key_ in k.dict_items(self.state.lookups.worked)[0].tolist():
             conns[key_ >> 21].add(key_ & _M21)
         return act, wait, conns
 
@@ -488,6 +449,27 @@ class PassView:
         """``(sm, queue, "in" | "out", ops)``: who adds to and takes from each queue."""
         for k, count in self._qedges:
             yield k >> 22, (k >> 1) & _M21, "out" if k & 1 else "in", count
+
+
+#: SM fields that start as -1 (none yet).
+_NONE_YET = (
+    "node",
+    "wait_q",
+    "link_node",
+    "link_sm",
+    "link_conn",
+    "conn",
+    "start_code",
+    "cell",
+    "host",
+)
+
+
+def _new_conns(k, n: int) -> np.ndarray:
+    """Rows of connections whose path has not started nor ended."""
+    rows = np.zeros(n, k.CONN)
+    rows["end_node"] = rows["end_sm"] = rows["end_order"] = -1
+    return rows
 
 
 def _pad(a: np.ndarray, shape: tuple[int, ...], fill) -> np.ndarray:
@@ -515,5 +497,5 @@ def compile_kernel() -> None:
 if __name__ == "__main__":
     from cpasim.progress import activity
 
-    with activity("compiling the critical-path analyzer (numba)"):
+    with activity("compiling the critical-path analyzer with numba"):
         compile_kernel()

@@ -227,42 +227,13 @@ def _global(p, names: Names, path: _Path, only: str | None) -> str:
     """States per SM, clustered by host.  An SM's ``(initial)`` state is left out (it
     is where the trace found the SM, no state it works in), and so are the SMs the
     path never touched (``global``: the legend counts them)."""
-    # Per base SM: each state's visits and time, and transition counts frm -> state.
-    visits: dict[tuple, int] = defaultdict(int)
-    time: dict[tuple, float] = defaultdict(float)
-    moves: dict[tuple, int] = defaultdict(int)
-    inst: dict[str, set] = defaultdict(set)
-    for sm, frm, state, _to, n, t in p.transition_counts():
-        base = names.base_sm(sm)
-        inst[base].add(sm)
-        if (only is not None and base != only) or state == 0:
-            continue
-        visits[(base, state)] += n
-        time[(base, state)] += t
-        if frm != 0:
-            moves[(base, frm, state)] += n
-    for base, frm, _state in list(moves):
-        visits.setdefault((base, frm), 0)
+    visits, time, moves, inst = _state_counts(p, names, only)
     _prod, _cons, pairs = _interactions(p, names)
-    on_path: dict[tuple, int] = defaultdict(int)
-    for name, v in path.visits.items():
-        if "->" in name and name.endswith("]"):
-            a, rest = name.split("->", 1)
-            b, via = rest[:-1].split("[", 1)
-            on_path[(a, b, via)] += v
+    on_path = _handovers_on_path(path)
     by_sm: dict[str, list] = defaultdict(list)
     for base, state in visits:
         by_sm[base].append(state)
-    left_out = 0
-    if only is None:
-        # What matters: the SMs the path spent time in or handed over through.
-        touched = {sm for (a, b, _via) in on_path for sm in (a, b)}
-        for base in list(by_sm):
-            if base not in touched and not any(
-                path.share(f"{base}:{names.state(s)}") > 0 for s in by_sm[base]
-            ):
-                del by_sm[base]
-                left_out += 1
+    left_out = _drop_off_path(by_sm, names, path, on_path) if only is None else 0
     ids: dict = {}
     what = (
         "States of the state machines on the critical path, by host (dashed: hand-overs the "
@@ -291,32 +262,13 @@ def _global(p, names: Names, path: _Path, only: str | None) -> str:
             "fontsize=12;"
         )
         for base in bases:
-            states = by_sm[base]
+            cluster[base] = f"cluster_{len(cluster)}"
             n = len(inst[base])
             title = base.split(":", 1)[1] + (f" ×{n}" if n > 1 else "")
-            cluster[base] = f"cluster_{len(cluster)}"
             lines.append(
                 f"  subgraph {cluster[base]} {{ label={_q(title)}; style=rounded; fontsize=10;"
             )
-            # Hand-overs meet the SM at the state with most of the path (or most time).
-            best = max(
-                states,
-                key=lambda s: (path.share(f"{base}:{names.state(s)}"), time[(base, s)], -s),
-            )
-            for state in sorted(states):
-                sname = names.state(state)
-                share = path.share(f"{base}:{sname}")
-                label = f"{sname}\n{visits[(base, state)]}× {_ns(time[(base, state)])}"
-                if share > 0:
-                    label += f"\n{_pct(share)} of path"
-                node = _ident("s", (base, state), ids)
-                if state == best:
-                    anchor[base] = node
-                lines.append(
-                    f"    {node} [label={_q(label)}, fillcolor={_q(_heat(share))}, "
-                    f"fontcolor={_font(share)}, penwidth={1 + 4 * share:.1f}, "
-                    f"color={_q(_PATH if share > 0 else 'black')}];"
-                )
+            lines += _sm_states(base, by_sm[base], visits, time, names, path, ids, anchor)
             lines.append("  }")
         lines.append("  }")
     for (base, frm, state), n in sorted(moves.items()):
@@ -325,9 +277,86 @@ def _global(p, names: Names, path: _Path, only: str | None) -> str:
                 f"  {ids[(base, frm)]} -> {ids[(base, state)]} "
                 f"[label={_q(str(n))}, color={_q(_OFF)}];"
             )
-    # Interactions with other SMs: between their clusters, or an ellipse when not drawn.
-    # The whole-trace view draws only the hand-overs the path took (all of them
-    # are in ``high``); a one-SM view draws every interaction of that SM.
+    lines += _exchanges(pairs, on_path, by_sm, only, path, anchor, cluster, ids)
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _state_counts(p, names: Names, only: str | None):
+    """Per base SM: each state's visits and time, transition counts ``frm ->
+    state``, and the SM's instances."""
+    visits: dict[tuple, int] = defaultdict(int)
+    time: dict[tuple, float] = defaultdict(float)
+    moves: dict[tuple, int] = defaultdict(int)
+    inst: dict[str, set] = defaultdict(set)
+    for sm, frm, state, _to, n, t in p.transition_counts():
+        base = names.base_sm(sm)
+        inst[base].add(sm)
+        if (only is not None and base != only) or state == 0:
+            continue
+        visits[(base, state)] += n
+        time[(base, state)] += t
+        if frm != 0:
+            moves[(base, frm, state)] += n
+    for base, frm, _state in list(moves):
+        visits.setdefault((base, frm), 0)
+    return visits, time, moves, inst
+
+
+def _handovers_on_path(path: _Path) -> dict[tuple, int]:
+    """``(producer, consumer, via) -> visits`` of the hand-overs the path took."""
+    on_path: dict[tuple, int] = defaultdict(int)
+    for name, v in path.visits.items():
+        if "->" in name and name.endswith("]"):
+            a, rest = name.split("->", 1)
+            b, via = rest[:-1].split("[", 1)
+            on_path[(a, b, via)] += v
+    return on_path
+
+
+def _drop_off_path(by_sm: dict, names: Names, path: _Path, on_path: dict) -> int:
+    """Leave out of ``by_sm`` the SMs the path neither spent time in nor handed
+    over through; returns how many."""
+    touched = {sm for (a, b, _via) in on_path for sm in (a, b)}
+    left_out = 0
+    for base in list(by_sm):
+        if base not in touched and not any(
+            path.share(f"{base}:{names.state(s)}") > 0 for s in by_sm[base]
+        ):
+            del by_sm[base]
+            left_out += 1
+    return left_out
+
+
+def _sm_states(base, states, visits, time, names: Names, path: _Path, ids, anchor) -> list[str]:
+    """The nodes of SM ``base``'s states; notes in ``anchor`` the one hand-overs
+    meet (the state with most of the path, or most time)."""
+    best = max(
+        states,
+        key=lambda s: (path.share(f"{base}:{names.state(s)}"), time[(base, s)], -s),
+    )
+    lines = []
+    for state in sorted(states):
+        sname = names.state(state)
+        share = path.share(f"{base}:{sname}")
+        label = f"{sname}\n{visits[(base, state)]}× {_ns(time[(base, state)])}"
+        if share > 0:
+            label += f"\n{_pct(share)} of path"
+        node = _ident("s", (base, state), ids)
+        if state == best:
+            anchor[base] = node
+        lines.append(
+            f"    {node} [label={_q(label)}, fillcolor={_q(_heat(share))}, "
+            f"fontcolor={_font(share)}, penwidth={1 + 4 * share:.1f}, "
+            f"color={_q(_PATH if share > 0 else 'black')}];"
+        )
+    return lines
+
+
+def _exchanges(pairs, on_path, by_sm, only, path: _Path, anchor, cluster, ids) -> list[str]:
+    """Interactions with other SMs: between their clusters, or an ellipse when not
+    drawn.  The whole-trace view draws only the hand-overs the path took (all of
+    them are in ``high``); a one-SM view draws every interaction of that SM."""
     if only is None:
         shown = {
             k: n for k, n in pairs.items() if on_path.get(k) and k[0] in by_sm and k[1] in by_sm
@@ -335,6 +364,7 @@ def _global(p, names: Names, path: _Path, only: str | None) -> str:
     else:
         shown = {k: n for k, n in pairs.items() if only in k[:2]}
     top = max([*on_path.values(), 1])
+    lines = []
     for (a, b, via), n in sorted(shown.items()):
         for base in (a, b):
             if base not in anchor:
@@ -349,5 +379,4 @@ def _global(p, names: Names, path: _Path, only: str | None) -> str:
         if a == b:
             ends = ""  # an SM handing over to itself: a loop on its anchor
         lines.append(f"  {anchor[a]} -> {anchor[b]} [{attrs}, style=dashed{ends}];")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    return lines

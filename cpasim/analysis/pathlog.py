@@ -211,61 +211,11 @@ def commit(active, others) -> tuple[int, int]:
     groups: list[list] = []
     roots: dict[int, int] = {}  # id(root summary) -> group
     for h in active:
-        if h is None:
-            continue
-        hit = seen.get(id(h))
-        if hit is not None:
-            g, meet = hit
-            if meet is None:
-                meet = h[DEPTH]
-            group = groups[g]
-            if meet < group[1]:
-                group[1] = meet
-            group[4].append(h)
-            continue
-        walked = []
-        n = h
-        while not isinstance(n, Summary) and id(n) not in seen:
-            walked.append(n)
-            n = n[PARENT]
-        if isinstance(n, Summary):
-            g = roots.get(id(n))
-            if g is None:
-                g = roots[id(n)] = len(groups)
-                groups.append([walked, walked[0][DEPTH], n, False, [h]])
-                seen.update(dict.fromkeys(map(id, walked), (g, None)))
-                continue
-            meet = -1  # two chains under one root with nothing in common: no fold
-        else:
-            g, meet = seen[id(n)]
-            if meet is None:
-                meet = n[DEPTH]
-        if meet < groups[g][1]:
-            groups[g][1] = meet
-        groups[g][4].append(h)
-        seen.update(dict.fromkeys(map(id, walked), (g, meet)))
+        if h is not None:
+            _group_active(h, seen, groups, roots)
     for h in others:
-        if h is None:
-            continue
-        hit = seen.get(id(h))
-        if hit is None:
-            walked = []
-            n = h
-            while not isinstance(n, Summary) and id(n) not in seen:
-                walked.append(n)
-                n = n[PARENT]
-            if isinstance(n, Summary):
-                hit = (roots.get(id(n), -1), -1)
-            else:
-                hit = seen[id(n)]
-                if hit[1] is None:
-                    hit = (hit[0], n[DEPTH])
-            seen.update(dict.fromkeys(map(id, walked), hit))
-        g, meet = hit
-        if meet is None:
-            meet = h[DEPTH]
-        if g >= 0 and meet < groups[g][1]:
-            groups[g][3] = True  # keeps the old summary's view: fold into a copy
+        if h is not None:
+            _mark_holder(h, seen, groups, roots)
     folded = 0
     for chain, meet, root, shared, heads in groups:
         if meet < 0:  # chains under the root with nothing in common
@@ -282,6 +232,69 @@ def commit(active, others) -> tuple[int, int]:
             folded += len(nodes)
         folded += _split(heads, lca, root)
     return folded, len(seen)
+
+
+def _walk(h: list, seen: dict) -> tuple[list, object]:
+    """The nodes from ``h`` up to the first one already seen, and where the walk
+    stopped (that node, or the root summary)."""
+    walked = []
+    n = h
+    while not isinstance(n, Summary) and id(n) not in seen:
+        walked.append(n)
+        n = n[PARENT]
+    return walked, n
+
+
+def _group_active(h: list, seen: dict, groups: list, roots: dict) -> None:
+    """Put active node ``h``'s chain in the group of its root summary, and lower
+    the group's fold depth to where the chain meets the group's main chain."""
+    hit = seen.get(id(h))
+    if hit is not None:
+        g, meet = hit
+        if meet is None:
+            meet = h[DEPTH]
+        group = groups[g]
+        if meet < group[1]:
+            group[1] = meet
+        group[4].append(h)
+        return
+    walked, n = _walk(h, seen)
+    if isinstance(n, Summary):
+        g = roots.get(id(n))
+        if g is None:
+            g = roots[id(n)] = len(groups)
+            groups.append([walked, walked[0][DEPTH], n, False, [h]])
+            seen.update(dict.fromkeys(map(id, walked), (g, None)))
+            return
+        meet = -1  # two chains under one root with nothing in common: no fold
+    else:
+        g, meet = seen[id(n)]
+        if meet is None:
+            meet = n[DEPTH]
+    if meet < groups[g][1]:
+        groups[g][1] = meet
+    groups[g][4].append(h)
+    seen.update(dict.fromkeys(map(id, walked), (g, meet)))
+
+
+def _mark_holder(h: list, seen: dict, groups: list, roots: dict) -> None:
+    """Walk inactive holder ``h``; if it does not descend from its group's fold
+    point, the group keeps the old summary's view (fold into a copy)."""
+    hit = seen.get(id(h))
+    if hit is None:
+        walked, n = _walk(h, seen)
+        if isinstance(n, Summary):
+            hit = (roots.get(id(n), -1), -1)
+        else:
+            hit = seen[id(n)]
+            if hit[1] is None:
+                hit = (hit[0], n[DEPTH])
+        seen.update(dict.fromkeys(map(id, walked), hit))
+    g, meet = hit
+    if meet is None:
+        meet = h[DEPTH]
+    if g >= 0 and meet < groups[g][1]:
+        groups[g][3] = True  # keeps the old summary's view: fold into a copy
 
 
 def split_min(root: Summary) -> int:

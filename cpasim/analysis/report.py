@@ -279,37 +279,8 @@ def path_result(
     total: Summary = finish(node)
     cp = node[CP]
     start_t = total.start_t
-    by_name: dict[str, list] = {}
-    for code, (time, waiting, visits, lent) in total.edges.items():
-        if code < 0:
-            continue
-        agg = by_name.setdefault(names.edge_base(code), [0.0, 0.0, 0, None, 0.0])
-        agg[0] += time
-        agg[1] += waiting
-        agg[2] += visits
-        agg[4] += lent
-        s = total.slack.get(code)
-        if s is not None and (agg[3] is None or s < agg[3]):
-            agg[3] = s
-    ranked = sorted(by_name.items(), key=lambda kv: (-kv[1][0], kv[0]))
-    most = []
-    for name, (time, waiting, visits, slack, lent) in ranked:
-        share = time / cp if cp > 0 else 0.0
-        if share <= min_share:
-            continue
-        most.append(
-            {
-                "name": name,
-                "share": share,
-                "time_ns": time,
-                "waiting_ns": waiting,
-                "waiting_share": waiting / (time + waiting) if time + waiting > 0 else 0.0,
-                "core_lent_ns": lent,
-                "core_lent_share": lent / time if time > 0 else 0.0,
-                "visits": visits,
-                "slack_ns": slack,
-            }
-        )
+    by_name = _by_name(total, names)
+    most = _most_critical(by_name, cp, min_share)
     loop_counts: dict[str, int] = {}
     for c, n in total.loops.items():
         name = names.edge_base(c)
@@ -345,6 +316,48 @@ def path_result(
         state_totals={n: v[0] for n, v in by_name.items()},
         state_visits={n: v[2] for n, v in by_name.items()},
     )
+
+
+def _by_name(total: Summary, names: Names) -> dict[str, list]:
+    """The path's totals per edge name: ``[time, waiting, visits, least slack,
+    core lent]``."""
+    by_name: dict[str, list] = {}
+    for code, (time, waiting, visits, lent) in total.edges.items():
+        if code < 0:
+            continue
+        agg = by_name.setdefault(names.edge_base(code), [0.0, 0.0, 0, None, 0.0])
+        agg[0] += time
+        agg[1] += waiting
+        agg[2] += visits
+        agg[4] += lent
+        s = total.slack.get(code)
+        if s is not None and (agg[3] is None or s < agg[3]):
+            agg[3] = s
+    return by_name
+
+
+def _most_critical(by_name: dict[str, list], cp: float, min_share: float) -> list[dict]:
+    """The edge names with more than ``min_share`` of the path's length ``cp``, longest first."""
+    ranked = sorted(by_name.items(), key=lambda kv: (-kv[1][0], kv[0]))
+    most = []
+    for name, (time, waiting, visits, slack, lent) in ranked:
+        share = time / cp if cp > 0 else 0.0
+        if share <= min_share:
+            continue
+        most.append(
+            {
+                "name": name,
+                "share": share,
+                "time_ns": time,
+                "waiting_ns": waiting,
+                "waiting_share": waiting / (time + waiting) if time + waiting > 0 else 0.0,
+                "core_lent_ns": lent,
+                "core_lent_share": lent / time if time > 0 else 0.0,
+                "visits": visits,
+                "slack_ns": slack,
+            }
+        )
+    return most
 
 
 def profile(p: CriticalPathPass, names: Names) -> list[dict]:

@@ -136,7 +136,6 @@ def draw_timeline(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
 
     if result.transforms:
         raise CpasimError(
@@ -144,8 +143,8 @@ def draw_timeline(
             "--break/--capacity"
         )
     start, end = window if window is not None else default_window(result)
-    key = source.key
     spans = state_spans(source, start, end)
+    key = source.key  # after the read: a JSON Lines source makes a fresh key per read
     if not spans:
         raise CpasimError(
             f"--window: the trace has no state between {start / 1e3:.6g} us and {end / 1e3:.6g} us"
@@ -156,30 +155,14 @@ def draw_timeline(
     for sm in {s[0] for s in spans}:
         sys, name, _inst = key.sms[sm]
         names[sm] = f"{sys}:{name}"
-    # Rows: in the order the path meets them in the window, then the rest by name.
-    rows: list[str] = []
-    for segs in in_window:
-        for _k, a, b, *_ in segs:
-            for r in (a, b):
-                if r not in rows:
-                    rows.append(r)
-    busy = {names[sm] for sm, s, *_ in spans if not _IDLE.match(_state(key, s))}
-    rows += sorted(busy - set(rows))
+    rows = _rows(in_window, spans, names, key)
     if not rows:
         raise CpasimError(
             f"--window: nothing happens between {start / 1e3:.6g} us and {end / 1e3:.6g} us"
         )
     y = {r: i for i, r in enumerate(rows)}
     unit, scale = _unit(end - start)
-    # Colours: the states with the most time in the window get their own.
-    total: dict[str, float] = defaultdict(float)
-    for sm, s, t0, t1 in spans:
-        if names[sm] in y:
-            total[_state(key, s)] += t1 - t0
-    work = [s for s, _t in sorted(total.items(), key=lambda kv: -kv[1]) if not _IDLE.match(s)]
-    # Ten strong colours first, then their light variants: neighbours stay apart.
-    palette = list(plt.get_cmap("tab10").colors) + list(plt.get_cmap("tab20").colors[1::2])
-    colour = {s: palette[i % len(palette)] for i, s in enumerate(work[:20])}
+    work, colour = _colours(plt, spans, names, y, key)
     instances: dict[str, set] = defaultdict(set)
     for sm, *_ in spans:
         instances[names[sm]].add(sm)
@@ -187,22 +170,8 @@ def draw_timeline(
     height = max(3.0, 0.32 * len(rows) + 1.6)
     fig, ax = plt.subplots(figsize=(14, height))
     for sm, s, t0, t1 in spans:
-        row = names[sm]
-        if row not in y:
-            continue
-        state = _state(key, s)
-        idle = _IDLE.match(state) is not None
-        face = (0.9, 0.9, 0.9) if idle else colour.get(state, (0.6, 0.6, 0.6))
-        alpha = 0.55 if len(instances[row]) > 1 else 1.0
-        ax.barh(
-            y[row],
-            (t1 - t0) / scale,
-            left=(t0 - start) / scale,
-            height=0.7 if not idle else 0.35,
-            color=face,
-            alpha=alpha,
-            linewidth=0,
-        )
+        if names[sm] in y:
+            _bar(ax, y, names[sm], _state(key, s), t0, t1, colour, instances, start, scale)
     for segs in in_window:
         for kind, a, b, t0, t1, _name in segs:
             t0, t1 = max(t0, start), min(t1, end)
@@ -217,10 +186,7 @@ def draw_timeline(
     ax.set_xlim(0, (end - start) / scale)
     ax.set_xlabel(f"time since {start / scale:.6g} {unit} ({unit})")
     ax.grid(True, axis="x", alpha=0.3)
-    handles = [Patch(color=colour[s], label=s) for s in work[:20]]
-    handles.append(Patch(color=(0.9, 0.9, 0.9), label="idle / waiting"))
-    handles.append(plt.Line2D([], [], color="black", linewidth=2.2, label="critical path"))
-    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    _legend(plt, ax, work, colour)
     title = (
         f"Critical path through the state machines, {start / scale:.6g}–{end / scale:.6g} {unit}"
     )
@@ -231,6 +197,57 @@ def draw_timeline(
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def _bar(ax, y: dict, row: str, state: str, t0, t1, colour, instances, start, scale) -> None:
+    """SM ``row`` in ``state`` from ``t0`` to ``t1`` (idle: a thin grey bar)."""
+    idle = _IDLE.match(state) is not None
+    face = (0.9, 0.9, 0.9) if idle else colour.get(state, (0.6, 0.6, 0.6))
+    alpha = 0.55 if len(instances[row]) > 1 else 1.0
+    ax.barh(
+        y[row],
+        (t1 - t0) / scale,
+        left=(t0 - start) / scale,
+        height=0.7 if not idle else 0.35,
+        color=face,
+        alpha=alpha,
+        linewidth=0,
+    )
+
+
+def _rows(in_window, spans, names: dict, key) -> list[str]:
+    """The rows: in the order the path meets them in the window, then the other
+    busy SMs by name."""
+    rows: list[str] = []
+    for segs in in_window:
+        for _k, a, b, *_ in segs:
+            for r in (a, b):
+                if r not in rows:
+                    rows.append(r)
+    busy = {names[sm] for sm, s, *_ in spans if not _IDLE.match(_state(key, s))}
+    return rows + sorted(busy - set(rows))
+
+
+def _colours(plt, spans, names: dict, y: dict, key) -> tuple[list[str], dict]:
+    """The working states by time in the window, and the colours of the first 20
+    (the states with the most time get their own)."""
+    total: dict[str, float] = defaultdict(float)
+    for sm, s, t0, t1 in spans:
+        if names[sm] in y:
+            total[_state(key, s)] += t1 - t0
+    work = [s for s, _t in sorted(total.items(), key=lambda kv: -kv[1]) if not _IDLE.match(s)]
+    # Ten strong colours first, then their light variants: neighbours stay apart.
+    palette = list(plt.get_cmap("tab10").colors) + list(plt.get_cmap("tab20").colors[1::2])
+    return work, {s: palette[i % len(palette)] for i, s in enumerate(work[:20])}
+
+
+def _legend(plt, ax, work: list[str], colour: dict) -> None:
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=colour[s], label=s) for s in work[:20]]
+    handles.append(Patch(color=(0.9, 0.9, 0.9), label="idle / waiting"))
+    handles.append(plt.Line2D([], [], color="black", linewidth=2.2, label="critical path"))
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 def _listing_short(paths) -> bool:

@@ -29,7 +29,7 @@ from itertools import accumulate, chain, count
 from operator import add
 from typing import NamedTuple
 
-from cpasim.errors import CpasimError
+from cpasim.errors import CpasimError, shown
 
 
 def sm_display(sys: str, sm: str, inst: str) -> str:
@@ -141,6 +141,11 @@ class Transforms:
                     f"capacity {pat}: growth must be positive (+k); shrinking a queue "
                     "would reorder causality and cannot be predicted from this trace"
                 )
+            if k > MAX_GROWTH:
+                raise CpasimError(
+                    f"capacity {pat}: growth {shown(k, 24)} is more than {MAX_GROWTH} units; "
+                    "to lift the queue's bound altogether, break it (--break)"
+                )
 
     @property
     def is_identity(self) -> bool:
@@ -207,6 +212,9 @@ class Transforms:
 
 #: Entries of ``breaks`` or ``scale_comm``: one bit each in an int64.
 MAX_ENTRIES = 63
+#: Largest growth of a queue (units): the analyzer counts units in 64-bit integers,
+#: and a queue grown by more than this is one without a bound (``--break``).
+MAX_GROWTH = 2**31 - 1
 
 
 class QueueRule(NamedTuple):
@@ -413,4 +421,9 @@ def parse_capacity(text: str) -> tuple[str, int]:
         ) from None
     if k <= 0:
         raise CpasimError(f"--capacity {text!r}: K must be at least 1")
+    if k > MAX_GROWTH:
+        raise CpasimError(
+            f"--capacity {shown(text)}: K must be at most {MAX_GROWTH} (to lift the "
+            "queue's bound altogether, break it with --break)"
+        )
     return pat, k

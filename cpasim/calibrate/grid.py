@@ -40,6 +40,7 @@ from cpasim.calibrate.iperf import read_iperf
 from cpasim.calibrate.pcap import read_capture
 from cpasim.config import Config, load_scenario
 from cpasim.errors import CpasimError
+from cpasim.inputs import read_text
 from cpasim.model.sockbuf import largest_window
 from cpasim.protocol import mss_for, tcp_header
 
@@ -157,9 +158,9 @@ def read_grid(directory: str | Path) -> list[GridConfig]:
     """The configurations of ``directory/manifest.csv``, repeats gathered, in file order."""
     path = Path(directory) / "manifest.csv"
     try:
-        rows = list(csv.DictReader(path.read_text().splitlines()))
-    except OSError as exc:
-        raise CpasimError(f"{path}: cannot read manifest ({exc.strerror or exc})") from None
+        rows = list(csv.DictReader(read_text(path, "manifest").splitlines()))
+    except csv.Error as exc:
+        raise CpasimError(f"{path}: cannot read manifest ({exc})") from None
     by_name: dict[str, list[tuple[int, dict]]] = {}
     for i, row in enumerate(rows, start=2):
         missing = [c for c in COLUMNS if row.get(c) in (None, "")]

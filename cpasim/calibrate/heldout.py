@@ -36,6 +36,7 @@ from cpasim.calibrate.inspection import SKIP_FRACTION, flow_steady_goodput, insp
 from cpasim.calibrate.pcap import Capture, read_capture
 from cpasim.config import Config
 from cpasim.errors import CpasimError
+from cpasim.inputs import read_text
 from cpasim.model.sockbuf import largest_window
 from cpasim.protocol import ETHERNET_FRAMING, MAC_HEADER, mss_for
 
@@ -110,9 +111,9 @@ def read_manifest(directory: Path) -> list[CaptureRun]:
     """The runs of ``directory/manifest.csv`` that have a sender-side capture."""
     path = Path(directory) / "manifest.csv"
     try:
-        rows = list(csv.DictReader(path.read_text().splitlines()))
-    except OSError as exc:
-        raise CpasimError(f"{path}: cannot read manifest ({exc.strerror or exc})") from None
+        rows = list(csv.DictReader(read_text(path, "manifest").splitlines()))
+    except csv.Error as exc:
+        raise CpasimError(f"{path}: cannot read manifest ({exc})") from None
     runs = []
     for i, row in enumerate(rows, start=2):
         missing = [c for c in _MANIFEST_COLUMNS if not row.get(c)]

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cpasim.errors import CpasimError, shown
+from cpasim.inputs import read_text
 
 
 @dataclass(frozen=True)
@@ -67,11 +68,10 @@ class IperfRun:
 def read_iperf(path: str | Path) -> IperfRun:
     """Read one iperf3 ``--json`` report; raises :class:`CpasimError` naming the bad part."""
     path = Path(path)
+    text = read_text(path, "iperf3 report")
     try:
-        doc = json.loads(path.read_text())
-    except OSError as exc:
-        raise CpasimError(f"{path}: cannot read iperf3 report ({exc.strerror or exc})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
         raise CpasimError(f"{path}: not JSON, expected iperf3 --json output ({exc})") from None
     except RecursionError:
         raise CpasimError(f"{path}: JSON nested too deeply for an iperf3 report") from None

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cpasim.errors import CpasimError
+from cpasim.inputs import read_text
 
 TIME_METRICS = ("latency", "gap", "Os", "Or", "Ur", "gs", "gr", "L")
 RATE_METRICS = ("bandwidth",)
@@ -61,11 +62,15 @@ def _column_unit(name: str) -> tuple[str, float] | None:
 
 def read_microbench(path: str | Path) -> MicrobenchTable:
     path = Path(path)
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CpasimError(f"{path}: cannot read microbenchmark table ({exc})") from None
+    text = read_text(path, "microbenchmark table")
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    try:
+        return _parse(path, lines)
+    except csv.Error as exc:  # a field over the csv module's limit (128 KiB), a NUL byte
+        raise CpasimError(f"{path}: not a readable CSV table ({exc})") from None
+
+
+def _parse(path: Path, lines: list[str]) -> MicrobenchTable:
     reader = csv.DictReader(io.StringIO("\n".join(lines)))
     header = reader.fieldnames or []
     if "size_bytes" not in header:

@@ -3,14 +3,23 @@
 Only headers are needed, so short snap lengths (``tcpdump -s 128``) are fine:
 sizes come from the IP header, never from the captured bytes.  A capture may be
 gzip-compressed (``.pcap.gz``, ``.pcapng.gz``): it is told by its content and
-decompressed while it is read.  Timestamps are
+decompressed while it is read; a compressed capture cut short is read up to the
+cut, as an uncompressed one is.  Timestamps are
 kept as integer nanoseconds because inter-arrival gaps at 10 Gb/s are around
 a microsecond, below the resolution of a float holding seconds since 1970.
+
+Time must go forward.  A real capture steps back by a few microseconds now and
+then (packets of different CPUs' queues reach the capture slightly out of order;
+the largest step in the captures under ``calibration/`` is 28 us, in 11 of 13,368
+records), but a record whose time is far earlier than the records before it, a
+capture where many records step back, or a record repeated whole, is an edited,
+merged or reversed capture, whose rates and spans would be nonsense: it is
+refused, naming the first such record.
 """
 
 from __future__ import annotations
 
-import gzip
+import io
 import socket
 import struct
 import zlib
@@ -20,6 +29,7 @@ from pathlib import Path
 import dpkt
 
 from cpasim.errors import CpasimError
+from cpasim.inputs import open_input
 from cpasim.protocol import IPV6_HEADER
 
 # Link types (https://www.tcpdump.org/linktypes.html).  Raw IP has two numbers
@@ -63,12 +73,86 @@ _GZIP_MAGIC = b"\x1f\x8b"
 TCP_OPT_SACK_PERMITTED = 4
 
 
-def open_binary(path: Path):
-    """``path`` opened for reading, transparently decompressed if it is gzip."""
-    f = path.open("rb")
+class _Gunzip(io.RawIOBase):
+    """A gzip-compressed file's content, decompressed as it is read.
+
+    Unlike :mod:`gzip`, a stream cut short ends where its data ends (with
+    :attr:`cut` set) instead of failing: the records before the cut are read, as
+    they are from a cut uncompressed capture.  Concatenated members are read on.
+    Seeking goes back to the start and reads forward."""
+
+    def __init__(self, raw):
+        self.raw = raw
+        self.cut = False
+        self._restart()
+
+    def _restart(self) -> None:
+        self.raw.seek(0)
+        self._unzip = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._left = b""  # decompressed, not yet read
+        self._pos = 0
+        self._ended = False
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_CUR:
+            offset += self._pos
+        elif whence != io.SEEK_SET:
+            raise io.UnsupportedOperation("a compressed capture seeks from its start only")
+        if offset < self._pos:
+            self._restart()
+        while self._pos < offset and self.read(min(offset - self._pos, 1 << 20)):
+            pass
+        return self._pos
+
+    def readinto(self, buf) -> int:
+        while not self._left and not self._ended:
+            self._left = self._more()
+        n = min(len(buf), len(self._left))
+        buf[:n] = self._left[:n]
+        self._left = self._left[n:]
+        self._pos += n
+        return n
+
+    def _more(self) -> bytes:
+        unzip = self._unzip
+        if unzip.eof:  # a member ended: another may follow
+            rest = unzip.unused_data
+            if not rest:
+                rest = self.raw.read(1 << 16)
+            if not rest.strip(b"\0"):  # trailing zeros (tape padding) or the end
+                self._ended = True
+                return b""
+            self._unzip = unzip = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            return unzip.decompress(rest, 1 << 20)
+        if unzip.unconsumed_tail:
+            return unzip.decompress(unzip.unconsumed_tail, 1 << 20)
+        data = self.raw.read(1 << 16)
+        if not data:
+            self._ended = True
+            self.cut = True  # the compressed stream stops before its end
+            return unzip.flush()
+        return unzip.decompress(data, 1 << 20)
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
+
+
+def open_binary(path: Path, what: str = "capture"):
+    """``path`` opened for reading, transparently decompressed if it is gzip (then its
+    ``raw.cut`` says whether the compressed stream was cut short)."""
+    f = open_input(path, what)
     if f.read(2) == _GZIP_MAGIC:
-        f.close()
-        return gzip.open(path, "rb")
+        return io.BufferedReader(_Gunzip(f))
     f.seek(0)
     return f
 
@@ -77,9 +161,9 @@ def head_bytes(path: str | Path, n: int = 64) -> bytes:
     """The first ``n`` bytes of a measurement file's content (decompressed if gzip)."""
     path = Path(path)
     try:
-        with open_binary(path) as f:
+        with open_binary(path, "measurement file") as f:
             return f.read(n)
-    except (OSError, EOFError, zlib.error) as exc:
+    except (OSError, zlib.error) as exc:
         why = getattr(exc, "strerror", None) or exc
         raise CpasimError(f"{path}: cannot read ({why})") from None
 
@@ -146,20 +230,72 @@ def read_capture(path: str | Path) -> Capture:
                 )
             packets: list[PacketRecord] = []
             skipped = 0
-            for t_ns, linktype, buf in frames:
+            for t_ns, linktype, buf in _in_time_order(frames, path, fmt):
                 rec = _decode(linktype, t_ns, buf)
                 if rec is None:
                     skipped += 1
                 else:
                     packets.append(rec)
+            if not cut and getattr(getattr(f, "raw", None), "cut", False):
+                cut.append(
+                    "compressed capture cut short (its gzip stream stops before its end); "
+                    f"figures use the {len(packets) + skipped} complete records before the cut"
+                )
     except OSError as exc:
         raise CpasimError(f"{path}: cannot read capture ({exc.strerror or exc})") from None
     except (EOFError, zlib.error) as exc:
-        raise CpasimError(f"{path}: truncated or corrupt gzip-compressed capture ({exc})") from None
+        raise CpasimError(f"{path}: corrupt gzip-compressed capture ({exc})") from None
     names = sorted({SUPPORTED_LINKTYPES[lt] for lt in linktypes})
     return Capture(
         str(path), fmt, ", ".join(names), snaplen, packets, skipped, cut[0] if cut else None
     )
+
+
+#: How far a record's time may lie before the latest time already read: captures
+#: from several CPUs' queues step back by microseconds (28 us at most in
+#: calibration/); a step of a millisecond is no capture jitter.
+MAX_STEP_BACK_NS = 1_000_000
+#: Share of records that may step back at all (0.08 % at most in calibration/), and
+#: the count allowed whatever the share (a short capture with one late packet).
+MAX_BACK_SHARE = 0.01
+MAX_BACK_ANY = 3
+
+
+def _in_time_order(frames, path: Path, fmt: str):
+    """``frames`` passed through, refused at the first record that sends time far
+    back or repeats the record before it whole, or at the end if too many step back."""
+    latest = None
+    previous = None
+    back = 0
+    number = 0
+    for number, frame in enumerate(frames, 1):  # noqa: B007 - the count is used after
+        t_ns = frame[0]
+        if latest is not None and t_ns < latest:
+            if latest - t_ns > MAX_STEP_BACK_NS:
+                raise CpasimError(
+                    f"{path}: time goes backwards at {fmt} record {number}: "
+                    f"{_seconds(t_ns)} after {_seconds(latest)}, {_seconds(latest - t_ns)} "
+                    "earlier (records edited, reordered or merged from several captures; "
+                    "cpasim reads captures in time order)"
+                )
+            back += 1
+        if frame == previous:
+            raise CpasimError(
+                f"{path}: {fmt} record {number} repeats record {number - 1} whole (same time "
+                "and bytes): a duplicated record (editcap -d removes them)"
+            )
+        latest = t_ns if latest is None else max(latest, t_ns)
+        previous = frame
+        yield frame
+    if back > MAX_BACK_ANY and back > MAX_BACK_SHARE * number:
+        raise CpasimError(
+            f"{path}: time goes backwards at {back} of its {number} records (more than "
+            f"{MAX_BACK_SHARE:.0%}): records reversed or shuffled, not captured in order"
+        )
+
+
+def _seconds(t_ns: int) -> str:
+    return f"{t_ns / 1e9:.6f} s"
 
 
 def _check_linktype(path: Path, linktype: int) -> None:
@@ -170,6 +306,10 @@ def _check_linktype(path: Path, linktype: int) -> None:
 
 #: libpcap's largest snapshot length: a record claiming more is corruption, not data.
 MAX_SNAPLEN = 262_144
+#: The largest pcapng block read: a packet of the largest snapshot length with its
+#: block's fields and generous options.  A longer one is corruption (reading it
+#: would allocate whatever the length field says).
+MAX_PCAPNG_BLOCK = 16 << 20
 _PCAP_LITTLE = {b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"}
 _PCAP_NANO = {b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d"}
 
@@ -248,8 +388,11 @@ def _pcapng_frames(f, path: Path, cut: list[str]):
         if len(hdr) < 8:
             raise _CutShort(f"{len(hdr)} of its 8 header bytes")
         btype, blen = struct.unpack(endian + "II", hdr)
-        if blen < 12:
-            raise CpasimError(f"{path}: corrupt pcapng block (length {blen})")
+        if blen < 12 or blen > MAX_PCAPNG_BLOCK:
+            raise CpasimError(
+                f"{path}: corrupt pcapng block {blocks[0]} (length {blen}; a block holds 12 "
+                f"to {MAX_PCAPNG_BLOCK:,} bytes)"
+            )
         body = f.read(blen - 8)
         if len(body) < blen - 8:
             raise _CutShort(f"{blen} bytes announced, {len(body) + 8} present")

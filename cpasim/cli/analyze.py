@@ -14,12 +14,20 @@ from cpasim.analysis.fold import fold_profile, fold_queues, fold_slack
 from cpasim.analysis.names import check_patterns, trace_names
 from cpasim.analysis.transforms import check_factor, check_pattern, parse_assignment, parse_capacity
 from cpasim.cli import app
-from cpasim.errors import CpasimError
+from cpasim.errors import CpasimError, printable
 from cpasim.files import write_text_atomically
 from cpasim.progress import CountingSource, activity
 
 if TYPE_CHECKING:  # rich is imported when something is printed
     from rich.console import Console
+
+
+def escape(text: str) -> str:
+    """A name from the trace as rich prints it literally: terminal escapes written
+    out (:func:`~cpasim.errors.printable`), ``[...]`` not taken for markup."""
+    from rich.markup import escape as escape_markup
+
+    return escape_markup(printable(text))
 
 
 def _open(path: Path):
@@ -239,10 +247,12 @@ def _ends(trace: Path, start: str | None, end: str | None) -> tuple[str, str]:
     (its sidecar), said in one line on stderr."""
     if start is not None and end is not None:
         return start, end
+    from cpasim.inputs import open_input
     from cpasim.predict.runs import recorded_ends, sidecar_path
 
     if not trace.exists():
         raise CpasimError(f"{trace}: no such trace")
+    open_input(trace, "trace").close()  # a FIFO, a device: refused before its sidecar
     ends = recorded_ends(trace)
     if ends is None:
         raise CpasimError(
@@ -280,7 +290,6 @@ def _fmt(ns: float | None) -> str:
 
 def _print(result: AnalysisResult, top: int, detail: bool = False) -> None:
     from rich.console import Console
-    from rich.markup import escape
 
     console = Console(highlight=False, soft_wrap=True, emoji=False)
     if not console.is_terminal:  # a file or pipe: do not squeeze tables to 80 columns
@@ -304,10 +313,9 @@ def _print(result: AnalysisResult, top: int, detail: bool = False) -> None:
 
 
 def _print_path(console: Console, path: PathResult, conn, top: int) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
-    title = f"connection {conn}: " if conn is not None else ""
+    title = f"connection {escape(conn)}: " if conn is not None else ""
     if not path.reachable:
         console.print(f"{title}end not reachable from start")
         return
@@ -348,8 +356,6 @@ def _more(console: Console, shown: int, total: int, what: str) -> None:
 
 
 def _named(name: str, instances: int) -> str:
-    from rich.markup import escape
-
     return escape(name) + (f" ×{instances}" if instances > 1 else "")
 
 
@@ -381,7 +387,6 @@ def _print_slack(console: Console, path: PathResult, top: int) -> None:
 def _print_profile(console: Console, profile: list[dict], top: int) -> None:
     """Per SM over the whole trace (instances folded, busiest first): active and
     waiting time, and its busiest states."""
-    from rich.markup import escape
     from rich.table import Table
 
     rows = [sm for sm in fold_profile(profile) if sm["active_ns"] or sm["waiting_ns"]]

@@ -16,6 +16,7 @@ import typer
 
 from cpasim import runfolder
 from cpasim.errors import CpasimError
+from cpasim.files import is_stream
 
 OutOpt = Annotated[
     Path | None,
@@ -65,6 +66,10 @@ def plan(
 ) -> Outputs:
     """Where this run's files go; every refusal happens here, before the run."""
     trace = runfolder.artefact_path(out, runfolder.TRACE, trace) if trace else None
+    if trace is not None and trace.parent.is_dir() and not is_stream(trace):
+        from cpasim.predict.runs import check_sidecar_writable
+
+        check_sidecar_writable(trace)  # (a run folder made below is empty)
     series = runfolder.artefact_path(out, runfolder.SERIES, series) if series else None
     if series is not None:
         from cpasim.series import check_path, default_interval, parse_interval

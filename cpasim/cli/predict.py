@@ -14,7 +14,7 @@ from cpasim.cli import app
 from cpasim.cli import outputs as outs
 from cpasim.cli.outputs import OutOpt, OverwriteOpt
 from cpasim.config import load_scenario
-from cpasim.errors import CpasimError
+from cpasim.errors import CpasimError, printable
 from cpasim.files import write_text_atomically
 from cpasim.predict import ladder as ladder_mod
 from cpasim.predict.runs import PathSummary, baseline
@@ -69,12 +69,14 @@ def _fmt(metric: str, value: float) -> str:
 def _bottleneck(path: PathSummary) -> str:
     if path.bottleneck is None:
         return "(none)"
-    return f"{path.bottleneck} ({path.share:.0%})"
+    return f"{printable(path.bottleneck)} ({path.share:.0%})"
 
 
 def _limited(v: Verdict | None, path: PathSummary) -> str:
     """``limited by <resource> [kind]; most critical <state> (share)``."""
-    head = f"limited by {v.resource} [{v.kind}]" if v is not None else "limited by (unknown)"
+    head = "limited by (unknown)"
+    if v is not None:
+        head = f"limited by {printable(v.resource)} [{v.kind}]"
     return f"{head}; most critical {_bottleneck(path)}"
 
 
@@ -135,7 +137,7 @@ def predict_cmd(
     typer.echo(f"baseline   {_fmt(m, p.baseline)}  critical path {_cp(p.baseline_path)}")
     typer.echo(f"           {_limited(base_v, p.baseline_path)}")
     for line in p.effects:
-        typer.echo(f"what-if    {line}")
+        typer.echo(f"what-if    {printable(line)}")
     ratio = p.predicted / p.baseline if p.baseline else float("nan")
     typer.echo(
         f"predicted  {_fmt(m, p.predicted)} (× {ratio:.3f})  critical path {_cp(p.predicted_path)}"
@@ -207,7 +209,7 @@ def validate_cmd(
         typer.echo(f"actual     {_fmt(m, v.actual)}  {_limited(v.actual_verdict, v.actual_path)}")
         return
     for line in p.effects:
-        typer.echo(f"what-if    {line}")
+        typer.echo(f"what-if    {printable(line)}")
     typer.echo(
         f"predicted  {_fmt(m, p.predicted)}  {_limited(v.predicted_verdict, p.predicted_path)}"
     )

@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cpasim import runfolder
+from cpasim import interrupts, runfolder
 from cpasim.capture import DEFAULT_SNAPLEN, PcapSpec
 from cpasim.cli import app
 from cpasim.cli import outputs as outs
 from cpasim.config import load_scenario
+from cpasim.errors import CpasimError
+from cpasim.files import is_stream
 from cpasim.predict.runs import analysed_run, write_run_record
 from cpasim.progress import activity
 from cpasim.verdict import explain, explain_run, idle_line
@@ -82,6 +84,11 @@ def run_cmd(
     if pcap is not None:  # a bare file name goes into the run folder
         pcap = runfolder.artefact_path(plan.out, runfolder.CAPTURE, pcap)
     capture = PcapSpec(pcap, pcap_side, snaplen) if pcap is not None else None
+    if explain and plan.trace is not None and is_stream(plan.trace):
+        raise CpasimError(
+            f"--explain: reads the trace back, and --trace {plan.trace} is a device or "
+            "pipe; give a file, or leave --trace out (a temporary one is used)"
+        )
     with ExitStack() as stack:
         trace = plan.trace
         if explain and trace is None:  # the analysis needs a trace: a temporary one
@@ -92,11 +99,14 @@ def run_cmd(
         if explain:
             # Analysed once; the sidecar then holds the analysis predict/validate reuse.
             with activity("cpasim run --explain", progress):
-                verdict = explain_run(analysed_run(cfg, trace, result.with_end_state()))
-        elif trace is not None:
+                run = analysed_run(cfg, trace, result.with_end_state(), digest=result.trace_digest)
+                verdict = explain_run(run)
+        elif trace is not None and not is_stream(trace):
             # What predict/validate need to take this trace as their baseline; bound to
-            # the trace just written (a stale one left by a failure here is refused).
-            write_run_record(cfg, trace, result.with_end_state())
+            # the trace as this run wrote it (a stale one left by a failure here, or one
+            # beside another run's trace, is refused).  A trace streamed to a device or
+            # FIFO is no file to predict from.
+            write_run_record(cfg, trace, result.with_end_state(), result.trace_digest)
         out = result.to_json()
         out["scenario"] = str(scenario)
         if verdict is not None:
@@ -137,7 +147,7 @@ def _simulate(cfg, trace, progress, interval_ns, capture) -> Result:
         said = f"; the trace recorded so far is in {kept}" if kept is not None else ""
         if trace is not None and kept is None:
             said = f"; no trace written ({trace} is as it was)"
-        print(f"cpasim: run interrupted, no result{said}", file=sys.stderr)
+        interrupts.report(f"cpasim: run interrupted, no result{said}")
         raise typer.Exit(130) from None
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from cpasim import interrupts
 from cpasim.cli import app
 
 
@@ -56,7 +57,7 @@ def sweep_command(
             note=lambda text: print(f"cpasim: note: {text}", file=sys.stderr),
         )
     except SweepInterrupted as stop:
-        print(f"cpasim: {stop}", file=sys.stderr)
+        interrupts.report(f"cpasim: {stop}")
         raise typer.Exit(130) from None
     from rich.console import Console
 

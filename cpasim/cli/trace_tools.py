@@ -11,8 +11,10 @@ import typer
 
 from cpasim.analysis.names import trace_names
 from cpasim.cli import app
-from cpasim.errors import CpasimError
-from cpasim.trace import TRACE_SUFFIXES, open_trace, write_trace
+from cpasim.errors import CpasimError, printable
+from cpasim.files import is_stream
+from cpasim.predict.runs import carry_run_record, sidecar_path
+from cpasim.trace import TRACE_SUFFIXES, open_trace, write_trace_digested
 from cpasim.trace.records import OPS, TraceSource
 from cpasim.units import TIME, human
 
@@ -48,6 +50,8 @@ def convert(
     """Convert a trace: the format of OUT follows its extension (.cpt or .jsonl).
 
     OUT appears only once complete; on error nothing already there is touched.
+    The run record beside IN (IN.run.json, from 'cpasim run --trace') is carried
+    beside OUT, so that OUT predicts as IN does.
     """
     if dst.suffix.lower() not in TRACE_SUFFIXES:
         raise CpasimError(
@@ -57,9 +61,15 @@ def convert(
     if dst.exists() and src.exists() and dst.resolve() == src.resolve():
         raise CpasimError(f"{dst}: output is the input file")
     source = _Counting(open_trace(src))
-    write_trace(source, dst)
+    _, digest = write_trace_digested(source, dst)
+    if is_stream(dst):
+        typer.echo(f"{dst}: {source.records} records")
+        return
+    # The run that recorded IN recorded OUT too: predictions may take it as their baseline.
+    carried = carry_run_record(src, dst, digest)
     size = dst.stat().st_size
-    typer.echo(f"{dst}: {source.records} records, {size:,} bytes")
+    said = f", with the run record {sidecar_path(dst).name}" if carried else ""
+    typer.echo(f"{dst}: {source.records} records, {size:,} bytes{said}")
 
 
 @trace_app.command("info")
@@ -138,10 +148,11 @@ def names(
     def listing(title: str, counts: dict[str, int]) -> list[str]:
         rows = [f"{title} ({len(counts)})"]
         for name, n in counts.items():
-            rows.append(f"  {name}" + (f"  ({n} instances)" if n > 1 else ""))
+            rows.append(f"  {printable(name)}" + (f"  ({n} instances)" if n > 1 else ""))
         return rows
 
-    lines = [f"systems ({len(found['systems'])})", *(f"  {s}" for s in found["systems"])]
+    systems = found["systems"]
+    lines = [f"systems ({len(systems)})", *(f"  {printable(s)}" for s in systems)]
     lines += listing("state machines", found["sms"])
     lines += listing("states (--scale sys:sm:state)", found["states"])
     lines += listing("queues (--scale-comm, --break, --capacity sys:queue)", found["queues"])

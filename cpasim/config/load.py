@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from cpasim.config import resolve
 from cpasim.config.config import Config
 from cpasim.errors import CpasimError
+from cpasim.inputs import InputError, read_bytes
 
 
 def load_scenario(path: str | Path | None = None, sets: Iterable[str] = ()) -> Config:
@@ -65,13 +67,11 @@ def read_entries(path: str | Path) -> list[tuple[str, object]]:
     """The dotted (key, raw value) pairs of a scenario file."""
     p = Path(path)
     try:
-        text = p.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise CpasimError(f"{path}: scenario file not found") from None
-    except IsADirectoryError:
-        raise CpasimError(f"{path}: is a directory, expected a scenario file (.toml)") from None
-    except PermissionError:
-        raise CpasimError(f"{path}: cannot read scenario file (permission denied)") from None
+        text = read_bytes(p, "scenario file").decode("utf-8")
+    except InputError as exc:
+        if exc.errno == errno.ENOENT:
+            raise CpasimError(f"{path}: scenario file not found") from None
+        raise
     except UnicodeDecodeError as exc:
         raise CpasimError(f"{path}: not UTF-8 text (byte {exc.start}); expected TOML") from None
     doc = resolve.loads_toml(text, str(path))

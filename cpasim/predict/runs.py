@@ -10,10 +10,20 @@ them to a *sidecar* ``<trace>.run.json``; :func:`load_run` reads it back and
 refuses a trace whose sidecar names another config digest.  ``cpasim run --trace``
 writes the sidecar without the analysis (:func:`write_run_record`); the first
 prediction from that trace analyses it and completes the sidecar.
+
+Trace and sidecar are a pair bound by the trace's digest (:func:`trace_digest`),
+which the sidecar carries as the run that wrote the trace computed it from the
+bytes it wrote (``Result.trace_digest``) — never read back from the path, where
+another run on the same path may have put its own trace meanwhile.  A sidecar is
+published only while the trace at its path still has that digest, an analysis is
+recorded only if the trace did not change while it was read, and a reader refuses
+any pair whose digests differ: whatever order two runs on one path finish in, a
+sidecar never vouches for another run's trace.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import re
@@ -25,7 +35,8 @@ import numpy as np
 from cpasim.analysis import AnalysisResult
 from cpasim.config import Config
 from cpasim.errors import CpasimError, shown
-from cpasim.files import write_text_atomically
+from cpasim.files import check_writable, write_text_atomically
+from cpasim.inputs import InputError, open_input, read_bytes
 from cpasim.predict.bounds import busy, holding
 from cpasim.predict.transforms_table import reference, state_active, state_means
 from cpasim.predict.window import WINDOW_COMMIT_EVERY, Window, analyses, make_window
@@ -78,17 +89,29 @@ def sidecar_path(trace: Path) -> Path:
     return trace.with_name(trace.name + ".run.json")
 
 
+def read_sidecar(trace: Path) -> dict | None:
+    """What the sidecar of ``trace`` holds, parsed but not checked; None when there is
+    none.  Read as every input is (:mod:`cpasim.inputs`): a FIFO or device there is
+    refused, a sidecar that is not JSON is one line."""
+    side = sidecar_path(Path(trace))
+    try:
+        return json.loads(read_bytes(side, "run sidecar"))
+    except InputError as exc:
+        if exc.errno != errno.ENOENT:
+            raise
+        return None
+    except (ValueError, RecursionError) as exc:
+        raise CpasimError(f"{side}: unreadable run sidecar ({shown(exc)})") from None
+
+
 def recorded_ends(trace: Path) -> tuple[str, str] | None:
     """The start and end state machines (``"tx:App"``, ``"rx:App"``) of the run that
     recorded ``trace``, from its sidecar; None without one.  A sidecar that is not
     one, or describes another trace, is refused (its ends would be a guess)."""
     side = sidecar_path(Path(trace))
-    try:
-        data = json.loads(side.read_text())
-    except FileNotFoundError:
+    data = read_sidecar(trace)
+    if data is None:
         return None
-    except (OSError, ValueError) as exc:
-        raise CpasimError(f"{side}: unreadable run sidecar ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != SIDECAR_FORMAT:
         raise CpasimError(f"{side}: expected a {SIDECAR_FORMAT} sidecar; give --start and --end")
     if data.get("trace_digest") != trace_digest(trace):
@@ -317,37 +340,48 @@ def traced_run(
     a run nothing will be predicted from (a re-simulated check) can skip it.
     """
     trace = Path(trace)
+    check_sidecar_writable(trace)  # before the run, not after it
     with note(f"simulating into {trace.name}"):
         from cpasim.simulate import simulate  # the model, only when a run is made
 
         res = simulate(cfg, trace_path=trace, progress=progress)
-    return analysed_run(cfg, trace, res.with_end_state(), window=window)
+    return analysed_run(cfg, trace, res.with_end_state(), window=window, digest=res.trace_digest)
 
 
-def write_run_record(cfg: Config, trace: Path, result: dict) -> None:
+def check_sidecar_writable(trace: Path) -> None:
+    """Refuse now, with one line, a trace whose sidecar could not be written later
+    (its name taken by a directory, a read-only directory)."""
+    check_writable(sidecar_path(Path(trace)), "run record")
+
+
+def write_run_record(cfg: Config, trace: Path, result: dict, digest: str) -> None:
     """The sidecar of a plain traced run (``cpasim run --trace``): its config digest and
     result, without the analysis, which :func:`load_run` adds the first time the trace
-    is predicted from (so a run that is never predicted from costs no analysis)."""
-    _write_sidecar(
-        trace,
-        {"config_digest": cfg.digest, "config": cfg.to_toml(), "result": result, "analysed": False},
-    )
+    is predicted from (so a run that is never predicted from costs no analysis).
+    ``digest``: the trace's, as the run wrote it (``Result.trace_digest``)."""
+    side = {"config_digest": cfg.digest, "config": cfg.to_toml(), "result": result}
+    _write_sidecar(trace, {**side, "analysed": False}, digest)
 
 
-def _write_sidecar(trace: Path, side: dict, digest: str | None = None) -> None:
-    """Write the sidecar, bound to the trace as it is now (``digest``: as it was
-    checked to be, :func:`load_run`)."""
-    path = sidecar_path(trace)
-    digest = digest or trace_digest(trace)
+def _write_sidecar(trace: Path, side: dict, digest: str) -> None:
+    """Write the sidecar bound to ``digest``, the trace's as written or as checked
+    (:func:`load_run`): only while the trace at the path still has it, so that a run
+    whose trace another run replaced leaves that run's pair alone."""
+    if trace_digest(trace) != digest:
+        raise CpasimError(
+            f"{trace}: replaced or changed while this command used it (another run "
+            f"writing the same path?); {sidecar_path(trace).name} is left as it was"
+        )
     side = {"format": SIDECAR_FORMAT, "trace_digest": digest, **side}
-    write_text_atomically(path, json.dumps(side, indent=1, sort_keys=True) + "\n")
+    write_text_atomically(sidecar_path(trace), json.dumps(side, indent=1, sort_keys=True) + "\n")
 
 
 def analysed_run(
-    cfg: Config, trace: Path, result: dict, *, window: bool = True, digest: str | None = None
+    cfg: Config, trace: Path, result: dict, *, window: bool = True, digest: str
 ) -> TracedRun:
     """Analyse the run ``result`` recorded in ``trace`` and write its full sidecar
-    (``digest``: the trace's, already checked against its sidecar)."""
+    (``digest``: the trace's as written, or as checked against its sidecar; the
+    analysis is refused if the file changes while it is read)."""
     start, end = tuple(result["analysis_start"]), tuple(result["analysis_end"])
     ref = reference()
     with note(f"analysing the trace {trace.name}"):
@@ -437,28 +471,30 @@ def _window_run(cfg: Config, trace: Path, start, end) -> WindowRun | None:
 # A sidecar is ours, but a file: an edited or damaged one is refused with the field at
 # fault, before any of it is used.  A schema is a type, a tuple of allowed schemas, a
 # list [item schema], a dict of fields (extra fields allowed), or ``(dict, value)``
-# for a mapping of names to values.
+# for a mapping of names to values.  Numbers are finite, and what they measure bounds
+# them: times, counts, rates and lengths are never negative, shares lie in [0, 1].
 _NUM, _INT, _NONE = "number", "integer", type(None)
-_NAMES = (dict, _NUM)
+_AMOUNT, _COUNT, _SHARE, _POSITIVE = "amount >= 0", "count >= 0", "share", "amount > 0"
+_NAMES = (dict, _AMOUNT)
 _PATH = {
     "critical_path_ns": _NAMES,
     "bottleneck": (str, _NONE),
-    "share": _NUM,
-    "most_critical": [{"name": str, "share": _NUM, "time_ns": _NUM, "waiting_share": _NUM}],
-    "loops": [{"edge": str, "count": _NUM}],
+    "share": _SHARE,
+    "most_critical": [{"name": str, "share": _SHARE, "time_ns": _AMOUNT, "waiting_share": _SHARE}],
+    "loops": [{"edge": str, "count": _AMOUNT}],
     "busy_ns": _NAMES,
 }
 _RESULT = {
     "workload": str,
     "analysis_start": [str],
     "analysis_end": [str],
-    "goodput_bps": _NUM,
-    "latency_ns": (_NONE, {"mean": (_NUM, _NONE)}),
+    "goodput_bps": _AMOUNT,
+    "latency_ns": (_NONE, {"mean": (_POSITIVE, _NONE)}),
 }
 _WINDOW = {
-    "t0": _NUM,
-    "t_measure": _NUM,
-    "sms": _INT,
+    "t0": _AMOUNT,
+    "t_measure": _AMOUNT,
+    "sms": _COUNT,
     "origins": [[str]],
     "preamble": [[_INT]],
     "path": _PATH,
@@ -468,20 +504,30 @@ _ANALYSED = {
     "result": _RESULT,
     "path": _PATH,
     "state_means": _NAMES,
-    "state_entries": (dict, _INT),
+    "state_entries": (dict, _COUNT),
     "state_active": _NAMES,
     "window": (_NONE, _WINDOW),
 }
+#: How far a share summed from parts may exceed 1 by rounding.
+_SHARE_SLACK = 1e-9
 
 
 def _fits(value, schema) -> str | None:
     """Where ``value`` breaks ``schema`` (a dotted field, or ``""`` for itself); None if
     it fits."""
-    if schema == _NUM:
+    if schema in (_NUM, _AMOUNT, _SHARE, _POSITIVE):
         ok = isinstance(value, int | float) and not isinstance(value, bool)
-        return None if ok and math.isfinite(value) else ""
-    if schema == _INT:
-        return None if isinstance(value, int) and not isinstance(value, bool) else ""
+        ok = ok and math.isfinite(value)
+        if ok and schema == _AMOUNT:
+            ok = value >= 0
+        elif ok and schema == _POSITIVE:
+            ok = value > 0
+        elif ok and schema == _SHARE:
+            ok = 0 <= value <= 1 + _SHARE_SLACK
+        return None if ok else ""
+    if schema in (_INT, _COUNT):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return None if ok and (schema == _INT or value >= 0) else ""
     if isinstance(schema, type):
         return None if isinstance(value, schema) else ""
     if isinstance(schema, list):
@@ -514,7 +560,9 @@ def _fits(value, schema) -> str | None:
     return None
 
 
-def _check_sidecar(data: dict, side: Path) -> None:
+def _check_sidecar(data: dict, side: Path, cfg: Config | None = None) -> None:
+    """Refuse a sidecar whose fields are of the wrong type or sense (``cfg``: the
+    configuration the run must be of, whose window its own must be)."""
     schema = _ANALYSED if data.get("analysed") is True else {"result": _RESULT}
     where = None if isinstance(data.get("analysed"), bool) else ".analysed"
     where = where or _fits(data, schema)
@@ -529,6 +577,9 @@ def _check_sidecar(data: dict, side: Path) -> None:
             where = ".window.origins"
         elif any(len(r) != 5 for r in window["preamble"]):
             where = ".window.preamble"
+        elif cfg is not None and (window["t0"], window["t_measure"]) != window_span(cfg):
+            # The window is the config's (window_span): one elsewhere is not this run's.
+            where = ".window.t0"
     if where is not None:
         raise CpasimError(
             f"{side}: malformed run sidecar (field {where.lstrip('.')}); record the trace "
@@ -542,16 +593,14 @@ def load_run(cfg: Config, trace: Path) -> TracedRun:
     side = sidecar_path(trace)
     if not trace.exists():
         raise CpasimError(f"{trace}: no such trace")
-    try:
-        data = json.loads(side.read_text())
-    except FileNotFoundError:
+    open_input(trace, "trace").close()  # a FIFO, a device: refused before its sidecar
+    data = read_sidecar(trace)
+    if data is None:
         raise CpasimError(
             f"{trace}: no {side.name} next to it, so the config and result of the run that "
             "recorded it are unknown; record it with 'cpasim run --trace' or 'cpasim "
             "predict --trace' (which runs the baseline when the trace does not exist yet)"
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise CpasimError(f"{side}: unreadable run sidecar ({exc})") from None
+        )
     if not isinstance(data, dict) or data.get("format") != SIDECAR_FORMAT:
         raise CpasimError(
             f"{side}: expected a {SIDECAR_FORMAT} sidecar (one of an older cpasim, or not "
@@ -569,7 +618,7 @@ def load_run(cfg: Config, trace: Path) -> TracedRun:
             f"the scenario and --set options resolve to {cfg.digest}; predict from a trace "
             "of this configuration (or pass a new --trace path to record one)"
         )
-    _check_sidecar(data, side)
+    _check_sidecar(data, side, cfg)
     if not data["analysed"]:
         # Recorded by a plain traced run: analyse it once, keep the analysis beside it.
         return analysed_run(cfg, trace, data["result"], digest=digest)
@@ -586,6 +635,32 @@ def load_run(cfg: Config, trace: Path) -> TracedRun:
         )
     except (KeyError, TypeError, AttributeError, ValueError, OverflowError) as exc:
         raise CpasimError(f"{side}: malformed run sidecar ({shown(exc)})") from None
+
+
+def carry_run_record(src: Path, dst: Path, digest: str) -> bool:
+    """Give ``dst``, a conversion of the trace ``src`` (``trace convert``) written with
+    ``digest``, the run record of ``src``: its config digest and result, bound to
+    ``dst``.  The analysis is left to be redone (its window refers to the ids of the
+    file it was made from).  Nothing is written when ``src`` has no sidecar that
+    matches it; returns whether one was written."""
+    try:
+        data = read_sidecar(Path(src))
+    except CpasimError:
+        return False
+    if (
+        not isinstance(data, dict)
+        or data.get("format") != SIDECAR_FORMAT
+        or data.get("trace_digest") != trace_digest(src)
+        or not isinstance(data.get("config_digest"), str)
+        or not isinstance(data.get("analysed"), bool)
+        or _fits(data, {"result": _RESULT}) is not None
+    ):
+        return False
+    record = {"config_digest": data["config_digest"], "result": data["result"], "analysed": False}
+    if isinstance(data.get("config"), str):  # the configuration, for the run's verdict
+        record["config"] = data["config"]
+    _write_sidecar(Path(dst), record, digest)
+    return True
 
 
 def baseline(cfg: Config, trace: Path | None, workdir: Path, *, progress: bool = False):

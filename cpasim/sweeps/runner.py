@@ -21,19 +21,22 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from cpasim.errors import CpasimError
-from cpasim.files import check_writable
+from cpasim.errors import CpasimError, shown
+from cpasim.files import check_writable, is_stream
 from cpasim.sweeps import executors, table
 from cpasim.sweeps.evaluate import guarded
 from cpasim.sweeps.points import Point
 
 
 class SweepInterrupted(KeyboardInterrupt):
-    """Ctrl-C during a sweep, after the finished rows were written."""
+    """Ctrl-C during a sweep, after the finished rows were written (``written``:
+    whether ``out`` holds any: with none finished, it is left as it was)."""
 
-    def __init__(self, finished: int, total: int, out: Path | None):
+    def __init__(self, finished: int, total: int, out: Path | None, written: bool = True):
         self.finished, self.total, self.out = finished, total, out
-        where = f", written to {out}" if out else ""
+        where = ""
+        if out is not None:
+            where = f", written to {out}" if written else f"; {out} is as it was"
         super().__init__(f"interrupted: {finished} of {total} points finished{where}")
 
 
@@ -51,6 +54,19 @@ def load_previous(
     """The rows of an earlier run of the same sweep, checked to belong to it."""
     rows = table.read_rows(path, text_columns=keys, drop_cut_row=True)
     if not rows:
+        # No finished row: an empty file, or the header a sweep writes before its
+        # first row (its identity columns, no digest yet).  Anything else is not ours.
+        header = table.read_columns(path)
+        if header and header != identity_columns(header[: max(len(header) - 3, 0)]):
+            raise CpasimError(
+                f"--resume {path}: not a cpasim sweep file (its header is "
+                f"{shown(','.join(header))}, with no {table.REPEAT!r} column); use another --out"
+            )
+        if header and header[:-3] != list(keys):
+            raise CpasimError(
+                f"--resume {path}: the file varies {', '.join(header[:-3]) or 'nothing'}, "
+                f"this sweep varies {', '.join(keys) or 'nothing'}; use another --out"
+            )
         return []
     header = list(rows[0])
     if table.REPEAT not in header or table.DIGEST not in header:
@@ -122,10 +138,13 @@ def execute(
     if out is not None and out.is_dir():
         raise CpasimError(f"--out {out}: is a directory, expected a .csv or .parquet file")
     kind = table.check_format(out) if out is not None else None
+    # A device or FIFO gets the table once, at the end: a reader of a FIFO would
+    # take the first of several writes for the whole.  It holds nothing to keep.
+    streamed = out is not None and is_stream(out)
     if out is not None:
         if out.exists() and resume:
             previous = load_previous(out, keys, digest, analyze_columns)
-        elif out.exists() and not overwrite:
+        elif out.exists() and not overwrite and not streamed:
             raise CpasimError(
                 f"--out {out}: the file exists; pass --resume to continue it or --overwrite"
             )
@@ -183,7 +202,7 @@ def execute(
                     table.DIGEST: digest,
                 }
                 finished[point.ident] = row
-                if kind == ".csv":
+                if kind == ".csv" and not streamed:
                     if appender is None:
                         appender = table.CsvAppender(out, kept, first)
                     appender.append(row)
@@ -192,10 +211,12 @@ def execute(
         except BaseException as exc:
             # Whatever stops the sweep, the rows finished by now reach the file.
             stream.close()
-            if out is not None and len(finished) > len(kept):
+            added = len(finished) > len(kept)
+            if out is not None and added:
                 table.write_rows(out, ordered(), first)
             if isinstance(exc, KeyboardInterrupt):
-                raise SweepInterrupted(len(finished), len(points), out) from None
+                written = added or (bool(kept) and not streamed)  # (a resumed file's rows)
+                raise SweepInterrupted(len(finished), len(points), out, written) from None
             raise
         finally:
             stream.close()

@@ -19,6 +19,7 @@ Output files:
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import math
 import re
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from cpasim.errors import CpasimError
 from cpasim.files import replace_atomically, write_error
+from cpasim.inputs import InputError, open_input, read_bytes
 
 #: The column a sweep over levels of detail adds (:mod:`cpasim.sweeps.agreement`).
 AGREEMENT = "ideal_vs_full"
@@ -115,12 +117,19 @@ def read_rows(
     ``drop_cut_row`` read without that row (what ``--resume`` does: it runs the
     point again)."""
     path = Path(path)
-    if not path.exists():
-        raise CpasimError(f"{path}: no such sweep results file")
+    try:  # refused now, with why, when it cannot be read
+        open_input(path, "sweep results").close()
+    except InputError as exc:
+        if exc.errno == errno.ENOENT:
+            raise CpasimError(f"{path}: no such sweep results file") from None
+        raise
     if path.suffix.lower() == ".parquet":
         pandas = require_pandas(f"reading {path}", parquet=True)
         try:
-            frame = pandas.read_parquet(path)
+            with open_input(path, "sweep results") as fh:
+                frame = pandas.read_parquet(fh)
+        except CpasimError:
+            raise
         except Exception as exc:
             raise CpasimError(f"{path}: not a readable parquet file ({exc})") from None
         rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
@@ -132,12 +141,9 @@ def read_rows(
         raise CpasimError(f"{path}: expected a .csv or .parquet sweep results file")
     keep = set(text_columns)
     try:
-        with path.open(encoding="utf-8", newline="") as f:
-            text = f.read()
+        text = read_bytes(path, "sweep results").decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CpasimError(f"{path}: not a readable CSV file ({exc})") from None
-    except OSError as exc:
-        raise CpasimError(f"{path}: cannot read: {exc.strerror}") from None
     if text and not text.endswith("\n"):
         # Rows are appended as points finish: a sweep killed while appending one
         # leaves it cut.  The rows before it are whole.
@@ -158,6 +164,25 @@ def read_rows(
         if None in r.values():
             raise CpasimError(f"{path}: line {number} has fewer cells than the header")
     return [{k: (v if k in keep else parse_cell(v)) for k, v in r.items()} for r in raw]
+
+
+def read_columns(path: Path) -> list[str]:
+    """The column names of a sweep file, from its header (a file of no rows has one)."""
+    path = Path(path)
+    if path.suffix.lower() == ".parquet":
+        pandas = require_pandas(f"reading {path}", parquet=True)
+        try:
+            with open_input(path, "sweep results") as fh:
+                return [str(c) for c in pandas.read_parquet(fh).columns]
+        except CpasimError:
+            raise
+        except Exception as exc:
+            raise CpasimError(f"{path}: not a readable parquet file ({exc})") from None
+    try:
+        text = read_bytes(path, "sweep results").decode("utf-8")
+        return next(csv.reader(io.StringIO(text, newline="")), [])
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise CpasimError(f"{path}: not a readable CSV file ({exc})") from None
 
 
 def write_rows(path: Path, rows: Sequence[Mapping], first: Sequence[str] = ()) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cpasim.errors import CpasimError
+from cpasim.inputs import open_input, read_error
 from cpasim.trace.records import TraceKey, TraceSource
 from cpasim.trace.tracer import NULL_SM, NULL_TRACER, SM, MemorySink, NullTracer, Tracer
 
@@ -56,11 +57,11 @@ def open_trace(path: str | Path) -> TraceSource:
     from cpasim.trace.columnar import MAGIC, read_cpt
 
     path = Path(path)
-    try:
-        with path.open("rb") as fh:
+    with open_input(path, "trace") as fh:
+        try:
             head = fh.read(len(MAGIC))
-    except OSError as exc:
-        raise CpasimError(f"{path}: cannot read trace: {exc.strerror}") from None
+        except OSError as exc:
+            raise read_error(path, exc, "trace") from None
     if not head:
         raise CpasimError(f"{path}: not a trace file (it is empty: 0 bytes)")
     if head == MAGIC or path.suffix.lower() == ".cpt":
@@ -80,14 +81,14 @@ def trace_digest(path: str | Path) -> str:
     from cpasim.trace.columnar import MAGIC, frame_digest
 
     path = Path(path)
-    try:
-        with path.open("rb") as fh:
+    with open_input(path, "trace") as fh:
+        try:
             if fh.read(len(MAGIC)) == MAGIC:
                 return "cpt:" + frame_digest(path)
             fh.seek(0)
             return "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest()
-    except OSError as exc:
-        raise CpasimError(f"{path}: cannot read trace: {exc.strerror}") from None
+        except OSError as exc:
+            raise read_error(path, exc, "trace") from None
 
 
 def write_trace(source: TraceSource, path: str | Path, *, partial: bool = False) -> Path:
@@ -97,16 +98,25 @@ def write_trace(source: TraceSource, path: str | Path, *, partial: bool = False)
     untouched.  ``partial``: keep the file under a partial name of its own
     (``X.partial.cpt``) instead of replacing ``path``.  Returns where it is.
     """
+    return write_trace_digested(source, path, partial=partial)[0]
+
+
+def write_trace_digested(
+    source: TraceSource, path: str | Path, *, partial: bool = False
+) -> tuple[Path, str]:
+    """:func:`write_trace`, and the :func:`trace_digest` of the file as this process
+    wrote it (hashed while writing): what a sidecar written beside it must carry."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".cpt":
         from cpasim.trace.columnar import _write_cpt
 
-        return _write_cpt(source, path, partial).written
+        writer = _write_cpt(source, path, partial)
+        return writer.written, writer.digest
     if suffix == ".jsonl":
-        from cpasim.trace.jsonl import write_jsonl
+        from cpasim.trace.jsonl import write_jsonl_digested
 
-        return write_jsonl(source, path, partial=partial)
+        return write_jsonl_digested(source, path, partial=partial)
     raise CpasimError(
         f"{path}: unknown trace format {suffix or '(no extension)'!r}; "
         f"expected one of {', '.join(TRACE_SUFFIXES)}"

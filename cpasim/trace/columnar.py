@@ -6,7 +6,11 @@ Layout (all integers little-endian)::
     block*   tag (4 bytes)  payload length u64  crc32 u32  payload
     footer   a block with tag END
 
-The crc32 of each block covers its tag, its length and its payload.  Block tags:
+The crc32 of each block covers its number in the file (u32, counting from 1 after
+the header), its tag, its length and its payload: a block removed, repeated or
+moved leaves every block after it with a wrong checksum, so a file spliced from
+others (with a footer redone to match) is refused, not read as complete.  (Files
+of version 1 had no number in the checksum; they are still read.)  Block tags:
 
 - ``KEYS``: the names added to the :class:`TraceKey` since the previous KEYS block, as
   UTF-8 JSON ``{"base": [sms, states, queues, conns], "sms": [[sys, sm, inst], ...],
@@ -20,6 +24,9 @@ The crc32 of each block covers its tag, its length and its payload.  Block tags:
 :class:`CptWriter` writes beside its path under a fresh temporary name and renames
 the file into place when it closes (:mod:`cpasim.files`): a reader of that path
 never meets an unfinished trace, and a failed run leaves the old one there.
+It hashes what it writes as it writes it: :attr:`CptWriter.digest` is the
+:func:`frame_digest` of the bytes this process wrote, whatever the path holds by
+the time anyone asks (another run may have replaced the file since).
 
 Writer and reader hold one chunk at a time, so memory does not depend on trace length.
 """
@@ -27,6 +34,7 @@ Writer and reader hold one chunk at a time, so memory does not depend on trace l
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import struct
@@ -38,11 +46,14 @@ import numpy as np
 
 from cpasim.errors import CpasimError, shown
 from cpasim.files import OutputFile, write_error
+from cpasim.inputs import open_input, read_error
 from cpasim.trace.records import RECORD_DTYPE, TraceKey, TraceSource
 from cpasim.trace.validate import check_chunk, check_name
 
 MAGIC = b"CPASIMT\x00"
-VERSION = 1
+VERSION = 2
+#: Versions read: 1 (checksums without block numbers) and the current one.
+READ_VERSIONS = (1, VERSION)
 HEADER = struct.Struct("<8sHHI")
 FRAME = struct.Struct("<4sQI")
 COUNT = struct.Struct("<Q")
@@ -51,9 +62,15 @@ TAG_KEYS, TAG_RECS, TAG_END = b"KEYS", b"RECS", b"END\x00"
 _KINDS = ("sms", "states", "queues", "conns")
 
 
-def _frame(tag: bytes, payload_len: int, *payload_parts) -> bytes:
+def crc_start(version: int, number: int) -> int:
+    """The crc32 a block's checksum starts from: its number (from 1) since version 2."""
+    return zlib.crc32(struct.pack("<I", number)) if version >= 2 else 0
+
+
+def block_frame(number: int, tag: bytes, payload_len: int, *payload_parts) -> bytes:
+    """The frame of block ``number`` (current version) with the payload ``payload_parts``."""
     head = struct.pack("<4sQ", tag, payload_len)
-    crc = zlib.crc32(head)
+    crc = zlib.crc32(head, crc_start(VERSION, number))
     for part in payload_parts:
         crc = zlib.crc32(part, crc)
     return head + struct.pack("<I", crc)
@@ -73,10 +90,29 @@ class CptWriter:
         self.written: Path | None = None
         self._partial = False
         self._fh = self._out.open("wb")
-        self._fh.write(HEADER.pack(MAGIC, VERSION, RECORD_DTYPE.itemsize, 0))
+        header = HEADER.pack(MAGIC, VERSION, RECORD_DTYPE.itemsize, 0)
+        self._fh.write(header)
+        # frame_digest of what is written, taken as it is written.
+        self._hash = hashlib.sha256(header)
+        self._size = len(header)
+        self._number = 0  # blocks written
         self._key_sizes = (0, 0, 0, 0)
         self.records = 0
         self.blocks = 0
+        #: ``trace_digest`` of the file written, once closed.
+        self.digest: str | None = None
+
+    def _block(self, tag: bytes, *parts) -> None:
+        """Write one block: its frame, then ``parts`` (the payload)."""
+        self._number += 1
+        length = sum(len(p) for p in parts)
+        head = block_frame(self._number, tag, length, *parts)
+        self._hash.update(head)
+        self._size += len(head) + length
+        fh = self._fh
+        fh.write(head)
+        for part in parts:
+            fh.write(part)
 
     def write(self, chunk: np.ndarray, key: TraceKey) -> None:
         """Append the names new in ``key``, then ``chunk``."""
@@ -87,10 +123,7 @@ class CptWriter:
             return
         count = COUNT.pack(len(chunk))
         data = np.ascontiguousarray(chunk).view(np.uint8)  # the bytes, not a copy
-        fh = self._fh
-        fh.write(_frame(TAG_RECS, len(count) + len(data), count, data))
-        fh.write(count)
-        fh.write(data)
+        self._block(TAG_RECS, count, data)
         self.records += len(chunk)
         self.blocks += 1
 
@@ -102,8 +135,7 @@ class CptWriter:
         for kind, start in zip(_KINDS, self._key_sizes, strict=True):
             delta[kind] = getattr(key, kind)[start:]
         payload = json.dumps(delta, ensure_ascii=False, separators=(",", ":")).encode()
-        self._fh.write(_frame(TAG_KEYS, len(payload), payload))
-        self._fh.write(payload)
+        self._block(TAG_KEYS, payload)
         self._key_sizes = sizes
 
     def keep_partial(self) -> None:
@@ -119,9 +151,7 @@ class CptWriter:
         try:
             if key is not None:
                 self._write_key_delta(key)
-            payload = FOOTER.pack(self.records, self.blocks)
-            self._fh.write(_frame(TAG_END, len(payload), payload))
-            self._fh.write(payload)
+            self._block(TAG_END, FOOTER.pack(self.records, self.blocks))
             self._fh.close()
         except OSError as exc:
             self.abandon()
@@ -129,6 +159,8 @@ class CptWriter:
         except BaseException:
             self.abandon()
             raise
+        self._hash.update(COUNT.pack(self._size))
+        self.digest = "cpt:" + self._hash.hexdigest()
         self.written = self._out.keep_partial() if self._partial else self._out.commit()
 
     def abandon(self) -> None:
@@ -157,14 +189,8 @@ class CptSource(TraceSource):
         # Names blocks already taken, by byte offset: (length, checksum).  A re-read
         # skips those whose frame still says the same.
         self._names_taken: dict[int, tuple[int, int]] = {}
-        with self._open() as fh:
+        with _opened(self.name) as fh:
             self._read_header(fh)
-
-    def _open(self):
-        try:
-            return self.path.open("rb")
-        except OSError as exc:
-            raise CpasimError(f"{self.name}: cannot read trace: {exc.strerror}") from None
 
     def _read_header(self, fh) -> None:
         head = fh.read(HEADER.size)
@@ -175,11 +201,12 @@ class CptSource(TraceSource):
         if len(head) < HEADER.size:
             raise CpasimError(f"{self.name}: truncated in the file header")
         _, version, itemsize, reserved = HEADER.unpack(head)
-        if version != VERSION:
+        if version not in READ_VERSIONS:
             raise CpasimError(
                 f"{self.name}: trace format version {version} is not supported "
-                f"(this cpasim reads version {VERSION})"
+                f"(this cpasim reads versions {READ_VERSIONS[0]} to {VERSION})"
             )
+        self.version = version
         if itemsize != RECORD_DTYPE.itemsize:
             raise CpasimError(
                 f"{self.name}: record size {itemsize} bytes, expected {RECORD_DTYPE.itemsize}"
@@ -196,7 +223,7 @@ class CptSource(TraceSource):
         skipped block is still checksum-checked, since the decision to skip it
         rests on its bytes (a corrupted time could skip records of the tail).
         """
-        with self._open() as fh:
+        with _opened(self.name) as fh:
             yield from self._blocks(fh, since)
 
     def read_names(self) -> TraceKey:
@@ -204,7 +231,7 @@ class CptSource(TraceSource):
 
         Records blocks are passed over unread and unchecked: the names do not
         depend on them (a reader of the records checks them)."""
-        with self._open() as fh:
+        with _opened(self.name) as fh:
             for _ in self._blocks(fh, float("inf"), check_skipped=False):
                 pass
         return self.key
@@ -243,7 +270,7 @@ class CptSource(TraceSource):
             if since is not None and tag == TAG_RECS and length >= COUNT.size:
                 skipped = self._skip_before(fh, length, since)
                 if skipped and check_skipped:
-                    self._check_skipped(fh, frame, length, crc, where)
+                    self._check_skipped(fh, frame, length, crc, block, where)
                 if skipped:
                     pos += FRAME.size + length
                     records += skipped
@@ -253,10 +280,9 @@ class CptSource(TraceSource):
             fh.readinto(payload)
             block_at = pos
             pos += FRAME.size + length
-            if zlib.crc32(payload, zlib.crc32(frame[:12])) != crc:
-                raise CpasimError(
-                    f"{self.name}: checksum mismatch in {where}: the file is corrupted"
-                )
+            start = zlib.crc32(frame[:12], crc_start(self.version, block))
+            if zlib.crc32(payload, start) != crc:
+                raise CpasimError(f"{self.name}: checksum mismatch in {where}: {_CORRUPTED}")
             if tag == TAG_KEYS:
                 self._apply_key_delta(payload, where)
                 self._names_taken[block_at] = (length, crc)
@@ -289,11 +315,13 @@ class CptSource(TraceSource):
         fh.seek(start)
         return 0
 
-    def _check_skipped(self, fh, frame: bytes, length: int, crc: int, where: str) -> None:
+    def _check_skipped(
+        self, fh, frame: bytes, length: int, crc: int, number: int, where: str
+    ) -> None:
         """Checksum the block just skipped (``fh`` at its end) without parsing it."""
         end = fh.tell()
         fh.seek(end - length)
-        got = zlib.crc32(frame[:12])
+        got = zlib.crc32(frame[:12], crc_start(self.version, number))
         left = length
         while left:
             piece = fh.read(min(left, 1 << 20))
@@ -302,7 +330,7 @@ class CptSource(TraceSource):
             got = zlib.crc32(piece, got)
             left -= len(piece)
         if got != crc:
-            raise CpasimError(f"{self.name}: checksum mismatch in {where}: the file is corrupted")
+            raise CpasimError(f"{self.name}: checksum mismatch in {where}: {_CORRUPTED}")
 
     def _apply_key_delta(self, payload: bytearray, where: str) -> None:
         bad = f"{self.name}: corrupted names in {where}"
@@ -370,12 +398,11 @@ class CptSource(TraceSource):
 
 @contextlib.contextmanager
 def _opened(path: str | Path):
-    try:
-        fh = Path(path).open("rb")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise CpasimError(f"{path}: cannot read trace: {exc.strerror}") from None
-    with fh:
-        yield fh
+    with open_input(path, "trace") as fh:
+        try:
+            yield fh
+        except OSError as exc:  # a read failed (EIO)
+            raise read_error(path, exc, "trace") from None
 
 
 def frame_digest(path: str | Path) -> str:
@@ -407,6 +434,8 @@ def frame_digest(path: str | Path) -> str:
         digest.update(COUNT.pack(size))
     return digest.hexdigest()
 
+
+_CORRUPTED = "the file is corrupted (its bytes changed, or a block was removed, repeated or moved)"
 
 #: Kinds of names given as (system, name, instance) triples; the others are strings.
 _TRIPLES = ("sms", "queues")

@@ -13,6 +13,9 @@ read in constant memory.  Every malformed line raises one
 
 from __future__ import annotations
 
+import errno
+import hashlib
+import io
 import json
 import math
 from collections.abc import Iterator
@@ -22,6 +25,7 @@ import numpy as np
 
 from cpasim.errors import CpasimError, shown
 from cpasim.files import OutputFile
+from cpasim.inputs import InputError, open_input, read_error
 from cpasim.trace.records import (
     BEGIN,
     DECLARE,
@@ -41,6 +45,8 @@ from cpasim.trace.validate import check_chunk, check_int, check_name, check_time
 
 #: Records per chunk handed to the analyzer.
 CHUNK_RECORDS = 65536
+#: Longest line read (characters): a record is a few hundred; more is not a trace.
+LINE_LIMIT = 1 << 20
 
 FIELDS = frozenset(
     {"t", "op", "sys", "sm", "inst", "state", "q", "qsys", "qinst", "n", "to", "conn"}
@@ -154,8 +160,12 @@ class JsonlSource(TraceSource):
         self.name = str(path)
         self.key = TraceKey()
         self.chunk_records = chunk_records
-        if not self.path.is_file():
-            raise CpasimError(f"{self.path}: no such trace file")
+        try:  # refused now, not at the first read, if it cannot be read
+            open_input(self.path, "trace").close()
+        except InputError as exc:
+            if exc.errno == errno.ENOENT:
+                raise CpasimError(f"{self.path}: no such trace file") from None
+            raise
 
     def chunks(self) -> Iterator[np.ndarray]:
         # A fresh key per read keeps ids identical across repeated reads.
@@ -170,14 +180,16 @@ class JsonlSource(TraceSource):
             check_chunk(chunk, key, self.name, before)
             return chunk
 
-        try:
-            fh = self.path.open("r", encoding="utf-8")
-        except OSError as exc:
-            raise CpasimError(f"{self.path}: cannot read trace: {exc.strerror}") from None
-        with fh:
+        with io.TextIOWrapper(open_input(self.path, "trace"), encoding="utf-8") as fh:
             lineno = 0
             try:
-                for lineno, line in enumerate(fh, 1):  # noqa: B007 - used in the error
+                while line := fh.readline(LINE_LIMIT + 1):
+                    lineno += 1
+                    if len(line) > LINE_LIMIT:
+                        raise ValueError(
+                            f"a line of more than {LINE_LIMIT:,} characters (no record is "
+                            "that long; is this a trace?)"
+                        )
                     if not line.strip():
                         continue
                     try:
@@ -197,6 +209,8 @@ class JsonlSource(TraceSource):
                 raise CpasimError(f"{self.path}:{lineno}: JSON nested too deeply") from None
             except ValueError as exc:
                 raise CpasimError(f"{self.path}:{lineno}: {exc}") from None
+            except OSError as exc:  # a read failed (EIO)
+                raise read_error(self.path, exc, "trace") from None
         if rows:
             yield chunk_of(rows)
 
@@ -247,15 +261,25 @@ def write_jsonl(source: TraceSource, path: str | Path, *, partial: bool = False)
     ``partial``: keep the file under a partial name instead of replacing ``path``
     (:meth:`cpasim.files.OutputFile.keep_partial`); returns where the file is.
     """
+    return write_jsonl_digested(source, path, partial=partial)[0]
+
+
+def write_jsonl_digested(
+    source: TraceSource, path: str | Path, *, partial: bool = False
+) -> tuple[Path, str]:
+    """:func:`write_jsonl`, and the ``trace_digest`` of the bytes written (hashed as
+    they were written, not read back from a path another process may have replaced)."""
+    digest = hashlib.sha256()
     # OutputFile removes the temporary file on any error, and names the file on OSError.
     with OutputFile(path, "trace file") as out:
-        with out.open("w", encoding="utf-8") as fh:
+        with out.open("wb") as fh:
             for chunk in source.chunks():
                 key = source.key
-                fh.writelines(
+                data = "".join(
                     json.dumps(record_to_dict(row, key), separators=(",", ":")) + "\n"
                     for row in chunk
-                )
-        if partial:
-            return out.keep_partial()
-    return out.path
+                ).encode()
+                fh.write(data)
+                digest.update(data)
+        where = out.keep_partial() if partial else out.commit()
+    return where, "sha256:" + digest.hexdigest()

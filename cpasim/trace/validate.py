@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 
@@ -39,14 +40,20 @@ from cpasim.trace.records import (
     TraceKey,
 )
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
 #: The range of ``n`` (a signed 64-bit field).
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def check_name(value: object, field: str) -> str:
-    """A name (system, SM, state, queue, instance, connection) must be a string."""
+    """A name (system, SM, state, queue, instance, connection) must be a string of
+    Unicode text: JSON can spell a lone surrogate (``"\\ud800"``), which no file
+    or terminal can hold."""
     if not isinstance(value, str):
         raise ValueError(f"field {field!r} must be a string, got {_json(value)}")
+    if _SURROGATE.search(value):
+        raise ValueError(f"field {field!r} is not Unicode text (a lone surrogate): {shown(value)}")
     return value
 
 
