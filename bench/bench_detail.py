@@ -97,9 +97,10 @@ class Ns3Worker:
             self.proc.wait(timeout=60)
 
 
-def events_by_waiter(cfg) -> tuple[int, list[tuple[str, float]]]:
-    """Where a run's events go: (segments, [(what, events per segment)]), each event
-    named by its kind and what it wakes (the process, or a carrier's callback)."""
+def events_by_waiter(cfg) -> tuple[object, list[tuple[str, float]]]:
+    """Where a run's events go: (its result, [(what, events per segment)]), each event
+    named by its kind and what it wakes (the process, or a carrier's callback).
+    scripts/figures shows this for docs/detail-levels.md."""
     from collections import Counter
     from heapq import heappop
 
@@ -127,10 +128,11 @@ def events_by_waiter(cfg) -> tuple[int, list[tuple[str, float]]]:
     plain = environment.Kernel.run_until
     environment.Kernel.run_until = run_until
     try:
-        segments = simulate(cfg).frames["tx_to_rx"]
+        result = simulate(cfg)
     finally:
         environment.Kernel.run_until = plain
-    return segments, [(what, n / segments) for what, n in counts.most_common()]
+    segments = result.frames["tx_to_rx"]
+    return result, [(what, n / segments) for what, n in counts.most_common()]
 
 
 def line(name: str, f: dict) -> str:
@@ -192,8 +194,8 @@ def main() -> None:
     )
     if args.events:
         for level, cfg in cfgs.items():
-            segments, rows = events_by_waiter(cfg)
-            print(f"events per segment, {level} ({segments} segments):")
+            result, rows = events_by_waiter(cfg)
+            print(f"events per segment, {level} ({result.frames['tx_to_rx']} segments):")
             for what, per in rows:
                 if per >= 0.01:
                     print(f"  {per:6.2f}  {what}")

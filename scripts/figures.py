@@ -12,13 +12,14 @@ between two comments, and this script owns what lies between them::
     ...
     <!-- end figure -->
 
-(inline, for a single value in a sentence, the same two comments on one line).
+(inline, for a single value in a sentence, the same two comments on one line, never
+at a line's start, where Markdown would take the line for raw HTML).
 A marker naming no figure is an error (exit 2).  Wall-clock fields (a run's wall
 time and event rate) are left out of quoted output: they are timings, which
 docs/timings.md keeps with the machine and load they were measured on.
 
-Figures are computed in two worker processes; the whole takes about a minute of
-CPU on the project's 2-core machine.
+Figures are computed in two worker processes; the whole takes about a minute and a
+half of CPU on the project's 2-core machine.
 """
 
 from __future__ import annotations
@@ -67,9 +68,9 @@ class Figure:
 WALL = re.compile(r", wall [0-9.]+ s \([0-9.]+ [kMG]?events/s\)")
 
 
-def cli(*argv: str) -> str:
-    """``cpasim ARGV...``'s stdout, as a user sees it piped (no spinner, 80 columns),
-    without the wall-clock fields."""
+def cli(*argv: str, stderr: bool = False) -> str:
+    """``cpasim ARGV...``'s stdout (with ``stderr``, what it said on stderr), as a user
+    sees it piped (no spinner, 80 columns), without the wall-clock fields."""
     from cpasim.cli import main
 
     out = io.StringIO()
@@ -79,7 +80,7 @@ def cli(*argv: str) -> str:
         except SystemExit as end:
             if end.code not in (0, None):
                 raise RuntimeError(f"cpasim {' '.join(argv)}: {err.getvalue()}") from None
-    return WALL.sub("", out.getvalue()).rstrip("\n")
+    return WALL.sub("", (err if stderr else out).getvalue()).rstrip("\n")
 
 
 def console(argv: tuple[str, ...], output: str) -> str:
@@ -579,6 +580,271 @@ def fit_run_length() -> list[Figure]:
     ]
 
 
+# -- docs/detail-levels.md: the ideal host against the full one --------------------------
+
+
+def percent(x: float, digits: int = 1) -> str:
+    return f"{x:+.{digits}%}".replace("%", " %").replace("-", "−")
+
+
+def _bench(name: str):
+    """bench/NAME.py as a module (its measuring code, not a copy of it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+#: What each process (or callback) an event wakes is, in bench_detail.py --events' names.
+WOKEN = {
+    "Driver._interrupts": "interrupt handler and NAPI: woken by the IRQ, their work",
+    "Nic._receive": "NIC receive: a frame's arrival from the wire, descriptor and packet DMA",
+    "Nic._transmit": "NIC transmit: descriptor and packet DMA, write-back, ring waits",
+    "IpLayer._recv_loop": "IP Recv: woken by NAPI, its work, its core",
+    "Driver._xmit": "driver transmit: woken by the qdisc, its core, its work",
+    "Port._mac": "the link's MAC: a frame's serialization, a packet in its queue",
+    "_Carrier.arrive": "a frame's arrival at the end of the wire (a carrier's callback)",
+    "tcp_sink": "the reader: woken for data, its copy",
+    "tcp_source": "the writer: woken for send-buffer space, its copy",
+    "TcpConnection._send_loop": "TCP's transmit engine",
+}
+EVENTS_DURATION = "200ms"  # bench_detail.py's default
+
+
+def detail_events() -> list[Figure]:
+    """Events per segment at each level, and where they go (bench_detail.py --events)."""
+    from collections import Counter
+
+    bench_sim, bench_detail = _bench("bench_sim"), _bench("bench_detail")
+    per: dict[str, float] = {}  # level -> events per segment
+    woken: dict[str, Counter] = {}  # level -> process woken -> events per segment
+    for level in ("full", "ideal"):
+        sets = ["nic.itr=off", *bench_detail.LEVELS[level]]
+        cfg = bench_sim.case_config("1Gbps", sets, EVENTS_DURATION)
+        result, rows = bench_detail.events_by_waiter(cfg)
+        per[level] = result.events / result.frames["tx_to_rx"]
+        woken[level] = Counter()
+        for what, n in rows:
+            woken[level][what.split(" -> ", 1)[1]] += n
+    full, ideal = woken["full"], woken["ideal"]
+    order = sorted(set(full) | set(ideal), key=lambda w: (-full[w], -ideal[w]))
+    rows = [
+        f"| process woken | what it is | full ({per['full']:.1f}) | ideal ({per['ideal']:.1f}) |",
+        "|---|---|---|---|",
+    ]
+    for w in order:
+        if max(full[w], ideal[w]) < 0.05:
+            continue
+        cells = [f"{n[w]:.1f}" if n[w] >= 0.05 else "—" for n in (full, ideal)]
+        rows.append(f"| `{w}` | {WOKEN.get(w, '')} | {cells[0]} | {cells[1]} |")
+    label = "held out"
+    run = (
+        f"tcp-stream at 1 Gb/s with `nic.itr=off`, {EVENTS_DURATION.replace('ms', ' ms')} "
+        "simulated from time 0, as `bench/bench_detail.py` runs it"
+    )
+
+    def count(level: str) -> str:
+        return (
+            f"{run}, with {level} hosts: the run's SimPy events over the data segments it "
+            "sent; a count of the model's work, nothing fitted to it"
+        )
+
+    cmd = (
+        f"`bench/bench_detail.py --events --duration {EVENTS_DURATION}`, events per data "
+        "segment (its ACKs included), each kind of event summed by the process it wakes "
+        "(rows under 0.05 left out):"
+    )
+    return [
+        Figure("detail-events-full", label, count("full"), f"{per['full']:.1f}", inline=True),
+        Figure("detail-events-ideal", label, count("ideal"), f"{per['ideal']:.1f}", inline=True),
+        Figure(
+            "detail-events",
+            label,
+            f"{run}: where each level's events go, counted event by event; nothing fitted",
+            cmd + "\n\n" + "\n".join(rows),
+        ),
+    ]
+
+
+#: Runs where the levels agree: (shown as, scenario, --set overrides, what limits it).
+#: The set-ups of tests/test_detail_agreement.py, which checks the figures.
+WARM = "sim.warmup=100ms"
+DETAIL_AGREE = [
+    ("tcp-stream at 100 Mb/s (link-limited)", STREAM,
+     ["link.rate=100Mbps", "sim.duration=300ms", WARM], "the link"),
+    ("tcp-stream, 100 Mb/s bottleneck, 150 kB queue", STREAM,
+     ["bottleneck.rate=100Mbps", "bottleneck.queue=150kB", "sim.duration=300ms", WARM],
+     "the bottleneck"),
+    ("tcp-stream, 128 KiB receive window, 10 ms one way", STREAM,
+     ["link.delay=10ms", "tcp.wmem=4MiB", "tcp.rmem=128KiB", "sim.duration=400ms", WARM],
+     "window over propagation"),
+    ("tcp-stream, iperf3 `-w 64K` (Linux's buffer rules), 10 ms one way", STREAM,
+     ["link.delay=10ms", "tcp.wmem=0", "tcp.rmem=0", "tcp.sndbuf=64KiB", "tcp.rcvbuf=64KiB",
+      "sim.duration=400ms", WARM], "window over propagation"),
+    ("tcp-stream at 100 Mb/s, 0.2 % loss", STREAM,
+     ["link.rate=100Mbps", "link.loss=0.002", "sim.duration=1s", WARM], "the link"),
+    ("`dp-fedp`", "scenarios/dp-fedp.toml", [], "100 Mb/s Fast Ethernet"),
+    ("`makineni-pentium-m`", "scenarios/makineni-pentium-m.toml", [],
+     "16 connections saturate the 4 Gb/s link"),
+]  # fmt: skip
+SNDBUF_10MS = ["link.delay=10ms", "sim.duration=400ms", WARM]
+#: Where they differ: (shown as, [(scenario, overrides)], why).
+DETAIL_DIFFER = [
+    ("`tcp-stream` (1 Gb/s, 350 µs one way)", [(STREAM, [])],
+     "send-buffer-limited, see below"),
+    ("tcp-stream at 10 ms one way", [(STREAM, SNDBUF_10MS)],
+     "the send buffer bounds the window, see below"),
+    ("`pingpong`", [(PINGPONG, [])], "interrupt moderation and DMA are most of the round trip"),
+    ("`mosberger-10mb`, `mosberger-10mb-rpc`",
+     [("scenarios/mosberger-10mb.toml", []), ("scenarios/mosberger-10mb-rpc.toml", [])],
+     "protocol processing at 10 Mb/s"),
+    ("`dp-gedp-up`, `dp-gedp-smp`",
+     [("scenarios/dp-gedp-up.toml", []), ("scenarios/dp-gedp-smp.toml", [])],
+     "the receiver's CPU"),
+    ("`rx-copy-engine`", [("scenarios/rx-copy-engine.toml", [])], "the receiver's copies"),
+    ("`webserver`, `waheed-http`",
+     [("scenarios/webserver.toml", []), ("scenarios/waheed-http.toml", [])],
+     "the server's CPU"),
+    ("`waheed-router`", [("scenarios/waheed-router.toml", [])],
+     "the forwarding host limits both; the full receiver drains a backlog built during "
+     "the warm-up"),
+]  # fmt: skip
+#: Full runs whose trace ideal_would_differ predicts the ideal level from.
+WOULD_DIFFER = [
+    ("`tcp-stream`", STREAM, []),
+    ("tcp-stream at 10 ms one way", STREAM, SNDBUF_10MS),
+    ("`pingpong`", PINGPONG, []),
+    ("`mosberger-10mb`", "scenarios/mosberger-10mb.toml", []),
+    ("`dp-gedp-up`", "scenarios/dp-gedp-up.toml", []),
+]
+
+
+def detail_agreement() -> list[Figure]:
+    """Ideal over full, minus one, as tests/test_detail_agreement.py measures it; what
+    ideal_would_differ predicts from a full run's trace; the send buffer's fill."""
+    from cpasim.config import load_scenario
+    from cpasim.model.detail import ideal_would_differ
+    from cpasim.simulate import simulate
+
+    def figure(result) -> float:  # a latency workload's mean latency, else goodput
+        return result.latency_ns["mean"] if result.latency_ns is not None else result.goodput_bps
+
+    def levels(scenario, sets, trace=None):
+        """(full's result, ideal over full minus one, whether the figure is a latency)."""
+        cfg = load_scenario(ROOT / scenario, sets=sets)
+        full = simulate(cfg.with_overrides({"host.detail": "full"}), trace_path=trace)
+        ideal = simulate(cfg.with_overrides({"host.detail": "ideal"}))
+        return full, figure(ideal) / figure(full) - 1, full.latency_ns is not None
+
+    agree = ["| run | ideal vs full | what limits it |", "|---|---|---|"]
+    for shown, scenario, sets, why in DETAIL_AGREE:
+        _, change, _ = levels(scenario, sets)
+        agree.append(f"| {shown} | {percent(change, 2)} | {why} |")
+    differ = ["| run | ideal vs full | why |", "|---|---|---|"]
+    for shown, runs, why in DETAIL_DIFFER:
+        got = [levels(scenario, sets) for scenario, sets in runs]
+        cell = ", ".join(percent(change) for _, change, _ in got)
+        differ.append(f"| {shown} | {cell}{' latency' if got[0][2] else ''} | {why} |")
+    would = [
+        "| full run | predicted from its trace | ideal re-simulated | send buffer flagged |",
+        "|---|---|---|---|",
+    ]
+    with tempfile.TemporaryDirectory(prefix="cpasim-figures-") as tmp:
+        trace = Path(tmp) / "full.cpt"
+        for shown, scenario, sets in WOULD_DIFFER:
+            full, change, latency = levels(scenario, sets, trace)
+            cfg = load_scenario(ROOT / scenario, sets=sets)
+            # tolerance 0: the prediction even where it is within the 1 % agreement
+            why = ideal_would_differ(cfg, full, trace, tolerance=0.0)
+            said = why.split(" would be ")[1].split("%")[0]
+            flagged = "yes" if "the send buffer bounds the window" in why else "no"
+            what = " latency" if latency else ""
+            would.append(
+                f"| {shown} | {percent(float(said) / 100)}{what} | {percent(change)}{what} "
+                f"| {flagged} |"
+            )
+    # The send buffer's fill: bytes in flight, time-weighted over the measured rows of a
+    # time series (cpasim run --series), at each level.
+    cfg = load_scenario(ROOT / STREAM, sets=SNDBUF_10MS)
+    flight = {}
+    for level in ("full", "ideal"):
+        series = simulate(cfg.with_overrides({"host.detail": level}), series=1e6).series
+        col = series.names.index("tx.c0.inflight_bytes")
+        rows = [r for r in series.rows if r[0] > cfg.sim.warmup]
+        flight[level] = sum(r[col] * r[1] for r in rows) / sum(r[1] for r in rows)
+    buffer = cfg.tx.tcp.wmem
+    fill = (
+        f"keeps {flight['full']:,.0f} B of its {buffer:,} B in flight on average, the "
+        f"ideal one {flight['ideal']:,.0f} B"
+    )
+    held_out = "held out"
+    both = (
+        "ideal over full, minus one (goodput, or a latency workload's mean latency), both "
+        "simulated with the same seed; nothing is fitted to the difference (the seed "
+        "scenarios' fitted costs are the full level's); tests/test_detail_agreement.py "
+        "checks these"
+    )
+    return [
+        Figure("detail-agree", held_out, both, "\n".join(agree)),
+        Figure("detail-differ", held_out, both, "\n".join(differ)),
+        Figure(
+            "detail-would-differ",
+            held_out,
+            "`ideal_would_differ(cfg, result, trace, tolerance=0)` on each full run's trace "
+            "(its prediction, with the hosts' states an ideal host does in no time at 0), "
+            "against the ideal re-simulation",
+            "\n".join(would),
+        ),
+        Figure(
+            "detail-send-buffer",
+            held_out,
+            "tcp-stream at 10 ms one way, bytes in flight (`tx.c0.inflight_bytes` of "
+            "`cpasim run --series`, every 1 ms) averaged over the 300 ms measured",
+            fill,
+            inline=True,
+        ),
+    ]
+
+
+# -- docs/reading-results.md: one traced run at 10 Gb/s, read back ----------------------
+
+READING = ("run", STREAM, "--set", "link.rate=10Gbps", "--trace", "t.cpt")
+
+
+def reading_results() -> list[Figure]:
+    """The page's example run: its resource loop, its carriers, its timeline's window
+    and a prediction's one-line repr."""
+    import cpasim
+
+    label, what = TOUR_HELD_OUT
+    what = what.replace("at 1 Gb/s", "with a 10 Gb/s link")
+    timeline = ("analyze", "t.cpt", "--timeline", "t.png")
+    with user_directory() as here:
+        cli(*READING)
+        said = cli(*timeline, stderr=True)
+        result = cpasim.analyze(here / "t.cpt")
+        prediction = cpasim.predict(
+            STREAM, {"hosts.tx.tcp.wmem": "4MiB"}, {"link.rate": "10Gbps"}, trace=here / "t.cpt"
+        )
+    loop = next(lp for lp in result.loops if "[tx:Send buffer]" in lp["edge"])
+    carriers = sum(1 for p in result.profile if p["sm"].partition("#")[0] == "rx:Link")
+    wrote = next(line for line in said.splitlines() if line.startswith("cpasim: wrote"))
+    pictures = "\n".join(["```console", "$ cpasim " + " ".join(timeline), wrote, "```"])
+    call = (
+        '>>> cpasim.predict("scenarios/tcp-stream.toml", {"hosts.tx.tcp.wmem": "4MiB"},\n'
+        '...                {"link.rate": "10Gbps"}, trace="t.cpt")'
+    )
+    return [
+        Figure("reading-loop", label, what, f"`{loop['edge']}` {loop['count']} times", True),
+        Figure("reading-carriers", label, what, f"`rx:Link ×{carriers}`", inline=True),
+        Figure("reading-timeline", label, what, pictures),
+        Figure("reading-prediction", label, what, f"```python\n{call}\n{prediction!r}\n```"),
+    ]
+
+
 #: Groups of figures in the order docs/figures.md shows them, with the names each
 #: gives; each is computed in one worker (a group shares its traces).
 GROUPS: dict[Callable[[], list[Figure]], tuple[str, ...]] = {
@@ -592,20 +858,20 @@ GROUPS: dict[Callable[[], list[Figure]], tuple[str, ...]] = {
     flows_real: ("flows-real-linux",),
     capture_verdict: ("capture-window", "capture-verdicts", "capture-own"),
     fit_run_length: ("fit-run-length",),
+    detail_events: ("detail-events-full", "detail-events-ideal", "detail-events"),
+    detail_agreement: (
+        "detail-agree",
+        "detail-differ",
+        "detail-would-differ",
+        "detail-send-buffer",
+    ),
+    reading_results: ("reading-loop", "reading-carriers", "reading-timeline", "reading-prediction"),
 }
 #: The longest first, so that two workers finish together.
 LONGEST_FIRST = [
-    flows_real,
-    ladder,
-    flows_page,
-    fit_run_length,
-    predictions,
-    tour,
-    capture_verdict,
-    verdict_page,
-    capture,
-    windows,
-]
+    flows_real, fit_run_length, ladder, flows_page, detail_agreement, capture_verdict,
+    verdict_page, reading_results, tour, predictions, detail_events, capture, windows,
+]  # fmt: skip
 
 
 # -- writing and checking -----------------------------------------------------------------
@@ -622,15 +888,26 @@ def compute(workers: int = 2) -> dict[str, Figure]:
     return {f.name: f for figures in done.values() for f in figures}
 
 
-def unknown_markers() -> list[str]:
-    """Markers on the pages that name no figure, as ``PAGE: NAME``."""
+#: An inline figure that opens a line: Markdown takes such a line for raw HTML.
+OPENS_LINE = re.compile(r"^<!-- figure: ([a-z0-9-]+) -->(?!$)", re.M)
+
+
+def bad_markers() -> list[str]:
+    """Markers on the pages that name no figure, and inline ones that open a line, as
+    ``PAGE: what is wrong``."""
     known = {name for names in GROUPS.values() for name in names}
-    return [
-        f"{page.relative_to(ROOT)}: no figure named {m.group(1)!r}"
-        for page in pages()
-        for m in MARKER.finditer(page.read_text())
-        if m.group(1) not in known
-    ]
+    bad = []
+    for page in pages():
+        text, where = page.read_text(), page.relative_to(ROOT)
+        for m in MARKER.finditer(text):
+            if m.group(1) not in known:
+                bad.append(f"{where}: no figure named {m.group(1)!r}")
+        for m in OPENS_LINE.finditer(text):
+            bad.append(
+                f"{where}: figure {m.group(1)!r} opens a line, which Markdown would show "
+                "as raw HTML: put a word before it"
+            )
+    return bad
 
 
 def _call(group: Callable[[], list[Figure]]) -> list[Figure]:
@@ -660,8 +937,10 @@ def figures_page(figures: dict[str, Figure]) -> str:
     ]
     parts = ["\n".join(head)]
     for f in figures.values():
+        # An inline figure opens no line: a line that starts with a comment is raw HTML.
+        shown = f"In the text: {_wrap(f)}" if f.inline else _wrap(f)
         parts.append(
-            f"## {f.name}\n\n**{f.label}**: {f.what}.\n\n{_wrap(f)}\n\n"
+            f"## {f.name}\n\n**{f.label}**: {f.what}.\n\n{shown}\n\n"
             f"Shown in: {_shown_in(f.name) or 'this page only'}."
         )
     return "\n\n".join(parts) + "\n"
@@ -712,9 +991,10 @@ def main(argv: list[str] | None = None) -> int:
     from cpasim.files import write_text_atomically
 
     started = time.perf_counter()
-    for bad in unknown_markers():  # before a minute of computing
-        print(f"figures: error: {bad}", file=sys.stderr)
-    if unknown_markers():
+    bad = bad_markers()  # before a minute of computing
+    for line in bad:
+        print(f"figures: error: {line}", file=sys.stderr)
+    if bad:
         return 2
     figures = compute(args.workers)
     stale: list[str] = []  # what differs from the code, one line each

@@ -132,9 +132,9 @@ def test_tcp_stream_regimes_that_agree(regime):
 def test_send_buffer_limited_stream_differs_and_the_full_run_says_why(tmp_path):
     """A 128 KiB send buffer over a 20 ms round trip (10 ms one way): the writer wakes
     when a third of the buffer is free and copies 64 KiB writes into it, and how full
-    that keeps the buffer depends on how long its copies take.  The full writer keeps
-    124,082 B in flight, the ideal one all 131,072 B: 5.8 % more goodput, though the
-    hosts' states are 0.1 % of the critical path."""
+    that keeps the buffer depends on how long its copies take: the ideal writer keeps
+    more of it in flight (docs/figures.md, detail-send-buffer), for 5.8 % more goodput,
+    though the hosts' states weigh next to nothing on the critical path."""
     sets = ["link.delay=10ms", "sim.duration=400ms", "sim.warmup=100ms"]
     cfg = load_scenario(SCENARIOS / "tcp-stream.toml", sets=sets)
     full, ideal, got = _levels(cfg)

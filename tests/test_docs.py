@@ -69,7 +69,7 @@ def test_every_figure_shown_is_one_the_script_writes():
     assert written == [name for names in f.GROUPS.values() for name in names]
     shown = {m.group(1) for p in PAGES for m in f.MARKER.finditer(p.read_text())}
     assert shown and shown <= set(written), shown - set(written)
-    assert f.unknown_markers() == []
+    assert f.bad_markers() == []
 
 
 def test_a_stale_copy_is_named_and_rewritten_and_an_unknown_name_refused():
@@ -85,5 +85,9 @@ def test_a_stale_copy_is_named_and_rewritten_and_an_unknown_name_refused():
     text = "is <!-- figure: y -->2%<!-- end figure --> low"
     want = "is <!-- figure: y -->3.0%<!-- end figure --> low"
     assert f.synced(text, {"y": inline}, page)[0] == want
+    # An inline figure opening a line would be raw HTML to Markdown; a block's marker
+    # stands alone on its line.
+    assert f.OPENS_LINE.search("a\n<!-- figure: y -->3.0%<!-- end figure --> b")
+    assert not f.OPENS_LINE.search(old) and not f.OPENS_LINE.search(want)
     with pytest.raises(LookupError, match="no figure named 'z'"):
         f.synced("<!-- figure: z --><!-- end figure -->", {}, page)
