@@ -44,10 +44,42 @@ def cap_examples(test) -> None:
         test._hypothesis_internal_use_settings = settings(chosen, max_examples=QUICK_EXAMPLES)
 
 
+#: Families of cases (one test function over many parameters) of which the quick suite
+#: runs every k-th case, spread over the family; the whole suite, as CI runs it, runs
+#: each one.  The cases of a family differ in their data, not in the code they reach
+#: (``tests/test_quick_guard.py`` checks that every module keeps a quick test).
+QUICK_STRIDE = {
+    "tests/test_params_matter.py::test_parameter_changes_the_run": 4,
+    "tests/test_determinism.py::test_same_seed_same_results_and_tracing_changes_nothing": 3,
+    "tests/test_cli_run.py::test_shipped_scenario_runs_and_reports": 3,
+    "tests/test_cli_run.py::test_bad_scenario_gives_one_line_and_exit_2": 3,
+    "tests/test_config.py::test_bad_scenarios_through_the_cli": 3,
+    "tests/test_trace_integrity.py::test_a_names_block_of_the_wrong_shape_is_one_line": 3,
+    "tests/test_trace_integrity.py::test_an_edited_sidecar_is_one_line": 3,
+    "tests/test_special_files.py::test_a_special_file_given_as_an_input_is_refused_at_once": 4,
+    "tests/test_conservation.py::test_tcp_bytes_are_conserved": 3,
+    "tests/test_model_stack.py::test_identity_invariant_critical_path_equals_elapsed_time": 3,
+    "tests/test_output_reliability.py::test_a_full_disk_keeps_the_old_file_and_is_one_line": 3,
+    "tests/test_predict.py::test_every_timed_state_is_in_the_table": 3,
+}
+
+
+def _family(item: pytest.Item) -> str:
+    return item.nodeid.split("[", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects what is marked slow here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if quick_run(config):
-        for item in items:
-            cap_examples(getattr(item, "obj", None))
+    if not quick_run(config):
+        return
+    seen: dict[str, int] = {}
+    for item in items:
+        cap_examples(getattr(item, "obj", None))
+        family = _family(item)
+        if family in QUICK_STRIDE:
+            index = seen[family] = seen.get(family, -1) + 1
+            if index % QUICK_STRIDE[family]:
+                item.add_marker(pytest.mark.slow)
 
 
 def dies_with_this_run() -> None:

@@ -7,8 +7,11 @@ function or method of its own runs -- importing it (its top level, its class bod
 and whatever they call) does not count.  Tracing costs a few times the suite's own time, so it
 stops as soon as every module has been seen.  The result goes to the JSON file
 named by ``CPASIM_MODULE_GUARD``: per module, the first test that exercised it
-(null if none did); and the modules with no function of their own (a package that
-imports its parts, a ``__main__``), each with whether the run imported it.
+(null if none did); the modules with no function of their own (a package that
+imports its parts, a ``__main__``), each with whether the run imported it; and the
+modules of the compiled analyzer (:data:`COMPILED`), whose functions numba runs as
+machine code that no trace function sees, each with whether the run imported it:
+they are exercised by the compiled pass (``cpasim.analysis.compiled``) that calls them.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import pytest
 import cpasim
 
 PACKAGE = Path(cpasim.__file__).resolve().parent
+#: The package of numba kernels: its functions run compiled, out of a trace's sight.
+COMPILED = "cpasim.analysis.kernel"
 
 
 def _module_name(path: Path) -> str:
@@ -49,10 +54,19 @@ class ModuleGuard:
         self.out = out
         files = sorted(PACKAGE.rglob("*.py"))
         self.module_of = {str(p): _module_name(p) for p in files}
-        self.idle = sorted(_module_name(p) for p in files if not _defines_functions(p))
+        self.compiled = sorted(
+            m for m in set(self.module_of.values()) if m == COMPILED or m.startswith(COMPILED + ".")
+        )
+        self.idle = sorted(
+            _module_name(p)
+            for p in files
+            if not _defines_functions(p) and _module_name(p) not in self.compiled
+        )
         self.first: dict[str, str] = {}
-        self.todo = len(set(self.module_of.values())) - len(self.idle)
+        self.todo = len(set(self.module_of.values())) - len(self.idle) - len(self.compiled)
         self.seen: set = set()
+        #: The compiled modules some test had loaded (a test may unload them again).
+        self.loaded: set[str] = set()
         self.test = ""
 
     def _importing(self, frame) -> bool:
@@ -72,7 +86,7 @@ class ModuleGuard:
         if module is not None and self._importing(frame):
             return None  # counted when a test calls it, not when its module loads
         self.seen.add(code)
-        if module is not None and module not in self.first:
+        if module is not None and module not in self.first and module not in self.compiled:
             self.first[module] = self.test
             if len(self.first) == self.todo:
                 sys.settrace(None)
@@ -92,13 +106,16 @@ class ModuleGuard:
             if tracing:
                 sys.settrace(None)
                 threading.settrace(None)
+            self.loaded.update(m for m in self.compiled if m in sys.modules)
 
     def pytest_sessionfinish(self, session):
         modules = {m: self.first.get(m) for m in sorted(set(self.module_of.values()))}
-        for m in self.idle:
+        for m in (*self.idle, *self.compiled):
             modules.pop(m)
         idle = {m: m in sys.modules for m in self.idle}
-        self.out.write_text(json.dumps({"modules": modules, "no_functions": idle}, indent=1))
+        compiled = {m: m in self.loaded for m in self.compiled}
+        data = {"modules": modules, "no_functions": idle, "compiled": compiled}
+        self.out.write_text(json.dumps(data, indent=1))
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -415,3 +415,16 @@ def test_a_flows_own_buffer_is_its_tables_key():
         "flows.1.hosts.tx.tcp.wmem": "4MiB",
         "bottleneck.rate": "1Gbps",
     }
+
+
+def test_the_flows_command_gives_each_flows_path(tmp_path, capsys):
+    """A traced run of one bulk flow: ``cpasim flows`` gives its critical path."""
+    path = scenario(tmp_path, '[sim]\nduration = "6ms"\nwarmup = "1ms"\n\n[[flows]]\n')
+    trace = tmp_path / "t.cpt"
+    code, _, err = cli(capsys, "run", str(path), "--trace", str(trace))
+    assert code == 0, err
+    code, out, err = cli(capsys, "flows", str(trace), "--json")
+    assert code == 0, err
+    (flow,) = json.loads(out)["flows"]
+    assert (flow["index"], flow["kind"]) == (0, "bulk")
+    assert 0 < flow["critical_path_ns"] <= 6e6

@@ -45,6 +45,11 @@ def test_every_module_is_exercised_by_a_quick_test(tmp_path):
     # (``python -m cpasim``, two lines that call cpasim.cli.main) only runs as one.
     unloaded = [m for m, imported in guard["no_functions"].items() if not imported]
     assert all(m.endswith(".__main__") for m in unloaded), unloaded
+    # The compiled analyzer's modules run as machine code: they are guarded by the
+    # quick tests of the compiled pass that calls them (its agreement with the
+    # reference pass), which must have loaded every one of them.
+    assert guard["modules"]["cpasim.analysis.compiled"] is not None
+    assert guard["compiled"] and all(guard["compiled"].values()), guard["compiled"]
 
 
 @pytest.mark.parametrize(
