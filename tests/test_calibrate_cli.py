@@ -120,5 +120,5 @@ def test_installed_command():
     )
     assert proc.returncode == 2
     assert proc.stderr == (
-        "cpasim: error: /nonexistent.pcap: cannot read capture (No such file or directory)\n"
+        "cpasim: error: /nonexistent.pcap: cannot read capture: No such file or directory\n"
     )
