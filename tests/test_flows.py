@@ -13,8 +13,8 @@ from pathlib import Path
 
 import dpkt
 import pytest
+from inprocess import cli
 
-from cpasim.cli import main
 from cpasim.config import load_scenario
 from cpasim.errors import CpasimError
 from cpasim.model.flows import jain, percentiles
@@ -69,16 +69,6 @@ def mix(tmp_path_factory):
     path = scenario(tmp_path_factory.mktemp("mix"), MIX)
     cfg = load_scenario(path)
     return cfg, simulate(cfg).to_json()
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # --- the scenario --------------------------------------------------------------------------
@@ -136,9 +126,9 @@ def test_set_changes_one_table(tmp_path):
         ('kind = "ping"\nworkload.ping_size = "1500B"', "exceed link.mtu (1500 B)"),
     ],
 )
-def test_bad_tables_are_refused_in_one_line(tmp_path, capsys, table, expected):
+def test_bad_tables_are_refused_in_one_line(tmp_path, table, expected):
     path = scenario(tmp_path, f'[sim]\nduration = "2s"\n\n[[flows]]\n{table}\n')
-    code, _, err = cli(capsys, "run", str(path))
+    code, _, err = cli("run", str(path))
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
     assert lines[0].startswith("cpasim: error: ") and expected in lines[0], lines[0]
@@ -240,8 +230,8 @@ workload.interval = "100us"
     assert "transfer" not in out
 
 
-def test_summary_lists_the_flows(tmp_path, capsys):
-    code, out, err = cli(capsys, "run", str(scenario(tmp_path, MIX)))
+def test_summary_lists_the_flows(tmp_path):
+    code, out, err = cli("run", str(scenario(tmp_path, MIX)))
     assert code == 0, err
     assert "workload     4 flows: 2 bulk, 1 ping, 1 rpc" in out
     assert "fairness     Jain's index" in out
@@ -250,20 +240,20 @@ def test_summary_lists_the_flows(tmp_path, capsys):
     assert "(bottleneck_queue_full" in out or "retransmits  0" in out
 
 
-def test_many_flows_are_summarised_per_table(tmp_path, capsys):
+def test_many_flows_are_summarised_per_table(tmp_path):
     text = MIX.replace('[[flows]]\ntcp.cc = "cubic"', '[[flows]]\ncount = 10\ntcp.cc = "cubic"')
-    code, out, err = cli(capsys, "run", str(scenario(tmp_path, text)), "--set", "sim.duration=4ms")
+    code, out, err = cli("run", str(scenario(tmp_path, text)), "--set", "sim.duration=4ms")
     assert code == 0, err
     assert "  flows 0-9  bulk cubic" in out and "Jain's index" in out
     assert "  flows 10   bulk bbr" in out and "  flows 11   ping" in out
 
 
-def test_many_connections_show_their_spread_not_each(capsys):
-    code, out, err = cli(capsys, "run", str(TCP), "--set", "workload.connections=9", *SHORT)
+def test_many_connections_show_their_spread_not_each():
+    code, out, err = cli("run", str(TCP), "--set", "workload.connections=9", *SHORT)
     assert code == 0, err
     line = next(x for x in out.splitlines() if x.startswith("  per conn"))
     assert "min " in line and "median " in line and "9 connections, Jain's index" in line
-    code, out, _ = cli(capsys, "run", str(TCP), "--set", "workload.connections=3", *SHORT)
+    code, out, _ = cli("run", str(TCP), "--set", "workload.connections=3", *SHORT)
     line = next(x for x in out.splitlines() if x.startswith("  per conn"))
     assert line.split()[2::3] == ["c0", "c1", "c2"]
 
@@ -308,8 +298,8 @@ def test_percentiles_and_jain():
     assert jain([]) is None and jain([0, 0]) is None
 
 
-def test_run_json_has_the_flows(tmp_path, capsys):
-    code, out, err = cli(capsys, "run", str(scenario(tmp_path, MIX)), "--json")
+def test_run_json_has_the_flows(tmp_path):
+    code, out, err = cli("run", str(scenario(tmp_path, MIX)), "--json")
     assert code == 0, err
     data = json.loads(out)
     assert len(data["flows"]) == 4 and "jain_index" in data["flows_aggregate"]
@@ -417,13 +407,13 @@ def test_a_flows_own_buffer_is_its_tables_key():
     }
 
 
-def test_the_flows_command_gives_each_flows_path(tmp_path, capsys):
+def test_the_flows_command_gives_each_flows_path(tmp_path):
     """A traced run of one bulk flow: ``cpasim flows`` gives its critical path."""
     path = scenario(tmp_path, '[sim]\nduration = "6ms"\nwarmup = "1ms"\n\n[[flows]]\n')
     trace = tmp_path / "t.cpt"
-    code, _, err = cli(capsys, "run", str(path), "--trace", str(trace))
+    code, _, err = cli("run", str(path), "--trace", str(trace))
     assert code == 0, err
-    code, out, err = cli(capsys, "flows", str(trace), "--json")
+    code, out, err = cli("flows", str(trace), "--json")
     assert code == 0, err
     (flow,) = json.loads(out)["flows"]
     assert (flow["index"], flow["kind"]) == (0, "bulk")
