@@ -331,21 +331,7 @@ def capture() -> list[Figure]:
 #: docs/flows.md's scenario: CUBIC beside BBR and a ping through a 50 Mb/s router.
 FLOWS_MIX = "scenarios/flows-mix.toml"
 #: Two window-limited flows (64 KiB send buffers) and a ping, for buffer what-ifs.
-FLOWS_BUFFERS = """\
-[sim]
-duration = "200ms"
-warmup = "50ms"
-[link]
-rate = "1Gbps"
-delay = "1ms"
-[tcp]
-wmem = "64KiB"
-rmem = "1MiB"
-[[flows]]
-[[flows]]
-[[flows]]
-kind = "ping"
-"""
+FLOWS_BUFFERS = "scenarios/flows-buffers.toml"
 FLOWS_WHAT = (
     "held out",
     "the model's defaults (Linux 6.18's CUBIC and BBR, SACK, autotuned buffers) with the "
@@ -365,16 +351,15 @@ def flows_page() -> list[Figure]:
         "run", STREAM, "--set", "workload.connections=1000", "--set", "sim.duration=600ms",
     )  # fmt: skip
     with user_directory() as here:
-        (here / "buffers.toml").write_text(FLOWS_BUFFERS)
         run = cli(*explain)
         ping = cli(*path)
         thousand = cli(*many)
         rows = ["| set-up | change | predicted | re-simulated | error |", "|---|---|---|---|---|"]
         for setup, scenario, change in (
             (f"`{FLOWS_MIX}`", FLOWS_MIX, {"bottleneck.rate": "100Mbps"}),
-            ("two flows of 64 KiB send buffers, 1 Gb/s, 2 ms", "buffers.toml",
+            ("two flows of 64 KiB send buffers, 1 Gb/s, 2 ms", FLOWS_BUFFERS,
              {"tcp.wmem": "128KiB"}),
-            ("the same, one flow's", "buffers.toml", {"flows.0.tcp.wmem": "128KiB"}),
+            ("the same, one flow's", FLOWS_BUFFERS, {"flows.0.tcp.wmem": "128KiB"}),
         ):  # fmt: skip
             trace = here / ("mix.cpt" if scenario == FLOWS_MIX else "buffers.cpt")
             v = cpasim.validate(scenario, change, trace=trace)

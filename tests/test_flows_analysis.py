@@ -38,26 +38,7 @@ MIX = (
 assert 'duration = "1s"' in MIX
 
 #: Two window-limited flows (fixed 64 KiB send buffers) side by side, and a ping.
-BUFFERS = """
-[sim]
-duration = "200ms"
-warmup = "50ms"
-
-[link]
-rate = "1Gbps"
-delay = "1ms"
-
-[tcp]
-wmem = "64KiB"
-rmem = "1MiB"
-
-[[flows]]
-
-[[flows]]
-
-[[flows]]
-kind = "ping"
-"""
+BUFFERS = ROOT / "scenarios" / "flows-buffers.toml"
 
 
 @pytest.fixture(scope="module")
@@ -143,10 +124,7 @@ def test_one_flows_congestion_control_is_refused_then_resimulated(traced):
 
 @pytest.fixture(scope="module")
 def buffers(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("buffers")
-    path = tmp / "buffers.toml"
-    path.write_text(BUFFERS)
-    return path, tmp / "buffers.cpt"
+    return BUFFERS, tmp_path_factory.mktemp("buffers") / "buffers.cpt"
 
 
 @pytest.mark.xfail(
