@@ -249,22 +249,23 @@ def _buffer(cfg: Config, sys: str, send: bool) -> tuple[str, dict]:
     else:
         key = h + limit
     now = cfg.value(key)
-    want = max(_pow2_at_least(BDP_FACTOR * _bdp(cfg)), 2 * now)
-    spec = spec_of(key)
-    if spec.hi is not None:
-        want = min(want, spec.hi)
-    values = {key: int(want)}
+    want = _within_range(cfg, key, max(_pow2_at_least(BDP_FACTOR * _bdp(cfg)), 2 * now))
+    values = {key: want}
     if key == h + request and cfg.value(h + core) < want:
-        values[h + core] = int(want)
+        values[h + core] = want
     return key, values
 
 
-def _times(cfg: Config, key: str, factor: float) -> dict:
-    value = cfg.value(key) * factor
+def _within_range(cfg: Config, key: str, value):
+    """``value`` for ``key``, no more than its range allows, of the key's own type."""
     spec = spec_of(key)
     if spec.hi is not None:
         value = min(value, spec.hi)
-    return {key: type(cfg.value(key))(value)}
+    return type(cfg.value(key))(value)
+
+
+def _times(cfg: Config, key: str, factor: float) -> dict:
+    return {key: _within_range(cfg, key, cfg.value(key) * factor)}
 
 
 def _bus_change(cfg: Config, sys: str) -> dict:
@@ -274,13 +275,8 @@ def _bus_change(cfg: Config, sys: str) -> dict:
 
     h = f"hosts.{sys}."
     kind = bus_kind(cfg.value(h + "bus.kind"))
-    change = {}
-    for key, value in kind.faster(lambda k: cfg.value(h + k)).items():
-        spec = spec_of(h + key)
-        if spec.hi is not None:
-            value = min(value, spec.hi)
-        change[h + key] = type(cfg.value(h + key))(value)
-    return change
+    faster = kind.faster(lambda k: cfg.value(h + k))
+    return {h + key: _within_range(cfg, h + key, value) for key, value in faster.items()}
 
 
 def _bus_words(cfg: Config, sys: str) -> str:
