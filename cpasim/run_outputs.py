@@ -91,13 +91,19 @@ def plan(
     return Outputs(out, trace, series, interval_ns, capture)
 
 
-def result_json(result, outputs: Outputs, scenario, verdict=None) -> dict:
+def result_json(result, outputs: Outputs, scenario, verdict=None, flow_verdicts=()) -> dict:
     """What ``--json`` prints and ``result.json`` holds: the result, the scenario it
-    came from, the verdict when the run was explained, and where its files went."""
+    came from, the verdict when the run was explained (and each flow's: ``(flow entry,
+    verdict or None)`` pairs), and where its files went."""
     data = result.to_json()
     data["scenario"] = _scenario_name(scenario)
     if verdict is not None:
         data["verdict"] = verdict.to_json()
+    if flow_verdicts:
+        data["flow_verdicts"] = [
+            {"index": f["index"], "verdict": v.to_json() if v is not None else None}
+            for f, v in flow_verdicts
+        ]
     pcap = outputs.capture.path if outputs.capture is not None else None
     for name, path in (("trace", outputs.trace), ("series", outputs.series), ("pcap", pcap)):
         if path is not None:

@@ -118,12 +118,7 @@ def run_cmd(
             # beside another run's trace, is refused).  A trace streamed to a device or
             # FIFO is no file to predict from.
             write_run_record(cfg, trace, result.with_end_state(), result.trace_digest)
-        out = run_outputs.result_json(result, plan, scenario, verdict)
-        if flow_verdicts:
-            out["flow_verdicts"] = [
-                {"index": f["index"], "verdict": v.to_json() if v is not None else None}
-                for f, v in flow_verdicts
-            ]
+        out = run_outputs.result_json(result, plan, scenario, verdict, flow_verdicts)
         # Before a temporary trace goes: the report draws the run's path from it.
         run_outputs.finish(plan, cfg, result, out, trace=trace)
     trace = plan.trace  # the one kept, if any
