@@ -52,8 +52,8 @@ from cpasim.analysis.synthetic import PipelineSpec, pipeline_source
 from cpasim.config import load_scenario
 from cpasim.predict.window import Prefix
 from cpasim.simulate import simulate
-from cpasim.trace import open_trace
-from cpasim.trace.memory import MemorySource
+from cpasim.tracing import open_trace
+from cpasim.tracing.memory import MemorySource
 
 TARGET = 1_000_000
 GOAL = 10_000_000

@@ -26,7 +26,7 @@ from cpasim.model.cpu import Cpu
 from cpasim.model.device import NetDevice
 from cpasim.model.link import Link
 from cpasim.model.packet import Packet
-from cpasim.trace import NULL_TRACER
+from cpasim.tracing import NULL_TRACER
 
 CASES = {
     "1G link, PCIe x1": ["link.rate=1Gbps", "link.delay=10us"],

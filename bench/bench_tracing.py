@@ -30,7 +30,7 @@ import numpy as np
 import simpy
 
 from cpasim.model.environment import Kernel
-from cpasim.trace import NULL_TRACER, TracedContainer, TracedPool, TracedStore, Tracer
+from cpasim.tracing import NULL_TRACER, TracedContainer, TracedPool, TracedStore, Tracer
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "tcp-stream.toml"
 DEFAULT_SETS = ["sim.duration=60ms", "sim.warmup=10ms"]
@@ -265,7 +265,7 @@ def main() -> None:
             print(f"  file size {size:,} B, {size / n:.2f} B/record")
 
         chunk = np.concatenate(list(mem.source().chunks()))
-        from cpasim.trace.columnar import CptWriter, read_cpt
+        from cpasim.tracing.columnar import CptWriter, read_cpt
 
         t_write, _ = best_of(repeat, lambda: _write(CptWriter(tmp / "w.cpt"), chunk, mem.key))
         t_read, _ = best_of(repeat, lambda: sum(len(c) for c in read_cpt(tmp / "w.cpt").chunks()))

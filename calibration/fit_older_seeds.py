@@ -58,8 +58,8 @@ import numpy as np
 from cpasim.calibrate.fit import log_least_squares
 from cpasim.calibrate.reference import ReferenceFigure, read_reference
 from cpasim.config import load_scenario
-from cpasim.config.config import toml_tables
 from cpasim.config.params import CpuCostParams
+from cpasim.config.resolved import toml_tables
 from cpasim.errors import script_main
 from cpasim.simulate import simulate
 

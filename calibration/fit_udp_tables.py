@@ -34,7 +34,7 @@ from cpasim.calibrate.reference import read_reference
 from cpasim.config import load_scenario
 from cpasim.errors import script_main
 from cpasim.predict.runs import traced_run
-from cpasim.trace import open_trace
+from cpasim.tracing import open_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "scenarios" / "udp-stream.toml"

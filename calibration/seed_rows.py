@@ -127,7 +127,7 @@ def states(scenario: str, sets: tuple[str, ...], scale: tuple = ()) -> dict[str,
     """``{state: (share, core-lent share)}`` of every state on the run's critical path,
     with the states ``scale`` names scaled."""
     from cpasim.analysis import Transforms, analyze
-    from cpasim.trace import open_trace
+    from cpasim.tracing import open_trace
 
     run = traced(scenario, sets)
     res = analyze(

@@ -35,11 +35,11 @@ _LAZY = {
     "inspect_capture": "cpasim.api",
     "sweep": "cpasim.sweeps",
     # building models of your own from traced SimPy primitives
-    "Tracer": "cpasim.trace",
-    "TracedStore": "cpasim.trace",
-    "TracedContainer": "cpasim.trace",
-    "TracedPool": "cpasim.trace",
-    "open_trace": "cpasim.trace",
+    "Tracer": "cpasim.tracing",
+    "TracedStore": "cpasim.tracing",
+    "TracedContainer": "cpasim.tracing",
+    "TracedPool": "cpasim.tracing",
+    "open_trace": "cpasim.tracing",
     # result and configuration types
     "Config": "cpasim.config",
     "Result": "cpasim.simulate",

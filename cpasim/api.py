@@ -69,7 +69,7 @@ def run(
     """
     from cpasim import run_outputs
     from cpasim.simulate import simulate
-    from cpasim.trace import Tracer
+    from cpasim.tracing import Tracer
 
     cfg = load(scenario, overrides, **keywords)
     # The planner of 'cpasim run': the same refusals, the same places, the same result.json.
@@ -145,7 +145,7 @@ def transforms(
 def _source(trace):
     """A TraceSource and the default (start, end) of what ``analyze`` was given."""
     from cpasim.simulate import Result
-    from cpasim.trace import Tracer, TraceSource, open_trace
+    from cpasim.tracing import Tracer, TraceSource, open_trace
 
     ends = ("tx:App", "rx:App")
     if isinstance(trace, Result):
@@ -182,8 +182,8 @@ def analyze(
     an :class:`~cpasim.analysis.AnalysisResult`.
 
     ``trace``: the result of ``run(..., trace=True)`` (its own start and end are
-    the defaults), a :class:`~cpasim.trace.Tracer` that recorded in memory, a
-    :class:`~cpasim.trace.TraceSource` or a ``.cpt``/``.jsonl`` file.
+    the defaults), a :class:`~cpasim.tracing.Tracer` that recorded in memory, a
+    :class:`~cpasim.tracing.TraceSource` or a ``.cpt``/``.jsonl`` file.
     ``start``/``end`` default to the run's (a result's own, a trace file's from the
     ``.run.json`` sidecar ``run`` writes beside it), else ``"tx:App"`` and
     ``"rx:App"``.  The what-if

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from cpasim.trace.records import TraceSource
+from cpasim.tracing.records import TraceSource
 
 #: Work shorter than this (wall seconds) shows no progress (as a simulation's bar).
 PROGRESS_AFTER_S = 2.0

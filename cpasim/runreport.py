@@ -78,7 +78,7 @@ def write_report(
     drawn when given.  ``analysis``: the run's unmodified
     :class:`~cpasim.analysis.AnalysisResult`, for the critical-path graph;
     ``trace``: the trace (a file or a re-readable
-    :class:`~cpasim.trace.records.TraceSource`), for the timeline; with a trace
+    :class:`~cpasim.tracing.records.TraceSource`), for the timeline; with a trace
     and no analysis (or one whose listing stops short of the run's end) the trace
     is analysed here.  ``images``: further pictures (caption, PNG file), e.g. the
     ladder's chart.
@@ -391,7 +391,7 @@ def _png_figure(caption: str, path: Path) -> str:
 
 
 def _source(trace):
-    from cpasim.trace import open_trace
+    from cpasim.tracing import open_trace
 
     return open_trace(trace) if isinstance(trace, str | Path) else trace
 

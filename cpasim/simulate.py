@@ -29,8 +29,8 @@ from cpasim.model import flows
 from cpasim.model.environment import Kernel
 from cpasim.model.system import ANALYSIS_ENDS, System
 from cpasim.stall import Stall
-from cpasim.trace import NULL_TRACER, TRACE_SUFFIXES, Tracer, write_trace, write_trace_digested
-from cpasim.trace.columnar import CptWriter
+from cpasim.tracing import NULL_TRACER, TRACE_SUFFIXES, Tracer, write_trace, write_trace_digested
+from cpasim.tracing.columnar import CptWriter
 from cpasim.units import TIME, human
 
 #: Slices per run with a fixed duration; runs with a byte target use SLICE_NS.
@@ -94,11 +94,11 @@ class Result:
     flows: list[dict] | None = _when_set()
     flows_aggregate: dict | None = _when_set()
     #: Set by :func:`cpasim.run`: the configuration simulated, and the trace recorded
-    #: (its file, or the in-memory :class:`~cpasim.trace.records.TraceSource`).
+    #: (its file, or the in-memory :class:`~cpasim.tracing.records.TraceSource`).
     config: object = _internal()
     trace: object = _internal()
     #: The ``trace_digest`` of the trace file this run wrote, taken from the bytes it
-    #: wrote (:func:`cpasim.trace.trace_digest`); None without one.
+    #: wrote (:func:`cpasim.tracing.trace_digest`); None without one.
     trace_digest: str | None = _internal()
     #: The time series (:class:`~cpasim.series.Sampler`) when one was asked for.
     series: object = _internal()
@@ -213,7 +213,7 @@ def simulate(
     """Simulate ``cfg``; record the annotation trace into ``tracer`` or ``trace_path``,
     and the frames on the link into the capture ``pcap`` asks for (:mod:`cpasim.capture`).
 
-    ``tracer`` may be a :class:`~cpasim.trace.Tracer` made for any environment
+    ``tracer`` may be a :class:`~cpasim.tracing.Tracer` made for any environment
     (it is bound to this run's) or a callable ``env -> Tracer``.  A tracer made
     here for ``trace_path`` is closed at the end; a given one is flushed.  The file
     at ``trace_path`` is replaced only when the run succeeds; on Ctrl-C the trace

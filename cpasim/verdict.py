@@ -740,7 +740,7 @@ def explain_flows(run) -> list[tuple[dict, Verdict | None]]:
     (:class:`~cpasim.predict.runs.TracedRun`) and its verdict, from its own critical
     path (:func:`explain_flow`); [] for a run without flows."""
     from cpasim.predict.flow_paths import flow_paths
-    from cpasim.trace import open_trace
+    from cpasim.tracing import open_trace
 
     entries = run.result.get("flows") or []
     if not entries:

@@ -14,7 +14,7 @@ import simpy
 from cpasim.config import load_scenario
 from cpasim.model.cpu import Cpu
 from cpasim.simulate import simulate
-from cpasim.trace import NULL_SM, NULL_TRACER
+from cpasim.tracing import NULL_SM, NULL_TRACER
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,7 +10,7 @@ import pytest
 
 from cpasim.analysis import Transforms, analyze
 from cpasim.errors import CpasimError
-from cpasim.trace.jsonl import read_jsonl, write_jsonl
+from cpasim.tracing.jsonl import read_jsonl, write_jsonl
 
 ENGINES = ("compiled", "python")
 A = {"sys": "h", "sm": "App"}
@@ -164,7 +164,7 @@ def test_a_window_started_inside_a_call_keeps_the_callers_core_lent(tmp_path, en
     from cpasim.analysis.compiled import CompiledPass
     from cpasim.analysis.criticalpath import CriticalPathPass
     from cpasim.predict.preamble import preamble
-    from cpasim.trace.records import RUN
+    from cpasim.tracing.records import RUN
 
     src = read_jsonl(_trace(tmp_path, _caller(10, 40, _run(15, B, A), _run(35, B, B))))
     records = next(iter(src.chunks()))

@@ -27,9 +27,9 @@ from cpasim.analysis.criticalpath import CriticalPathPass
 from cpasim.analysis.dot import to_dot
 from cpasim.analysis.synthetic import PipelineSpec, pipeline_source
 from cpasim.errors import CpasimError
-from cpasim.trace import open_trace
-from cpasim.trace.memory import MemorySource
-from cpasim.trace.records import RECORD_DTYPE
+from cpasim.tracing import open_trace
+from cpasim.tracing.memory import MemorySource
+from cpasim.tracing.records import RECORD_DTYPE
 
 TRACES = Path(__file__).parent / "traces"
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from cpasim.errors import CpasimError
-from cpasim.trace.jsonl import read_jsonl, write_jsonl
-from cpasim.trace.memory import MemorySource
-from cpasim.trace.records import DECLARE, DEQ, FLAG_CONN_FLOW, LINK, RECORD_DTYPE
+from cpasim.tracing.jsonl import read_jsonl, write_jsonl
+from cpasim.tracing.memory import MemorySource
+from cpasim.tracing.records import DECLARE, DEQ, FLAG_CONN_FLOW, LINK, RECORD_DTYPE
 
 TRACES = Path(__file__).parent / "traces"
 GOOD = ["stack_driver", "birdhouse", "link_call", "two_conns"]

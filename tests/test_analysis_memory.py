@@ -20,8 +20,8 @@ from cpasim.analysis.compiled import CompiledPass
 from cpasim.analysis.criticalpath import CriticalPathPass
 from cpasim.analysis.pathlog import MAX_IDS
 from cpasim.errors import CpasimError
-from cpasim.trace.memory import MemorySource
-from cpasim.trace.records import BEGIN, DEQ, ENQ, IDENTIFY, RECORD_DTYPE, TraceKey
+from cpasim.tracing.memory import MemorySource
+from cpasim.tracing.records import BEGIN, DEQ, ENQ, IDENTIFY, RECORD_DTYPE, TraceKey
 
 SMS = 20_000
 

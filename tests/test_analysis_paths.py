@@ -8,8 +8,8 @@ import pytest
 
 from cpasim.analysis import Transforms, analyze
 from cpasim.errors import CpasimError
-from cpasim.trace.jsonl import read_jsonl
-from cpasim.trace.memory import MemorySource
+from cpasim.tracing.jsonl import read_jsonl
+from cpasim.tracing.memory import MemorySource
 
 TRACES = Path(__file__).parent / "traces"
 

@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 from cpasim.analysis import Transforms, analyze
 from cpasim.cli import app, commands  # noqa: F401  (registers the commands)
 from cpasim.errors import CpasimError
-from cpasim.trace.jsonl import read_jsonl
-from cpasim.trace.memory import MemorySource
+from cpasim.tracing.jsonl import read_jsonl
+from cpasim.tracing.memory import MemorySource
 
 TRACES = Path(__file__).parent / "traces"
 STACK = str(TRACES / "stack_driver.jsonl")

@@ -24,9 +24,9 @@ from cpasim.analysis.compiled import CompiledPass
 from cpasim.analysis.criticalpath import CriticalPathPass
 from cpasim.analysis.report import Names, path_result, profile, queue_stats
 from cpasim.analysis.synthetic import PipelineSpec, pipeline_source
-from cpasim.trace import open_trace
-from cpasim.trace.jsonl import read_jsonl
-from cpasim.trace.memory import MemorySource
+from cpasim.tracing import open_trace
+from cpasim.tracing.jsonl import read_jsonl
+from cpasim.tracing.memory import MemorySource
 
 TRACES = Path(__file__).parent / "traces"
 

@@ -15,8 +15,8 @@ from cpasim.analysis.compiled import CompiledPass
 from cpasim.analysis.criticalpath import CriticalPathPass
 from cpasim.analysis.snapshot import ON_EMPTY, ON_LINK
 from cpasim.errors import CpasimError
-from cpasim.trace.jsonl import read_jsonl
-from cpasim.trace.memory import MemorySource
+from cpasim.tracing.jsonl import read_jsonl
+from cpasim.tracing.memory import MemorySource
 
 TRACES = Path(__file__).parent / "traces"
 

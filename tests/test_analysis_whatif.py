@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from cpasim.analysis import Transforms, analyze, analyze_many
 from cpasim.analysis.transforms import NameSet
 from cpasim.errors import CpasimError
-from cpasim.trace.memory import MemorySource
+from cpasim.tracing.memory import MemorySource
 
 
 def credit_loop_trace(credits: int, items: int = 40, a_work=None, b_work=None) -> MemorySource:

@@ -531,7 +531,7 @@ def test_the_timeline_of_a_json_lines_trace_names_its_rows():
 
     from cpasim.analysis import analyze
     from cpasim.analysis.timeline import draw_timeline
-    from cpasim.trace import open_trace
+    from cpasim.tracing import open_trace
 
     trace = TRACES / "stack_driver.jsonl"
     result = analyze(open_trace(trace), "h:Stack", "h:Driver", listing_limit=1000)

@@ -30,7 +30,7 @@ from cpasim.model.fq_codel import FqCoDel
 from cpasim.model.packet import Packet
 from cpasim.model.system import System
 from cpasim.simulate import simulate
-from cpasim.trace import NULL_TRACER, Tracer
+from cpasim.tracing import NULL_TRACER, Tracer
 
 ROOT = Path(__file__).resolve().parent.parent
 MTU, HDR = 1500, 52  # IP packet and TCP/IP headers with timestamps

@@ -15,7 +15,7 @@ from cpasim.model.bus import Bus
 from cpasim.model.buses import bus_timing
 from cpasim.model.pcie import PcieTiming, PciTiming, encoding, pcie_bytes_per_ns
 from cpasim.protocol import completion_tlps, read_requests, write_tlps
-from cpasim.trace import NULL_SM, NULL_TRACER, Tracer
+from cpasim.tracing import NULL_SM, NULL_TRACER, Tracer
 
 # Published lane rates (GT/s) and encodings, written out independently of the model.
 GT = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0}

@@ -21,7 +21,7 @@ from cpasim.config import load_scenario
 from cpasim.model.cache import HEADERS, Cache, miss_rate, overhead
 from cpasim.model.cpu import Cpu
 from cpasim.simulate import simulate
-from cpasim.trace import NULL_TRACER
+from cpasim.tracing import NULL_TRACER
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 import cpasim.cli
 from cpasim.cli import app, main
-from cpasim.trace import open_trace
+from cpasim.tracing import open_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cpasim.errors import CpasimError
-from cpasim.trace import TracedStore, Tracer, open_trace, write_trace
-from cpasim.trace.columnar import FRAME, HEADER, CptWriter, read_cpt, write_cpt
-from cpasim.trace.records import (
+from cpasim.tracing import TracedStore, Tracer, open_trace, write_trace
+from cpasim.tracing.columnar import FRAME, HEADER, CptWriter, read_cpt, write_cpt
+from cpasim.tracing.records import (
     BEGIN,
     DECLARE,
     DEQ,
@@ -47,7 +47,7 @@ def valid_records(draw, key: TraceKey, count: int, t0: float) -> np.ndarray:
         out[i]["op"] = op
         out[i]["sm"] = draw(st.integers(0, n_sms - 1))
         out[i]["a"] = draw(st.integers(0, limit.get(op, n_queues) - 1))
-        # The counts and flags each op may carry (cpasim.trace.validate).
+        # The counts and flags each op may carry (cpasim.tracing.validate).
         if op == DECLARE:
             out[i]["flags"] = draw(st.integers(0, 1))
             out[i]["n"] = draw(st.integers(-1, 2**40).filter(lambda n: n != 0))

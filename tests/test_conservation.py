@@ -21,8 +21,8 @@ import simpy
 from cpasim.config import load_scenario
 from cpasim.model.system import System
 from cpasim.simulate import simulate
-from cpasim.trace import NULL_TRACER, Tracer
-from cpasim.trace.records import DECLARE, DEQ, ENQ, RESIZE
+from cpasim.tracing import NULL_TRACER, Tracer
+from cpasim.tracing.records import DECLARE, DEQ, ENQ, RESIZE
 
 
 def _run_system(sets, trace=False):

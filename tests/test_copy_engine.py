@@ -15,7 +15,7 @@ from cpasim.config import load_scenario
 from cpasim.model.bus import Bus
 from cpasim.model.system import System
 from cpasim.simulate import simulate
-from cpasim.trace import NULL_TRACER
+from cpasim.tracing import NULL_TRACER
 
 SHORT = ["sim.duration=4ms", "sim.warmup=1ms"]
 ENGINE = ["hosts.rx.copy_engine.enabled=true"]
@@ -218,7 +218,7 @@ def test_a_copy_that_costs_nothing_moves_nothing_through_memory():
     ],
 )
 def test_same_seed_same_results_and_tracing_changes_nothing(sets, tmp_path):
-    from cpasim.trace import Tracer
+    from cpasim.tracing import Tracer
 
     cfg = load_scenario(None, sets=[*SHORT, *sets])
 

@@ -117,7 +117,7 @@ def test_without_an_engine_the_receiver_is_cpu_bound_in_its_copy(runs):
 
 def _unbroken(run):
     from cpasim.analysis import analyze
-    from cpasim.trace import open_trace
+    from cpasim.tracing import open_trace
 
     return analyze(open_trace(run.trace), run.start, run.end)
 

@@ -12,7 +12,7 @@ import pytest
 import cpasim.cli
 from cpasim.analysis import analyze
 from cpasim.config import load_scenario, parameters
-from cpasim.config.config import _digest
+from cpasim.config.resolved import _digest
 from cpasim.errors import CpasimError
 from cpasim.model import ideal
 from cpasim.model.detail import ABSENT, host_time, ideal_would_differ
@@ -118,7 +118,7 @@ def test_an_ideal_run_is_traced_and_analysed_and_tracing_changes_nothing(tmp_pat
     for r in (a, b):
         r.pop("wall_s")
     assert a == b
-    from cpasim.trace import open_trace
+    from cpasim.tracing import open_trace
 
     source = open_trace(tmp_path / "ideal.cpt")
     res = analyze(source, start=("tx", "App"), end=("rx", "App"), engine="python")

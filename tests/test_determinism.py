@@ -9,7 +9,7 @@ import pytest
 
 from cpasim.config import load_scenario
 from cpasim.simulate import simulate
-from cpasim.trace import Tracer
+from cpasim.tracing import Tracer
 
 BASE = ["sim.duration=6ms", "sim.warmup=1ms"]
 

@@ -52,7 +52,7 @@ def test_graph_and_run_record_get_the_umask_mode(tmp_path, umask):
     import cpasim.cli
     from cpasim.config import load_scenario
     from cpasim.predict.runs import sidecar_path, write_run_record
-    from cpasim.trace import trace_digest
+    from cpasim.tracing import trace_digest
 
     umask(0o027)
     stack = Path(__file__).parent / "traces" / "stack_driver.jsonl"

@@ -21,7 +21,7 @@ from cpasim.config import load_scenario
 from cpasim.predict.flow_paths import flow_paths
 from cpasim.predict.runs import read_record
 from cpasim.simulate import simulate
-from cpasim.trace import open_trace
+from cpasim.tracing import open_trace
 
 pytestmark = pytest.mark.slow
 

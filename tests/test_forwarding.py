@@ -38,7 +38,7 @@ from cpasim.model.system import System
 from cpasim.predict.transforms_table import Refused
 from cpasim.protocol import MAC_HEADER
 from cpasim.simulate import simulate
-from cpasim.trace import NULL_TRACER, Tracer
+from cpasim.tracing import NULL_TRACER, Tracer
 
 ROOT = Path(__file__).resolve().parent.parent
 ROUTER = ROOT / "scenarios" / "waheed-router.toml"

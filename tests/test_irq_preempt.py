@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from cpasim.config import load_scenario
 from cpasim.errors import CpasimError
 from cpasim.model.cpu import Cpu
-from cpasim.trace import NULL_SM, NULL_TRACER
+from cpasim.tracing import NULL_SM, NULL_TRACER
 
 ROOT = Path(__file__).resolve().parent.parent
 PREEMPT = ["cpu.freq=1GHz", "ip.send_path=2.6.13", "cpu.irq_preempt=true"]  # 1 ns per cycle
@@ -142,7 +142,7 @@ def test_preempted_runs_keep_the_path_whole_and_no_core_over_full(
     is the same traced or not."""
     from cpasim.analysis import analyze
     from cpasim.simulate import simulate
-    from cpasim.trace import Tracer
+    from cpasim.tracing import Tracer
 
     cfg = load_scenario(
         ROOT / "scenarios" / "udp-stream.toml",

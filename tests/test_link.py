@@ -19,8 +19,8 @@ from cpasim.model.link import (
 )
 from cpasim.model.packet import Packet
 from cpasim.protocol import IFG, frame_bytes, wire_bytes
-from cpasim.trace import NULL_TRACER, TracedStore, Tracer
-from cpasim.trace.records import OPS
+from cpasim.tracing import NULL_TRACER, TracedStore, Tracer
+from cpasim.tracing.records import OPS
 
 
 def test_framing_overheads():

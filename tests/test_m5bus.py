@@ -18,7 +18,7 @@ from cpasim.model.buses import bus_timing
 from cpasim.model.m5bus import M5Bus, M5Timing, m5_timing, replay
 from cpasim.protocol import MMIO_BYTES
 from cpasim.simulate import simulate
-from cpasim.trace import NULL_SM, NULL_TRACER
+from cpasim.tracing import NULL_SM, NULL_TRACER
 
 CYCLE = 4.0  # ns: a PCIe gen 1 lane moves one byte per 4 ns (2.5 GT/s, 8b/10b)
 

@@ -17,8 +17,8 @@ from cpasim.model.link import Link, serialization_ns
 from cpasim.model.moderation import ARM, FIRE, NONE, Moderation
 from cpasim.model.nic import InterruptUnit
 from cpasim.model.packet import Packet
-from cpasim.trace import NULL_TRACER, Tracer
-from cpasim.trace.records import OPS
+from cpasim.tracing import NULL_TRACER, Tracer
+from cpasim.tracing.records import OPS
 
 # --- fake neighbours ----------------------------------------------------------------
 

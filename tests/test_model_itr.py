@@ -17,7 +17,7 @@ from cpasim.model.moderation import (
 )
 from cpasim.model.system import System
 from cpasim.simulate import simulate
-from cpasim.trace import NULL_TRACER
+from cpasim.tracing import NULL_TRACER
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from simpy.core import StopSimulation
 
 from cpasim.model.environment import Kernel
-from cpasim.trace import NULL_TRACER, TracedContainer, TracedStore
+from cpasim.tracing import NULL_TRACER, TracedContainer, TracedStore
 
 # A process script: (action, argument) steps; delays are small integers so that
 # many events fall on the same time and their order is decided by SimPy's ids.

@@ -11,8 +11,8 @@ import pytest
 from cpasim.analysis import Transforms, analyze
 from cpasim.config import load_scenario
 from cpasim.simulate import simulate
-from cpasim.trace import Tracer
-from cpasim.trace.records import OPS
+from cpasim.tracing import Tracer
+from cpasim.tracing.records import OPS
 
 ROOT = Path(__file__).resolve().parent.parent
 UDP = ["workload.kind=udp_stream", "sim.duration=3ms", "sim.warmup=0", "nic.itr=off"]

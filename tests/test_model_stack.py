@@ -22,7 +22,7 @@ from cpasim.model.packet import Packet
 from cpasim.model.tcp_rules import Receiver, RenoSender
 from cpasim.protocol import mss_for, tcp_header
 from cpasim.simulate import simulate
-from cpasim.trace import NULL_TRACER, TracedStore
+from cpasim.tracing import NULL_TRACER, TracedStore
 
 MSS = 1448
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
@@ -290,7 +290,7 @@ def test_udp_large_datagrams_are_fragmented_on_the_wire():
 def test_identity_invariant_critical_path_equals_elapsed_time(sets):
     """Every wait in the stack is explained by a traced dependency (annotations.md)."""
     from cpasim.analysis import analyze
-    from cpasim.trace import Tracer
+    from cpasim.tracing import Tracer
 
     kept = {}
 
@@ -359,7 +359,7 @@ SEED_LADDER = [
 
 
 def _tcp_stream(*sets, trace=False):
-    from cpasim.trace import Tracer
+    from cpasim.tracing import Tracer
 
     kept = {}
 

@@ -24,8 +24,28 @@ def test_no_two_modules_share_a_name():
     assert shared == {}
 
 
+def _packages() -> dict[str, str]:
+    return {
+        path.parent.name: str(path.parent.relative_to(PACKAGE.parent))
+        for path in PACKAGE.rglob("__init__.py")
+        if path.parent != PACKAGE
+    }
+
+
 def test_no_module_shadows_the_standard_library():
     shadowing = {
         name: paths for name, paths in _modules().items() if name in sys.stdlib_module_names
     }
     assert shadowing == {}
+
+
+def test_no_package_shadows_the_standard_library_or_a_module():
+    """A package is a module too: ``cpasim.trace`` would read as the standard library's
+    ``trace`` in a traceback."""
+    modules = _modules()
+    clashes = {
+        name: path
+        for name, path in _packages().items()
+        if name in sys.stdlib_module_names or name in modules
+    }
+    assert clashes == {}

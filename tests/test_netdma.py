@@ -11,7 +11,7 @@ from cpasim.model.buses import on_die_timing
 from cpasim.model.copy_engine import CopyEngine
 from cpasim.model.packet import PSH
 from cpasim.model.system import System
-from cpasim.trace import NULL_TRACER
+from cpasim.tracing import NULL_TRACER
 
 SHORT = ["sim.duration=6ms", "sim.warmup=1ms"]
 ENGINE = ["hosts.rx.copy_engine.enabled=true"]

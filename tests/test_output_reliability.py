@@ -20,7 +20,7 @@ from cpasim.cli import main
 from cpasim.errors import CpasimError, one_line, shown
 from cpasim.files import replace_atomically, write_text_atomically
 from cpasim.sweeps.table import read_rows, write_rows
-from cpasim.trace import open_trace
+from cpasim.tracing import open_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT / "tests" / "traces"
@@ -236,13 +236,13 @@ def test_ctrl_c_during_the_run_keeps_the_old_jsonl_and_the_partial_beside_it(
 
 
 def test_ctrl_c_twice_during_the_jsonl_write_out_keeps_the_old_file(tmp_path, monkeypatch, capsys):
-    import cpasim.trace.jsonl
+    import cpasim.tracing.jsonl
     from cpasim.model.environment import Kernel
 
     path = tmp_path / "old.jsonl"
     path.write_text(OLD)
     interrupt_at(monkeypatch, Kernel, "run_until", 5)  # the first Ctrl-C
-    interrupt_at(monkeypatch, cpasim.trace.jsonl, "record_to_dict", 50)  # the second
+    interrupt_at(monkeypatch, cpasim.tracing.jsonl, "record_to_dict", 50)  # the second
     assert cli(["run", SCENARIO, *SHORT, "--trace", path]) == 130
     err = capsys.readouterr().err
     assert err == f"cpasim: run interrupted, no result; no trace written ({path} is as it was)\n"
@@ -253,11 +253,11 @@ def test_ctrl_c_twice_during_the_jsonl_write_out_keeps_the_old_file(tmp_path, mo
 def test_ctrl_c_while_a_finished_run_writes_its_jsonl_keeps_the_old_file(
     tmp_path, monkeypatch, capsys
 ):
-    import cpasim.trace.jsonl
+    import cpasim.tracing.jsonl
 
     path = tmp_path / "old.jsonl"
     path.write_text(OLD)
-    interrupt_at(monkeypatch, cpasim.trace.jsonl, "record_to_dict", 50)
+    interrupt_at(monkeypatch, cpasim.tracing.jsonl, "record_to_dict", 50)
     assert cli(["run", SCENARIO, *SHORT, "--trace", path]) == 130
     assert "no trace written" in capsys.readouterr().err
     assert path.read_text() == OLD
@@ -267,11 +267,11 @@ def test_ctrl_c_while_a_finished_run_writes_its_jsonl_keeps_the_old_file(
 def test_ctrl_c_in_any_command_keeps_the_old_file_without_a_traceback(
     tmp_path, monkeypatch, capsys
 ):
-    import cpasim.trace.jsonl
+    import cpasim.tracing.jsonl
 
     out = tmp_path / "o.jsonl"
     out.write_text(OLD)
-    interrupt_at(monkeypatch, cpasim.trace.jsonl, "record_to_dict", 10)
+    interrupt_at(monkeypatch, cpasim.tracing.jsonl, "record_to_dict", 10)
     assert cli(["trace", "convert", TRACES / "model_webserver.cpt", out]) == 130
     assert "Traceback" not in capsys.readouterr().err
     assert out.read_text() == OLD

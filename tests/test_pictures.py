@@ -130,7 +130,7 @@ def test_timeline_writes_an_image_of_the_window(pingpong, tmp_path):
 
 def test_timeline_respects_the_window(pingpong):
     from cpasim.analysis.timeline import draw_timeline, state_spans
-    from cpasim.trace import open_trace
+    from cpasim.tracing import open_trace
 
     result = cpasim.analyze(pingpong)
     spans = state_spans(open_trace(pingpong), 1.0e6, 1.1e6)

@@ -18,7 +18,7 @@ from cpasim.errors import CpasimError
 from cpasim.predict.runs import load_run, sidecar_path, traced_run
 from cpasim.predict.validation import validate
 from cpasim.predict.whatif import changed_config, parse_changes, predict
-from cpasim.trace import open_trace
+from cpasim.tracing import open_trace
 
 CPASIM = Path(sys.executable).with_name("cpasim")
 

@@ -25,7 +25,7 @@ from cpasim.predict.runs import (
 from cpasim.predict.transforms_table import reference
 from cpasim.predict.whatif import changed_config, predict
 from cpasim.predict.window import Prefix, Window, WindowSource, analyses, make_window
-from cpasim.trace import open_trace
+from cpasim.tracing import open_trace
 
 # A 1 Gb/s link-bound stream whose send buffer (1 MiB) fills at CPU speed at the
 # start: the start-up work the measured interval must leave out.

@@ -9,8 +9,8 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpasim.trace import NULL_TRACER, TracedContainer, TracedPool, TracedStore, Tracer
-from cpasim.trace.records import FLAG_CONN_FLOW, OPS
+from cpasim.tracing import NULL_TRACER, TracedContainer, TracedPool, TracedStore, Tracer
+from cpasim.tracing.records import FLAG_CONN_FLOW, OPS
 
 
 def records(tracer):

@@ -14,7 +14,7 @@ from cpasim.model.bus import Bus
 from cpasim.model.bus_rules import BUS_STATES, READ, WRITE, read_round_trip_ns
 from cpasim.model.pcie import PcieTiming
 from cpasim.simulate import simulate
-from cpasim.trace import Tracer
+from cpasim.tracing import Tracer
 
 
 @pytest.mark.parametrize("module", [protocol, bus_rules])

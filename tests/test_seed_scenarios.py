@@ -138,7 +138,7 @@ def test_udp_pcie_x4_call_has_figure_5_3s_states():
 def _shares_without_the_call(run) -> dict[str, float]:
     """Shares of the x4 path with ``ip_push_pending_frames`` scaled away (table 6.2)."""
     from cpasim.analysis import Transforms, analyze
-    from cpasim.trace import open_trace
+    from cpasim.tracing import open_trace
 
     tf = Transforms(scale=[("tx:App:ip_push_pending_frames", 0.0)])
     res = analyze(open_trace(run.trace), run.start, run.end, transforms=tf)
@@ -151,7 +151,7 @@ def test_udp_pcie_x4_without_the_call_exposes_fragment_then_defragment(udp_runs)
     through IP Send, where netfilter reassembles what IP just fragmented (the shares
     are seed_rows' rows)."""
     from cpasim.analysis import Transforms, analyze
-    from cpasim.trace import open_trace
+    from cpasim.tracing import open_trace
 
     _, x4 = udp_runs
     base = analyze(open_trace(x4.trace), x4.start, x4.end)

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from inprocess import at_call, cli, session
 
-from cpasim.trace import open_trace
+from cpasim.tracing import open_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT / "tests" / "traces"
@@ -71,11 +71,11 @@ def files(folder: Path) -> list[str]:
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signal_while_an_output_is_written_keeps_the_old_file(tmp_path, monkeypatch, signum):
-    import cpasim.trace.jsonl
+    import cpasim.tracing.jsonl
 
     out = tmp_path / "o.jsonl"
     out.write_text(OLD)
-    signal_at(monkeypatch, cpasim.trace.jsonl, "record_to_dict", 50, signum)
+    signal_at(monkeypatch, cpasim.tracing.jsonl, "record_to_dict", 50, signum)
     code, _, err = cli("trace", "convert", TRACES / "model_webserver.cpt", out)
     assert (code, err) == (STATUS[signum], "cpasim: interrupted\n")
     assert out.read_text() == OLD

@@ -14,7 +14,7 @@ from cpasim.errors import CpasimError
 from cpasim.model import sockbuf as sb
 from cpasim.model.system import System
 from cpasim.simulate import simulate
-from cpasim.trace import NULL_TRACER
+from cpasim.tracing import NULL_TRACER
 
 MSS = 1448  # 1500-byte MTU with timestamps
 MSS_CLAMP = 1460  # the MSS option (no timestamps)

@@ -14,7 +14,7 @@ from cpasim.model.system import System
 from cpasim.model.tcp_linux import LOST, RETRANS, SACKED, LinuxSender
 from cpasim.model.tcp_rules import RenoSender
 from cpasim.simulate import simulate
-from cpasim.trace import NULL_TRACER, Tracer
+from cpasim.tracing import NULL_TRACER, Tracer
 
 CCS = sorted(ALGORITHMS)
 SHORT = ["sim.duration=30ms", "sim.warmup=5ms"]

@@ -1,7 +1,7 @@
 """The tracer's packed record buffer decodes to exactly the records that were emitted.
 
 While a run goes the tracer keeps one packed int per record and a time only when the
-clock moves (see ``cpasim.trace.tracer``); a flush decodes that with numpy.  Here every
+clock moves (see ``cpasim.tracing.tracer``); a flush decodes that with numpy.  Here every
 flush of a real model run is also decoded the plain way, one entry at a time, and the
 shipped scenarios are checked to give the same records however the trace is chunked
 or stored, and the same results with tracing on or off.
@@ -17,9 +17,9 @@ import simpy
 
 from cpasim.config import load_scenario
 from cpasim.simulate import simulate
-from cpasim.trace import Tracer, open_trace
-from cpasim.trace.records import RECORD_DTYPE
-from cpasim.trace.tracer import COUNT_SHIFT, COUNTED, MemorySink, counted, packed
+from cpasim.tracing import Tracer, open_trace
+from cpasim.tracing.records import RECORD_DTYPE
+from cpasim.tracing.tracer import COUNT_SHIFT, COUNTED, MemorySink, counted, packed
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 SHORT = ["sim.duration=6ms", "sim.warmup=1ms"]

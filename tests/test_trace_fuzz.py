@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 
 from cpasim.cli import main
 from cpasim.errors import CpasimError
-from cpasim.trace import open_trace, trace_digest
-from cpasim.trace.columnar import FRAME, HEADER, CptWriter, block_frame, read_cpt
-from cpasim.trace.records import RECORD_DTYPE
+from cpasim.tracing import open_trace, trace_digest
+from cpasim.tracing.columnar import FRAME, HEADER, CptWriter, block_frame, read_cpt
+from cpasim.tracing.records import RECORD_DTYPE
 
 TRACES = Path(__file__).parent / "traces"
 QUICK = settings(
@@ -364,7 +364,7 @@ def test_a_name_that_would_set_the_terminals_title_is_printed_escaped(files, cap
 def test_a_verdict_naming_a_hostile_state_is_printed_escaped():
     """The verdict (analyze and predict print it from a trace and its sidecar) names
     states and resources of the trace."""
-    from cpasim.cli.predict import _limited
+    from cpasim.cli.predict_cmd import _limited
     from cpasim.predict.runs import PathSummary
     from cpasim.verdict import Verdict
 

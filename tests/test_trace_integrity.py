@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 import cpasim.cli
 from cpasim.cli import main
 from cpasim.errors import CpasimError
-from cpasim.trace import open_trace, trace_digest
-from cpasim.trace.columnar import (
+from cpasim.tracing import open_trace, trace_digest
+from cpasim.tracing.columnar import (
     COUNT,
     FOOTER,
     FRAME,
@@ -31,7 +31,7 @@ from cpasim.trace.columnar import (
     block_frame,
     read_cpt,
 )
-from cpasim.trace.records import BEGIN, DECLARE, ENQ, RECORD_DTYPE, TraceKey
+from cpasim.tracing.records import BEGIN, DECLARE, ENQ, RECORD_DTYPE, TraceKey
 
 TRACES = Path(__file__).parent / "traces"
 

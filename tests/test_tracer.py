@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import simpy
 
-from cpasim.trace import NULL_SM, NULL_TRACER, MemorySink, TracedStore, Tracer
-from cpasim.trace.records import DEQ, OP_CODE, OPS, PEEK, RECORD_DTYPE
+from cpasim.tracing import NULL_SM, NULL_TRACER, MemorySink, TracedStore, Tracer
+from cpasim.tracing.records import DEQ, OP_CODE, OPS, PEEK, RECORD_DTYPE
 
 
 def all_records(source):

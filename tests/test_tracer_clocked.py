@@ -2,7 +2,7 @@
 
 On the model's :class:`~cpasim.model.environment.Kernel` the tracer's records do not read
 the clock; the Kernel notes each new time in the buffer before the event runs and
-flushes between events (see ``cpasim.trace.tracer``).  Every record must still come
+flushes between events (see ``cpasim.tracing.tracer``).  Every record must still come
 out with the time, fields and order it has on a plain SimPy environment, whichever
 way the Kernel is driven and however the trace is chunked.
 """
@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpasim.model.environment import Kernel
-from cpasim.trace import TracedContainer, TracedPool, TracedStore, Tracer
-from cpasim.trace.tracer import SM, ClockedSM
+from cpasim.tracing import TracedContainer, TracedPool, TracedStore, Tracer
+from cpasim.tracing.tracer import SM, ClockedSM
 
 
 def records(tracer) -> np.ndarray:

@@ -8,7 +8,7 @@ from cpasim.config import load_scenario
 from cpasim.model.environment import Kernel
 from cpasim.model.system import System
 from cpasim.model.tcp_rules import RenoSender
-from cpasim.trace import NULL_TRACER
+from cpasim.tracing import NULL_TRACER
 
 MSS = 1448
 MAKINENI = Path(__file__).resolve().parent.parent / "scenarios" / "makineni-pentium-m.toml"

@@ -7,7 +7,7 @@
 One streaming pass computes the critical path, its listing, the most critical
 states, resource loops, slack, per-SM profiles and per-queue statistics;
 :func:`analyze_many` runs several what-ifs from a single read of the trace.
-Works on any :class:`~cpasim.trace.records.TraceSource`; never imports the model.
+Works on any :class:`~cpasim.tracing.records.TraceSource`; never imports the model.
 
 Two engines give bit-identical results: the compiled kernel
 (:mod:`cpasim.analysis.compiled`, numba, the default) and the readable
@@ -38,7 +38,7 @@ from cpasim.analysis.report import (
 )
 from cpasim.analysis.transforms import Transforms
 from cpasim.errors import CpasimError
-from cpasim.trace.records import TraceSource
+from cpasim.tracing.records import TraceSource
 
 __all__ = ["AnalysisResult", "PathResult", "Transforms", "analyze", "analyze_many", "parse_sm"]
 

@@ -26,7 +26,7 @@ from cpasim.analysis.queues import QueueState
 from cpasim.analysis.snapshot import ON_EMPTY, ON_FULL, QueueUnits, SmState, Snapshot
 from cpasim.analysis.transforms import NameSet, Transforms, queue_effect, sm_display
 from cpasim.errors import CpasimError
-from cpasim.trace.records import BEGIN, DEQ, RECORD_DTYPE, TraceKey
+from cpasim.tracing.records import BEGIN, DEQ, RECORD_DTYPE, TraceKey
 
 _M21 = (1 << 21) - 1
 

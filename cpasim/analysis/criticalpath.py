@@ -70,7 +70,7 @@ from cpasim.analysis.transforms import (
     sm_display,
 )
 from cpasim.errors import CpasimError
-from cpasim.trace.records import (
+from cpasim.tracing.records import (
     BEGIN,
     DECLARE,
     DEQ,

@@ -18,7 +18,7 @@ import numpy as np
 
 from cpasim.analysis.transforms import name_variants, split_edge
 from cpasim.errors import CpasimError
-from cpasim.trace.records import BEGIN, TraceSource
+from cpasim.tracing.records import BEGIN, TraceSource
 
 #: Closest names offered when a pattern matches nothing.
 CLOSEST = 5

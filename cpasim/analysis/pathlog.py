@@ -48,7 +48,7 @@ MAX_IDS = _M21
 
 
 def check_widths(key, source_name: str) -> None:
-    """Refuse a trace key (:class:`cpasim.trace.records.TraceKey`) whose ids do not
+    """Refuse a trace key (:class:`cpasim.tracing.records.TraceKey`) whose ids do not
     fit the 21-bit fields of the edge codes."""
     n_sm, n_states, n_q, n_conn = key.sizes()
     for what, n, most in (

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from cpasim.analysis.criticalpath import CriticalPathPass
 from cpasim.analysis.pathlog import CP, Summary, decode, finish
-from cpasim.trace.records import TraceKey
+from cpasim.tracing.records import TraceKey
 
 INITIAL_STATE = "(initial)"
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cpasim.trace.records import (
+from cpasim.tracing.records import (
     BEGIN,
     DECLARE,
     DEQ,

@@ -23,7 +23,7 @@ import numpy as np
 from cpasim.analysis.report import INITIAL_STATE, AnalysisResult
 from cpasim.errors import CpasimError
 from cpasim.files import replace_atomically
-from cpasim.trace.records import BEGIN, TraceSource
+from cpasim.tracing.records import BEGIN, TraceSource
 from cpasim.units import parse_quantity
 
 #: Default window: the last this much of the path (steady state), in ns.

@@ -32,9 +32,9 @@ def escape(text: str) -> str:
 
 def _open(path: Path):
     try:
-        from cpasim.trace import open_trace
+        from cpasim.tracing import open_trace
     except ImportError:  # pragma: no cover - only while the tracer package is absent
-        from cpasim.trace.jsonl import read_jsonl as open_trace
+        from cpasim.tracing.jsonl import read_jsonl as open_trace
     return open_trace(path)
 
 

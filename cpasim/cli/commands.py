@@ -10,9 +10,9 @@ COMMAND_MODULES = (
     "run",
     "analyze",
     "flow_cmd",
-    "predict",
+    "predict_cmd",
     "sweep",
-    "calibrate",
+    "calibrate_cmd",
     "trace_tools",
     "param_list",
 )

@@ -14,7 +14,7 @@ from cpasim.errors import CpasimError
 from cpasim.predict.flow_paths import flow_paths, flows_json
 from cpasim.predict.runs import read_record
 from cpasim.progress import activity
-from cpasim.trace import open_trace
+from cpasim.tracing import open_trace
 
 
 @app.command("flows")

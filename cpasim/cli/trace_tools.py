@@ -14,8 +14,8 @@ from cpasim.cli import app
 from cpasim.errors import CpasimError, printable
 from cpasim.files import is_stream
 from cpasim.predict.runs import carry_run_record, sidecar_path
-from cpasim.trace import TRACE_SUFFIXES, open_trace, write_trace_digested
-from cpasim.trace.records import OPS, TraceSource
+from cpasim.tracing import TRACE_SUFFIXES, open_trace, write_trace_digested
+from cpasim.tracing.records import OPS, TraceSource
 from cpasim.units import TIME, human
 
 trace_app = typer.Typer(

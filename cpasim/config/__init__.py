@@ -6,10 +6,10 @@
 (10000000000.0, 131072)
 """
 
-from cpasim.config.config import Config
 from cpasim.config.load import load_scenario, parse_set, scenario_config
 from cpasim.config.params import ALL_HOSTS, FORWARDER, HOSTS, HostParams, ParamSpec, parameters
 from cpasim.config.resolve import spec_of
+from cpasim.config.resolved import Config
 
 __all__ = [
     "ALL_HOSTS",

@@ -9,7 +9,7 @@ from typing import Any
 
 from cpasim.config import flow_tables as flows
 from cpasim.config import resolve
-from cpasim.config.config import Config
+from cpasim.config.resolved import Config
 from cpasim.errors import CpasimError
 from cpasim.inputs import InputError, read_bytes
 

@@ -56,7 +56,7 @@ import math
 from collections import deque
 
 from cpasim.protocol import GBN_ACK
-from cpasim.trace import TracedStore
+from cpasim.tracing import TracedStore
 
 
 class AppStats:

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 
 from cpasim.model.codel import CoDel
 from cpasim.model.fq_codel import FqCoDel
-from cpasim.trace import TracedStore
+from cpasim.tracing import TracedStore
 
 #: Drop reasons the bottleneck counts (added to the run's drops only when it exists).
 DROP_REASONS = ("bottleneck_queue_full", "aqm")

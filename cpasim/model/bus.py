@@ -2,7 +2,7 @@
 
 PCIe is full duplex: ``PCIe up`` (device → host: DMA writes, read requests) and
 ``PCIe down`` (host → device: read completions with data, MMIO writes) are
-each a :class:`~cpasim.trace.TracedPool` of one unit, shared by packet data,
+each a :class:`~cpasim.tracing.TracedPool` of one unit, shared by packet data,
 descriptors and doorbells.  Legacy PCI is one half-duplex ``PCI bus`` pool
 used by both directions; a NIC on the processor die (``bus.kind = "on_die"``) one
 ``On-die bus`` pool, the interconnect between L1 and L2 as M5's bus models it;
@@ -30,7 +30,7 @@ more than 100%.
 from __future__ import annotations
 
 from cpasim.model.pcie import BusTiming, Occupancy
-from cpasim.trace import TracedPool
+from cpasim.tracing import TracedPool
 
 
 class BusStats:

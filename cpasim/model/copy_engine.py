@@ -72,7 +72,7 @@ from collections import deque
 
 from cpasim.model.bus_rules import COPY_ENGINE_STATES
 from cpasim.protocol import IOAT_COMPLETION_BYTES, IOAT_NEXT_POINTER_BYTES
-from cpasim.trace import TracedContainer
+from cpasim.tracing import TracedContainer
 
 #: The engine's state names by where it sits (declared with the bus's states, which
 #: the predictions read without the model).

@@ -35,7 +35,7 @@ import weakref
 
 from cpasim.errors import CpasimError
 from cpasim.model.cache import Cache
-from cpasim.trace import TracedPool
+from cpasim.tracing import TracedPool
 
 CATEGORIES = ("copy", "stack", "driver", "interrupt", "buffer", "user")
 

@@ -44,7 +44,7 @@ How the engine is asked (``nic.tx_fetch_request``):
 
 from __future__ import annotations
 
-from cpasim.trace import TracedContainer
+from cpasim.tracing import TracedContainer
 
 
 class TxDescFetch:

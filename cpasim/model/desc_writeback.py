@@ -33,7 +33,7 @@ fetch) until their write-back completes.  When a write-back is due follows
 
 from __future__ import annotations
 
-from cpasim.trace import TracedContainer
+from cpasim.tracing import TracedContainer
 
 #: Bytes per block of M5's DMA port (the host's cache line): with ``GRAN`` the
 #: write-back threshold counts whole blocks of descriptors.

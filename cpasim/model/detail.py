@@ -131,7 +131,7 @@ def _predicted(cfg, data, trace, full, tolerance) -> list[str]:
     from cpasim.predict.runs import metric_of, scaled_metric, summarize
     from cpasim.predict.transforms_table import REORDERED_POOLS
     from cpasim.predict.window import analyses
-    from cpasim.trace import open_trace
+    from cpasim.tracing import open_trace
 
     names = trace_names(open_trace(trace)).folded("states")
     gone = host_time(dict.fromkeys(names, 1.0), full)

@@ -26,7 +26,7 @@ from cpasim.model.buses import make_bus
 from cpasim.model.driver import Driver, Rings
 from cpasim.model.nic import InterruptUnit, Nic
 from cpasim.model.qdisc import make_qdisc
-from cpasim.trace import TracedStore
+from cpasim.tracing import TracedStore
 
 #: Drop reasons counted in ``DeviceStats.drops``.
 DROP_REASONS = ("rx_fifo", "rx_ring_full")

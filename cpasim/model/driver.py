@@ -67,7 +67,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from cpasim.trace import TracedContainer, TracedStore
+from cpasim.tracing import TracedContainer, TracedStore
 
 
 class Rings:

@@ -84,7 +84,7 @@ class Kernel(simpy.Environment):
         ``notes`` is ``(mark, append, buffer, flush)``: ``mark[0]`` the time last noted,
         ``mark[1]`` the buffer length at which to ``flush`` (the length grows by one
         with every time noted).  A tracer hands it over so that its records need not
-        read the clock one by one (:class:`cpasim.trace.tracer.ClockedSM`)."""
+        read the clock one by one (:class:`cpasim.tracing.tracer.ClockedSM`)."""
         self._notes = notes
         # ``run()`` steps through ``self.step``: only a traced run pays for the notes.
         if notes is not None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections import deque
 
 from cpasim.model.codel import CoDel
-from cpasim.trace import TracedStore
+from cpasim.tracing import TracedStore
 
 #: Packets fq_codel_drop removes at most per overflow (Linux drop_batch_size).
 DROP_BATCH = 64

@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from cpasim.model.packet import Packet
 from cpasim.protocol import PING_HEADERS as HEADERS
-from cpasim.trace import TracedStore
+from cpasim.tracing import TracedStore
 
 #: ICMP types (RFC 792).
 ECHO_REQUEST, ECHO_REPLY = 8, 0

@@ -35,7 +35,7 @@ from cpasim.config.params import CpuCostParams
 from cpasim.model.detail import is_ideal
 from cpasim.model.host import Host
 from cpasim.model.qdisc import make_qdisc
-from cpasim.trace import TracedStore
+from cpasim.tracing import TracedStore
 
 #: Zero cycles for every CPU cost, for code that reads ``cpu.cost.<name>`` itself.
 NO_COSTS = CpuCostParams(**{f.name: 0.0 for f in dataclasses.fields(CpuCostParams)})

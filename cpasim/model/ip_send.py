@@ -82,7 +82,7 @@ only the hard interrupt, not NAPI's poll, inside netfilter's reassembly
 from __future__ import annotations
 
 from cpasim.protocol import IP_HEADER
-from cpasim.trace import TracedStore
+from cpasim.tracing import TracedStore
 
 #: The share of a packet buffer's allocation (``cpu.cost.skb_alloc``) that is the data
 #: buffer's ``__kmalloc``: Saidi 2009's figure 5.7 (its TCP sender's CPU time by function)

@@ -29,7 +29,7 @@ at most 4 KiB copy on the CPU: the workloads read more).
 from __future__ import annotations
 
 from cpasim.model.packet import PSH
-from cpasim.trace import TracedContainer
+from cpasim.tracing import TracedContainer
 
 
 class NetDma:

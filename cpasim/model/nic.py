@@ -70,7 +70,7 @@ from cpasim.model.desc_fetch import TxDescFetch
 from cpasim.model.desc_writeback import TxDescWriteback
 from cpasim.model.moderation import ARM, FIRE, AdaptiveItr, Moderation
 from cpasim.protocol import MAC_HEADER, frame_bytes
-from cpasim.trace import TracedStore
+from cpasim.tracing import TracedStore
 
 
 def instance(inst: str, k: int) -> str:

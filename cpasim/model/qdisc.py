@@ -7,7 +7,7 @@ shows up as waiting in IP send; the driver's ``Driver TX`` takes from it.
 
 from __future__ import annotations
 
-from cpasim.trace import TracedStore
+from cpasim.tracing import TracedStore
 
 
 def make_qdisc(env, sys: str, params, tracer, inst: str = "0") -> TracedStore:

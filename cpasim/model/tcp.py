@@ -71,7 +71,7 @@ from cpasim.protocol import (
     sack_blocks_max,
     tcp_header,
 )
-from cpasim.trace import TracedContainer, TracedStore
+from cpasim.tracing import TracedContainer, TracedStore
 
 #: A TSO super-segment carries at most this many IP bytes (Linux: 64 KiB).
 TSO_MAX_BYTES = 65535

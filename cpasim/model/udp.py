@@ -25,7 +25,7 @@ from cpasim.model.main_memory import send_touch
 from cpasim.model.packet import Packet
 from cpasim.model.sockbuf import DatagramBuffer
 from cpasim.protocol import IP_HEADER, UDP_HEADER
-from cpasim.trace import TracedStore
+from cpasim.tracing import TracedStore
 
 
 class UdpEndpoint:

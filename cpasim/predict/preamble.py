@@ -35,7 +35,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from cpasim.analysis.snapshot import ON_EMPTY, ON_FULL, ON_LINK, QueueUnits, Snapshot
-from cpasim.trace.records import (
+from cpasim.tracing.records import (
     BEGIN,
     DECLARE,
     ENQ,

@@ -41,8 +41,8 @@ from cpasim.predict.bounds import busy, holding
 from cpasim.predict.transforms_table import reference, state_active, state_means
 from cpasim.predict.window import WINDOW_COMMIT_EVERY, Window, analyses, make_window
 from cpasim.progress import note
-from cpasim.trace import open_trace, trace_digest
-from cpasim.trace.records import BEGIN, TraceSource
+from cpasim.tracing import open_trace, trace_digest
+from cpasim.tracing.records import BEGIN, TraceSource
 
 SIDECAR_FORMAT = "cpasim-run/6"
 #: Most critical entries and loops kept in a summary, and the least share listed

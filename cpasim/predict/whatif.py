@@ -29,7 +29,7 @@ from cpasim.predict.runs import (
 from cpasim.predict.transforms_table import Refused, check_keys, plan_change
 from cpasim.predict.window import WINDOW_COMMIT_EVERY, analyses
 from cpasim.progress import note
-from cpasim.trace import open_trace
+from cpasim.tracing import open_trace
 
 
 def parse_changes(items: Sequence[str]) -> dict[str, str]:

@@ -30,9 +30,9 @@ from cpasim.analysis import AnalysisResult, Transforms, analyze_many, engine_nam
 from cpasim.analysis.criticalpath import CriticalPathPass
 from cpasim.errors import CpasimError
 from cpasim.predict.preamble import origin_names, preamble
-from cpasim.trace.columnar import read_cpt
-from cpasim.trace.records import RECORD_DTYPE, TraceKey, TraceSource
-from cpasim.trace.validate import check_chunk
+from cpasim.tracing.columnar import read_cpt
+from cpasim.tracing.records import RECORD_DTYPE, TraceKey, TraceSource
+from cpasim.tracing.validate import check_chunk
 
 
 class Prefix(TraceSource):

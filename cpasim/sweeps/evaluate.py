@@ -101,7 +101,7 @@ def analysis_columns(trace: Path, result, cfg=None) -> dict[str, object]:
     """
     from cpasim.analysis import analyze
     from cpasim.predict.runs import summarize
-    from cpasim.trace import open_trace
+    from cpasim.tracing import open_trace
     from cpasim.verdict import explain
 
     report = analyze(

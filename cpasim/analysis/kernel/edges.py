@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 from cpasim.analysis.kernel.layout import CACHE, K_INTER, K_INTRA, NONE
-from cpasim.trace.records import DEQ, PEEK
+from cpasim.tracing.records import DEQ, PEEK
 
 
 @njit(cache=True, inline="always")

@@ -9,7 +9,7 @@ from numba import njit
 from cpasim.analysis.kernel.layout import CANDIDATE, FREED, LIVE, NODE, PAST, SEGMENT
 from cpasim.analysis.kernel.rings import ring_at
 from cpasim.analysis.kernel.state import grown, view
-from cpasim.trace.records import BEGIN, IDENTIFY, LINK
+from cpasim.tracing.records import BEGIN, IDENTIFY, LINK
 
 
 @njit(cache=True, inline="always")

@@ -179,5 +179,5 @@ def array_type(dtype: np.dtype, ndim: int = 1) -> types.Array:
 #: scale_comm's factors (by entry).
 Keyed = namedtuple("Keyed", ["sms", "conns", "queues", "rings", "warned", "factors"])
 
-#: A chunk's records, one array per field (``cpasim.trace.records.RECORD_DTYPE``).
+#: A chunk's records, one array per field (``cpasim.tracing.records.RECORD_DTYPE``).
 Chunk = namedtuple("Chunk", ["t", "op", "flags", "sm", "a", "n"])

@@ -16,7 +16,7 @@ from cpasim.analysis.kernel.edges import pick
 from cpasim.analysis.kernel.layout import NONE, W_EMPTY, W_FULL, W_SHORT
 from cpasim.analysis.kernel.rings import put, put_freed, resize, shifted, slots, take, trim_freed
 from cpasim.analysis.snapshot import NOT_WAITING, ON_EMPTY, ON_FULL, ON_LINK
-from cpasim.trace.records import (
+from cpasim.tracing.records import (
     DECLARE,
     DEQ,
     ENQ,

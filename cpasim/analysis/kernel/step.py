@@ -33,7 +33,7 @@ from cpasim.analysis.kernel.nodes import drop, free_chain, hold, hold_handle, ne
 from cpasim.analysis.kernel.ops import effects, later, queue_candidate
 from cpasim.analysis.kernel.state import as_view, view
 from cpasim.analysis.kernel.summaries import new_summary, release_summary
-from cpasim.trace.records import BEGIN, IDENTIFY, LINK, RUN, WAIT_EMPTY
+from cpasim.tracing.records import BEGIN, IDENTIFY, LINK, RUN, WAIT_EMPTY
 
 
 @njit(cache=True)

@@ -2,7 +2,7 @@
 
 A :class:`Tracer` hands out state-machine handles (:class:`SM`); components call
 ``sm.begin(state)``, ``sm.link(other)`` and ``sm.identify(conn)``, and the traced
-queues (:mod:`cpasim.trace.primitives`) emit the queue records.  The records go
+queues (:mod:`cpasim.tracing.primitives`) emit the queue records.  The records go
 to a sink as one :data:`RECORD_DTYPE` chunk every ``chunk_records`` records, so
 memory stays flat however long the run.
 
@@ -46,8 +46,8 @@ from typing import Protocol
 
 import numpy as np
 
-from cpasim.trace.memory import MemorySource
-from cpasim.trace.records import (
+from cpasim.tracing.memory import MemorySource
+from cpasim.tracing.records import (
     BEGIN,
     DECLARE,
     DEQ,
@@ -358,7 +358,7 @@ class Tracer:
     def to_file(cls, env, path: str | Path, **kwargs) -> Tracer:
         """Stream the trace into a columnar ``.cpt`` file (it appears at ``path`` once
         the tracer is closed)."""
-        from cpasim.trace.columnar import CptWriter
+        from cpasim.tracing.columnar import CptWriter
 
         return cls(env, CptWriter(path), **kwargs)
 

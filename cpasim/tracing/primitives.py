@@ -24,7 +24,7 @@ posted descriptor) or that there is room (an unbounded ring), these move the uni
 synchronously, emit the same ``enq``/``deq`` records, then wake whoever was blocked
 on the other side, exactly as SimPy's own put/get would.
 
-With tracing off (:data:`~cpasim.trace.tracer.NULL_TRACER`) the constructor returns an
+With tracing off (:data:`~cpasim.tracing.tracer.NULL_TRACER`) the constructor returns an
 untraced subclass that makes no tracer calls at all, so the queue costs what a bare
 SimPy queue costs (or less: its requests are built more cheaply, see
 :func:`_get_request`).
@@ -39,15 +39,15 @@ from simpy.events import NORMAL, PENDING
 from simpy.resources.container import ContainerGet, ContainerPut
 from simpy.resources.store import StoreGet, StorePut
 
-from cpasim.trace.records import DEQ, ENQ
-from cpasim.trace.tracer import counted, packed
+from cpasim.tracing.records import DEQ, ENQ
+from cpasim.tracing.tracer import counted, packed
 
 INF = float("inf")
 
 
 # A request remembers the code of the enq/deq record its SM emits when the request
 # is served (a store keeps packed codes of count 1, a container codes whose count
-# goes to the tracer's side list: see cpasim.trace.tracer).  SimPy may serve a
+# goes to the tracer's side list: see cpasim.tracing.tracer).  SimPy may serve a
 # request inside its constructor, before anything can be attached to it, so a put
 # hands its code over through the queue's ``_code_now`` during construction (read
 # when ``code`` is still the class default); a get is built by :func:`_get_request`,

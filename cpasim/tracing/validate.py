@@ -1,14 +1,14 @@
 """The rules every trace obeys, whichever file it was read from.
 
-Both readers — JSON Lines (:mod:`cpasim.trace.jsonl`) and ``.cpt``
-(:mod:`cpasim.trace.columnar`) — hand each chunk of records to
+Both readers — JSON Lines (:mod:`cpasim.tracing.jsonl`) and ``.cpt``
+(:mod:`cpasim.tracing.columnar`) — hand each chunk of records to
 :func:`check_chunk` before anyone sees it, and check every name with
 :func:`check_name`; the JSON Lines reader also checks each field as it parses
 it with the same rules (:func:`count_error`, :func:`check_time`,
 :func:`check_int`), so that its messages can name the field.  A file cannot
 hold in one format what the other refuses.
 
-Per record (see :mod:`cpasim.trace.records` for the fields):
+Per record (see :mod:`cpasim.tracing.records` for the fields):
 
 - ``t`` finite and never decreasing;
 - ``op`` a known op code; ``sm`` and ``a`` ids the trace's names define;
@@ -27,7 +27,7 @@ import re
 import numpy as np
 
 from cpasim.errors import CpasimError, shown
-from cpasim.trace.records import (
+from cpasim.tracing.records import (
     BEGIN,
     DECLARE,
     DEQ,

@@ -6,7 +6,7 @@ emitter's ``sys``/``inst``, ``n=1``; ``to`` takes ``{"sys", "sm", "inst"}`` with
 the same ``inst`` default.  Blank lines are allowed.
 
 :func:`read_jsonl` streams: it parses a chunk of lines at a time and grows the
-:class:`~cpasim.trace.records.TraceKey` as it goes, so a trace of any length is
+:class:`~cpasim.tracing.records.TraceKey` as it goes, so a trace of any length is
 read in constant memory.  Every malformed line raises one
 :class:`~cpasim.errors.CpasimError` naming the file and line.
 """
@@ -26,7 +26,7 @@ import numpy as np
 from cpasim.errors import CpasimError, shown
 from cpasim.files import OutputFile
 from cpasim.inputs import InputError, open_input, read_error
-from cpasim.trace.records import (
+from cpasim.tracing.records import (
     BEGIN,
     DECLARE,
     FLAG_CONN_FLOW,
@@ -41,7 +41,7 @@ from cpasim.trace.records import (
     TraceKey,
     TraceSource,
 )
-from cpasim.trace.validate import check_chunk, check_int, check_name, check_time, count_error
+from cpasim.tracing.validate import check_chunk, check_int, check_name, check_time, count_error
 
 #: Records per chunk handed to the analyzer.
 CHUNK_RECORDS = 65536

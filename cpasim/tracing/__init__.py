@@ -1,11 +1,11 @@
 """Annotation traces: recording them during a run, storing and reading them.
 
-- :mod:`cpasim.trace.records` — the record format (op codes, ``RECORD_DTYPE``, ``TraceKey``,
+- :mod:`cpasim.tracing.records` — the record format (op codes, ``RECORD_DTYPE``, ``TraceKey``,
   ``TraceSource``);
-- :mod:`cpasim.trace.tracer` — :class:`Tracer`, :data:`NULL_TRACER`, state-machine handles;
-- :mod:`cpasim.trace.primitives` — SimPy queues that annotate themselves;
-- :mod:`cpasim.trace.columnar` — the compact chunked ``.cpt`` file;
-- :mod:`cpasim.trace.jsonl` — JSON Lines, the interchange form.
+- :mod:`cpasim.tracing.tracer` — :class:`Tracer`, :data:`NULL_TRACER`, state-machine handles;
+- :mod:`cpasim.tracing.primitives` — SimPy queues that annotate themselves;
+- :mod:`cpasim.tracing.columnar` — the compact chunked ``.cpt`` file;
+- :mod:`cpasim.tracing.jsonl` — JSON Lines, the interchange form.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 
 from cpasim.errors import CpasimError
 from cpasim.inputs import open_input, read_error
-from cpasim.trace.records import TraceKey, TraceSource
-from cpasim.trace.tracer import NULL_SM, NULL_TRACER, SM, MemorySink, NullTracer, Tracer
+from cpasim.tracing.records import TraceKey, TraceSource
+from cpasim.tracing.tracer import NULL_SM, NULL_TRACER, SM, MemorySink, NullTracer, Tracer
 
 #: Names imported on first use: the self-annotating queues need SimPy, which a reader
 #: of traces (analyze, predict from a trace) never does.
@@ -24,7 +24,7 @@ _PRIMITIVES = ("TracedContainer", "TracedPool", "TracedStore")
 
 def __getattr__(name: str):
     if name in _PRIMITIVES:
-        from cpasim.trace import primitives
+        from cpasim.tracing import primitives
 
         return getattr(primitives, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -54,7 +54,7 @@ TRACE_SUFFIXES = (".cpt", ".jsonl")
 def open_trace(path: str | Path) -> TraceSource:
     """Open a trace file of either format, told apart by its first bytes (a file
     named ``.cpt`` must be one; an empty file is no trace of either)."""
-    from cpasim.trace.columnar import MAGIC, read_cpt
+    from cpasim.tracing.columnar import MAGIC, read_cpt
 
     path = Path(path)
     with open_input(path, "trace") as fh:
@@ -66,7 +66,7 @@ def open_trace(path: str | Path) -> TraceSource:
         raise CpasimError(f"{path}: not a trace file (it is empty: 0 bytes)")
     if head == MAGIC or path.suffix.lower() == ".cpt":
         return read_cpt(path)  # a .cpt without its header is refused there
-    from cpasim.trace.jsonl import read_jsonl
+    from cpasim.tracing.jsonl import read_jsonl
 
     return read_jsonl(path)
 
@@ -78,7 +78,7 @@ def trace_digest(path: str | Path) -> str:
     (:mod:`cpasim.predict.runs`), so a sidecar never vouches for another trace."""
     import hashlib
 
-    from cpasim.trace.columnar import MAGIC, frame_digest
+    from cpasim.tracing.columnar import MAGIC, frame_digest
 
     path = Path(path)
     with open_input(path, "trace") as fh:
@@ -109,12 +109,12 @@ def write_trace_digested(
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".cpt":
-        from cpasim.trace.columnar import _write_cpt
+        from cpasim.tracing.columnar import _write_cpt
 
         writer = _write_cpt(source, path, partial)
         return writer.written, writer.digest
     if suffix == ".jsonl":
-        from cpasim.trace.jsonl import write_jsonl_digested
+        from cpasim.tracing.jsonl import write_jsonl_digested
 
         return write_jsonl_digested(source, path, partial=partial)
     raise CpasimError(

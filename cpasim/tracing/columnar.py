@@ -47,8 +47,8 @@ import numpy as np
 from cpasim.errors import CpasimError, shown
 from cpasim.files import OutputFile, write_error
 from cpasim.inputs import open_input, read_error
-from cpasim.trace.records import RECORD_DTYPE, TraceKey, TraceSource
-from cpasim.trace.validate import check_chunk, check_name
+from cpasim.tracing.records import RECORD_DTYPE, TraceKey, TraceSource
+from cpasim.tracing.validate import check_chunk, check_name
 
 MAGIC = b"CPASIMT\x00"
 VERSION = 2
@@ -77,7 +77,7 @@ def block_frame(number: int, tag: bytes, payload_len: int, *payload_parts) -> by
 
 
 class CptWriter:
-    """Writes a ``.cpt`` file chunk by chunk; a :class:`~cpasim.trace.tracer.Tracer` sink."""
+    """Writes a ``.cpt`` file chunk by chunk; a :class:`~cpasim.tracing.tracer.Tracer` sink."""
 
     #: Keeps nothing of a chunk once :meth:`write` returns (the tracer may reuse it).
     done_with_chunk_after_write = True

@@ -8,8 +8,8 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from cpasim.errors import CpasimError
-from cpasim.trace.jsonl import parse_record
-from cpasim.trace.records import RECORD_DTYPE, TraceKey, TraceSource
+from cpasim.tracing.jsonl import parse_record
+from cpasim.tracing.records import RECORD_DTYPE, TraceKey, TraceSource
 
 
 class MemorySource(TraceSource):
