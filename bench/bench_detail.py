@@ -111,9 +111,11 @@ def events_by_waiter(cfg) -> tuple[object, list[tuple[str, float]]]:
 
     def run_until(env, t):  # Kernel.run_until, counting (untraced runs only)
         queue = env._queue
+        env._until = t  # as the Kernel's own loop: Kernel.sleep looks at both
         while queue and queue[0][0] < t:
             env._now, _, _, event = heappop(queue)
             callbacks, event.callbacks = event.callbacks, None
+            env._callbacks = callbacks
             owners = [getattr(c, "__self__", None) for c in callbacks]
             procs = [o for o in owners if isinstance(o, environment._Process)]
             if procs:  # the process it resumes (a bounded store's get also serves puts)
@@ -123,6 +125,7 @@ def events_by_waiter(cfg) -> tuple[object, list[tuple[str, float]]]:
             counts[f"{type(event).__name__.lstrip('_')} -> {woken}"] += 1
             for callback in callbacks:
                 callback(event)
+        env._until, env._callbacks = float("-inf"), (None,)
         return True
 
     plain = environment.Kernel.run_until
