@@ -138,9 +138,15 @@ class Cpu:
             cpu.measure_from, cpu.measure_until = since, until
 
     def take(self, sm):
-        """Generator: a core for ``sm``, without a SimPy event when one is free."""
-        if not self.cores.acquire_now(sm):
-            yield self.cores.acquire(sm)
+        """What the calling process yields from for a core for ``sm``: when one is free,
+        nothing (no SimPy event, and not even a generator: this is called for every
+        stretch of work), else the wait for one."""
+        if self.cores.acquire_now(sm):
+            return ()
+        return self._wait_for_core(sm)
+
+    def _wait_for_core(self, sm):
+        yield self.cores.acquire(sm)
 
     def cycles(self, name: str, nbytes: int = 0) -> float:
         """Cycles of cost ``name`` for ``nbytes`` bytes: fixed + per-byte part."""
