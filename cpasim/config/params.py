@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cpasim import units
+from cpasim.model.cc import ALGORITHMS
 from cpasim.protocol import ETHERNET_FRAMING, MAC_HEADER, MAX_PING_PAYLOAD, TCP_TIMESTAMPS
 
 #: The end hosts: every workload runs between them.
@@ -355,7 +356,7 @@ class TcpParams:
         ENUM,
         "congestion control (Linux's tcp_congestion_control); reno|newreno with sack=false"
         " is the classic RFC 5681/6582 sender, every other combination Linux's sender",
-        choices=("reno", "newreno", "cubic", "bbr"),
+        choices=tuple(ALGORITHMS),
     )
     sack: bool = param(
         True, BOOL, "selective acknowledgements (RFC 2018, Linux's tcp_sack), if both hosts allow"

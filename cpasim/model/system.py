@@ -25,6 +25,7 @@ from cpasim.config import FORWARDER
 from cpasim.config import flow_tables as flow_config
 from cpasim.model import app, bottleneck, flows
 from cpasim.model.app import AppStats, WebServer
+from cpasim.model.cc import ALGORITHMS
 from cpasim.model.forwarder import INTERFACES, Forwarder
 from cpasim.model.host import Host
 from cpasim.model.ideal import make_host
@@ -63,7 +64,8 @@ def random_draws(cfg) -> list[str]:
     if wl.kind == "webserver" and wl.file_size_max > wl.file_size_min:
         out.append("the webserver's file sizes")
     if wl.kind not in UDP_APPS:
-        out += [f"hosts.{h}.tcp.cc = bbr" for h in HOSTS if cfg.host(h).tcp.cc == "bbr"]
+        ccs = {h: cfg.host(h).tcp.cc for h in HOSTS}
+        out += [f"hosts.{h}.tcp.cc = {cc}" for h, cc in ccs.items() if ALGORITHMS[cc].takes_seed]
     return out
 
 
