@@ -53,6 +53,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cpasim.config.params import TOPOLOGIES
 from cpasim.errors import CpasimError
 from cpasim.files import OutputFile, write_error
 from cpasim.model.link import transmit_ns
@@ -164,8 +165,7 @@ class PcapTap:
         self._echo: dict[int, int] = {}
         self._open()
         try:
-            if cfg.workload.kind != "udp_stream":
-                self._handshakes(system)
+            self._handshakes(system)
         except BaseException:
             self.discard()
             raise
@@ -391,7 +391,7 @@ def one_way_ns(cfg, length: int, direction: str) -> float:
     frame at once), or the second link's through a forwarding host (whose own
     processing is not counted)."""
     t = cfg.link.delay
-    if cfg.topology.kind == "forward":
+    if TOPOLOGIES[cfg.topology.kind].forwards:
         t += transmit_ns(length, cfg.link.rate) + cfg.link.delay
     b = cfg.bottleneck
     rate = b.rate if direction == "tx_to_rx" else b.reverse_rate

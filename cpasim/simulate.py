@@ -27,7 +27,8 @@ from cpasim.errors import CpasimError
 from cpasim.files import check_writable, write_error
 from cpasim.model import flows
 from cpasim.model.environment import Kernel
-from cpasim.model.system import ANALYSIS_ENDS, System
+from cpasim.model.system import System
+from cpasim.model.workloads import workload_kind
 from cpasim.stall import Stall
 from cpasim.tracing import NULL_TRACER, TRACE_SUFFIXES, Tracer, write_trace, write_trace_digested
 from cpasim.tracing.columnar import CptWriter
@@ -410,9 +411,9 @@ class _Runner:
         scheduled = next(env._eid)
         processed = scheduled - len(env._queue)
         latencies = np.asarray(stats.latencies, dtype=float)
-        kind = cfg.workload.kind
+        kind = workload_kind(cfg.workload.kind)
         latency = None
-        if kind in ("pingpong", "rpc", "webserver"):
+        if not kind.stream:
             latency = (
                 {
                     "mean": float(latencies.mean()),
@@ -423,7 +424,7 @@ class _Runner:
                 if latencies.size
                 else {"mean": None, "p50": None, "p99": None, "count": 0}
             )
-        start, end = ANALYSIS_ENDS[kind]
+        start, end = kind.ends
         warnings = []
         window_empty = self.end_ns <= warm
         if window_empty:
@@ -474,7 +475,7 @@ class _Runner:
             bytes_delivered=int(stats.read),
             bytes_measured=int(stats.read_measured),
             frames=frames,
-            workload=kind,
+            workload=kind.name,
             analysis_start=start,
             analysis_end=end,
             bottleneck_utilization={

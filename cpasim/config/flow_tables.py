@@ -40,9 +40,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cpasim.config import resolve
+from cpasim.config import resolve, rules
 from cpasim.config.params import FLOW_SPECS, FLOW_WORKLOAD_KEYS, HOSTS, SPECS
 from cpasim.errors import CpasimError
+from cpasim.model.workloads import WORKLOADS
 from cpasim.protocol import PING_HEADERS
 
 #: The scenario key of the tables.
@@ -264,9 +265,10 @@ def check(flat: Mapping[str, Any], groups: tuple[FlowGroup, ...], where: str) ->
     """What cannot work with these groups; each message names the table and the keys."""
     if not groups:
         return
-    if flat["workload.kind"] != "tcp_stream":
+    if not WORKLOADS[flat["workload.kind"]].flows:
+        kinds = " or ".join(f'"{k.name}"' for k in WORKLOADS.values() if k.flows)
         raise CpasimError(
-            f'{where}: [[flows]] needs workload.kind = "tcp_stream" (each table\'s kind '
+            f"{where}: [[flows]] needs workload.kind = {kinds} (each table's kind "
             f"says what its flows do), got {flat['workload.kind']!r}"
         )
     if flat["workload.connections"] != 1:
@@ -294,7 +296,7 @@ def check(flat: Mapping[str, Any], groups: tuple[FlowGroup, ...], where: str) ->
                 f"{here}: start ({FLOW_SPECS['start'].format(group.start)}) is not before "
                 f"the end of the run (sim.duration = {SPECS['sim.duration'].format(duration)})"
             )
-        resolve.check(flat_of(flat, group), here)
+        rules.check(flat_of(flat, group), here)
 
 
 def first_index(groups: tuple[FlowGroup, ...], g: int) -> int:
