@@ -23,10 +23,12 @@ from simpy.core import StopSimulation
 
 from cpasim import progress as activity
 from cpasim.capture import PcapSpec, PcapTap
+from cpasim.config import rules
 from cpasim.errors import CpasimError
 from cpasim.files import check_writable, write_error
 from cpasim.model import flows
 from cpasim.model.environment import Kernel
+from cpasim.model.flow_kinds import flow_kind
 from cpasim.model.system import System
 from cpasim.model.workloads import workload_kind
 from cpasim.stall import Stall
@@ -425,7 +427,7 @@ class _Runner:
                 else {"mean": None, "p50": None, "p99": None, "count": 0}
             )
         start, end = kind.ends
-        warnings = []
+        warnings = rules.unread(cfg.flat())
         window_empty = self.end_ns <= warm
         if window_empty:
             warnings.append(
@@ -495,9 +497,7 @@ class _Runner:
             warnings=warnings,
             retransmit_causes=dict(sorted(s.losses.causes.items())) or None,
             flows=flow_entries or None,
-            analysis_conns=[f.conn for f in s.flows if f.kind != "ping"]
-            if any(f.kind == "ping" for f in s.flows)
-            else None,
+            analysis_conns=_tcp_conns(s.flows),
             flows_aggregate=flows.aggregate(flow_entries) if flow_entries else None,
             end_state=end_state,
         )
@@ -506,6 +506,13 @@ class _Runner:
         if result.stall is not None:
             warnings.append(result.stall.sentence)
         return result
+
+
+def _tcp_conns(flows) -> list[str] | None:
+    """The flows' TCP connections, the run's analysis follows, when some flow has none
+    (a ping's path ends on its own application: :mod:`cpasim.predict.flow_paths`)."""
+    tcp = [f.conn for f in flows if flow_kind(f.kind).tcp]
+    return tcp if len(tcp) < len(flows) else None
 
 
 def _hardware(system) -> dict:

@@ -31,6 +31,7 @@ from typing import Any
 from cpasim.config import Config, spec_of
 from cpasim.config.params import TOPOLOGIES
 from cpasim.errors import printable
+from cpasim.model.flow_kinds import flow_kind
 from cpasim.model.workloads import WORKLOADS
 from cpasim.predict.diagnose import Diagnosis, diagnose
 from cpasim.stall import DROP_WORDS, Stall, drop_places, drop_text, place_text
@@ -634,7 +635,7 @@ def _flow_view(result: dict, flow: dict) -> dict:
     return {
         **result,
         # A ping is no workload: it delivers no bytes, and is not a stalled stream.
-        "workload": None if flow["kind"] == "ping" else result.get("workload"),
+        "workload": result.get("workload") if flow_kind(flow["kind"]).tcp else None,
         "goodput_bps": flow["goodput_bps"],
         "bytes_measured": flow.get("bytes_measured", 0),
         "retransmits": flow.get("retransmits", 0),
@@ -650,7 +651,7 @@ def _below_equal_share(result: dict, flow: dict) -> str | None:
     among the run's bulk flows; None when it is not."""
     agg = result.get("flows_aggregate") or {}
     n, total = agg.get("bulk_flows", 0), agg.get("bulk_goodput_bps", 0.0)
-    if flow["kind"] != "bulk" or n < 2 or not total:
+    if not flow_kind(flow["kind"]).bulk or n < 2 or not total:
         return None
     box = (result.get("bottleneck_utilization") or {}).get("tx_to_rx", 0.0)
     link = (result.get("link_utilization") or {}).get("tx_to_rx", 0.0)
@@ -697,7 +698,7 @@ def explain_flow(cfg: Config, result: dict, flow: dict, path=None) -> Verdict | 
     below = _below_equal_share(result, flow)
     if below is None or path is None:
         v = explain(own, view, path, fallback=False)
-        if v is not None and v.kind == "bottleneck" and flow["kind"] == "ping":
+        if v is not None and v.kind == "bottleneck" and not flow_kind(flow["kind"]).tcp:
             v = _queued_echoes(cfg, flow, v)
         return None if v is None else _flow_keys(v, cfg, flow)
     evidence = [below, *_utilisation(cfg, view)]

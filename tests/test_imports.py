@@ -10,11 +10,14 @@ the kinds' registries' rules: it must not load SimPy or numpy.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "cpasim"
+#: An import statement at the top level: unindented, parentheses followed to their end.
+_TOP_IMPORT = re.compile(r"^(?:from [\w.]+ import (?:\([^)]*\)|.*)|import .*)$", re.MULTILINE)
 
 
 def _module(path: Path) -> str:
@@ -27,7 +30,9 @@ def _top_level_imports(path: Path, modules: set[str]) -> set[str]:
     name = _module(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
-    for node in ast.parse(path.read_text()).body:
+    # Only the statements at the top level, unindented: parsing them alone is quick.
+    statements = "\n".join(m.group(0) for m in _TOP_IMPORT.finditer(path.read_text()))
+    for node in ast.parse(statements).body:
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):

@@ -30,6 +30,7 @@ from cpasim import units
 from cpasim.model.buses import BUSES
 from cpasim.model.cc import ALGORITHMS
 from cpasim.model.detail import LEVELS
+from cpasim.model.flow_kinds import FLOW_KINDS
 from cpasim.model.workloads import WORKLOADS
 from cpasim.protocol import (
     ETHERNET_FRAMING,
@@ -1227,7 +1228,7 @@ class FlowParams:
         "bulk = a TCP stream as workload.kind = tcp_stream; ping = an ICMP echo request "
         "every workload.interval, answered by the peer's kernel; rpc = request/response "
         "over TCP (workload.request_size, workload.response_size, workload.think_time)",
-        choices=("bulk", "ping", "rpc"),
+        choices=tuple(FLOW_KINDS),
     )
     workload: FlowWorkloadParams = section(FlowWorkloadParams)
 

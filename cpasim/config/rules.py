@@ -14,6 +14,11 @@ every key involved (``v.refuse(...)``).  Rules stand where a reader looks for th
 :func:`check` runs them all, the global sections' once and the host sections' once
 for each host in the run, each host's through a view that reads its keys without
 the ``hosts.<h>.`` prefix.
+
+:func:`unread` names what a configuration sets to no effect and takes all the same: a
+bus key of another kind than the host's bus.  A sweep or a what-if may switch the
+kind under it, and a resolved scenario (``Config.to_toml``) must load back, so a run
+says so rather than the configuration refusing it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from typing import Any, NoReturn
 
 from cpasim.config.params import GLOBAL_SECTIONS, SPECS, TOPOLOGIES, HostParams
 from cpasim.errors import CpasimError
+from cpasim.model.buses import ON_DIE_KEYS, owner, unread_keys
+from cpasim.model.detail import LEVELS
 
 
 class Values:
@@ -105,3 +112,28 @@ def check(flat: Mapping[str, Any], where: str, named: Mapping[str, str] | None =
         view = values.host(host)
         for rule in HOST_RULES:
             rule(view)
+
+
+def unread(flat: Mapping[str, Any]) -> list[str]:
+    """One sentence per value that the run's hosts do not read: a ``bus.*`` key of
+    another bus kind than theirs, set apart from its default (an ideal host has no bus
+    at all: nothing more is said of it)."""
+    values = Values(flat, "")
+    found: dict[tuple[str, Any], dict[str, str]] = {}  # (key, value) -> host -> its bus
+    for name in values.hosts:
+        v = values.host(name)
+        if LEVELS[v["host.detail"]].hardware:
+            for key in unread_keys(v.__getitem__):
+                if v[key] != SPECS[key].default:
+                    found.setdefault((key, v[key]), {})[name] = v["bus.kind"]
+    out = []
+    for (key, value), buses in found.items():
+        use = f'bus.kind = "{owner(key).name}"'
+        if key in ON_DIE_KEYS:
+            use += ' or an on-die copy engine (copy_engine.location = "on_die")'
+        theirs = " or ".join(f'"{kind}"' for kind in sorted(set(buses.values())))
+        out.append(
+            f"{key} = {SPECS[key].format(value)} changes nothing on {', '.join(buses)} "
+            f"(bus.kind = {theirs}): it is for {use}"
+        )
+    return out

@@ -269,6 +269,20 @@ def bus_kind(name: str) -> BusKind:
     return BUSES[name]
 
 
+def unread_keys(v: Lookup) -> list[str]:
+    """The kinds' own ``bus.*`` keys that a host's bus does not read (an on-die copy
+    engine reads the on-die interconnect's, whatever the NIC's bus)."""
+    read = set(bus_kind(v("bus.kind")).keys)
+    if v("copy_engine.enabled") and v("copy_engine.location") == "on_die":
+        read.update(ON_DIE_KEYS)
+    return [key for kind in BUSES.values() for key in kind.keys if key not in read]
+
+
+def owner(key: str) -> BusKind:
+    """The kind whose own key ``key`` is."""
+    return next(kind for kind in BUSES.values() if key in kind.keys)
+
+
 def bus_timing(bus, pcie) -> BusTiming:
     """Timing of the I/O bus from a host's ``bus`` and ``pcie`` config sections."""
     return bus_kind(bus.kind).timing(bus, pcie)
