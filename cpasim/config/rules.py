@@ -23,10 +23,10 @@ says so rather than the configuration refusing it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, NoReturn
 
-from cpasim.config.params import GLOBAL_SECTIONS, SPECS, TOPOLOGIES, HostParams
+from cpasim.config.params import GLOBAL_SECTIONS, SPECS, TOPOLOGIES, HostParams, Rule
 from cpasim.errors import CpasimError
 from cpasim.model.buses import ON_DIE_KEYS, owner, unread_keys
 from cpasim.model.detail import LEVELS
@@ -84,9 +84,6 @@ class Values:
     def host(self, name: str) -> Values:
         """Host ``name``'s view."""
         return Values(self.flat, self.where, self.named, name)
-
-
-Rule = Callable[[Values], None]
 
 
 def _rules(section: type) -> list[Rule]:
