@@ -22,12 +22,12 @@ import numpy as np
 from simpy.core import StopSimulation
 
 from cpasim import progress as activity
-from cpasim.capture import PcapSpec, PcapTap
 from cpasim.errors import CpasimError
 from cpasim.files import check_writable, write_error
 from cpasim.model import flows
 from cpasim.model.environment import Kernel
 from cpasim.model.system import ANALYSIS_ENDS, System
+from cpasim.pcap_spec import PcapSpec
 from cpasim.stall import Stall
 from cpasim.tracing import NULL_TRACER, TRACE_SUFFIXES, Tracer, write_trace, write_trace_digested
 from cpasim.tracing.columnar import CptWriter
@@ -252,6 +252,8 @@ def simulate(
         with _building():
             system = System(cfg, env, tracer)
             if pcap is not None:
+                from cpasim.capture import PcapTap
+
                 tap = PcapTap(system, pcap)
             runner = _Runner(env, system, cfg, progress, wall0)
             if series is not None:
