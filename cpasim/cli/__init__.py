@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from cpasim import interrupts
+from cpasim import blas_probe, interrupts
 from cpasim.errors import CpasimError, one_line
 
 
@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> None:
         # A name from a file or a file name of undecodable bytes that reaches
         # stdout unescaped is written escaped, never a UnicodeEncodeError.
         _reconfigure(sys.stdout)
+        # The process is the command's: numba compiles nothing in it but the kernel.
+        blas_probe.skip_in_this_process()
     _settle_run_folders(0)  # folders made before this command are not its own
     try:
         with interrupts.handled():
