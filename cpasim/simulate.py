@@ -22,7 +22,6 @@ import numpy as np
 from simpy.core import StopSimulation
 
 from cpasim import progress as activity
-from cpasim.capture import PcapSpec, PcapTap
 from cpasim.config import rules
 from cpasim.errors import CpasimError
 from cpasim.files import check_writable, write_error
@@ -31,6 +30,7 @@ from cpasim.model.environment import Kernel
 from cpasim.model.flow_kinds import flow_kind
 from cpasim.model.system import System
 from cpasim.model.workloads import workload_kind
+from cpasim.pcap_spec import PcapSpec
 from cpasim.stall import Stall
 from cpasim.tracing import NULL_TRACER, TRACE_SUFFIXES, Tracer, write_trace, write_trace_digested
 from cpasim.tracing.columnar import CptWriter
@@ -255,6 +255,8 @@ def simulate(
         with _building():
             system = System(cfg, env, tracer)
             if pcap is not None:
+                from cpasim.capture import PcapTap
+
                 tap = PcapTap(system, pcap)
             runner = _Runner(env, system, cfg, progress, wall0)
             if series is not None:

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cpasim import interrupts, run_outputs
-from cpasim.capture import DEFAULT_SNAPLEN
 from cpasim.cli import app
 from cpasim.cli import outputs as outs
 from cpasim.config import load_scenario
 from cpasim.errors import CpasimError
 from cpasim.files import is_stream
 from cpasim.model.flow_kinds import flow_kind
+from cpasim.pcap_spec import DEFAULT_SNAPLEN
 from cpasim.predict.runs import analysed_run, write_run_record
 from cpasim.progress import activity
 from cpasim.verdict import explain, explain_flows, explain_run, flow_lines, idle_line

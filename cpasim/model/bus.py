@@ -30,7 +30,6 @@ more than 100%.
 from __future__ import annotations
 
 from cpasim.model.pcie import BusTiming, Occupancy
-from cpasim.tracing import TracedPool
 
 
 class BusStats:
@@ -83,6 +82,10 @@ class Bus:
     queues_writes = False
 
     def __init__(self, env, sys: str, timing: BusTiming, tracer):
+        # SimPy's, imported by a run alone: a prediction reads the bus kinds
+        # (cpasim.model.buses) without SimPy.
+        from cpasim.tracing.primitives import TracedPool
+
         self.env = env
         self.timing = timing
         self.stats = BusStats()
