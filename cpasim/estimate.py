@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from cpasim.config.params import FORWARDER, HOSTS
+from cpasim.config.params import FORWARDER, TOPOLOGIES
+from cpasim.model.workloads import workload_kind
 from cpasim.protocol import MAC_HEADER_FCS, mss_for, wire_bytes
 from cpasim.units import RATE, TIME, human
 
@@ -82,16 +83,17 @@ def estimate(cfg, trace_suffix: str | None = None) -> Estimate:
     rate = cfg.link.rate
     if cfg.bottleneck.rate:
         rate = min(rate, cfg.bottleneck.rate * wire / (mtu + cfg.bottleneck.overhead))
-    hosts = (*HOSTS, FORWARDER) if cfg.topology.kind == "forward" else HOSTS
+    hosts = TOPOLOGIES[cfg.topology.kind].hosts
+    kind = workload_kind(wl.kind)
     rate = min(rate, *(_cpu_bound(cfg, h, mss, wire) for h in hosts), _bus_bound(cfg, mtu, wire))
-    if wl.kind in ("tcp_stream", "webserver"):
+    if kind.bulk:
         rate = min(rate, _window_bound(cfg, mss, wire))
     per_s = rate / (8 * wire)  # data frames per second
     horizon = MAX_SIM_NS if wl.bytes else cfg.sim.duration
     data = per_s * horizon / 1e9
     if wl.bytes:
         data = min(data, math.ceil(wl.bytes / mss))
-    if wl.kind == "pingpong" and cfg.link.delay > 0:
+    if kind.lockstep and cfg.link.delay > 0:
         # One exchange per round trip and connection at most; a round trip takes the
         # link's delay and each message's bytes on the wire, both ways.
         rtt = 2 * (cfg.link.delay + wl.message_size * 8e9 / cfg.link.rate)
@@ -125,7 +127,7 @@ def _bus_bound(cfg, mtu: int, wire: int) -> float:
 
     rates = []
     crossings = [("tx", ("dma_read",)), ("rx", ("dma_write",))]
-    if cfg.topology.kind == "forward":  # in and out again over the forwarding host's bus
+    if TOPOLOGIES[cfg.topology.kind].forwards:  # in and out again over its bus
         crossings.append((FORWARDER, ("dma_write", "dma_read")))
     for host, accesses in crossings:
         hc = cfg.host(host)

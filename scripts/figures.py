@@ -286,9 +286,9 @@ def capture() -> list[Figure]:
     """``run --pcap`` read back by ``calibrate inspect``: the rate, the round trip, the MSS."""
     from cpasim.calibrate import read_capture
     from cpasim.calibrate.inspection import inspect_capture
-    from cpasim.capture import PcapSpec
     from cpasim.config import load_scenario
     from cpasim.model.link import serialization_ns
+    from cpasim.pcap_spec import PcapSpec
     from cpasim.protocol import mss_for
     from cpasim.simulate import simulate
 
@@ -421,8 +421,8 @@ def capture_verdict() -> list[Figure]:
     """docs/calibration.md: what limited real captures, and cpasim's own capture read
     back with its verdict checked against the model."""
     from cpasim.calibrate import inspect_capture, read_capture
-    from cpasim.capture import PcapSpec
     from cpasim.config import load_scenario
+    from cpasim.pcap_spec import PcapSpec
     from cpasim.protocol import mss_for
     from cpasim.simulate import simulate
 

@@ -1,11 +1,12 @@
 """The ``cpasim`` command line.
 
 Each sub-command lives in its own module below this package and registers
-itself on :data:`app` (:mod:`cpasim.cli.root`); this module only assembles them
-and turns :class:`~cpasim.errors.CpasimError` into one line on stderr and exit
-status 2.  It imports nothing heavy itself: :func:`main` takes charge of Ctrl-C
-and SIGTERM (:mod:`cpasim.interrupts`) before the commands, and the libraries
-they need, are imported — an interrupt during those imports is one line too.
+itself on :data:`app` (:mod:`cpasim.cli.root`); this module only assembles the
+ones a command line needs (:mod:`cpasim.cli.commands`) and turns
+:class:`~cpasim.errors.CpasimError` into one line on stderr and exit status 2.
+It imports nothing heavy itself: :func:`main` takes charge of Ctrl-C and
+SIGTERM (:mod:`cpasim.interrupts`) before the commands, and the libraries they
+need, are imported — an interrupt during those imports is one line too.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from cpasim import interrupts
+from cpasim import blas_probe, interrupts
 from cpasim.errors import CpasimError, one_line
 
 
@@ -26,11 +27,13 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _register() -> None:
-    # Imported for their side effect of adding commands to ``app``.
-    from cpasim.cli import commands  # noqa: F401
+def _register(args: list[str] | None = None) -> None:
+    """Add to ``app`` the commands the command line ``args`` needs (None: every
+    command), importing only their modules (:mod:`cpasim.cli.commands`)."""
+    from cpasim.cli import commands
     from cpasim.cli.root import app, plain_help
 
+    commands.register(args)
     plain_help(app)
 
 
@@ -48,6 +51,8 @@ def main(argv: list[str] | None = None) -> None:
         # A name from a file or a file name of undecodable bytes that reaches
         # stdout unescaped is written escaped, never a UnicodeEncodeError.
         _reconfigure(sys.stdout)
+        # The process is the command's: numba compiles nothing in it but the kernel.
+        blas_probe.skip_in_this_process()
     _settle_run_folders(0)  # folders made before this command are not its own
     try:
         with interrupts.handled():
@@ -73,7 +78,7 @@ def _settle_run_folders(code: int) -> None:
 def _run(argv: list[str] | None) -> int:
     """The command's exit status."""
     try:
-        _register()
+        _register(sys.argv[1:] if argv is None else argv)
         from cpasim.cli.root import app
 
         code = app(args=argv, standalone_mode=False)

@@ -29,9 +29,7 @@ more than 100%.
 
 from __future__ import annotations
 
-from cpasim.model.environment import sleeper
 from cpasim.model.pcie import BusTiming, Occupancy
-from cpasim.tracing import TracedPool
 
 
 class BusStats:
@@ -84,6 +82,11 @@ class Bus:
     queues_writes = False
 
     def __init__(self, env, sys: str, timing: BusTiming, tracer):
+        # SimPy's, imported by a run alone: a prediction reads the bus kinds
+        # (cpasim.model.buses) without SimPy.
+        from cpasim.model.environment import sleeper
+        from cpasim.tracing.primitives import TracedPool
+
         self.env = env
         self._sleep = sleeper(env)  # an access's hold (no event when nothing comes first)
         self.timing = timing

@@ -132,9 +132,9 @@ class TcpConnection:
         self.send_touch = send_touch(self.sw_csum, tp.csum_copy)
         # SACK is used only when both ends permit it (negotiated on the SYNs).
         sack = tp.sack and peer_sack
-        # The classic RFC sender when asked for (reno|newreno without SACK or pacing),
-        # Linux's otherwise.
-        self.linux = sack or tp.cc not in ("reno", "newreno") or tp.pacing == "on"
+        # The classic RFC sender when the algorithm has one and neither SACK nor
+        # pacing is on, Linux's otherwise.
+        self.linux = sack or not cc.ALGORITHMS[tp.cc].classic or tp.pacing == "on"
         if self.linux:
             self.sender = LinuxSender(
                 mss=mss,

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from cpasim.model.cc import ALGORITHMS
 from cpasim.protocol import TCP_NUM_SACKS
 
 #: RFC 6298's initial RTO, before any RTT sample (no handshake sample either).
@@ -45,9 +46,10 @@ class AckOutcome:
 class RenoSender:
     """The sending half of one TCP connection (byte counts, ints).
 
-    ``cc`` is ``"reno"`` (leave fast recovery on the first new ACK) or
-    ``"newreno"`` (stay until everything outstanding at the loss is acked,
-    retransmitting the next hole on each partial ACK, RFC 6582).
+    ``cc`` names a classic algorithm (:data:`cpasim.model.cc.ALGORITHMS`): Reno
+    leaves fast recovery on the first new ACK, NewReno stays until everything
+    outstanding at the loss is acked, retransmitting the next hole on each partial
+    ACK (RFC 6582; the algorithm's ``partial_acks``).
     """
 
     def __init__(
@@ -60,10 +62,12 @@ class RenoSender:
         rto_min_ns: float,
         dupack_threshold: int = 3,
     ) -> None:
-        if cc not in ("reno", "newreno"):
+        algorithm = ALGORITHMS.get(cc)
+        if algorithm is None or not algorithm.classic:
             raise ValueError(f"unknown congestion control {cc!r}")
         self.mss = mss
         self.cc = cc
+        self.partial_acks = algorithm.partial_acks
         self.dupack_threshold = dupack_threshold
         self.snd_una = 0  # oldest unacknowledged byte
         self.snd_nxt = 0  # next new byte to send
@@ -178,7 +182,7 @@ class RenoSender:
             out.rtt_ns = now - sample_sent
             self._rtt_sample(out.rtt_ns)
         if self.in_recovery:
-            if ack >= self.recover or self.cc == "reno":
+            if ack >= self.recover or not self.partial_acks:
                 self.in_recovery = False
                 self.cwnd = self.ssthresh  # deflate; no growth on this ACK
                 self.dupacks = 0

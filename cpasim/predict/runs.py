@@ -37,6 +37,7 @@ from cpasim.config import Config
 from cpasim.errors import CpasimError, shown
 from cpasim.files import check_writable, write_text_atomically
 from cpasim.inputs import InputError, open_input, read_bytes
+from cpasim.model.workloads import WORKLOADS, workload_kind
 from cpasim.predict.bounds import busy, holding
 from cpasim.predict.transforms_table import reference, state_active, state_means
 from cpasim.predict.window import WINDOW_COMMIT_EVERY, Window, analyses, make_window
@@ -50,17 +51,6 @@ SIDECAR_FORMAT = "cpasim-run/6"
 TOP = 10
 MIN_SHARE = 0.01
 _INSTANCE = re.compile(r"#\w+")
-
-#: Workload kind → (metric, True when higher is better).  Streams are judged by
-#: goodput, request/response workloads by mean latency.
-METRICS = {
-    "tcp_stream": ("goodput_bps", True),
-    "udp_stream": ("goodput_bps", True),
-    "udp_gbn": ("goodput_bps", True),
-    "pingpong": ("latency_ns", False),
-    "rpc": ("latency_ns", False),
-    "webserver": ("latency_ns", False),
-}
 
 
 def state_entries(source: TraceSource) -> dict[str, int]:
@@ -142,7 +132,10 @@ def recorded_conns(trace: Path, start: str, end: str) -> list[str] | None:
 
 
 def metric_of(kind: str) -> tuple[str, bool]:
-    return METRICS[kind]
+    """The figure a run of workload ``kind`` is judged by, and whether higher is better:
+    a stream's goodput, a request/response workload's mean latency."""
+    workload = workload_kind(kind)
+    return workload.metric, workload.stream
 
 
 def metric_value(result: dict) -> float:
@@ -455,12 +448,12 @@ def analysed_run(
 #: a window are no sample of their mix) analyse the whole measured interval.
 WINDOW_MEASURE = 20e6  # ns
 WINDOW_LEAD = 2e6  # ns
-WINDOW_WORKLOADS = ("tcp_stream", "udp_stream")
 
 
 def window_span(cfg: Config) -> tuple[float, float] | None:
-    """``(t0, t_measure)`` of the window predictions analyse, or ``None`` for all."""
-    if cfg.workload.kind not in WINDOW_WORKLOADS or cfg.workload.bytes:
+    """``(t0, t_measure)`` of the window predictions analyse, or ``None`` for all (a
+    workload that is no steady stream, :attr:`~cpasim.model.workloads.WorkloadKind.steady`)."""
+    if not workload_kind(cfg.workload.kind).steady or cfg.workload.bytes:
         return None
     end = cfg.sim.duration
     t_measure = end - WINDOW_MEASURE
@@ -593,7 +586,7 @@ def _check_sidecar(data: dict, side: Path, cfg: Config | None = None) -> None:
     where = None if isinstance(data.get("analysed"), bool) else ".analysed"
     where = where or _fits(data, schema)
     result = data.get("result")
-    if where is None and result["workload"] not in METRICS:
+    if where is None and result["workload"] not in WORKLOADS:
         where = ".result.workload"
     if where is None and (len(result["analysis_start"]) != 2 or len(result["analysis_end"]) != 2):
         where = ".result.analysis_start"
