@@ -262,7 +262,7 @@ def simulate(
             if series is not None:
                 from cpasim.series import Sampler
 
-                runner.sampler = Sampler(system, series)
+                runner.sampler = env.sampler = Sampler(system, series)
         with _frozen():
             runner.run()
     except BaseException as exc:
@@ -356,9 +356,12 @@ class _Runner:
         if sampler is not None:  # samples are taken in the pauses between events
             while sampler.next_ns <= t:
                 at = sampler.next_ns
-                if not env.run_until(at):
+                # A wait that goes on past ``at`` without an event (Kernel.sleep, up
+                # to ``t``) takes the sample on its way: a series adds no event.
+                if not env.run_until(at, reach=t):
                     return  # stopped: the byte target is met
-                sampler.sample(at)
+                if sampler.next_ns == at:
+                    sampler.sample(at)
         if not env.run_until(t):
             return  # stopped: the byte target is met
         if env._queue:  # paused, not finished: the clock stands at the slice's end

@@ -181,6 +181,60 @@ def test_a_sleep_waits_for_the_others_the_same_event_resumes():
     assert log == [("a", 1.0), ("b", 1.0), ("a", 3.0), ("b", 3.0)]
 
 
+class _Sampler:
+    """Reads ``state`` every ``interval``, as a time series does (Kernel.sampler)."""
+
+    def __init__(self, state: dict, interval: float) -> None:
+        self.state, self.interval, self.next_ns, self.rows = state, interval, interval, []
+
+    def sample(self, at: float) -> None:
+        self.rows.append((at, dict(self.state)))
+        self.next_ns = at + self.interval
+
+
+@pytest.mark.parametrize("sleeps", [True, False], ids=["sleep", "timeout"])
+def test_a_sleep_past_a_sample_takes_it_on_its_way(sleeps):
+    """The samples are those of a run where every wait is a timeout, and sampling
+    adds no event: a sleep that goes on past an instant takes the sample first."""
+    env = Kernel()
+    state = {"step": 0, "t": 0.0}
+    wait = env.sleep if sleeps else env.timeout
+
+    def worker():
+        for step in range(1, 40):
+            yield wait(0.7 + (step % 3))
+            state.update(step=step, t=env.now)
+
+    env.process(worker())
+    env.sampler = sampler = _Sampler(state, 1.5)
+    for t in (10.0, 20.0, 30.0, 50.0, 80.0):  # slices, with samples in between
+        while sampler.next_ns <= t:
+            at = sampler.next_ns
+            env.run_until(at, reach=t)
+            if sampler.next_ns == at:
+                sampler.sample(at)
+        env.run_until(t)
+        env.advance(t)
+    expected = [(at, {"step": k, "t": t}) for at, k, t in _steps(1.5, 80.0)]
+    assert sampler.rows == expected
+    # Timeouts: the start, 39 waits and the end; sleeps: only the four waits across a
+    # slice's end (10, 20, 30 and 50) need theirs.
+    assert next(env._eid) == (6 if sleeps else 41)
+
+
+def _steps(interval: float, end: float):
+    """(instant, steps done before it, time of the last) for each sample up to ``end``."""
+    times, t = [], 0.0
+    for step in range(1, 40):
+        t += 0.7 + (step % 3)
+        times.append(t)
+    at = interval
+    while at <= end:
+        done = [x for x in times if x < at]
+        yield at, len(done), done[-1] if done else 0.0
+        at += interval
+
+
 def test_run_until_processes_events_before_t_only():
     env = Kernel()
     seen = []

@@ -97,6 +97,11 @@ class Kernel(simpy.Environment):
     # (what sleep needs to know that nothing else would run first).
     _until = float("-inf")
     _callbacks = _NO_CALLBACKS
+    #: What reads the model's state at instants of its own, in the pauses between
+    #: events (a time series' :class:`~cpasim.series.Sampler`): ``next_ns``, the next
+    #: instant, and ``sample(at)``.  A sleep that goes on past such an instant takes
+    #: the sample on its way, as the pause there would have.
+    sampler = None
 
     def note_times(self, notes) -> None:
         """Note the simulated time in a tracer's buffer before each event (None: stop).
@@ -173,6 +178,12 @@ class Kernel(simpy.Environment):
             if not queue or queue[0][0] > t:
                 proc = self._active_proc
                 if proc is not None and self._callbacks[-1] is proc._resume:
+                    sampler = self.sampler
+                    if sampler is not None:
+                        # The state now is the state at each instant up to t: nothing
+                        # else happens before then.
+                        while sampler.next_ns <= t:
+                            sampler.sample(sampler.next_ns)
                     if self._notes is not None:
                         self._jump_noted(t)
                     self._now = t
@@ -190,12 +201,14 @@ class Kernel(simpy.Environment):
             mark[1] += 1
             note(t)
 
-    def run_until(self, t: float) -> bool:
+    def run_until(self, t: float, reach: float | None = None) -> bool:
         """Process every event scheduled before ``t``, as repeated ``step()`` would.
 
         Returns False when an event stopped the simulation (``StopSimulation``), whose
-        remaining callbacks are then rescheduled, as ``step()`` does."""
-        self._until = t
+        remaining callbacks are then rescheduled, as ``step()`` does.  ``reach``
+        (default ``t``): how far a :meth:`sleep` may go on without an event, past a
+        pause at ``t`` that only takes a sample (:attr:`sampler`)."""
+        self._until = t if reach is None else reach
         try:
             if self._notes is not None:
                 return self._run_until_noted(t)
@@ -258,7 +271,8 @@ def sleeper(env):
     """How a component's process waits a while on ``env``: :meth:`Kernel.sleep` on the
     model's Kernel, ``timeout`` on a plain SimPy environment (which drives the
     components in unit tests)."""
-    return getattr(env, "sleep", env.timeout)
+    sleep = getattr(env, "sleep", None)
+    return sleep if sleep is not None else lambda delay: env.timeout(delay)
 
 
 def wake_sooner(env, process, delay: float):
