@@ -141,10 +141,10 @@ def count_events(cfg) -> EventCounts:
     no_event: Counter = Counter()
     ties = 0
 
-    def run_until(env, t):  # Kernel.run_until, counting
+    def run_until(env, t, reach=None):  # Kernel.run_until, counting
         nonlocal ties
         queue = env._queue
-        env._until = t  # as the Kernel's own loop: Kernel.sleep looks at both
+        env._until = t if reach is None else reach  # as the Kernel's: sleep looks at both
         while queue and queue[0][0] < t:
             env._now, _, _, event = heappop(queue)
             callbacks, event.callbacks = event.callbacks, None
