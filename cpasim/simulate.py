@@ -26,7 +26,7 @@ from cpasim.capture import PcapSpec, PcapTap
 from cpasim.errors import CpasimError
 from cpasim.files import check_writable, write_error
 from cpasim.model import flows
-from cpasim.model.environment import Kernel
+from cpasim.model.environment import Kernel, pending
 from cpasim.model.system import ANALYSIS_ENDS, System
 from cpasim.stall import Stall
 from cpasim.tracing import NULL_TRACER, TRACE_SUFFIXES, Tracer, write_trace, write_trace_digested
@@ -408,7 +408,7 @@ class _Runner:
         elapsed = max(0.0, self.end_ns - warm)
         stats = s.stats
         scheduled = next(env._eid)
-        processed = scheduled - len(env._queue)
+        processed = scheduled - pending(env)
         latencies = np.asarray(stats.latencies, dtype=float)
         kind = cfg.workload.kind
         latency = None

@@ -29,6 +29,7 @@ import numpy as np
 
 from cpasim.config import flow_tables as flow_config
 from cpasim.model import app
+from cpasim.model.environment import timer
 from cpasim.model.icmp import EchoResponder, PingSocket
 from cpasim.model.sockbuf import syn_window
 
@@ -135,7 +136,7 @@ def _run(system, flow: Flow, gen) -> None:
 
 
 def _after(env, delay: float, gen):
-    yield env.timeout(delay)
+    yield timer(env, delay)  # many flows may wait for their start: kept apart
     yield from gen
 
 

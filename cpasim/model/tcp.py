@@ -58,7 +58,7 @@ from __future__ import annotations
 from collections import deque
 
 from cpasim.model import cc
-from cpasim.model.environment import wake_sooner
+from cpasim.model.environment import timer, wake_sooner
 from cpasim.model.main_memory import send_touch
 from cpasim.model.packet import ACK, PSH, Packet
 from cpasim.model.sockbuf import SocketBuffers
@@ -621,7 +621,7 @@ class TcpConnection:
             yield self.delack_q.get(sm)
             while self.delack_deadline is not None:
                 sm.begin("armed")
-                yield env.timeout(max(0.0, self.delack_deadline - env._now))
+                yield timer(env, max(0.0, self.delack_deadline - env._now))
                 due = self.delack_deadline
                 if due is not None and env._now >= due:
                     self.delack_deadline = None
@@ -667,7 +667,7 @@ class TcpConnection:
                 wait = min(max(0.0, self.rto_deadline - env._now), nap)
                 self._rto_wake = env._now + wait
                 self._rto_asleep = True
-                yield env.timeout(wait)
+                yield timer(env, wait)
                 self._rto_asleep = False
                 due = self.rto_deadline
                 if due is None or env._now < due:
