@@ -26,7 +26,7 @@ from cpasim.config import rules
 from cpasim.errors import CpasimError
 from cpasim.files import check_writable, write_error
 from cpasim.model import flows
-from cpasim.model.environment import Kernel
+from cpasim.model.environment import Kernel, pending
 from cpasim.model.flow_kinds import flow_kind
 from cpasim.model.system import System
 from cpasim.model.workloads import workload_kind
@@ -413,7 +413,7 @@ class _Runner:
         elapsed = max(0.0, self.end_ns - warm)
         stats = s.stats
         scheduled = next(env._eid)
-        processed = scheduled - len(env._queue)
+        processed = scheduled - pending(env)
         latencies = np.asarray(stats.latencies, dtype=float)
         kind = workload_kind(cfg.workload.kind)
         latency = None

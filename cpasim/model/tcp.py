@@ -58,7 +58,7 @@ from __future__ import annotations
 from collections import deque
 
 from cpasim.model import cc
-from cpasim.model.environment import wake_sooner
+from cpasim.model.environment import timer, wake_sooner
 from cpasim.model.main_memory import send_touch
 from cpasim.model.packet import ACK, PSH, Packet
 from cpasim.model.sockbuf import SocketBuffers
@@ -88,6 +88,74 @@ TIMER_TRIGGER = {TIMER_RTO: "timeout", TIMER_TLP: "probe", TIMER_REO: "fast"}
 class TcpConnection:
     """One host's end of connection ``c<idx>``; ``params`` is the host's ``tcp``
     section, ``tso`` and ``csum_offload`` what its NIC offloads, ``ip`` its IP layer."""
+
+    # Slots, as LinuxSender's: with many connections every segment meets a cold one.
+    # The dictionary holds what is attached later (the socket lock's backlog).
+    __slots__ = (
+        "__dict__",
+        "env",
+        "sys",
+        "conn",
+        "cpu",
+        "ip",
+        "params",
+        "sender",
+        "receiver",
+        "bufs",
+        "linux",
+        "linux_rcv",
+        "paced",
+        "mss",
+        "hdr",
+        "burst",
+        "maxseg",
+        "nagle",
+        "tso_defer",
+        "sack_max",
+        "sw_csum",
+        "send_touch",
+        "grow_sndbuf",
+        "delack_timeout",
+        "c_rx_packet",
+        "c_tx_packet",
+        "c_ack",
+        "send_sm",
+        "delack_sm",
+        "rto_sm",
+        "sndbuf",
+        "sendq",
+        "window",
+        "rcvbuf",
+        "delack_q",
+        "rto_q",
+        "sndbuf_size",
+        "wake_bytes",
+        "unsent",
+        "snd_in_copy",
+        "nospace",
+        "bytes_queued",
+        "nagle_hold",
+        "tso_deferred",
+        "small_end",
+        "_win_ev",
+        "_win_n",
+        "_grabbed",
+        "rcv_in_copy",
+        "netdma",
+        "push_ends",
+        "announced_edge",
+        "delack_deadline",
+        "rto_deadline",
+        "_delack_running",
+        "_rto_running",
+        "_rto_asleep",
+        "_rto_wake",
+        "_rto_proc",
+        "bytes_acked",
+        "notify",
+        "losses",
+        "rtt_log",
+    )
 
     def __init__(
         self,
@@ -621,7 +689,7 @@ class TcpConnection:
             yield self.delack_q.get(sm)
             while self.delack_deadline is not None:
                 sm.begin("armed")
-                yield env.timeout(max(0.0, self.delack_deadline - env._now))
+                yield timer(env, max(0.0, self.delack_deadline - env._now))
                 due = self.delack_deadline
                 if due is not None and env._now >= due:
                     self.delack_deadline = None
@@ -667,7 +735,7 @@ class TcpConnection:
                 wait = min(max(0.0, self.rto_deadline - env._now), nap)
                 self._rto_wake = env._now + wait
                 self._rto_asleep = True
-                yield env.timeout(wait)
+                yield timer(env, wait)
                 self._rto_asleep = False
                 due = self.rto_deadline
                 if due is None or env._now < due:

@@ -40,7 +40,7 @@ from simpy.resources.container import ContainerGet, ContainerPut
 from simpy.resources.store import StoreGet, StorePut
 
 from cpasim.tracing.records import DEQ, ENQ
-from cpasim.tracing.tracer import counted, packed
+from cpasim.tracing.tracer import NULL_SM, counted, packed
 
 INF = float("inf")
 
@@ -119,13 +119,17 @@ def _setup(queue, tracer, name, owner, capacity, conn_flow):
     queue.tracer = tracer
     queue.name = name
     queue.qid = tracer.queue(*name)
+    queue._puts_wait = queue._capacity != INF  # else a put never blocks
+    if not tracer.enabled:
+        # Untraced: no codes to keep.  A run of many connections has a dozen queues
+        # each, and every byte of them competes for the cache.
+        return NULL_SM
     queue._emit = tracer.emit_packed
     queue._emit_counted = tracer.emit_counted
     queue._enq_codes = {}  # SM handle -> packed code of its enq on this queue
     queue._deq_codes = {}
     queue._deq_counted = {}  # a store's deq of several items: codes with a side count
     queue._code_now = None
-    queue._puts_wait = queue._capacity != INF  # else a put never blocks
     owner = owner if owner is not None else tracer.sm(*name)
     tracer.declare(queue.qid, owner, capacity, conn_flow)
     return owner
