@@ -24,9 +24,17 @@ from heapq import heappop, heappush
 
 import simpy
 from simpy.core import StopSimulation
-from simpy.events import NORMAL, PENDING, Initialize, Process, Timeout
+from simpy.events import NORMAL, PENDING, Event, Initialize, Process, Timeout
 
 _new = object.__new__
+
+#: What :meth:`Kernel.sleep` returns when the process goes on at once: an event
+#: already processed, which a process that yields it passes straight through.
+GONE_ON = _new(Event)
+GONE_ON.env, GONE_ON.callbacks, GONE_ON._ok, GONE_ON._value = None, None, True, None
+
+#: The callbacks of "no event being processed": nobody's resumption is last in them.
+_NO_CALLBACKS = (None,)
 
 
 class _Process(Process):
@@ -81,6 +89,10 @@ class Kernel(simpy.Environment):
     """The model's environment (see the module docstring)."""
 
     _notes = None  # a tracer's buffer: (mark, append, buffer, flush); see note_times
+    # While run_until runs: its bound, and the callbacks of the event it processes
+    # (what sleep needs to know that nothing else would run first).
+    _until = float("-inf")
+    _callbacks = _NO_CALLBACKS
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -186,17 +198,63 @@ class Kernel(simpy.Environment):
             heappush(queued, entry)
             heappush(self._queue, entry)
 
+    def sleep(self, delay: float):
+        """What the active process yields to wait ``delay`` from now: a timeout, or,
+        when that timeout would be the next event processed anyway, nothing to wait
+        for: the clock moves on by ``delay`` at once and the process goes on.
+
+        That is the case when nothing is due before the timeout (its time would be
+        the earliest in the queue, and SimPy serves equal times in the order they
+        were scheduled, so an event already due at that time goes first), the process
+        is the last to be resumed by the event being processed (nothing else runs
+        between its yield and the next event) and the time is inside the current
+        :meth:`run_until` (outside it, a paused run would have ended first).  The
+        tracer's buffer is flushed and the new time noted as between two events.
+        Only for a process that yields the result at once; the events after it keep
+        their order (only the ids SimPy gives them move down by one)."""
+        t = self._now + delay
+        if t < self._until and delay >= 0:
+            queue = self._queue
+            if not queue or queue[0][0] > t:
+                proc = self._active_proc
+                if proc is not None and self._callbacks[-1] is proc._resume:
+                    if self._notes is not None:
+                        self._jump_noted(t)
+                    self._now = t
+                    return GONE_ON
+        return self.timeout(delay)
+
+    def _jump_noted(self, t: float) -> None:
+        """The tracer's side of a jump to ``t`` (:meth:`sleep`): the end of one event
+        and the start of the next, as :meth:`_run_until_noted` does them."""
+        mark, note, buffer, flush = self._notes
+        if len(buffer) >= mark[1]:
+            flush()
+        if t != mark[0]:
+            mark[0] = t
+            mark[1] += 1
+            note(t)
+
     def run_until(self, t: float) -> bool:
         """Process every event scheduled before ``t``, as repeated ``step()`` would.
 
         Returns False when an event stopped the simulation (``StopSimulation``), whose
         remaining callbacks are then rescheduled, as ``step()`` does."""
-        if self._notes is not None:
-            return self._run_until_noted(t)
+        self._until = t
+        try:
+            if self._notes is not None:
+                return self._run_until_noted(t)
+            return self._run_until(t)
+        finally:
+            self._until = float("-inf")
+            self._callbacks = _NO_CALLBACKS
+
+    def _run_until(self, t: float) -> bool:
         queue = self._queue
         while queue and queue[0][0] < t:
             self._now, _, _, event = heappop(queue)
             callbacks, event.callbacks = event.callbacks, None
+            self._callbacks = callbacks
             try:
                 for callback in callbacks:
                     callback(event)
@@ -227,6 +285,7 @@ class Kernel(simpy.Environment):
                 mark[1] += 1
                 note(now)
             callbacks, event.callbacks = event.callbacks, None
+            self._callbacks = callbacks
             try:
                 for callback in callbacks:
                     callback(event)
@@ -244,6 +303,13 @@ def timer(env, delay: float) -> Timeout:
     """A timer's timeout: :meth:`Kernel.timer`, or a plain Environment's timeout."""
     make = getattr(env, "timer", None)
     return make(delay) if make is not None else env.timeout(delay)
+
+
+def sleeper(env):
+    """How a component's process waits a while on ``env``: :meth:`Kernel.sleep` on the
+    model's Kernel, ``timeout`` on a plain SimPy environment (which drives the
+    components in unit tests)."""
+    return getattr(env, "sleep", env.timeout)
 
 
 def pending(env) -> int:

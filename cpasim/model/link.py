@@ -43,6 +43,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from cpasim.model.environment import sleeper
 from cpasim.model.nic import instance
 from cpasim.protocol import IFG, PREAMBLE_SFD, frame_bytes, wire_bytes
 
@@ -169,6 +170,7 @@ class Port:
 
     def _mac(self, fifo):
         env, sm, stats = self.env, self.mac, self.stats
+        sleep = sleeper(env)
         rate = self.link.rate
         gap_ns = IFG * 8e9 / rate
         line_free = 0.0  # the end of the last frame's inter-frame gap
@@ -185,7 +187,7 @@ class Port:
             wb = arrived + IFG  # wire_bytes
             ns = arrived * 8e9 / rate
             wait = line_free - env._now
-            yield env.timeout(ns + wait if wait > 0 else ns)
+            yield sleep(ns + wait if wait > 0 else ns)
             # The frame and its gap hold the line; the part before the warm-up's end
             # (measure_from) is left out.
             early = since - (env._now - ns)
