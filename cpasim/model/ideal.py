@@ -34,8 +34,8 @@ from simpy.events import Event
 from cpasim.config.params import CpuCostParams
 from cpasim.model.detail import is_ideal
 from cpasim.model.host import Host
-from cpasim.model.qdisc import make_qdisc
 from cpasim.tracing import TracedStore
+from cpasim.tracing.primitives import _UntracedStore
 
 #: Zero cycles for every CPU cost, for code that reads ``cpu.cost.<name>`` itself.
 NO_COSTS = CpuCostParams(**{f.name: 0.0 for f in dataclasses.fields(CpuCostParams)})
@@ -105,6 +105,31 @@ class IdealCpu:
             queue.put_now(item, sm)
 
 
+class _Qdisc:
+    """What an ideal host's ``qdisc`` adds to a store: a packet put into it while the
+    link's MAC is idle goes to the MAC in the put (:class:`~cpasim.model.link.QdiscMac`).
+    A put that waits for room is served when the MAC takes a packet: it is busy then."""
+
+    mac = None  # the QdiscMac it feeds
+
+    def put_now(self, item, sm=None) -> None:
+        super().put_now(item, sm)
+        if self.mac.idle:
+            self.mac.put()
+
+
+class _TracedQdisc(_Qdisc, TracedStore):
+    pass
+
+
+class _UntracedQdisc(_TracedQdisc, _UntracedStore):  # a _TracedQdisc: __init__ runs
+    pass
+
+
+_TracedQdisc._untraced = _UntracedQdisc
+_UntracedQdisc._untraced = _UntracedQdisc
+
+
 class IdealDevice:
     """The device of an ideal host: its ``qdisc`` feeds the link's ``MAC`` directly,
     and a frame from the link goes up the stack in the event it arrives in.
@@ -122,14 +147,14 @@ class IdealDevice:
 
     def __init__(self, env, sys: str, tracer, *, qdisc, port, inst: str = "0") -> None:
         self.env = env
-        self.qdisc = make_qdisc(env, sys, qdisc, tracer, inst)
+        self.qdisc = _TracedQdisc(env, tracer, sys, "qdisc", inst, capacity=qdisc.len)
         self.backlog = TracedStore(env, tracer, sys, "RX backlog", inst)
         self.qid = self.backlog.qid
         self.traced = tracer.enabled  # untraced, no record is written: none is made
         self.ip = None  # the IpLayer packets go up to (bind)
         self.sm = None
         self.busy = False  # a delivery waits (in a process of its own)
-        port.attach(self.qdisc, self)
+        self.qdisc.mac = port.attach_qdisc(self.qdisc, self)
 
     def bind(self, ip) -> None:
         """Hand received packets to ``ip`` (the host's :class:`IpLayer`), whose ``IP

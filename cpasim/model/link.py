@@ -14,7 +14,7 @@ interface ``0`` faces tx, ``1`` faces rx, and the port's state machines take
 that instance (``fw:MAC#1``, carriers ``fw:Link#1.k``).  Per port:
 
 ``MAC`` (``sys:MAC:0``)
-    ``idle`` — waits on the NIC's ``TX FIFO`` for a frame;
+    ``idle`` — waits on the NIC's ``TX FIFO`` (an ideal host's ``qdisc``) for a frame;
     ``transmit`` — waits out what is left of the previous frame's inter-frame
     gap, serializes the frame with its preamble at ``link.rate``, then hands it
     to a free carrier through that carrier's ``wire`` queue.
@@ -32,7 +32,9 @@ Carriers make propagation a named state (``tx:Link:propagate``) instead of
 time a frame spends in a queue the receiver already waits on.  A carrier is
 driven by one timeout callback instead of a process of its own (same records,
 half the events); carriers are created on demand and reused in FIFO order, up
-to :data:`SPARE_CARRIERS` per frame in flight.
+to :data:`SPARE_CARRIERS` per frame in flight.  The MAC of an ideal host's port
+(:class:`QdiscMac`) is likewise driven by calls and a timeout per frame, with the
+same records and timing as the process a NIC's port runs.
 
 A packet capture (:mod:`cpasim.capture`) watches a port through :meth:`Port.tap`;
 without one nothing here does any work for it.
@@ -132,11 +134,21 @@ class Port:
     def attach(self, tx_fifo, receiver) -> None:
         """Connect the host's NIC: frames to send come from ``tx_fifo``; frames
         from the peer go to ``receiver.arrive(frame, carrier_sm)``."""
+        self._connect(receiver)
+        self.env.process(self._mac(tx_fifo))
+
+    def attach_qdisc(self, qdisc, receiver) -> QdiscMac:
+        """:meth:`attach` for an ideal host (:mod:`cpasim.model.ideal`), whose ``qdisc``
+        feeds the MAC directly: the MAC is a :class:`QdiscMac`, which ``qdisc`` must
+        hand a packet put into it while the MAC is idle (:meth:`QdiscMac.put`)."""
+        self._connect(receiver)
+        return QdiscMac(self, qdisc)
+
+    def _connect(self, receiver) -> None:
         self.receiver = receiver
         peer = self.link.ports[self.peer]
         if peer.sink is None:  # no bottleneck inserted before this end
             peer.sink = receiver
-        self.env.process(self._mac(tx_fifo))
 
     def tap(self, on_send, on_arrive) -> None:
         """Report every frame this port's MAC puts on the wire (``on_send(frame)``,
@@ -204,6 +216,73 @@ class Port:
         carrier = self.carrier_class(self, instance(self.inst, self._carriers))
         self._carriers += 1
         return carrier
+
+
+class QdiscMac:
+    """The ``MAC`` of a port fed by an ideal host's qdisc: :meth:`Port._mac`'s states,
+    records and timing, driven by calls instead of a process.
+
+    A packet put into the qdisc while the MAC is ``idle`` is handed over in the put
+    (:meth:`put`), where the process would wait for its get to be served in an event
+    of its own; the end of a frame's serialization is a timeout's callback, which
+    takes the next packet from the qdisc, if any.  A frame starts at the instant it
+    would start on the process: the packet leaves the qdisc when put either way."""
+
+    __slots__ = ("port", "fifo", "env", "sm", "rate", "gap_ns", "line_free", "frame", "bytes")
+    __slots__ += ("ns", "idle", "_sent")
+
+    def __init__(self, port: Port, fifo) -> None:
+        self.port = port
+        self.fifo = fifo
+        self.env = port.env
+        self.sm = port.mac
+        self.rate = port.link.rate
+        self.gap_ns = IFG * 8e9 / self.rate
+        self.line_free = 0.0  # the end of the last frame's inter-frame gap
+        self.frame = None  # the frame being serialized: its wire bytes and time to send
+        self.bytes = 0
+        self.ns = 0.0
+        self.idle = True
+        self._sent = self.sent  # bound once: a callback per frame
+        self.sm.begin("idle")
+        self.sm.wait_empty(fifo.qid, 1)  # as the get of an idle MAC records
+
+    def put(self) -> None:
+        """A packet was put into the idle MAC's qdisc: take it and start the frame."""
+        self.idle = False
+        self._start(self.fifo.take_now(1, self.sm)[0])
+
+    def _start(self, frame) -> None:
+        self.sm.begin("transmit")
+        self.frame = frame
+        # As Port._mac: the frame has arrived once its last bit is on the wire; the gap
+        # after it only keeps the next frame back.
+        self.bytes = arrived = frame_bytes(frame.length) + PREAMBLE_SFD  # transmit_ns's bytes
+        self.ns = ns = arrived * 8e9 / self.rate
+        wait = self.line_free - self.env._now
+        self.env.timeout(ns + wait if wait > 0 else ns).callbacks.append(self._sent)
+
+    def sent(self, event) -> None:
+        """The frame's last bit is on the wire: the carrier takes it; the next one starts."""
+        env, port, frame, sm, ns = self.env, self.port, self.frame, self.sm, self.ns
+        # The frame and its gap hold the line; the part before the warm-up's end
+        # (measure_from) is left out.
+        stats = port.stats
+        early = port.link.measure_from - (env._now - ns)
+        busy = ns + self.gap_ns
+        stats.busy_ns += busy if early <= 0 else max(0.0, busy - early)
+        stats.bytes += self.bytes + IFG
+        stats.frames += 1
+        port._carrier().send(frame, sm)
+        self.frame = None
+        self.line_free = env._now + self.gap_ns
+        sm.begin("idle")
+        fifo = self.fifo
+        if fifo.items:
+            self._start(fifo.take_now(1, sm)[0])
+        else:
+            self.idle = True
+            sm.wait_empty(fifo.qid, 1)
 
 
 class _Carrier:

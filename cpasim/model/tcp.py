@@ -463,20 +463,21 @@ class TcpConnection:
             while ends and ends[0] <= seq + n:
                 ends.popleft()
             flags |= PSH
-        return Packet(
-            conn=self.conn,
-            proto="tcp",
-            length=n + segs * self.hdr,
-            payload=n,
-            hdr=self.hdr,
-            mss=self.mss,
-            segs=segs,
-            seq=seq,
-            ack=r.rcv_nxt,
-            wnd=wnd,
-            flags=flags,
-            sent_ns=now,
-            retrans=retrans,
+        hdr = self.hdr
+        return Packet(  # conn, proto, length, payload, hdr, mss, segs, seq, ack, wnd, ...
+            self.conn,
+            "tcp",
+            n + segs * hdr,
+            n,
+            hdr,
+            self.mss,
+            segs,
+            seq,
+            r.rcv_nxt,
+            wnd,
+            flags,
+            now,  # sent_ns
+            retrans,
         )
 
     def _sync_window(self, sm) -> None:

@@ -256,7 +256,7 @@ class Receiver:
 
     @property
     def ofo_bytes(self) -> int:
-        return sum(e - s for s, e in self.ofo)
+        return sum(e - s for s, e in self.ofo) if self.ofo else 0
 
     def on_data(self, seq: int, nbytes: int, segs: int = 1) -> tuple[int, bool]:
         """A data segment (or ``segs`` coalesced ones) arrived: (bytes delivered, ack now)."""
