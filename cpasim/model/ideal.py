@@ -80,7 +80,20 @@ class IdealCpu:
     def cycles(self, name: str, nbytes: int = 0) -> float:
         return 0.0
 
-    def spend(self, sm, state: str, **cycles: float):
+    # The categories as parameters (cpasim.model.cpu.CATEGORIES), not ``**cycles``: no
+    # dict made per call for cycles that are never looked at.
+    def spend(
+        self,
+        sm,
+        state: str,
+        *,
+        copy=0.0,
+        stack=0.0,
+        driver=0.0,
+        interrupt=0.0,
+        buffer=0.0,
+        user=0.0,
+    ):
         sm.begin(state)  # the state exists; it lasts no time
         return self._done
 
@@ -98,11 +111,12 @@ class IdealCpu:
         return (yield event)
 
     def put(self, sm, queue, item):
-        """Generator: put ``item`` into a store, waiting while it is full."""
-        if len(queue.items) >= queue.capacity:
-            yield queue.put(item, sm)
-        else:
+        """Put ``item`` into a store, waiting while it is full; returns what to ``yield
+        from`` (nothing when there is room)."""
+        if len(queue.items) < queue.capacity:
             queue.put_now(item, sm)
+            return ()
+        return self.block(sm, queue.put(item, sm))
 
 
 class _Qdisc:
