@@ -197,11 +197,21 @@ class IdealDevice:
 
     def _deliver(self, pkt) -> bool:
         """Deliver ``pkt`` now; False when the delivery has to wait, and goes on in a
-        process of its own."""
+        process of its own.
+
+        IP's delivery runs until it is done or yields an event that has not happened
+        yet; an event that has (an :class:`IdealCpu`'s work) passes its value back at
+        once, as SimPy would."""
         delivery = self.ip.deliver(self.sm, pkt)
-        event = run_until_blocked(delivery)
-        if event is None:
-            return True
+        send, value = delivery.send, None
+        while True:
+            try:
+                event = send(value)
+            except StopIteration:
+                return True
+            if event.callbacks is not None:
+                break
+            value = event._value
         self.busy = True
         self.env.process(self._finish(delivery, event))
         return False
@@ -227,21 +237,6 @@ class IdealDevice:
             value = yield event
         self.busy = False
         self._drain()
-
-
-def run_until_blocked(generator):
-    """Run a model generator until it yields an event that has not happened yet; that
-    event, or None once the generator is done.  (An event that has happened, such as
-    an :class:`IdealCpu`'s work, is passed its value at once, as SimPy would.)"""
-    value = None
-    while True:
-        try:
-            event = generator.send(value)
-        except StopIteration:
-            return None
-        if event.callbacks is not None:
-            return event
-        value = event._value
 
 
 class IdealHost(Host):

@@ -45,6 +45,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from simpy.events import NORMAL, Event
+
 from cpasim.model.nic import instance
 from cpasim.protocol import IFG, PREAMBLE_SFD, frame_bytes, wire_bytes
 
@@ -224,18 +226,20 @@ class QdiscMac:
 
     A packet put into the qdisc while the MAC is ``idle`` is handed over in the put
     (:meth:`put`), where the process would wait for its get to be served in an event
-    of its own; the end of a frame's serialization is a timeout's callback, which
-    takes the next packet from the qdisc, if any.  A frame starts at the instant it
-    would start on the process: the packet leaves the qdisc when put either way."""
+    of its own; the end of a frame's serialization is a timer's callback, which takes
+    the next packet from the qdisc, if any.  A frame starts at the instant it would
+    start on the process: the packet leaves the qdisc when put either way.  One timer
+    event serves every frame (one frame is serialized at a time), rescheduled each."""
 
-    __slots__ = ("port", "fifo", "env", "sm", "rate", "gap_ns", "line_free", "frame", "bytes")
-    __slots__ += ("ns", "idle", "_sent")
+    __slots__ = ("port", "fifo", "env", "sm", "traced", "rate", "gap_ns", "line_free")
+    __slots__ += ("frame", "bytes", "ns", "idle", "_timer", "_callbacks")
 
     def __init__(self, port: Port, fifo) -> None:
         self.port = port
         self.fifo = fifo
-        self.env = port.env
+        self.env = env = port.env
         self.sm = port.mac
+        self.traced = port.link.tracer.enabled  # untraced, no record is made
         self.rate = port.link.rate
         self.gap_ns = IFG * 8e9 / self.rate
         self.line_free = 0.0  # the end of the last frame's inter-frame gap
@@ -243,7 +247,9 @@ class QdiscMac:
         self.bytes = 0
         self.ns = 0.0
         self.idle = True
-        self._sent = self.sent  # bound once: a callback per frame
+        self._timer = timer = Event(env)  # an event that has happened, each time it is due
+        timer._ok, timer._value = True, None
+        self._callbacks = [self.sent]
         self.sm.begin("idle")
         self.sm.wait_empty(fifo.qid, 1)  # as the get of an idle MAC records
 
@@ -253,16 +259,20 @@ class QdiscMac:
         self._start(self.fifo.take_now(1, self.sm)[0])
 
     def _start(self, frame) -> None:
-        self.sm.begin("transmit")
+        if self.traced:
+            self.sm.begin("transmit")
         self.frame = frame
         # As Port._mac: the frame has arrived once its last bit is on the wire; the gap
         # after it only keeps the next frame back.
         self.bytes = arrived = frame_bytes(frame.length) + PREAMBLE_SFD  # transmit_ns's bytes
         self.ns = ns = arrived * 8e9 / self.rate
-        wait = self.line_free - self.env._now
-        self.env.timeout(ns + wait if wait > 0 else ns).callbacks.append(self._sent)
+        env = self.env
+        wait = self.line_free - env._now
+        timer = self._timer
+        timer.callbacks = self._callbacks
+        env.schedule(timer, NORMAL, ns + wait if wait > 0 else ns)
 
-    def sent(self, event) -> None:
+    def sent(self, _event) -> None:
         """The frame's last bit is on the wire: the carrier takes it; the next one starts."""
         env, port, frame, sm, ns = self.env, self.port, self.frame, self.sm, self.ns
         # The frame and its gap hold the line; the part before the warm-up's end
@@ -276,19 +286,21 @@ class QdiscMac:
         port._carrier().send(frame, sm)
         self.frame = None
         self.line_free = env._now + self.gap_ns
-        sm.begin("idle")
         fifo = self.fifo
         if fifo.items:
+            if self.traced:
+                sm.begin("idle")
             self._start(fifo.take_now(1, sm)[0])
         else:
             self.idle = True
+            sm.begin("idle")
             sm.wait_empty(fifo.qid, 1)
 
 
 class _Carrier:
     """A frame in flight: ``sys:Link:k`` (see the module docstring)."""
 
-    __slots__ = ("port", "sm", "wire", "frame", "arrival", "_arrive")
+    __slots__ = ("port", "sm", "wire", "traced", "frame", "arrival", "_arrive")
 
     def __init__(self, port: Port, inst: str):
         tracer = port.link.tracer
@@ -296,14 +308,16 @@ class _Carrier:
         self.sm = tracer.sm(port.sys, "Link", inst)
         self.wire = tracer.queue(port.sys, "wire", inst)
         tracer.declare(self.wire, self.sm, 1, True)
+        self.traced = tracer.enabled  # untraced, no record is written: none is made
         self.frame = None
         self.arrival = None  # the timeout that ends the propagation
         self._arrive = self.arrive  # bound once: a callback per frame
 
     def send(self, frame, mac) -> None:
-        mac.enq(self.wire, 1)
-        self.sm.deq(self.wire, 1)
-        self.sm.begin("propagate")
+        if self.traced:
+            mac.enq(self.wire, 1)
+            self.sm.deq(self.wire, 1)
+            self.sm.begin("propagate")
         self.frame = frame
         port = self.port
         self.arrival = port.env.timeout(port.link.delay)
@@ -324,10 +338,11 @@ class _Carrier:
                 link.on_drop(frame, port)
         else:
             port.sink.arrive(frame, sm)
-        # Idle means blocked on the own wire queue, so that idle time is never
-        # mistaken for work on the critical path.
-        sm.begin("idle")
-        sm.wait_empty(self.wire, 1)
+        if self.traced:
+            # Idle means blocked on the own wire queue, so that idle time is never
+            # mistaken for work on the critical path.
+            sm.begin("idle")
+            sm.wait_empty(self.wire, 1)
         port._free.append(self)
 
 
