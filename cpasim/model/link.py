@@ -300,7 +300,7 @@ class QdiscMac:
 class _Carrier:
     """A frame in flight: ``sys:Link:k`` (see the module docstring)."""
 
-    __slots__ = ("port", "sm", "wire", "traced", "frame", "arrival", "_arrive")
+    __slots__ = ("port", "sm", "wire", "traced", "frame", "arrival", "_timer", "_arrive")
 
     def __init__(self, port: Port, inst: str):
         tracer = port.link.tracer
@@ -310,7 +310,11 @@ class _Carrier:
         tracer.declare(self.wire, self.sm, 1, True)
         self.traced = tracer.enabled  # untraced, no record is written: none is made
         self.frame = None
-        self.arrival = None  # the timeout that ends the propagation
+        self.arrival = None  # the event that ends the propagation (while in flight)
+        # One frame at a time: one event, rescheduled for each (it has happened when
+        # due, as a timeout has), and no timeout made and freed per frame.
+        self._timer = timer = Event(port.env)
+        timer._ok, timer._value = True, None
         self._arrive = self.arrive  # bound once: a callback per frame
 
     def send(self, frame, mac) -> None:
@@ -320,8 +324,9 @@ class _Carrier:
             self.sm.begin("propagate")
         self.frame = frame
         port = self.port
-        self.arrival = port.env.timeout(port.link.delay)
-        self.arrival.callbacks.append(self._arrive)
+        self.arrival = arrival = self._timer
+        arrival.callbacks = [self._arrive]  # a NIC waiting on the arrival adds its own
+        port.env.schedule(arrival, NORMAL, port.link.delay)
         port.in_flight.append(self)
         if port._sent is not None:
             port._sent.succeed()
