@@ -266,8 +266,13 @@ class TcpConnection:
         """The window the buffer rules offer, never shrinking the right edge already
         advertised."""
         r = self.receiver
-        free = self.bufs.window(int(self.rcvbuf.level) + self.rcv_in_copy + r.ofo_bytes)
-        return max(free, self.announced_edge - r.rcv_nxt, 0)
+        held = int(self.rcvbuf.level) + self.rcv_in_copy
+        if r.ofo:
+            held += r.ofo_bytes
+        free = self.bufs.window(held)
+        edge = self.announced_edge - r.rcv_nxt  # what is left of the window advertised
+        win = free if free >= edge else edge
+        return win if win > 0 else 0
 
     def end_state(self) -> dict:
         """Where this end stands when the run stops: its windows, what it has in
@@ -303,7 +308,9 @@ class TcpConnection:
 
         As Linux's ``tcp_cleanup_rbuf``: when the advertised window left is at most
         half the buffer and the window now offered is at least twice that."""
-        left = max(0, self.announced_edge - self.receiver.rcv_nxt)
+        left = self.announced_edge - self.receiver.rcv_nxt
+        if left < 0:
+            left = 0
         if 2 * left > self.bufs.window_clamp:
             return False
         new = self.receive_window()
@@ -483,8 +490,9 @@ class TcpConnection:
     def _sync_window(self, sm) -> None:
         """Make the Send window's level equal the credits the sender has now."""
         taken = self._win_n if self._win_ev is not None and self._win_ev.triggered else 0
-        taken += self._grabbed
-        target = max(0, self.sender.usable() - taken)
+        target = self.sender.usable() - (taken + self._grabbed)
+        if target < 0:
+            target = 0
         level = int(self.window.level)
         if target > level:
             self.window.give(target - level, sm)

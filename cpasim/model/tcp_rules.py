@@ -98,8 +98,10 @@ class RenoSender:
         return min(self.cwnd, self.snd_wnd)
 
     def usable(self) -> int:
-        """New bytes that may be sent now."""
-        return max(0, self.window() - self.flight)
+        """New bytes that may be sent now: the window less the flight, at least 0.
+        (On every segment received: written out, without the calls.)"""
+        room = min(self.cwnd, self.snd_wnd) - (self.snd_nxt - self.snd_una)
+        return room if room > 0 else 0
 
     @property
     def ca_open(self) -> bool:
@@ -110,7 +112,9 @@ class RenoSender:
         """Record ``nbytes`` of new data sent; returns its first sequence number."""
         seq = self.snd_nxt
         self.snd_nxt += nbytes
-        self._max_flight = max(self._max_flight, self.snd_nxt - self.snd_una)
+        flight = self.snd_nxt - self.snd_una
+        if flight > self._max_flight:
+            self._max_flight = flight
         self.outstanding.append([seq, self.snd_nxt, now, False])
         return seq
 
