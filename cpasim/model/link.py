@@ -212,8 +212,8 @@ class Port:
             sm.begin("idle")
 
     def _carrier(self) -> _Carrier:
-        in_flight = self._carriers - len(self._free)
-        if len(self._free) > (SPARE_CARRIERS - 1) * in_flight:
+        free = len(self._free)
+        if free > (SPARE_CARRIERS - 1) * (self._carriers - free):  # in flight: the others
             return self._free.popleft()
         carrier = self.carrier_class(self, instance(self.inst, self._carriers))
         self._carriers += 1
