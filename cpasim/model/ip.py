@@ -58,6 +58,14 @@ class IpLayer:
 
     # -- output ------------------------------------------------------------------------
     def output(self, sm, pkt: Packet, state: str = "dev_queue_xmit"):
+        """Send ``pkt`` (run by the sender holding a core); returns what to ``yield
+        from``: a packet IP has no work for goes to the qdisc without a generator."""
+        if self.netfilter or (pkt.length > self.mtu and pkt.proto == "udp"):
+            return self._output(sm, pkt, state)
+        sm.begin(state)
+        return self.cpu.put(sm, self.dev.qdisc, pkt)
+
+    def _output(self, sm, pkt: Packet, state: str):
         cpu = self.cpu
         if self.netfilter:
             yield cpu.spend(sm, "nf_hook", stack=cpu.cycles("netfilter"))

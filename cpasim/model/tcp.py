@@ -565,7 +565,7 @@ class TcpConnection:
             queued = int(self.rcvbuf.level) + self.rcv_in_copy + r.ofo_bytes
             self.bufs.on_data(pkt.payload, queued, r.rcv_nxt, self.env._now)
         if ack_now:
-            yield from self._send_ack(sm, charge=False)
+            yield from self._ack_now(sm)  # its cost is in the receive path's
         elif self.receiver.ack_pending:
             self._arm_delack(sm)
         if self.notify is not None and (out.acked or pkt.payload):
@@ -601,9 +601,13 @@ class TcpConnection:
             yield self.cpu.spend(sm, "tcp_retransmit_skb", stack=self.cpu.cycles("tx_packet"))
         yield from self.ip.output(sm, self._segment(seq, n, now, retrans=True))
 
-    def _send_ack(self, sm, charge: bool = True):
-        if charge:
-            yield self.cpu.spend(sm, "tcp_send_ack", stack=self.cpu.cycles("tx_packet"))
+    def _send_ack(self, sm):
+        yield self.cpu.spend(sm, "tcp_send_ack", stack=self.cpu.cycles("tx_packet"))
+        yield from self._ack_now(sm)
+
+    def _ack_now(self, sm):
+        """A pure ACK, sent now (its cost charged by the caller); returns what to
+        ``yield from``."""
         pkt = self._segment(self.sender.snd_nxt, 0, self.env._now)
         pkt.length = self.hdr
         pkt.segs = 1
@@ -611,7 +615,7 @@ class TcpConnection:
             blocks = tuple(self.receiver.sacks[: self.sack_max])
             pkt.sack = blocks
             pkt.hdr = pkt.length = self.hdr + TCP_SACK_BASE + TCP_SACK_PERBLOCK * len(blocks)
-        yield from self.ip.output(sm, pkt)
+        return self.ip.output(sm, pkt)
 
     # -- timers ------------------------------------------------------------------------------
     def _arm_delack(self, sm) -> None:
