@@ -200,21 +200,16 @@ class IdealDevice:
         process of its own.
 
         IP's delivery runs until it is done or yields an event that has not happened
-        yet; an event that has (an :class:`IdealCpu`'s work) passes its value back at
-        once, as SimPy would."""
+        yet.  The events it yields that have happened are an :class:`IdealCpu`'s work,
+        whose value is None: the delivery goes on at once, as SimPy would resume it
+        (iterating passes it the None, and ends without a StopIteration raised)."""
         delivery = self.ip.deliver(self.sm, pkt)
-        send, value = delivery.send, None
-        while True:
-            try:
-                event = send(value)
-            except StopIteration:
-                return True
+        for event in delivery:
             if event.callbacks is not None:
-                break
-            value = event._value
-        self.busy = True
-        self.env.process(self._finish(delivery, event))
-        return False
+                self.busy = True
+                self.env.process(self._finish(delivery, event))
+                return False
+        return True
 
     def _drain(self) -> None:
         """Deliver what queued behind a delivery that waited, in order, until the

@@ -190,7 +190,7 @@ class Port:
         # Set by the system after the link was built, before this process first runs.
         since = self.link.measure_from
         while True:
-            frame = fifo.take_now(1, sm)[0] if fifo.items else (yield fifo.get(sm))
+            frame = fifo.take_one(sm) if fifo.items else (yield fifo.get(sm))
             sm.begin("transmit")
             # The frame has arrived once its last bit is on the wire; the gap after
             # it only keeps the next frame back (a frame sent back to back waits out
@@ -256,7 +256,7 @@ class QdiscMac:
     def put(self) -> None:
         """A packet was put into the idle MAC's qdisc: take it and start the frame."""
         self.idle = False
-        self._start(self.fifo.take_now(1, self.sm)[0])
+        self._start(self.fifo.take_one(self.sm))
 
     def _start(self, frame) -> None:
         if self.traced:
@@ -290,7 +290,7 @@ class QdiscMac:
         if fifo.items:
             if self.traced:
                 sm.begin("idle")
-            self._start(fifo.take_now(1, sm)[0])
+            self._start(fifo.take_one(sm))
         else:
             self.idle = True
             sm.begin("idle")
