@@ -102,8 +102,10 @@ class RenoSender:
         return min(self.cwnd, self.snd_wnd)
 
     def usable(self) -> int:
-        """New bytes that may be sent now."""
-        return max(0, self.window() - self.flight)
+        """New bytes that may be sent now: the window less the flight, at least 0.
+        (On every segment received: written out, without the calls.)"""
+        room = min(self.cwnd, self.snd_wnd) - (self.snd_nxt - self.snd_una)
+        return room if room > 0 else 0
 
     @property
     def ca_open(self) -> bool:
@@ -114,7 +116,9 @@ class RenoSender:
         """Record ``nbytes`` of new data sent; returns its first sequence number."""
         seq = self.snd_nxt
         self.snd_nxt += nbytes
-        self._max_flight = max(self._max_flight, self.snd_nxt - self.snd_una)
+        flight = self.snd_nxt - self.snd_una
+        if flight > self._max_flight:
+            self._max_flight = flight
         self.outstanding.append([seq, self.snd_nxt, now, False])
         return seq
 
@@ -260,7 +264,7 @@ class Receiver:
 
     @property
     def ofo_bytes(self) -> int:
-        return sum(e - s for s, e in self.ofo)
+        return sum(e - s for s, e in self.ofo) if self.ofo else 0
 
     def on_data(self, seq: int, nbytes: int, segs: int = 1) -> tuple[int, bool]:
         """A data segment (or ``segs`` coalesced ones) arrived: (bytes delivered, ack now)."""
