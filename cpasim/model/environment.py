@@ -309,7 +309,10 @@ def sleeper(env):
     """How a component's process waits a while on ``env``: :meth:`Kernel.sleep` on the
     model's Kernel, ``timeout`` on a plain SimPy environment (which drives the
     components in unit tests)."""
-    return getattr(env, "sleep", env.timeout)
+    sleep = getattr(env, "sleep", None)
+    if sleep is not None:
+        return sleep
+    return lambda delay: env.timeout(delay)  # looked up when waited: a stand-in env may have none
 
 
 def pending(env) -> int:
