@@ -1,4 +1,5 @@
-"""A leaner SimPy environment for the model: the same events in the same order.
+"""A leaner SimPy environment for the model: the same events in the same order, but
+for the waits that need none.
 
 :class:`Kernel` is a :class:`simpy.Environment` whose two hot constructors do
 less work per event: :meth:`Kernel.timeout` builds the timeout and pushes it on
@@ -16,6 +17,13 @@ passes through; :func:`timer` asks a plain Environment for a timeout instead.  A
 tracer bound to a Kernel hands it its
 buffer (:meth:`Kernel.note_times`): the Kernel notes each new time there before the
 event runs, so that the records themselves never read the clock.
+
+:meth:`Kernel.sleep` is what a process yields to wait a while (a state's work, a
+DMA's hold): a timeout, unless that timeout would be the very next event processed,
+with nothing left to run before it; then the clock moves on at once and the process
+goes on without one.  Sparing that event changes nothing that happens, only what it
+costs: the same records come at the same times, in the same order, and the events
+after it keep their order (their ids move down by one).
 """
 
 from __future__ import annotations
