@@ -408,7 +408,7 @@ class _Runner:
         elapsed = max(0.0, self.end_ns - warm)
         stats = s.stats
         scheduled = next(env._eid)
-        processed = scheduled - len(env._queue)
+        processed = scheduled - env.queued()
         latencies = np.asarray(stats.latencies, dtype=float)
         kind = cfg.workload.kind
         latency = None
