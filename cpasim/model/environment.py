@@ -28,6 +28,7 @@ after it keep their order (their ids move down by one).
 
 from __future__ import annotations
 
+from collections import deque
 from heapq import heappop, heappush
 
 import simpy
@@ -108,6 +109,16 @@ class Kernel(simpy.Environment):
         # of the queue's own entries: see timer).
         self._timers: list = []
         self._timers_queued: list = []
+        self._lines: list[Line] = []  # the Lines of events made on it
+
+    def queued(self) -> int:
+        """Events scheduled and not processed yet: on the event queue, or in a
+        :class:`Line` behind its oldest."""
+        waiting = 0
+        for line in self._lines:
+            if line.waiting:
+                waiting += len(line.waiting) - 1  # the oldest is on the queue
+        return len(self._queue) + len(self._timers) + waiting
 
     def note_times(self, notes) -> None:
         """Note the simulated time in a tracer's buffer before each event (None: stop).
@@ -313,6 +324,43 @@ def timer(env, delay: float) -> Timeout:
     return make(delay) if make is not None else env.timeout(delay)
 
 
+class Line:
+    """Events that happen in the order they are scheduled, each ``delay`` after (the
+    frames a wire carries): only the oldest waits on the event queue, the others in
+    line behind it, so that the queue every event goes through stays short (a wire
+    holds tens of frames).  Each keeps the id SimPy gives an event scheduled when it
+    is, so events happen at the same times and in the same order as on SimPy's queue
+    alone.  Works on a plain SimPy environment too (only a :class:`Kernel` counts
+    what waits in line among its queued events).
+
+    :meth:`advance` must be the first thing the oldest event's processing does."""
+
+    __slots__ = ("env", "delay", "waiting")
+
+    def __init__(self, env, delay: float) -> None:
+        self.env = env
+        self.delay = delay
+        self.waiting: deque[tuple] = deque()  # queue entries, oldest (the one queued) first
+        if isinstance(env, Kernel):
+            env._lines.append(self)
+
+    def schedule(self, event) -> None:
+        """``event`` happens ``delay`` from now (it has its value, as a timeout has)."""
+        env = self.env
+        entry = (env._now + self.delay, NORMAL, next(env._eid), event)
+        waiting = self.waiting
+        if not waiting:
+            heappush(env._queue, entry)
+        waiting.append(entry)
+
+    def advance(self) -> None:
+        """The oldest is being processed: the next in line takes its place."""
+        waiting = self.waiting
+        waiting.popleft()
+        if waiting:
+            heappush(self.env._queue, waiting[0])
+
+
 def sleeper(env):
     """How a component's process waits a while on ``env``: :meth:`Kernel.sleep` on the
     model's Kernel, ``timeout`` on a plain SimPy environment (which drives the
@@ -324,9 +372,10 @@ def sleeper(env):
 
 
 def pending(env) -> int:
-    """Events scheduled and not yet processed (the queue's, and a Kernel's timers
-    waiting to enter it)."""
-    return len(env._queue) + len(getattr(env, "_timers", ()))
+    """Events scheduled and not yet processed (the queue's, and on a Kernel its timers
+    and the events of its Lines waiting to enter it: :meth:`Kernel.queued`)."""
+    queued = getattr(env, "queued", None)
+    return queued() if queued is not None else len(env._queue)
 
 
 def wake_sooner(env, process, delay: float):

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 
 from simpy.events import NORMAL, Event
 
-from cpasim.model.environment import sleeper
+from cpasim.model.environment import Line, sleeper
 from cpasim.model.nic import instance
 from cpasim.protocol import IFG, PREAMBLE_SFD, frame_bytes, wire_bytes
 
@@ -132,6 +132,8 @@ class Port:
         self._free: deque[_Carrier] = deque()
         self._carriers = 0
         self.in_flight: deque[_Carrier] = deque()  # oldest first: arrivals are in order
+        # Their arrivals: one propagation delay after each is sent, in the order sent.
+        self.arrivals = Line(self.env, link.delay)
         self._sent = None  # event for a receiver waiting on an idle line
 
     def attach(self, tx_fifo, receiver) -> None:
@@ -328,7 +330,7 @@ class _Carrier:
         port = self.port
         self.arrival = arrival = self._timer
         arrival.callbacks = [self._arrive]  # a NIC waiting on the arrival adds its own
-        port.env.schedule(arrival, NORMAL, port.link.delay)
+        port.arrivals.schedule(arrival)
         port.in_flight.append(self)
         if port._sent is not None:
             port._sent.succeed()
@@ -337,6 +339,7 @@ class _Carrier:
     def arrive(self, _event) -> None:
         port, frame, sm = self.port, self.frame, self.sm
         self.frame = self.arrival = None
+        port.arrivals.advance()
         port.in_flight.popleft()
         link = port.link
         if link.loss and link.rng.random() < link.loss:
