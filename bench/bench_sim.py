@@ -25,6 +25,7 @@ for writing the capture of the link (``cpasim run --pcap``).
 from __future__ import annotations
 
 import argparse
+import gc
 import shutil
 import tempfile
 import time
@@ -71,7 +72,10 @@ def bare_simpy_rate(items: int = 200_000) -> float:
 def run_once(cfg, **outputs) -> dict:
     """One timed run; ``outputs`` are simulate()'s optional recorders (series, pcap),
     passed only when asked so that older trees without them run the same harness
-    (bench/compare_sim.py)."""
+    (bench/compare_sim.py).  What earlier runs left is collected first: freeing a
+    system is not the next run's work (a full collection after 1,000 flows takes a
+    quarter of a second, and would otherwise fall in whichever run it met)."""
+    gc.collect()
     t0 = time.process_time()
     r = simulate(cfg, **outputs)
     cpu = time.process_time() - t0

@@ -591,6 +591,7 @@ WOKEN = {
     "IpLayer._recv_loop": "IP Recv: woken by NAPI, its work, its core",
     "Driver._xmit": "driver transmit: woken by the qdisc, its core, its work",
     "Port._mac": "the link's MAC: a frame's serialization, a packet in its queue",
+    "QdiscMac.sent": "an ideal host's MAC: a frame's serialization ends (a timer's callback)",
     "_Carrier.arrive": "a frame's arrival at the end of the wire (a carrier's callback)",
     "tcp_sink": "the reader: woken for data, its copy",
     "tcp_source": "the writer: woken for send-buffer space, its copy",

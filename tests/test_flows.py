@@ -12,7 +12,10 @@ import json
 from pathlib import Path
 
 import dpkt
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from inprocess import cli
 
 from cpasim.config import load_scenario
@@ -296,6 +299,25 @@ def test_percentiles_and_jain():
     assert jain([5, 5, 5]) == pytest.approx(1.0)
     assert jain([1, 0, 0, 0]) == pytest.approx(0.25)
     assert jain([]) is None and jain([0, 0]) is None
+
+
+# Round trips in ns: integers (ties), and floats from sub-microsecond to seconds.
+SAMPLES = st.lists(
+    st.one_of(st.integers(0, 10**10), st.floats(1e-3, 1e10, allow_nan=False)),
+    min_size=1,
+    max_size=120,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(SAMPLES)
+def test_percentiles_are_numpys_bit_for_bit(samples):
+    a = np.asarray(samples, dtype=float)
+    p50, p90, p99 = np.percentile(a, (50, 90, 99))
+    want = {"mean": a.mean(), "p50": p50, "p90": p90, "p99": p99, "count": len(samples)}
+    got = percentiles(samples, mean=True)
+    assert list(got) == list(want)
+    assert [float(v).hex() for v in got.values()] == [float(v).hex() for v in want.values()]
 
 
 def test_run_json_has_the_flows(tmp_path):

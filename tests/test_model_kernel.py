@@ -8,13 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from simpy.core import StopSimulation
 
-from cpasim.model.environment import Kernel
+from cpasim.model.environment import Kernel, pending, timer, wake_sooner
 from cpasim.tracing import NULL_TRACER, TracedContainer, TracedStore
 
 # A process script: (action, argument) steps; delays are small integers so that
 # many events fall on the same time and their order is decided by SimPy's ids.
 STEP = st.one_of(
     st.tuples(st.just("sleep"), st.integers(0, 3)),
+    st.tuples(st.just("timer"), st.integers(0, 9)),
     st.tuples(st.just("put"), st.integers(0, 2)),
     st.tuples(st.just("get"), st.integers(0, 2)),
     st.tuples(st.just("give"), st.integers(1, 3)),
@@ -50,6 +51,8 @@ def run(env, scripts, until: float = 50.0, *, sleep=None, drive=None):
         for i, (action, arg) in enumerate(script):
             if action == "sleep":
                 yield sleep(arg)
+            elif action == "timer":
+                yield timer(env, arg)
             elif action == "put":
                 yield stores[arg].put((k, i))
             elif action == "get":
@@ -83,13 +86,75 @@ def run(env, scripts, until: float = 50.0, *, sleep=None, drive=None):
     else:
         drive(env, until)
     ends = [(p.triggered, p.value if p.triggered else None) for p in procs]
-    return log, ends, next(env._eid), len(env._queue)
+    return log, ends, next(env._eid), pending(env)
 
 
 @settings(max_examples=150, deadline=None)
 @given(SCRIPTS)
 def test_kernel_runs_any_script_exactly_as_simpy(scripts):
     assert run(Kernel(), scripts) == run(simpy.Environment(), scripts)
+
+
+# Timers (Kernel.timer) wait apart from the event queue: sleepers on timers, some
+# moved sooner (wake_sooner, which leaves the old timer to fire to no one), and a
+# ticker whose short timeouts pass between them must see every event at the time
+# and in the order a plain Environment's timeouts give.
+SLEEPS = st.lists(st.lists(st.integers(0, 30), min_size=1, max_size=6), min_size=1, max_size=6)
+MOVES = st.lists(st.tuples(st.integers(0, 40), st.integers(0, 5), st.integers(0, 20)), max_size=10)
+
+
+def run_timers(env, sleeps, moves):
+    log = []
+    wakes: dict[int, float] = {}  # sleeper -> when it wakes, while it sleeps on a timer
+
+    def sleeper(k, delays):
+        for d in delays:
+            wakes[k] = env.now + d
+            yield timer(env, d)
+            del wakes[k]
+            log.append((env.now, "woke", k))
+
+    def mover():
+        for at, k, delay in sorted(moves):
+            yield env.timeout(max(0, at - env.now))
+            k %= len(sleeps)
+            if env.now + delay < wakes.get(k, -1):
+                wake_sooner(env, procs[k], delay)
+                wakes[k] = env.now + delay
+                log.append((env.now, "moved", k, delay))
+
+    def ticker():
+        while True:
+            yield env.timeout(1)
+            log.append((env.now, "tick", pending(env)))
+
+    procs = [env.process(sleeper(k, d)) for k, d in enumerate(sleeps)]
+    env.process(mover())
+    env.process(ticker())
+    env.run(until=60)
+    return log, next(env._eid), pending(env)
+
+
+@settings(max_examples=100, deadline=None)
+@given(SLEEPS, MOVES)
+def test_timers_fire_when_and_in_the_order_timeouts_would(sleeps, moves):
+    assert run_timers(Kernel(), sleeps, moves) == run_timers(simpy.Environment(), sleeps, moves)
+
+
+def test_only_the_earliest_timers_are_in_the_event_queue():
+    env = Kernel()
+    for d in (50, 30, 40, 10, 20):
+        timer(env, d)
+    env.timeout(5)
+    # The timers of 50 and 30 entered in turn as each was the earliest so far, that of 10
+    # too; 40 and 20 wait.
+    assert len(env._queue) == 4 and pending(env) == 6
+    fired = []
+    while env._queue:
+        fired.append(env.peek())
+        env.step()
+    assert fired == [5, 10, 20, 30, 40, 50]
+    assert pending(env) == 0
 
 
 def in_slices(env, until: float, step: float = 3.5) -> None:

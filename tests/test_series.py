@@ -29,6 +29,8 @@ PER_CONN = ("cwnd", "ssthresh", "snd_wnd", "inflight", "srtt", "sndbuf", "rcvbuf
 
 
 def _same(a, b) -> None:
+    """The same results, the count of SimPy events included: a wait that goes on at
+    once (Kernel.sleep) past a row's instant takes the row on its way."""
     x, y = a.to_json(), b.to_json()
     x.pop("wall_s"), y.pop("wall_s")
     assert x == y
@@ -73,7 +75,6 @@ def test_goodput_column_averages_to_the_runs_goodput(filled):
 
 def test_series_changes_nothing(filled):
     _same(filled, cpasim.run(STREAM, FILLED))
-    assert filled.events == cpasim.run(STREAM, FILLED).events
 
 
 @pytest.mark.slow  # two traced runs; test_series_changes_nothing is the quick one

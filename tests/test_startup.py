@@ -10,6 +10,7 @@ measures what that buys; these tests guard it.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -101,6 +102,16 @@ def test_numba_loads_without_scipy_linalg_where_the_probe_is_skipped():
         "assert blas_probe.BLAS_MODULE not in sys.modules  # importable again\n"
     )
     assert "scipy.linalg" not in _loaded(code)
+
+
+def test_one_blas_thread_in_the_command_process_unless_the_user_chose(monkeypatch):
+    monkeypatch.setattr(os, "environ", {"PATH": "/bin"})
+    cpasim.cli._one_blas_thread()
+    assert os.environ == {"PATH": "/bin", "OPENBLAS_NUM_THREADS": "1"}
+    for name in cpasim.cli.BLAS_THREADS:
+        monkeypatch.setattr(os, "environ", {name: "4"})
+        cpasim.cli._one_blas_thread()
+        assert os.environ == {name: "4"}
 
 
 FAST = """

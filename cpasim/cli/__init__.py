@@ -12,6 +12,7 @@ need, are imported — an interrupt during those imports is one line too.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 
 from cpasim import blas_probe, interrupts
@@ -51,8 +52,10 @@ def main(argv: list[str] | None = None) -> None:
         # A name from a file or a file name of undecodable bytes that reaches
         # stdout unescaped is written escaped, never a UnicodeEncodeError.
         _reconfigure(sys.stdout)
-        # The process is the command's: numba compiles nothing in it but the kernel.
+        # The process is the command's: numba compiles nothing in it but the kernel,
+        # and nothing in it does linear algebra that a pool of threads would speed up.
         blas_probe.skip_in_this_process()
+        _one_blas_thread()
     _settle_run_folders(0)  # folders made before this command are not its own
     try:
         with interrupts.handled():
@@ -62,6 +65,21 @@ def main(argv: list[str] | None = None) -> None:
         if program:  # what is left is the interpreter's shutdown
             interrupts.exit_at_once()
     raise SystemExit(code)
+
+
+#: The variables OpenBLAS (numpy's and scipy's BLAS) reads its number of threads from.
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def _one_blas_thread() -> None:
+    """One BLAS thread in the command's process and the processes it starts, unless
+    the user chose a number.  OpenBLAS starts a pool of threads, one per core, as
+    numpy loads: about 50 ms of every command's start-up on two cores, for no
+    command's work (the only linear algebra is a calibration's least-squares fit
+    of a few parameters, far below the sizes OpenBLAS splits between threads), and
+    a sweep's workers would each start a pool."""
+    if not any(name in os.environ for name in BLAS_THREADS):
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 
 def _settle_run_folders(code: int) -> None:

@@ -300,13 +300,14 @@ class Cpu:
         return value
 
     def put(self, sm, queue, item):
-        """Generator: put ``item`` into a store, giving the core up while the store is full.
+        """Put ``item`` into a store, giving the core up while the store is full; returns
+        what to ``yield from``.
 
-        With room, the item goes in at once, without a SimPy event."""
-        if len(queue.items) >= queue.capacity:
-            yield from self.block(sm, queue.put(item, sm))
-        else:
+        With room, the item goes in at once, without a SimPy event (nor a generator)."""
+        if len(queue.items) < queue.capacity:
             queue.put_now(item, sm)
+            return ()
+        return self.block(sm, queue.put(item, sm))
 
     def utilization(self, elapsed_ns: float) -> dict[str, float]:
         """Share of the cores' time per category over ``elapsed_ns``, plus ``idle``."""

@@ -10,7 +10,11 @@ method made anew at every wait; the search for a thrown exception's frame).
 :meth:`Kernel.run_until` processes events like ``step()`` in a loop without a
 call per event.  Every event still gets the id, time and priority SimPy would
 give it, so a run on a Kernel is the run on a plain Environment, event for event:
-components may be driven by either.  A tracer bound to a Kernel hands it its
+components may be driven by either.  :meth:`Kernel.timer` is a timeout kept
+apart from the others until it is the earliest of its kind (see there), so that
+a thousand connections' sleeping timers do not deepen the queue every event
+passes through; :func:`timer` asks a plain Environment for a timeout instead.  A
+tracer bound to a Kernel hands it its
 buffer (:meth:`Kernel.note_times`): the Kernel notes each new time there before the
 event runs, so that the records themselves never read the clock.
 
@@ -24,6 +28,7 @@ after it keep their order (their ids move down by one).
 
 from __future__ import annotations
 
+from collections import deque
 from heapq import heappop, heappush
 
 import simpy
@@ -103,6 +108,23 @@ class Kernel(simpy.Environment):
     #: the sample on its way, as the pause there would have.
     sampler = None
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Timers not yet due to be in the queue, and those that are in it (both heaps
+        # of the queue's own entries: see timer).
+        self._timers: list = []
+        self._timers_queued: list = []
+        self._lines: list[Line] = []  # the Lines of events made on it
+
+    def queued(self) -> int:
+        """Events scheduled and not processed yet: on the event queue, or in a
+        :class:`Line` behind its oldest."""
+        waiting = 0
+        for line in self._lines:
+            if line.waiting:
+                waiting += len(line.waiting) - 1  # the oldest is on the queue
+        return len(self._queue) + len(self._timers) + waiting
+
     def note_times(self, notes) -> None:
         """Note the simulated time in a tracer's buffer before each event (None: stop).
 
@@ -157,6 +179,48 @@ class Kernel(simpy.Environment):
         event._ok = True
         heappush(self._queue, (self._now + delay, NORMAL, next(self._eid), event))
         return event
+
+    def timer(self, delay: float, value=None) -> Timeout:
+        """:meth:`timeout` for a timer: the same event, id and time, queued apart.
+
+        A connection's retransmission and delayed-ACK timers sleep for tens or
+        hundreds of milliseconds, and a moved timer leaves its old timeout behind
+        (:func:`wake_sooner`): with many connections they are most of the queue, and
+        every event, however short-lived, pays for the queue's depth on its way
+        through.  So a timer's entry waits in a queue of its own (``_timers``) and
+        enters the event queue only when no timer already there comes before it.  The
+        entry is the one :meth:`timeout` would push, so the order of events is the
+        same; when a timer entered fires, the earliest waiting one follows it in
+        (:meth:`_timer_fired`, its first callback), and at every moment the queue
+        holds a timer that comes before every timer waiting.  Events scheduled but not
+        processed: :func:`pending`."""
+        if delay < 0:
+            raise ValueError(f"Negative delay {delay}")
+        event = _new(Timeout)
+        event.env = self
+        event.callbacks = [self._timer_fired]
+        event._value = value
+        event._delay = delay
+        event._ok = True
+        entry = (self._now + delay, NORMAL, next(self._eid), event)
+        queued = self._timers_queued
+        if not queued or entry < queued[0]:
+            heappush(queued, entry)
+            heappush(self._queue, entry)
+        else:
+            heappush(self._timers, entry)
+        return event
+
+    def _timer_fired(self, event) -> None:
+        """A timer's entry left the event queue (the earliest of the timers there: the
+        queue's least entry); the earliest waiting timer goes in if no other timer
+        there comes before it."""
+        queued, waiting = self._timers_queued, self._timers
+        heappop(queued)
+        if waiting and (not queued or waiting[0] < queued[0]):
+            entry = heappop(waiting)
+            heappush(queued, entry)
+            heappush(self._queue, entry)
 
     def sleep(self, delay: float):
         """What the active process yields to wait ``delay`` from now: a timeout, or,
@@ -267,23 +331,75 @@ class Kernel(simpy.Environment):
         return True
 
 
+def timer(env, delay: float) -> Timeout:
+    """A timer's timeout: :meth:`Kernel.timer`, or a plain Environment's timeout."""
+    make = getattr(env, "timer", None)
+    return make(delay) if make is not None else env.timeout(delay)
+
+
+class Line:
+    """Events that happen in the order they are scheduled, each ``delay`` after (the
+    frames a wire carries): only the oldest waits on the event queue, the others in
+    line behind it, so that the queue every event goes through stays short (a wire
+    holds tens of frames).  Each keeps the id SimPy gives an event scheduled when it
+    is, so events happen at the same times and in the same order as on SimPy's queue
+    alone.  Works on a plain SimPy environment too (only a :class:`Kernel` counts
+    what waits in line among its queued events).
+
+    :meth:`advance` must be the first thing the oldest event's processing does."""
+
+    __slots__ = ("env", "delay", "waiting")
+
+    def __init__(self, env, delay: float) -> None:
+        self.env = env
+        self.delay = delay
+        self.waiting: deque[tuple] = deque()  # queue entries, oldest (the one queued) first
+        if isinstance(env, Kernel):
+            env._lines.append(self)
+
+    def schedule(self, event) -> None:
+        """``event`` happens ``delay`` from now (it has its value, as a timeout has)."""
+        env = self.env
+        entry = (env._now + self.delay, NORMAL, next(env._eid), event)
+        waiting = self.waiting
+        if not waiting:
+            heappush(env._queue, entry)
+        waiting.append(entry)
+
+    def advance(self) -> None:
+        """The oldest is being processed: the next in line takes its place."""
+        waiting = self.waiting
+        waiting.popleft()
+        if waiting:
+            heappush(self.env._queue, waiting[0])
+
+
 def sleeper(env):
     """How a component's process waits a while on ``env``: :meth:`Kernel.sleep` on the
     model's Kernel, ``timeout`` on a plain SimPy environment (which drives the
     components in unit tests)."""
     sleep = getattr(env, "sleep", None)
-    return sleep if sleep is not None else lambda delay: env.timeout(delay)
+    if sleep is not None:
+        return sleep
+    return lambda delay: env.timeout(delay)  # looked up when waited: a stand-in env may have none
+
+
+def pending(env) -> int:
+    """Events scheduled and not yet processed (the queue's, and on a Kernel its timers
+    and the events of its Lines waiting to enter it: :meth:`Kernel.queued`)."""
+    queued = getattr(env, "queued", None)
+    return queued() if queued is not None else len(env._queue)
 
 
 def wake_sooner(env, process, delay: float):
-    """Have ``process``, asleep on a timeout, wake ``delay`` ns from now instead.
+    """Have ``process``, asleep on a timer, wake ``delay`` ns from now instead.
 
-    Its resumption moves to a new timeout (returned); the old one still fires, to
+    Its resumption moves to a new timer (returned); the old one still fires, to
     no one.  What a timer whose deadline moved closer does, without a wake-up event
     of its own each time it might have.  Works on a plain SimPy environment too."""
     old = process._target
     old.callbacks.remove(process._resume)
-    event = env.timeout(delay)
+    event = timer(env, delay)
     event.callbacks.append(process._resume)
     process._target = event
     return event

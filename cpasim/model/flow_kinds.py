@@ -37,7 +37,9 @@ def _run(system, flow, gen) -> None:
 
 
 def _after(env, delay: float, gen):
-    yield env.timeout(delay)
+    from cpasim.model.environment import timer  # SimPy: only once a run is built
+
+    yield timer(env, delay)  # many flows may wait for their start: kept apart
     yield from gen
 
 

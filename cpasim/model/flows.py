@@ -15,6 +15,7 @@ as the last of them completes.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -121,16 +122,35 @@ def build(system) -> list[Flow]:
 
 # -- what the flows measured, as plain data -----------------------------------------------------
 def percentiles(samples, *, mean: bool = False) -> dict | None:
-    """p50, p90, p99 (and the mean) of ``samples`` with their count; None if none."""
-    if not len(samples):
+    """p50, p90, p99 (and the mean) of ``samples`` with their count; None if none.
+
+    The percentiles are ``np.percentile``'s (its default, linear interpolation
+    between the closest ranks), bit for bit, computed here: numpy spends some 70 us
+    on each call, and a run of 1,000 flows makes 2,000 of them."""
+    n = len(samples)
+    if not n:
         return None
-    a = np.asarray(samples, dtype=float)
-    p50, p90, p99 = np.percentile(a, (50, 90, 99))  # one sort for the three
-    out = {"p50": float(p50), "p90": float(p90), "p99": float(p99)}
-    if mean:
-        out = {"mean": float(a.mean()), **out}
-    out["count"] = int(a.size)
+    ranked = sorted(map(float, samples))
+    p50, p90, p99 = (_percentile(ranked, q) for q in (0.5, 0.9, 0.99))
+    out = {"p50": p50, "p90": p90, "p99": p99}
+    if mean:  # numpy's (pairwise) sum, in the samples' order
+        out = {"mean": float(np.asarray(samples, dtype=float).mean()), **out}
+    out["count"] = n
     return out
+
+
+def _percentile(ranked: list[float], q: float) -> float:
+    """The ``q`` quantile of sorted ``ranked`` as ``np.quantile(ranked, q)`` computes it
+    (numpy's ``_quantile`` with ``_lerp``, the same operations in the same order)."""
+    n = len(ranked)
+    at = (n - 1) * q  # the virtual index
+    if at >= n - 1:
+        return ranked[-1]
+    below = math.floor(at)
+    gamma = at - below
+    a, b = ranked[below], ranked[below + 1]
+    diff = b - a
+    return b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma
 
 
 def jain(values) -> float | None:

@@ -58,7 +58,7 @@ from __future__ import annotations
 from collections import deque
 
 from cpasim.model import cc
-from cpasim.model.environment import wake_sooner
+from cpasim.model.environment import timer, wake_sooner
 from cpasim.model.main_memory import send_touch
 from cpasim.model.packet import ACK, PSH, Packet
 from cpasim.model.sockbuf import SocketBuffers
@@ -88,6 +88,74 @@ TIMER_TRIGGER = {TIMER_RTO: "timeout", TIMER_TLP: "probe", TIMER_REO: "fast"}
 class TcpConnection:
     """One host's end of connection ``c<idx>``; ``params`` is the host's ``tcp``
     section, ``tso`` and ``csum_offload`` what its NIC offloads, ``ip`` its IP layer."""
+
+    # Slots, as LinuxSender's: with many connections every segment meets a cold one.
+    # The dictionary holds what is attached later (the socket lock's backlog).
+    __slots__ = (
+        "__dict__",
+        "env",
+        "sys",
+        "conn",
+        "cpu",
+        "ip",
+        "params",
+        "sender",
+        "receiver",
+        "bufs",
+        "linux",
+        "linux_rcv",
+        "paced",
+        "mss",
+        "hdr",
+        "burst",
+        "maxseg",
+        "nagle",
+        "tso_defer",
+        "sack_max",
+        "sw_csum",
+        "send_touch",
+        "grow_sndbuf",
+        "delack_timeout",
+        "c_rx_packet",
+        "c_tx_packet",
+        "c_ack",
+        "send_sm",
+        "delack_sm",
+        "rto_sm",
+        "sndbuf",
+        "sendq",
+        "window",
+        "rcvbuf",
+        "delack_q",
+        "rto_q",
+        "sndbuf_size",
+        "wake_bytes",
+        "unsent",
+        "snd_in_copy",
+        "nospace",
+        "bytes_queued",
+        "nagle_hold",
+        "tso_deferred",
+        "small_end",
+        "_win_ev",
+        "_win_n",
+        "_grabbed",
+        "rcv_in_copy",
+        "netdma",
+        "push_ends",
+        "announced_edge",
+        "delack_deadline",
+        "rto_deadline",
+        "_delack_running",
+        "_rto_running",
+        "_rto_asleep",
+        "_rto_wake",
+        "_rto_proc",
+        "bytes_acked",
+        "notify",
+        "losses",
+        "rtt_log",
+    )
 
     def __init__(
         self,
@@ -266,8 +334,13 @@ class TcpConnection:
         """The window the buffer rules offer, never shrinking the right edge already
         advertised."""
         r = self.receiver
-        free = self.bufs.window(int(self.rcvbuf.level) + self.rcv_in_copy + r.ofo_bytes)
-        return max(free, self.announced_edge - r.rcv_nxt, 0)
+        held = int(self.rcvbuf.level) + self.rcv_in_copy
+        if r.ofo:
+            held += r.ofo_bytes
+        free = self.bufs.window(held)
+        edge = self.announced_edge - r.rcv_nxt  # what is left of the window advertised
+        win = free if free >= edge else edge
+        return win if win > 0 else 0
 
     def end_state(self) -> dict:
         """Where this end stands when the run stops: its windows, what it has in
@@ -303,7 +376,9 @@ class TcpConnection:
 
         As Linux's ``tcp_cleanup_rbuf``: when the advertised window left is at most
         half the buffer and the window now offered is at least twice that."""
-        left = max(0, self.announced_edge - self.receiver.rcv_nxt)
+        left = self.announced_edge - self.receiver.rcv_nxt
+        if left < 0:
+            left = 0
         if 2 * left > self.bufs.window_clamp:
             return False
         new = self.receive_window()
@@ -463,27 +538,29 @@ class TcpConnection:
             while ends and ends[0] <= seq + n:
                 ends.popleft()
             flags |= PSH
-        return Packet(
-            conn=self.conn,
-            proto="tcp",
-            length=n + segs * self.hdr,
-            payload=n,
-            hdr=self.hdr,
-            mss=self.mss,
-            segs=segs,
-            seq=seq,
-            ack=r.rcv_nxt,
-            wnd=wnd,
-            flags=flags,
-            sent_ns=now,
-            retrans=retrans,
+        hdr = self.hdr
+        return Packet(  # conn, proto, length, payload, hdr, mss, segs, seq, ack, wnd, ...
+            self.conn,
+            "tcp",
+            n + segs * hdr,
+            n,
+            hdr,
+            self.mss,
+            segs,
+            seq,
+            r.rcv_nxt,
+            wnd,
+            flags,
+            now,  # sent_ns
+            retrans,
         )
 
     def _sync_window(self, sm) -> None:
         """Make the Send window's level equal the credits the sender has now."""
         taken = self._win_n if self._win_ev is not None and self._win_ev.triggered else 0
-        taken += self._grabbed
-        target = max(0, self.sender.usable() - taken)
+        target = self.sender.usable() - (taken + self._grabbed)
+        if target < 0:
+            target = 0
         level = int(self.window.level)
         if target > level:
             self.window.give(target - level, sm)
@@ -556,7 +633,7 @@ class TcpConnection:
             queued = int(self.rcvbuf.level) + self.rcv_in_copy + r.ofo_bytes
             self.bufs.on_data(pkt.payload, queued, r.rcv_nxt, self.env._now)
         if ack_now:
-            yield from self._send_ack(sm, charge=False)
+            yield from self._ack_now(sm)  # its cost is in the receive path's
         elif self.receiver.ack_pending:
             self._arm_delack(sm)
         if self.notify is not None and (out.acked or pkt.payload):
@@ -592,9 +669,13 @@ class TcpConnection:
             yield self.cpu.spend(sm, "tcp_retransmit_skb", stack=self.cpu.cycles("tx_packet"))
         yield from self.ip.output(sm, self._segment(seq, n, now, retrans=True))
 
-    def _send_ack(self, sm, charge: bool = True):
-        if charge:
-            yield self.cpu.spend(sm, "tcp_send_ack", stack=self.cpu.cycles("tx_packet"))
+    def _send_ack(self, sm):
+        yield self.cpu.spend(sm, "tcp_send_ack", stack=self.cpu.cycles("tx_packet"))
+        yield from self._ack_now(sm)
+
+    def _ack_now(self, sm):
+        """A pure ACK, sent now (its cost charged by the caller); returns what to
+        ``yield from``."""
         pkt = self._segment(self.sender.snd_nxt, 0, self.env._now)
         pkt.length = self.hdr
         pkt.segs = 1
@@ -602,7 +683,7 @@ class TcpConnection:
             blocks = tuple(self.receiver.sacks[: self.sack_max])
             pkt.sack = blocks
             pkt.hdr = pkt.length = self.hdr + TCP_SACK_BASE + TCP_SACK_PERBLOCK * len(blocks)
-        yield from self.ip.output(sm, pkt)
+        return self.ip.output(sm, pkt)
 
     # -- timers ------------------------------------------------------------------------------
     def _arm_delack(self, sm) -> None:
@@ -621,7 +702,7 @@ class TcpConnection:
             yield self.delack_q.get(sm)
             while self.delack_deadline is not None:
                 sm.begin("armed")
-                yield env.timeout(max(0.0, self.delack_deadline - env._now))
+                yield timer(env, max(0.0, self.delack_deadline - env._now))
                 due = self.delack_deadline
                 if due is not None and env._now >= due:
                     self.delack_deadline = None
@@ -667,7 +748,7 @@ class TcpConnection:
                 wait = min(max(0.0, self.rto_deadline - env._now), nap)
                 self._rto_wake = env._now + wait
                 self._rto_asleep = True
-                yield env.timeout(wait)
+                yield timer(env, wait)
                 self._rto_asleep = False
                 due = self.rto_deadline
                 if due is None or env._now < due:

@@ -102,8 +102,10 @@ class RenoSender:
         return min(self.cwnd, self.snd_wnd)
 
     def usable(self) -> int:
-        """New bytes that may be sent now."""
-        return max(0, self.window() - self.flight)
+        """New bytes that may be sent now: the window less the flight, at least 0.
+        (On every segment received: written out, without the calls.)"""
+        room = min(self.cwnd, self.snd_wnd) - (self.snd_nxt - self.snd_una)
+        return room if room > 0 else 0
 
     @property
     def ca_open(self) -> bool:
@@ -114,7 +116,9 @@ class RenoSender:
         """Record ``nbytes`` of new data sent; returns its first sequence number."""
         seq = self.snd_nxt
         self.snd_nxt += nbytes
-        self._max_flight = max(self._max_flight, self.snd_nxt - self.snd_una)
+        flight = self.snd_nxt - self.snd_una
+        if flight > self._max_flight:
+            self._max_flight = flight
         self.outstanding.append([seq, self.snd_nxt, now, False])
         return seq
 
@@ -255,12 +259,10 @@ class Receiver:
         self.sacks: list[tuple[int, int]] = []  # (start, end), most recent first
         self.rcv_nxt = 0
         self.ofo: list[tuple[int, int]] = []  # out-of-order (seq, end), sorted, disjoint
+        # Their bytes, kept as they change: every window offered counts them.
+        self.ofo_bytes = 0
         self.unacked_segs = 0  # full-sized segments received since the last ACK
         self.ack_pending = False
-
-    @property
-    def ofo_bytes(self) -> int:
-        return sum(e - s for s, e in self.ofo)
 
     def on_data(self, seq: int, nbytes: int, segs: int = 1) -> tuple[int, bool]:
         """A data segment (or ``segs`` coalesced ones) arrived: (bytes delivered, ack now)."""
@@ -279,6 +281,7 @@ class Receiver:
         filled_hole = bool(self.ofo)
         while self.ofo and self.ofo[0][0] <= self.rcv_nxt:
             s, e = self.ofo.pop(0)
+            self.ofo_bytes -= e - s
             if e > self.rcv_nxt:
                 delivered += e - self.rcv_nxt
                 self.rcv_nxt = e
@@ -300,6 +303,7 @@ class Receiver:
         merged.append((seq, end))
         merged.sort()
         self.ofo = merged
+        self.ofo_bytes = sum(e - s for s, e in merged)
 
     def _sack_new(self, seq: int) -> None:
         """The out-of-order range holding ``seq`` becomes the first block; blocks it

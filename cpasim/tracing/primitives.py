@@ -40,7 +40,7 @@ from simpy.resources.container import ContainerGet, ContainerPut
 from simpy.resources.store import StoreGet, StorePut
 
 from cpasim.tracing.records import DEQ, ENQ
-from cpasim.tracing.tracer import counted, packed
+from cpasim.tracing.tracer import NULL_SM, counted, packed
 
 INF = float("inf")
 
@@ -119,13 +119,17 @@ def _setup(queue, tracer, name, owner, capacity, conn_flow):
     queue.tracer = tracer
     queue.name = name
     queue.qid = tracer.queue(*name)
+    queue._puts_wait = queue._capacity != INF  # else a put never blocks
+    if not tracer.enabled:
+        # Untraced: no codes to keep.  A run of many connections has a dozen queues
+        # each, and every byte of them competes for the cache.
+        return NULL_SM
     queue._emit = tracer.emit_packed
     queue._emit_counted = tracer.emit_counted
     queue._enq_codes = {}  # SM handle -> packed code of its enq on this queue
     queue._deq_codes = {}
     queue._deq_counted = {}  # a store's deq of several items: codes with a side count
     queue._code_now = None
-    queue._puts_wait = queue._capacity != INF  # else a put never blocks
     owner = owner if owner is not None else tracer.sm(*name)
     tracer.declare(queue.qid, owner, capacity, conn_flow)
     return owner
@@ -208,6 +212,16 @@ class TracedStore(_Untraceable, simpy.Store):
             self._trigger_put(None)
         return out
 
+    def take_one(self, sm):
+        """Remove the head item now (one ``deq``) and return it; there must be one.
+        (``take_now(1)``, without the list: a MAC takes its frames one by one.)"""
+        item = self.items.pop(0)
+        code = self._deq_codes.get(sm) or _code(self, self._deq_codes, DEQ, sm, _packed_one)
+        self._emit(code)
+        if self.put_queue:
+            self._trigger_put(None)
+        return item
+
     # SimPy's generic trigger loops, specialised: a store serves at most one request
     # per trigger (its _do_put/_do_get return None).  The same request is served at
     # the same moment, without a ``triggered`` check per request.
@@ -262,6 +276,12 @@ class _UntracedStore(TracedStore):
         if self.put_queue:
             self._trigger_put(None)
         return out
+
+    def take_one(self, sm=None):
+        item = self.items.pop(0)
+        if self.put_queue:
+            self._trigger_put(None)
+        return item
 
     def get(self, sm=None) -> StoreGet:
         return _get_request(StoreGet, self)
