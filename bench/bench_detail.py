@@ -18,7 +18,9 @@ DIR with ``ns3`` installed) and uses it.
         [--ns3-python PATH | --setup-ns3 DIR] [--events]
 
 ``--events`` also lists, per level, the events per segment by kind and by the
-process each wakes (a separate, untimed run of each).
+process each wakes, and the waits of the processes by why each needed an event or
+that it needed none (:meth:`Kernel.sleep <cpasim.model.environment.Kernel.sleep>`)
+(a separate, untimed run of each).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import os
 import subprocess
 import sys
 import venv
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -97,23 +100,56 @@ class Ns3Worker:
             self.proc.wait(timeout=60)
 
 
-def events_by_waiter(cfg) -> tuple[object, list[tuple[str, float]]]:
-    """Where a run's events go: (its result, [(what, events per segment)]), each event
-    named by its kind and what it wakes (the process, or a carrier's callback).
-    scripts/figures shows this for docs/detail-levels.md."""
+#: Why a process's wait needed a SimPy event (:func:`count_events`), in the order shown.
+WAIT_CAUSES = {
+    "woken": "woken by another state machine (a get, a core, a frame nobody had sent yet)",
+    "earlier": "another event due before it",
+    "tie": "another event due at the same instant, scheduled before it (FIFO)",
+    "shared": "another callback of the event that resumed it still to run",
+    "pause": "past the slice of the run being processed",
+    "timeout": "a timeout yielded as such (not through Kernel.sleep)",
+    "none": "none: nothing came first, the clock moved on (Kernel.sleep)",
+}
+
+
+@dataclass
+class EventCounts:
+    """One run's events and waits, each per data segment (:func:`count_events`)."""
+
+    result: object
+    by_waiter: list[tuple[str, float]]  # ("kind -> process or callback woken", events)
+    waits: dict[str, float]  # WAIT_CAUSES key -> the processes' waits for that reason
+    no_event: dict[str, float]  # process -> its waits that went on without an event
+    ties: float  # events processed while another was due at the same instant
+
+
+def count_events(cfg) -> EventCounts:
+    """Where a run's events go, counted event by event (an untraced run): each event
+    named by its kind and what it wakes (the process, or a carrier's callback), and
+    each wait of a process by why it needed an event, or that it needed none.
+    scripts/figures shows these for docs/detail-levels.md."""
     from collections import Counter
     from heapq import heappop
+
+    from simpy.events import PENDING
 
     from cpasim.model import environment
     from cpasim.simulate import simulate
 
     counts: Counter = Counter()
+    waits: Counter = Counter()
+    no_event: Counter = Counter()
+    ties = 0
 
-    def run_until(env, t):  # Kernel.run_until, counting (untraced runs only)
+    def run_until(env, t):  # Kernel.run_until, counting
+        nonlocal ties
         queue = env._queue
+        env._until = t  # as the Kernel's own loop: Kernel.sleep looks at both
         while queue and queue[0][0] < t:
             env._now, _, _, event = heappop(queue)
             callbacks, event.callbacks = event.callbacks, None
+            env._callbacks = callbacks
+            ties += bool(queue) and queue[0][0] == env._now
             owners = [getattr(c, "__self__", None) for c in callbacks]
             procs = [o for o in owners if isinstance(o, environment._Process)]
             if procs:  # the process it resumes (a bounded store's get also serves puts)
@@ -123,16 +159,69 @@ def events_by_waiter(cfg) -> tuple[object, list[tuple[str, float]]]:
             counts[f"{type(event).__name__.lstrip('_')} -> {woken}"] += 1
             for callback in callbacks:
                 callback(event)
+        env._until, env._callbacks = float("-inf"), (None,)
         return True
 
-    plain = environment.Kernel.run_until
-    environment.Kernel.run_until = run_until
+    def cause(proc, event) -> str | None:
+        """Why ``proc``, yielding ``event``, waits for an event (None: it does not)."""
+        if event.callbacks is None:
+            return None  # already processed: Kernel.sleep's, counted there
+        if event._value is PENDING:
+            return "woken"
+        env = proc.env
+        queue = env._queue
+        at = next(entry[0] for entry in queue if entry[3] is event)
+        if env._callbacks[-1] is not proc._resume:
+            return "shared"
+        if queue[0][0] < at:
+            return "earlier"
+        if queue[0][3] is not event:
+            return "tie"
+        return "pause" if at >= env._until else "timeout"
+
+    def process(env, generator):
+        proc = plain_process(env, generator)
+        send = proc._send
+
+        def watched(value):
+            event = send(value)
+            why = cause(proc, event)
+            if why is not None:
+                waits[why] += 1
+            return event
+
+        proc._send = watched
+        return proc
+
+    def sleep(env, delay):
+        event = plain_sleep(env, delay)
+        if event is environment.GONE_ON:
+            waits["none"] += 1
+            no_event[env._active_proc._generator.__qualname__] += 1
+        return event
+
+    kernel = environment.Kernel
+    plain_run, plain_process, plain_sleep = kernel.run_until, kernel.process, kernel.sleep
+    kernel.run_until, kernel.process, kernel.sleep = run_until, process, sleep
     try:
         result = simulate(cfg)
     finally:
-        environment.Kernel.run_until = plain
-    segments = result.frames["tx_to_rx"]
-    return result, [(what, n / segments) for what, n in counts.most_common()]
+        kernel.run_until, kernel.process, kernel.sleep = plain_run, plain_process, plain_sleep
+    n = result.frames["tx_to_rx"]
+    return EventCounts(
+        result,
+        [(what, k / n) for what, k in counts.most_common()],
+        {why: waits[why] / n for why in WAIT_CAUSES if waits[why]},
+        {who: k / n for who, k in no_event.most_common()},
+        ties / n,
+    )
+
+
+def events_by_waiter(cfg) -> tuple[object, list[tuple[str, float]]]:
+    """Where a run's events go: (its result, [(what, events per segment)]), each event
+    named by its kind and what it wakes (:func:`count_events`)."""
+    counts = count_events(cfg)
+    return counts.result, counts.by_waiter
 
 
 def line(name: str, f: dict) -> str:
@@ -194,11 +283,20 @@ def main() -> None:
     )
     if args.events:
         for level, cfg in cfgs.items():
-            result, rows = events_by_waiter(cfg)
-            print(f"events per segment, {level} ({result.frames['tx_to_rx']} segments):")
-            for what, per in rows:
+            counts = count_events(cfg)
+            segments = counts.result.frames["tx_to_rx"]
+            print(f"events per segment, {level} ({segments} segments):")
+            for what, per in counts.by_waiter:
                 if per >= 0.01:
                     print(f"  {per:6.2f}  {what}")
+            print(f"waits of a process per segment, {level}, by why each needed an event:")
+            for cause, per in counts.waits.items():
+                if per >= 0.01:
+                    print(f"  {per:6.2f}  {WAIT_CAUSES[cause]}")
+            for who, per in counts.no_event.items():
+                if per >= 0.01:
+                    print(f"  {per:6.2f}    none: {who}")
+            print(f"  {counts.ties:6.2f}  events processed with another due at the same instant")
     if "ns-3" not in best:
         print(f"ns-3: skipped ({why})")
         return

@@ -132,7 +132,7 @@ def main() -> None:
             if with_series is None or f["cpu_s"] < with_series["cpu_s"]:
                 with_series = f
         if args.pcap:
-            from cpasim.capture import DEFAULT_SNAPLEN, PcapSpec
+            from cpasim.pcap_spec import DEFAULT_SNAPLEN, PcapSpec
 
             f = run_once(cfgs[0], pcap=PcapSpec(capture, "tx", DEFAULT_SNAPLEN))
             if with_pcap is None or f["cpu_s"] < with_pcap["cpu_s"]:

@@ -16,9 +16,11 @@ load and never compete with each other.  Times are the CPU time of
 ``simulate()``, best of ``--repeat`` runs.
 
 Per case it prints segments per CPU-second at both revisions and their ratio
-NEW / OLD, events per segment at both (they differ only when the model's events
-changed) and whether NEW is within ``--tolerance`` of OLD; the exit status is 1
-when some case is slower by more than that, 2 on bad input.  The temporary
+NEW / OLD (of the best runs; and the median of the rounds' ratios, steadier where the
+machine's speed wanders, each revision going first every other round), events per
+segment at both (they differ only when the model's events changed) and whether NEW
+is within ``--tolerance`` of OLD (the best runs' ratio); the exit status is 1 when
+some case is slower by more than that, 2 on bad input.  The temporary
 worktrees are removed on the way out, also after an error, Ctrl-C or SIGTERM.
 
 Not registered by ``bench/run.py`` (which runs ``bench_*.py``): it needs a
@@ -32,6 +34,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -171,12 +174,18 @@ def compare(old: str, new: str, duration: str, repeat: int, tolerance: float) ->
         for r in revisions:
             r.start(duration)
         best: list[list[dict | None]] = [[None] * len(CASES) for _ in revisions]
-        for _ in range(repeat):
+        rounds: list[list[float]] = [[] for _ in CASES]  # each round's new/old speed
+        for i in range(repeat):
             for case in range(len(CASES)):
-                for r, b in zip(revisions, best, strict=True):
-                    f = r.run(case)
-                    if b[case] is None or f["cpu_s"] < b[case]["cpu_s"]:
-                        b[case] = f
+                cpu = {}
+                # Each revision goes first every other round: neither is always the
+                # one that runs after the other has warmed (or cooled) the machine.
+                for k in (0, 1) if i % 2 == 0 else (1, 0):
+                    f = revisions[k].run(case)
+                    cpu[k] = f["cpu_s"]
+                    if best[k][case] is None or f["cpu_s"] < best[k][case]["cpu_s"]:
+                        best[k][case] = f
+                rounds[case].append(cpu[0] / cpu[1])
     finally:
         removed = [r.close() for r in revisions]
         shutil.rmtree(tmp, ignore_errors=True)
@@ -186,7 +195,7 @@ def compare(old: str, new: str, duration: str, repeat: int, tolerance: float) ->
     o, n = revisions
     print(f"old: {o.rev} ({o.sha[:10]})  new: {n.rev} ({n.sha[:10]})  duration {duration}")
     slower = 0
-    for (rate, extra), fo, fn in zip(CASES, best[0], best[1], strict=True):
+    for (rate, extra), fo, fn, paired in zip(CASES, best[0], best[1], rounds, strict=True):
         ratio = fn["segments_per_s"] / fo["segments_per_s"]
         ok = ratio >= 1 - tolerance
         slower += not ok
@@ -194,7 +203,8 @@ def compare(old: str, new: str, duration: str, repeat: int, tolerance: float) ->
         print(
             f"tcp-stream {label}: {fo['segments_per_s']:7,.0f} -> {fn['segments_per_s']:7,.0f} "
             f"segments/s, new/old {ratio:.3f} "
-            f"({'within' if ok else 'SLOWER than'} {tolerance:.0%}) | "
+            f"({'within' if ok else 'SLOWER than'} {tolerance:.0%}; median of the "
+            f"rounds' ratios {statistics.median(paired):.3f}) | "
             f"events/segment {fo['events_per_segment']:.2f} -> {fn['events_per_segment']:.2f} | "
             f"segments {fo['segments']} -> {fn['segments']}"
         )

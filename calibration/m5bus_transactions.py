@@ -25,7 +25,7 @@ from pathlib import Path
 
 from cpasim.config import load_scenario
 from cpasim.errors import script_main
-from cpasim.model import device
+from cpasim.model import m5bus
 from cpasim.model.bus_rules import MMIO_WAIT
 from cpasim.model.m5bus import DmaPort, M5Bus, clock_edge
 from cpasim.model.pcie import Occupancy
@@ -211,7 +211,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--duration", default="60ms", help="simulated time (warm-up 10 ms)")
     args = ap.parse_args()
-    device.M5Bus = TransactionBus  # what make_bus builds for bus.kind = "m5"
+    m5bus.M5Bus = TransactionBus  # what make_bus builds for bus.kind = "m5"
     sets = [f"sim.duration={args.duration}", "sim.warmup=10ms"]
     print("| configuration | Gb/s (link for UDP) | path: first states |")
     print("|---|---|---|")

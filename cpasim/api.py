@@ -16,9 +16,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from cpasim.capture import DEFAULT_SNAPLEN
 from cpasim.config import Config, scenario_config
 from cpasim.errors import CpasimError
+from cpasim.pcap_spec import DEFAULT_SNAPLEN
 
 Scenario = str | Path | Mapping[str, Any] | Config | None
 

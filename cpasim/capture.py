@@ -43,7 +43,8 @@ the snap length like ``tcpdump -s``:
 
 Frames are written as they happen (buffered), to a temporary file renamed to
 FILE when the run ends; the capture never changes the run (no event, no random
-draw), and without ``--pcap`` none of this exists.
+draw), and without ``--pcap`` none of this exists: the options themselves are
+:mod:`cpasim.pcap_spec`'s, and a run imports this module only to write a capture.
 """
 
 from __future__ import annotations
@@ -51,22 +52,18 @@ from __future__ import annotations
 import contextlib
 import struct
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from cpasim.errors import CpasimError
+from cpasim.config.params import TOPOLOGIES
 from cpasim.files import OutputFile, write_error
 from cpasim.model.link import transmit_ns
 from cpasim.model.packet import ACK
 from cpasim.model.sockbuf import U16_MAX
+from cpasim.pcap_spec import SIDES, PcapSpec
 from cpasim.protocol import FCS, IP_HEADER, MAC_HEADER, MIN_FRAME, TCP_HEADER, UDP_HEADER, mss_for
 
 #: Classic pcap with nanosecond timestamps, version 2.4, link type Ethernet.
 PCAP_MAGIC_NS = 0xA1B23C4D
 LINKTYPE_ETHERNET = 1
-#: Bytes kept per frame: Ethernet, IPv4 and TCP headers with 40 bytes of options fit.
-DEFAULT_SNAPLEN = 96
-MIN_SNAPLEN, MAX_SNAPLEN = MAC_HEADER, 262144
-SIDES = ("tx", "rx")
 
 MAC = {"tx": b"\x02\x00\x00\x00\x00\x01", "rx": b"\x02\x00\x00\x00\x00\x02"}
 ADDR = {"tx": bytes((10, 0, 0, 1)), "rx": bytes((10, 0, 0, 2))}
@@ -90,23 +87,6 @@ _TCP = struct.Struct("!HHIIBBHHH")
 _UDP = struct.Struct("!HHHH")
 _ICMP = struct.Struct("!BBHHH")
 _TS = struct.Struct("!BBBBII")  # NOP NOP kind len TSval TSecr
-
-
-@dataclass(frozen=True)
-class PcapSpec:
-    """What ``--pcap``, ``--pcap-side`` and ``--snaplen`` ask for."""
-
-    path: Path
-    side: str = "tx"
-    snaplen: int = DEFAULT_SNAPLEN
-
-    def __post_init__(self) -> None:
-        if self.side not in SIDES:
-            raise CpasimError(f"--pcap-side {self.side}: expected one of {', '.join(SIDES)}")
-        if not MIN_SNAPLEN <= self.snaplen <= MAX_SNAPLEN:
-            raise CpasimError(
-                f"--snaplen {self.snaplen}: expected {MIN_SNAPLEN} to {MAX_SNAPLEN} bytes"
-            )
 
 
 def _fold(total: int) -> int:
@@ -164,8 +144,7 @@ class PcapTap:
         self._echo: dict[int, int] = {}
         self._open()
         try:
-            if cfg.workload.kind != "udp_stream":
-                self._handshakes(system)
+            self._handshakes(system)
         except BaseException:
             self.discard()
             raise
@@ -391,7 +370,7 @@ def one_way_ns(cfg, length: int, direction: str) -> float:
     frame at once), or the second link's through a forwarding host (whose own
     processing is not counted)."""
     t = cfg.link.delay
-    if cfg.topology.kind == "forward":
+    if TOPOLOGIES[cfg.topology.kind].forwards:
         t += transmit_ns(length, cfg.link.rate) + cfg.link.delay
     b = cfg.bottleneck
     rate = b.rate if direction == "tx_to_rx" else b.reverse_rate

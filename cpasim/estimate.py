@@ -15,27 +15,28 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from cpasim.config.params import FORWARDER, HOSTS
+from cpasim.config.params import FORWARDER, TOPOLOGIES
+from cpasim.model.workloads import workload_kind
 from cpasim.protocol import MAC_HEADER_FCS, mss_for, wire_bytes
 from cpasim.units import RATE, TIME, human
 
 #: SimPy events per frame on the wire, both directions counted, the largest ratio
-#: measured rounded up: tcp-stream.toml processed 231,403 events for about 14,600
-#: frames (15.9), a 2 MB transfer 33,879 for about 2,070 (16.4), webserver.toml
-#: 1,099,350 for about 74,000 (14.9); udp-stream.toml (30 ms), whose sender runs Linux
-#: 2.6.13's call a state per function and fragment, 136,469 where the bound below
-#: puts 7,129 frames (19.1).
-EVENTS_PER_FRAME = 20
+#: measured rounded up: tcp-stream.toml processed 151,624 events for about 14,600
+#: frames (10.4), a 2 MB transfer 22,101 for about 2,070 (10.7), webserver.toml
+#: 1,030,243 for about 74,000 (13.9); udp-stream.toml (30 ms), whose sender runs Linux
+#: 2.6.13's call a state per function and fragment, 106,570 where the bound below
+#: puts 7,129 frames (14.95).
+EVENTS_PER_FRAME = 15
 #: Events to start one connection before it moves data: tcp-stream.toml with
-#: 10,000 connections and 30 ms processed 87,746 events and moved no frame.
+#: 10,000 connections and 30 ms processed 85,186 events and moved no frame.
 EVENTS_PER_CONNECTION = 9
 #: ACK frames per data frame (delayed ACKs acknowledge every second segment).
 ACKS_PER_FRAME = 0.5
-#: Trace bytes per event: 107 for .cpt (tcp-stream.toml: 24.9 MB for 231,403
-#: events), 298 for .jsonl (74,783 events, 22.3 MB).
-TRACE_BYTES_PER_EVENT = {".cpt": 107, ".jsonl": 298}
-#: Above these a run is announced: at the 100,000 events per wall second
-#: tcp-stream.toml runs at, 10^8 events is about a quarter of an hour.
+#: Trace bytes per event: 164 for .cpt (tcp-stream.toml: 24.9 MB for 151,624
+#: events), 455 for .jsonl (40 ms of it: 49,039 events, 22.3 MB).
+TRACE_BYTES_PER_EVENT = {".cpt": 164, ".jsonl": 455}
+#: Above these a run is announced: at the 93,000 events per wall second
+#: tcp-stream.toml runs at, 10^8 events is about 18 minutes.
 WARN_EVENTS = 100_000_000
 WARN_TRACE_BYTES = 10 * 10**9
 #: Each event costs more wall time with many connections: 10,000 connections ran
@@ -82,18 +83,21 @@ def estimate(cfg, trace_suffix: str | None = None) -> Estimate:
     rate = cfg.link.rate
     if cfg.bottleneck.rate:
         rate = min(rate, cfg.bottleneck.rate * wire / (mtu + cfg.bottleneck.overhead))
-    hosts = (*HOSTS, FORWARDER) if cfg.topology.kind == "forward" else HOSTS
+    hosts = TOPOLOGIES[cfg.topology.kind].hosts
+    kind = workload_kind(wl.kind)
     rate = min(rate, *(_cpu_bound(cfg, h, mss, wire) for h in hosts), _bus_bound(cfg, mtu, wire))
-    if wl.kind in ("tcp_stream", "webserver"):
+    if kind.bulk:
         rate = min(rate, _window_bound(cfg, mss, wire))
     per_s = rate / (8 * wire)  # data frames per second
     horizon = MAX_SIM_NS if wl.bytes else cfg.sim.duration
     data = per_s * horizon / 1e9
     if wl.bytes:
         data = min(data, math.ceil(wl.bytes / mss))
-    if wl.kind == "pingpong" and cfg.link.delay > 0:
-        # One exchange per round trip and connection at most.
-        data = min(data, wl.connections * horizon / (2 * cfg.link.delay))
+    if kind.lockstep and cfg.link.delay > 0:
+        # One exchange per round trip and connection at most; a round trip takes the
+        # link's delay and each message's bytes on the wire, both ways.
+        rtt = 2 * (cfg.link.delay + wl.message_size * 8e9 / cfg.link.rate)
+        data = min(data, wl.connections * horizon / rtt)
     sim_ns = min(horizon, data / per_s * 1e9) if per_s > 0 else horizon
     frames = data * (1 + ACKS_PER_FRAME)
     events = frames * EVENTS_PER_FRAME + wl.connections * EVENTS_PER_CONNECTION
@@ -123,7 +127,7 @@ def _bus_bound(cfg, mtu: int, wire: int) -> float:
 
     rates = []
     crossings = [("tx", ("dma_read",)), ("rx", ("dma_write",))]
-    if cfg.topology.kind == "forward":  # in and out again over the forwarding host's bus
+    if TOPOLOGIES[cfg.topology.kind].forwards:  # in and out again over its bus
         crossings.append((FORWARDER, ("dma_write", "dma_read")))
     for host, accesses in crossings:
         hc = cfg.host(host)

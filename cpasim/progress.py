@@ -47,6 +47,7 @@ class Activity:
     def __init__(self, text: str, enabled: bool) -> None:
         self.text = self.root = text
         self.enabled = enabled
+        self._began = time.monotonic()
         self._console = None
         self._lock = threading.Lock()
         self._bar = None
@@ -57,10 +58,12 @@ class Activity:
         self._plain: threading.Thread | None = None
 
     def _show(self) -> None:
+        if self._console is None:
+            return
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         with self._lock:
-            if self._bar is not None or self._paused or not self.enabled:
+            if self._bar is not None or self._paused or self._done.is_set():
                 return
             self._bar = Progress(
                 SpinnerColumn(),
@@ -79,15 +82,15 @@ class Activity:
                 self._bar = None
 
     def _lines(self) -> None:
-        """Off a terminal: a line naming the step, while the work lasts."""
-        began = time.monotonic()
-        wait = PROGRESS_AFTER_S
+        """Off a terminal: a line naming the step, while the work lasts (from the
+        moment it is due)."""
+        wait = 0.0
         while not self._done.wait(wait):
             with self._lock:
                 line = self.text if self.text == self.root else f"{self.root}: {self.text}"
             if not line.startswith("cpasim"):
                 line = f"cpasim: {line}"
-            print(f"{line} ({time.monotonic() - began:.0f} s)", file=sys.stderr, flush=True)
+            print(f"{line} ({time.monotonic() - self._began:.0f} s)", file=sys.stderr, flush=True)
             wait = PLAIN_EVERY_S
 
     def step(self, text: str) -> None:
@@ -97,24 +100,36 @@ class Activity:
                 self._bar.update(self._task, description=text)
 
     def start(self) -> None:
+        """Show progress once the work has lasted :data:`PROGRESS_AFTER_S`: what to
+        show is decided then, so that short work never imports rich to ask whether
+        stderr is a terminal (a prediction from a trace takes less than a second)."""
         if not self.enabled:
             return
-        self._console = terminal_console()
-        if self._console is not None:
-            self._timer = threading.Timer(PROGRESS_AFTER_S, self._show)
-            self._timer.daemon = True
-            self._timer.start()
-        elif _is_a_file(sys.stderr):  # a spinner in a log is noise (rich leaves a blank line)
-            self._plain = threading.Thread(target=self._lines, daemon=True)
-            self._plain.start()
+        self._timer = threading.Timer(PROGRESS_AFTER_S, self._due)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _due(self) -> None:
+        console = terminal_console()
+        with self._lock:
+            if self._done.is_set():
+                return
+            self._console = console
+            if console is None and _is_a_file(sys.stderr):
+                # A spinner in a log is noise (rich leaves a blank line): plain lines.
+                self._plain = threading.Thread(target=self._lines, daemon=True)
+                self._plain.start()
+        self._show()
 
     def stop(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        with self._lock:
+            self._done.set()
+            plain = self._plain
         self._hide()
-        self._done.set()
-        if self._plain is not None:
-            self._plain.join()
+        if plain is not None:
+            plain.join()
 
 
 def _is_a_file(stream) -> bool:

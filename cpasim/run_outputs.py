@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cpasim import runfolder
-from cpasim.capture import DEFAULT_SNAPLEN, PcapSpec
 from cpasim.errors import CpasimError
 from cpasim.files import is_stream
+from cpasim.pcap_spec import DEFAULT_SNAPLEN, PcapSpec
 
 
 def cli_flag(name: str) -> str:

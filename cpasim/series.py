@@ -35,6 +35,7 @@ from cpasim.errors import CpasimError
 from cpasim.files import replace_atomically, write_text_atomically
 from cpasim.inputs import InputError, open_input
 from cpasim.model.cc.base import INFINITE_SSTHRESH
+from cpasim.model.flow_kinds import flow_kind
 from cpasim.units import parse_quantity
 
 #: Rows a run gets with the default interval (about; the interval is rounded).
@@ -58,7 +59,7 @@ def default_interval(cfg) -> float:
             total = sum(
                 g.count * cfg.flow_config(t).workload.bytes
                 for t, g in enumerate(cfg.flows)
-                if g.kind == "bulk"
+                if flow_kind(g.kind).bulk
             )
             rate = min(r for r in (cfg.link.rate, cfg.bottleneck.rate) if r)
             return nice_interval(total * 8e9 / rate)
@@ -120,9 +121,10 @@ def _flow_columns(flows) -> list[tuple[str, Callable[[float], float]]]:
             last["read"] = read
             return bits / span
 
-        if f.kind != "ping":  # a ping delivers nothing
+        kind = flow_kind(f.kind)
+        if kind.tcp:  # a ping delivers nothing
             cols.append((f"{f.conn}.goodput_bps", goodput))
-        if f.kind == "bulk":
+        if kind.bulk:
             continue
 
         def latency(span, stats=stats, last=last) -> float:

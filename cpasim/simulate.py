@@ -22,12 +22,15 @@ import numpy as np
 from simpy.core import StopSimulation
 
 from cpasim import progress as activity
-from cpasim.capture import PcapSpec, PcapTap
+from cpasim.config import rules
 from cpasim.errors import CpasimError
 from cpasim.files import check_writable, write_error
 from cpasim.model import flows
 from cpasim.model.environment import Kernel, pending
-from cpasim.model.system import ANALYSIS_ENDS, System
+from cpasim.model.flow_kinds import flow_kind
+from cpasim.model.system import System
+from cpasim.model.workloads import workload_kind
+from cpasim.pcap_spec import PcapSpec
 from cpasim.stall import Stall
 from cpasim.tracing import NULL_TRACER, TRACE_SUFFIXES, Tracer, write_trace, write_trace_digested
 from cpasim.tracing.columnar import CptWriter
@@ -254,6 +257,8 @@ def simulate(
         with _collector_aside() as built:
             system = System(cfg, env, tracer)
             if pcap is not None:
+                from cpasim.capture import PcapTap
+
                 tap = PcapTap(system, pcap)
             runner = _Runner(env, system, cfg, progress, wall0)
             if series is not None:
@@ -424,9 +429,9 @@ class _Runner:
         scheduled = next(env._eid)
         processed = scheduled - pending(env)
         latencies = np.asarray(stats.latencies, dtype=float)
-        kind = cfg.workload.kind
+        kind = workload_kind(cfg.workload.kind)
         latency = None
-        if kind in ("pingpong", "rpc", "webserver"):
+        if not kind.stream:
             latency = (
                 {
                     "mean": float(latencies.mean()),
@@ -437,8 +442,8 @@ class _Runner:
                 if latencies.size
                 else {"mean": None, "p50": None, "p99": None, "count": 0}
             )
-        start, end = ANALYSIS_ENDS[kind]
-        warnings = []
+        start, end = kind.ends
+        warnings = rules.unread(cfg.flat())
         window_empty = self.end_ns <= warm
         if window_empty:
             warnings.append(
@@ -488,7 +493,7 @@ class _Runner:
             bytes_delivered=int(stats.read),
             bytes_measured=int(stats.read_measured),
             frames=frames,
-            workload=kind,
+            workload=kind.name,
             analysis_start=start,
             analysis_end=end,
             bottleneck_utilization={
@@ -508,9 +513,7 @@ class _Runner:
             warnings=warnings,
             retransmit_causes=dict(sorted(s.losses.causes.items())) or None,
             flows=flow_entries or None,
-            analysis_conns=[f.conn for f in s.flows if f.kind != "ping"]
-            if any(f.kind == "ping" for f in s.flows)
-            else None,
+            analysis_conns=_tcp_conns(s.flows),
             flows_aggregate=flows.aggregate(flow_entries) if flow_entries else None,
             end_state=end_state,
         )
@@ -519,6 +522,13 @@ class _Runner:
         if result.stall is not None:
             warnings.append(result.stall.sentence)
         return result
+
+
+def _tcp_conns(flows) -> list[str] | None:
+    """The flows' TCP connections, the run's analysis follows, when some flow has none
+    (a ping's path ends on its own application: :mod:`cpasim.predict.flow_paths`)."""
+    tcp = [f.conn for f in flows if flow_kind(f.kind).tcp]
+    return tcp if len(tcp) < len(flows) else None
 
 
 def _hardware(system) -> dict:

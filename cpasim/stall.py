@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cpasim.model.workloads import WORKLOADS
 from cpasim.units import SIZE, TIME, human
 
-#: Workloads whose figure is a stream's goodput.
-STREAMS = ("tcp_stream", "udp_stream", "udp_gbn")
 #: A stream that read nothing for this share of its measured interval has stalled.
 QUIET_SHARE = 0.25
 
@@ -85,7 +84,8 @@ class Stall:
     @classmethod
     def of(cls, cfg, result: dict) -> Stall | None:
         """The stall of ``result`` (a run's ``to_json()`` with its ``end_state``), or None."""
-        if result.get("workload") not in STREAMS or result.get("window") == "empty":
+        kind = WORKLOADS.get(result.get("workload"))  # none: a ping flow's view
+        if kind is None or not kind.stream or result.get("window") == "empty":
             return None
         end = result.get("end_state") or {}
         if not end:

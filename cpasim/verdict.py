@@ -29,7 +29,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cpasim.config import Config, spec_of
+from cpasim.config.params import TOPOLOGIES
 from cpasim.errors import printable
+from cpasim.model.flow_kinds import flow_kind
+from cpasim.model.workloads import WORKLOADS
 from cpasim.predict.diagnose import Diagnosis, diagnose
 from cpasim.stall import DROP_WORDS, Stall, drop_places, drop_text, place_text
 from cpasim.units import RATE, SIZE, TIME, human
@@ -227,7 +230,7 @@ def _path_rate(cfg: Config) -> float:
 def _bdp(cfg: Config) -> float:
     """Bytes in flight that fill the path: its narrowest rate times the round trip's
     propagation (a forwarding host doubles the links)."""
-    hops = 2 if cfg.topology.kind == "forward" else 1
+    hops = TOPOLOGIES[cfg.topology.kind].links
     return _path_rate(cfg) / 8 * 2 * hops * cfg.link.delay / 1e9
 
 
@@ -582,7 +585,8 @@ def explain(cfg: Config, result: dict, path=None, *, fallback: bool = True) -> V
     found = saturated(cfg, result, cpu=path is None)
     if found is not None or path is None:
         return found
-    if result.get("workload") in ("pingpong", "rpc", "webserver"):
+    kind = WORKLOADS.get(result.get("workload"))  # none: a ping flow's view
+    if kind is not None and not kind.stream:
         rt = _round_trip(cfg, result, path)
         if rt is not None:
             return rt
@@ -630,8 +634,8 @@ def _flow_view(result: dict, flow: dict) -> dict:
     }
     return {
         **result,
-        # A ping is no stream: it delivers no bytes, and is not a stalled one.
-        "workload": "ping" if flow["kind"] == "ping" else result.get("workload"),
+        # A ping is no workload: it delivers no bytes, and is not a stalled stream.
+        "workload": result.get("workload") if flow_kind(flow["kind"]).tcp else None,
         "goodput_bps": flow["goodput_bps"],
         "bytes_measured": flow.get("bytes_measured", 0),
         "retransmits": flow.get("retransmits", 0),
@@ -647,7 +651,7 @@ def _below_equal_share(result: dict, flow: dict) -> str | None:
     among the run's bulk flows; None when it is not."""
     agg = result.get("flows_aggregate") or {}
     n, total = agg.get("bulk_flows", 0), agg.get("bulk_goodput_bps", 0.0)
-    if flow["kind"] != "bulk" or n < 2 or not total:
+    if not flow_kind(flow["kind"]).bulk or n < 2 or not total:
         return None
     box = (result.get("bottleneck_utilization") or {}).get("tx_to_rx", 0.0)
     link = (result.get("link_utilization") or {}).get("tx_to_rx", 0.0)
@@ -694,7 +698,7 @@ def explain_flow(cfg: Config, result: dict, flow: dict, path=None) -> Verdict | 
     below = _below_equal_share(result, flow)
     if below is None or path is None:
         v = explain(own, view, path, fallback=False)
-        if v is not None and v.kind == "bottleneck" and flow["kind"] == "ping":
+        if v is not None and v.kind == "bottleneck" and not flow_kind(flow["kind"]).tcp:
             v = _queued_echoes(cfg, flow, v)
         return None if v is None else _flow_keys(v, cfg, flow)
     evidence = [below, *_utilisation(cfg, view)]

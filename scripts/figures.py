@@ -286,9 +286,9 @@ def capture() -> list[Figure]:
     """``run --pcap`` read back by ``calibrate inspect``: the rate, the round trip, the MSS."""
     from cpasim.calibrate import read_capture
     from cpasim.calibrate.inspection import inspect_capture
-    from cpasim.capture import PcapSpec
     from cpasim.config import load_scenario
     from cpasim.model.link import serialization_ns
+    from cpasim.pcap_spec import PcapSpec
     from cpasim.protocol import mss_for
     from cpasim.simulate import simulate
 
@@ -421,8 +421,8 @@ def capture_verdict() -> list[Figure]:
     """docs/calibration.md: what limited real captures, and cpasim's own capture read
     back with its verdict checked against the model."""
     from cpasim.calibrate import inspect_capture, read_capture
-    from cpasim.capture import PcapSpec
     from cpasim.config import load_scenario
+    from cpasim.pcap_spec import PcapSpec
     from cpasim.protocol import mss_for
     from cpasim.simulate import simulate
 
@@ -591,6 +591,7 @@ WOKEN = {
     "IpLayer._recv_loop": "IP Recv: woken by NAPI, its work, its core",
     "Driver._xmit": "driver transmit: woken by the qdisc, its core, its work",
     "Port._mac": "the link's MAC: a frame's serialization, a packet in its queue",
+    "QdiscMac.sent": "an ideal host's MAC: a frame's serialization ends (a timer's callback)",
     "_Carrier.arrive": "a frame's arrival at the end of the wire (a carrier's callback)",
     "tcp_sink": "the reader: woken for data, its copy",
     "tcp_source": "the writer: woken for send-buffer space, its copy",
@@ -600,31 +601,47 @@ EVENTS_DURATION = "200ms"  # bench_detail.py's default
 
 
 def detail_events() -> list[Figure]:
-    """Events per segment at each level, and where they go (bench_detail.py --events)."""
+    """Events per segment at each level, where they go, and why each wait of a process
+    needed one or needed none (bench_detail.py --events)."""
     from collections import Counter
 
     bench_sim, bench_detail = _bench("bench_sim"), _bench("bench_detail")
     per: dict[str, float] = {}  # level -> events per segment
     woken: dict[str, Counter] = {}  # level -> process woken -> events per segment
+    counts = {}  # level -> bench_detail.EventCounts
     for level in ("full", "ideal"):
         sets = ["nic.itr=off", *bench_detail.LEVELS[level]]
         cfg = bench_sim.case_config("1Gbps", sets, EVENTS_DURATION)
-        result, rows = bench_detail.events_by_waiter(cfg)
-        per[level] = result.events / result.frames["tx_to_rx"]
+        counts[level] = c = bench_detail.count_events(cfg)
+        per[level] = c.result.events / c.result.frames["tx_to_rx"]
         woken[level] = Counter()
-        for what, n in rows:
+        for what, n in c.by_waiter:
             woken[level][what.split(" -> ", 1)[1]] += n
     full, ideal = woken["full"], woken["ideal"]
+    spared = Counter(counts["full"].no_event)
     order = sorted(set(full) | set(ideal), key=lambda w: (-full[w], -ideal[w]))
     rows = [
-        f"| process woken | what it is | full ({per['full']:.1f}) | ideal ({per['ideal']:.1f}) |",
-        "|---|---|---|---|",
+        f"| process woken | what it is | full ({per['full']:.1f}) | full: waits that "
+        f"needed none | ideal ({per['ideal']:.1f}) |",
+        "|---|---|---|---|---|",
     ]
     for w in order:
-        if max(full[w], ideal[w]) < 0.05:
+        if max(full[w], ideal[w], spared[w]) < 0.05:
             continue
-        cells = [f"{n[w]:.1f}" if n[w] >= 0.05 else "—" for n in (full, ideal)]
-        rows.append(f"| `{w}` | {WOKEN.get(w, '')} | {cells[0]} | {cells[1]} |")
+        cells = [f"{n[w]:.1f}" if n[w] >= 0.05 else "—" for n in (full, spared, ideal)]
+        rows.append(f"| `{w}` | {WOKEN.get(w, '')} | {' | '.join(cells)} |")
+    waits = [
+        "| a process's wait: the event it needed | full | ideal |",
+        "|---|---|---|",
+    ]
+    for cause, what in bench_detail.WAIT_CAUSES.items():
+        cells = [counts[level].waits.get(cause, 0.0) for level in ("full", "ideal")]
+        if max(cells) >= 0.05:
+            waits.append(f"| {what} | {cells[0]:.2f} | {cells[1]:.2f} |")
+    waits.append(
+        "| *events processed while another was due at the same instant* | "
+        f"{counts['full'].ties:.2f} | {counts['ideal'].ties:.2f} |"
+    )
     label = "held out"
     run = (
         f"tcp-stream at 1 Gb/s with `nic.itr=off`, {EVENTS_DURATION.replace('ms', ' ms')} "
@@ -639,17 +656,34 @@ def detail_events() -> list[Figure]:
 
     cmd = (
         f"`bench/bench_detail.py --events --duration {EVENTS_DURATION}`, events per data "
-        "segment (its ACKs included), each kind of event summed by the process it wakes "
+        "segment (its ACKs included), each kind of event summed by the process it wakes, "
+        "and the waits of the full level's processes that went on without one "
         "(rows under 0.05 left out):"
     )
     return [
         Figure("detail-events-full", label, count("full"), f"{per['full']:.1f}", inline=True),
         Figure("detail-events-ideal", label, count("ideal"), f"{per['ideal']:.1f}", inline=True),
         Figure(
+            "detail-events-spared",
+            label,
+            f"{run}, with full hosts: the waits of its processes that went on without an "
+            "event (Kernel.sleep), over the data segments it sent; nothing fitted",
+            f"{sum(spared.values()):.1f}",
+            inline=True,
+        ),
+        Figure(
             "detail-events",
             label,
             f"{run}: where each level's events go, counted event by event; nothing fitted",
             cmd + "\n\n" + "\n".join(rows),
+        ),
+        Figure(
+            "detail-waits",
+            label,
+            f"{run}: each wait of a process, by what its event waited for, counted at "
+            "the wait; nothing fitted",
+            f"`bench/bench_detail.py --events --duration {EVENTS_DURATION}`, waits per "
+            "data segment (rows under 0.05 left out):\n\n" + "\n".join(waits),
         ),
     ]
 
@@ -843,7 +877,13 @@ GROUPS: dict[Callable[[], list[Figure]], tuple[str, ...]] = {
     flows_real: ("flows-real-linux",),
     capture_verdict: ("capture-window", "capture-verdicts", "capture-own"),
     fit_run_length: ("fit-run-length",),
-    detail_events: ("detail-events-full", "detail-events-ideal", "detail-events"),
+    detail_events: (
+        "detail-events-full",
+        "detail-events-ideal",
+        "detail-events-spared",
+        "detail-events",
+        "detail-waits",
+    ),
     detail_agreement: (
         "detail-agree",
         "detail-differ",

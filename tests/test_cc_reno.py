@@ -7,6 +7,7 @@ from cc_driver import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cpasim.config.params import SPECS
 from cpasim.model.cc import ALGORITHMS, make
 from cpasim.model.cc.base import CA_OPEN, INFINITE_SSTHRESH, TcpState
 from cpasim.model.cc.reno import NewReno, Reno
@@ -32,13 +33,20 @@ def lose_once_at(w: int):
 
 
 def test_registry_names_and_error():
+    """``tcp.cc`` offers exactly the registered algorithms, each under its own name."""
+    assert SPECS["tcp.cc"].choices == tuple(ALGORITHMS)
     assert ALGORITHMS["reno"] is Reno and ALGORITHMS["newreno"] is NewReno
-    assert sorted(ALGORITHMS) == ["bbr", "cubic", "newreno", "reno"]
-    assert make("cubic").name == "cubic" and make("bbr").name == "bbr"
-    assert make("newreno").name == "newreno" and make("reno").name == "reno"
+    for name in ALGORITHMS:
+        assert make(name).name == name
     assert make("reno") is not make("reno")  # one object per connection
-    with pytest.raises(ValueError, match="expected one of bbr, cubic, newreno, reno"):
+    with pytest.raises(ValueError, match=f"expected one of {', '.join(sorted(ALGORITHMS))}$"):
         make("vegas")
+
+
+def test_only_reno_and_newreno_have_the_classic_sender():
+    classic = {name for name, cls in ALGORITHMS.items() if cls.classic}
+    assert classic == {"reno", "newreno"}
+    assert NewReno.partial_acks and not Reno.partial_acks
 
 
 def test_newreno_ops_are_renos():

@@ -96,7 +96,7 @@ def test_huge_run_warns_first_and_stops_cleanly_on_ctrl_c(tmp_path):
         )
     try:
         first = proc.stderr.readline()
-        assert first.startswith("cpasim: warning: about 2.4e+09 events to simulate"), first
+        assert first.startswith("cpasim: warning: about 1.8e+09 events to simulate"), first
         time.sleep(1.0)  # well into the simulation
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)

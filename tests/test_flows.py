@@ -274,7 +274,7 @@ def test_the_series_has_each_flows_columns(tmp_path):
 
 
 def test_the_capture_holds_every_flow(tmp_path):
-    from cpasim.capture import PcapSpec
+    from cpasim.pcap_spec import PcapSpec
 
     cfg = load_scenario(scenario(tmp_path, MIX))
     pcap = tmp_path / "mix.pcap"

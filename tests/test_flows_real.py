@@ -5,7 +5,8 @@ on this project's machine: Linux 6.18.44, iperf3 3.12; 1, 2 and 4 CUBIC flows, 2
 flows, and CUBIC beside BBR, through a 50 Mbit/s tbf at 20 ms round trips with tbf
 queues of 0.25, 0.5, 1 and 2 bandwidth-delay products (125 kB); at least 3 repeats of
 6 s each, ping -i 0.01 during every transfer; the sending namespace's default
-congestion control cubic (no CUBIC sender paced); the load average beside each run.
+congestion control cubic (no CUBIC sender paced); the load average beside each run,
+below 1 on the 2-core machine (quiet) for every run.
 
 cpasim's figures (:data:`CPASIM`) are held out: each configuration simulated from its
 nominal settings alone (:func:`cpasim.calibrate.flow_grid.scenario`), nothing fitted.
@@ -68,11 +69,8 @@ GAPS: dict[tuple[str, str], str] = {}
 #: (configuration, quantity) whose repeats spread more than MAX_SPREAD: reported, not
 #: scored, with the spread measured.
 UNSCORED: dict[tuple[str, str], float] = {
-    ("cubic+bbr_r50m_d10ms_q2bdp", "ping"): 0.1006,
-    ("cubic+bbr_r50m_d10ms_q2bdp", "share"): 0.2056,
-    ("cubic1_r50m_d10ms_q0.25bdp", "goodput"): 0.7564,
-    ("cubic1_r50m_d10ms_q0.5bdp", "ping"): 0.1064,
-    ("cubic1_r50m_d10ms_q1bdp", "ping"): 0.1076,
+    ("cubic+bbr_r50m_d10ms_q0.5bdp", "share"): 0.1133,
+    ("cubic1_r50m_d10ms_q0.25bdp", "goodput"): 0.2468,
 }
 
 RUNS = {r.name: r for r in read_flow_grid(FLOWS)}
@@ -115,7 +113,8 @@ def test_the_grid_covers_the_planned_configurations():
 def test_no_cubic_sender_was_paced_and_the_load_is_known():
     for run in RUNS.values():
         assert set(run.default_cc) == {"cubic"}, run.name
-        assert all(load > 0 for load in run.load)
+        # Taken on a quiet machine: the load average below one busy core of the two.
+        assert all(0 < load < 1.0 for load in run.load), run.name
 
 
 def test_the_unscored_are_the_widely_spread():

@@ -26,8 +26,12 @@ STEP = st.one_of(
 SCRIPTS = st.lists(st.lists(STEP, min_size=1, max_size=12), min_size=1, max_size=5)
 
 
-def run(env, scripts, until: float = 50.0):
-    """Run ``scripts`` on ``env``; return what happened, in order, and the events used."""
+def run(env, scripts, until: float = 50.0, *, sleep=None, drive=None):
+    """Run ``scripts`` on ``env``; return what happened, in order, and the events used.
+
+    ``sleep``: how a process waits (default ``env.timeout``); ``drive(env, until)``:
+    how the run is driven (default ``env.run(until=until)``)."""
+    sleep = sleep or env.timeout
     log = []
     unbounded = TracedStore(env, NULL_TRACER, "h", "S", "0")
     bounded = TracedStore(env, NULL_TRACER, "h", "S", "1", capacity=1)
@@ -46,7 +50,7 @@ def run(env, scripts, until: float = 50.0):
     def proc(k, script):
         for i, (action, arg) in enumerate(script):
             if action == "sleep":
-                yield env.timeout(arg)
+                yield sleep(arg)
             elif action == "timer":
                 yield timer(env, arg)
             elif action == "put":
@@ -77,7 +81,10 @@ def run(env, scripts, until: float = 50.0):
         return k
 
     procs = [env.process(proc(k, s)) for k, s in enumerate(scripts)]
-    env.run(until=until)
+    if drive is None:
+        env.run(until=until)
+    else:
+        drive(env, until)
     ends = [(p.triggered, p.value if p.triggered else None) for p in procs]
     return log, ends, next(env._eid), pending(env)
 
@@ -148,6 +155,95 @@ def test_only_the_earliest_timers_are_in_the_event_queue():
         env.step()
     assert fired == [5, 10, 20, 30, 40, 50]
     assert pending(env) == 0
+
+
+def in_slices(env, until: float, step: float = 3.5) -> None:
+    """Drive ``env`` to ``until`` in slices, as a simulation is: ``run_until`` on a
+    Kernel (pausing between slices), ``step()`` on a plain environment."""
+    t = 0.0
+    while t < until:
+        t = min(t + step, until)
+        if isinstance(env, Kernel):
+            env.run_until(t)
+            if env._queue:
+                env.advance(t)
+        else:
+            while env.peek() < t:
+                env.step()
+
+
+@settings(max_examples=150, deadline=None)
+@given(SCRIPTS)
+def test_a_sleep_that_goes_on_at_once_changes_nothing_but_the_events(scripts):
+    """Kernel.sleep against plain timeouts: the same things at the same times, in
+    the same order, with no more events (fewer when a wait had nothing before it)."""
+    kernel = Kernel()
+    log, ends, events, _ = run(kernel, scripts, sleep=kernel.sleep, drive=in_slices)
+    ref_log, ref_ends, ref_events, _ = run(simpy.Environment(), scripts, drive=in_slices)
+    assert (log, ends) == (ref_log, ref_ends)
+    assert events <= ref_events
+
+
+def test_a_sleep_goes_on_at_once_only_when_nothing_comes_first():
+    env = Kernel()
+    log = []
+
+    def alone():
+        for _ in range(3):
+            # A timeout first (tied's start is due at 0), then nothing else is due
+            # before it ends: the clock moves on.
+            yield env.sleep(2.0)
+            log.append(("alone", env.now))
+        yield env.sleep(10.0)  # past the slice's end: a timeout, after the pause
+        log.append(("alone", env.now))
+
+    def tied():
+        yield env.timeout(0.5)
+        first = env.timeout(7.0)  # due at 7.5, scheduled before the sleep below
+        first.callbacks.append(lambda _: log.append(("first", env.now)))
+        yield env.sleep(1.0)  # 1.5: nothing else before it
+        log.append(("tied", env.now))
+        yield env.sleep(6.0)  # 7.5 too: "first" goes first, so a timeout
+        log.append(("tied", env.now))
+
+    env.process(alone())
+    env.process(tied())
+    assert env.run_until(10.0)
+    assert log == [
+        ("tied", 1.5),
+        ("alone", 2.0),
+        ("alone", 4.0),
+        ("alone", 6.0),
+        ("first", 7.5),
+        ("tied", 7.5),
+    ]
+    # Two starts, alone's first sleep, tied's timeout, first, tied's tie, alone's last
+    # sleep and tied's end: four sleeps went on without one.
+    assert next(env._eid) == 8
+    env.advance(10.0)
+    assert env.run_until(20.0)
+    assert log[-1] == ("alone", 16.0)
+    # Outside run_until (step(), run()) a sleep is always a timeout.
+    assert isinstance(env.sleep(1.0), simpy.events.Timeout)
+
+
+def test_a_sleep_waits_for_the_others_the_same_event_resumes():
+    """Two processes wait on one event: the first resumed must not go on before the
+    second has run (it would run at the wrong time)."""
+    env = Kernel()
+    gate = env.timeout(1.0)
+    log = []
+
+    def waiter(name):
+        yield gate
+        log.append((name, env.now))
+        yield env.sleep(2.0)
+        log.append((name, env.now))
+
+    env.process(waiter("a"))
+    env.process(waiter("b"))
+    assert env.run_until(10.0)
+    assert log == [("a", 1.0), ("b", 1.0), ("a", 3.0), ("b", 3.0)]
 
 
 def test_run_until_processes_events_before_t_only():

@@ -16,10 +16,11 @@ import cpasim.cli
 from cpasim import capture as capture_module
 from cpasim.calibrate import read_capture
 from cpasim.calibrate.inspection import inspect_capture
-from cpasim.capture import PCAP_MAGIC_NS, PcapSpec
+from cpasim.capture import PCAP_MAGIC_NS
 from cpasim.cli import main
 from cpasim.config import load_scenario
 from cpasim.model.link import serialization_ns
+from cpasim.pcap_spec import PcapSpec
 from cpasim.protocol import mss_for
 from cpasim.simulate import simulate
 

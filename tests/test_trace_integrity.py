@@ -492,6 +492,25 @@ def test_an_edited_sidecar_is_one_line(analysed, tmp_path, capsys, edit):
     assert_one_line_error(code, err, "t.cpt.run.json: malformed run sidecar")
 
 
+@pytest.mark.parametrize(
+    "rows, where",
+    [
+        ([[1, 2], [3, -4]], None),
+        ([], None),
+        ([[1, 2], [3, 4.5]], ".preamble[1][1]"),
+        ([[1, True]], ".preamble[0][1]"),
+        ([[1], 7], ".preamble[1]"),
+        ({"a": 1}, ".preamble"),
+    ],
+)
+def test_a_table_in_a_sidecar_is_checked_cell_by_cell(rows, where):
+    """A window's preamble, thousands of rows, is checked in one loop; a bad cell is
+    still named."""
+    from cpasim.predict import runs
+
+    assert runs._fits({"preamble": rows}, {"preamble": [[runs._INT]]}) == where
+
+
 def test_the_unedited_analysed_sidecar_predicts(analysed, tmp_path, capsys):
     scenario, trace, side = analysed
     shutil.copy(trace, tmp_path / "t.cpt")

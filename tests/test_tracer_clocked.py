@@ -25,8 +25,10 @@ def records(tracer) -> np.ndarray:
     return np.concatenate(chunks) if chunks else np.empty(0)
 
 
-def pipeline(env, tracer, delays: list[int]) -> None:
-    """Stores, credits and a core pool worked by three SMs; ``delays`` vary the timing."""
+def pipeline(env, tracer, delays: list[int], *, sleeps: bool = False) -> None:
+    """Stores, credits and a core pool worked by three SMs; ``delays`` vary the timing.
+    ``sleeps``: the SMs wait with Kernel.sleep (the model's way), not timeouts."""
+    wait = env.sleep if sleeps else env.timeout
     fifo = TracedStore(env, tracer, "h", "FIFO", capacity=2)
     credits = TracedContainer(env, tracer, "h", "credits", init=3, conn_flow=False)
     cores = TracedPool(env, tracer, "h", "CPU cores", size=1)
@@ -35,7 +37,7 @@ def pipeline(env, tracer, delays: list[int]) -> None:
     def producer():
         for i, d in enumerate(delays):
             prod.begin("make")
-            yield env.timeout(d)
+            yield wait(d)
             yield credits.get(1, prod)
             prod.begin("put")
             if len(fifo.items) < fifo.capacity:
@@ -51,7 +53,7 @@ def pipeline(env, tracer, delays: list[int]) -> None:
             if not cores.acquire_now(cons):
                 yield cores.acquire(cons)
             cons.begin("work")
-            yield env.timeout(2)
+            yield wait(2)
             cores.release(cons)
             credits.give(1, cons)
 
@@ -59,7 +61,7 @@ def pipeline(env, tracer, delays: list[int]) -> None:
         for d in delays[::2]:
             side.begin("poll")
             yield cores.acquire(side)
-            yield env.timeout(d + 0.5)
+            yield wait(d + 0.5)
             cores.release(side)
             side.deq(tracer.queue("h", "FIFO"), 0)
 
@@ -100,6 +102,25 @@ def test_kernel_records_equal_a_plain_environments(delays, chunk_records):
     for drive in (run_all, run_in_slices):
         clocked = traced_run(Kernel(), delays, chunk_records, drive)
         assert clocked.tobytes() == plain.tobytes()
+
+
+@settings(max_examples=60, deadline=None)
+@given(delays=DELAYS, chunk_records=st.sampled_from([1, 2, 5, 64]))
+def test_a_sleep_without_an_event_leaves_the_records_and_their_chunks(delays, chunk_records):
+    """Kernel.sleep going on at once flushes and notes the time as between two events:
+    the same chunks, record for record, as with timeouts (a .cpt file is its chunks)."""
+
+    def chunks(sleeps: bool):
+        env = Kernel()
+        tracer = Tracer.in_memory(env, chunk_records=chunk_records)
+        pipeline(env, tracer, delays, sleeps=sleeps)
+        run_in_slices(env)
+        tracer.close()
+        return [c.tobytes() for c in tracer.sink.chunks], next(env._eid)
+
+    (timed, timeouts), (slept, sleeps) = chunks(False), chunks(True)
+    assert slept == timed
+    assert sleeps <= timeouts
 
 
 def test_kernel_handles_are_clocked_and_a_plain_environment_keeps_the_checks():

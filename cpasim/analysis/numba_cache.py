@@ -17,6 +17,10 @@ system, a locked-down home), numba refuses to define the functions at all.
 Then the kernel is compiled into a private temporary directory instead,
 removed at exit: every run compiles it again (slower to start), but the
 analysis works.
+
+Loading the kernel loads numba's implementations of numpy's functions, one of
+which probes for BLAS by importing scipy's linear algebra; the command line's
+process skips that probe (:mod:`cpasim.blas_probe`).
 """
 
 from __future__ import annotations
@@ -30,11 +34,14 @@ import shutil
 import sys
 import tempfile
 
+from cpasim import blas_probe
+
 _MODULE = "cpasim.analysis.kernel"
 
 
 def import_kernel():
     """:mod:`cpasim.analysis.kernel`, with a temporary cache if numba has no other."""
+    blas_probe.before_numba_loads()
     try:
         return importlib.import_module(_MODULE)
     except RuntimeError as exc:

@@ -28,6 +28,7 @@ from pathlib import Path
 from cpasim.calibrate.grid import manifest_runs
 from cpasim.config import Config, load_scenario
 from cpasim.errors import CpasimError
+from cpasim.model.flow_kinds import flow_kind
 
 COLUMNS = (
     "name",
@@ -47,6 +48,8 @@ COLUMNS = (
 )
 #: Repeats spread more than this ((max - min) / median): reported, not scored.
 MAX_SPREAD = 0.10
+#: The congestion control whose share of the aggregate a mixed run scores (beside BBR).
+SHARE_CC = "cubic"
 #: The tolerances of the scores: aggregate goodput (relative), a CUBIC flow's share
 #: beside BBR (absolute), ping's median round trip (relative).
 GOODPUT_TOLERANCE = 0.10
@@ -96,7 +99,7 @@ class FlowRun:
     def spread(self) -> float:
         return _spread(self.goodputs)
 
-    def shares(self, cc: str = "cubic") -> list[float]:
+    def shares(self, cc: str = SHARE_CC) -> list[float]:
         """Per repeat, the share of the aggregate the flows of ``cc`` got."""
         out = []
         for flows in self.flow_goodputs:
@@ -213,12 +216,12 @@ def score(run: FlowRun, simulate: Callable[[Config], dict], base: Config | None 
     """Simulate ``run``'s nominal settings (``simulate(cfg)`` → a run's JSON) and score them."""
     out = simulate(scenario(run, base))
     flows = out["flows"]
-    bulk = [f for f in flows if f["kind"] == "bulk"]
+    bulk = [f for f in flows if flow_kind(f["kind"]).bulk]
     total = sum(f["goodput_bps"] for f in bulk)
     share = None
     if run.mixed and total:
-        share = sum(f["goodput_bps"] for f in bulk if f["cc"] == "cubic") / total
-    ping = next((f for f in flows if f["kind"] == "ping"), None)
+        share = sum(f["goodput_bps"] for f in bulk if f["cc"] == SHARE_CC) / total
+    ping = next((f for f in flows if not flow_kind(f["kind"]).tcp), None)
     p50 = ping["latency_ns"]["p50"] if ping and ping.get("latency_ns") else None
     return Score(run, total, share, p50)
 

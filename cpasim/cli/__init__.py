@@ -1,19 +1,21 @@
 """The ``cpasim`` command line.
 
 Each sub-command lives in its own module below this package and registers
-itself on :data:`app` (:mod:`cpasim.cli.root`); this module only assembles them
-and turns :class:`~cpasim.errors.CpasimError` into one line on stderr and exit
-status 2.  It imports nothing heavy itself: :func:`main` takes charge of Ctrl-C
-and SIGTERM (:mod:`cpasim.interrupts`) before the commands, and the libraries
-they need, are imported — an interrupt during those imports is one line too.
+itself on :data:`app` (:mod:`cpasim.cli.root`); this module only assembles the
+ones a command line needs (:mod:`cpasim.cli.commands`) and turns
+:class:`~cpasim.errors.CpasimError` into one line on stderr and exit status 2.
+It imports nothing heavy itself: :func:`main` takes charge of Ctrl-C and
+SIGTERM (:mod:`cpasim.interrupts`) before the commands, and the libraries they
+need, are imported — an interrupt during those imports is one line too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 
-from cpasim import interrupts
+from cpasim import blas_probe, interrupts
 from cpasim.errors import CpasimError, one_line
 
 
@@ -26,11 +28,13 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _register() -> None:
-    # Imported for their side effect of adding commands to ``app``.
-    from cpasim.cli import commands  # noqa: F401
+def _register(args: list[str] | None = None) -> None:
+    """Add to ``app`` the commands the command line ``args`` needs (None: every
+    command), importing only their modules (:mod:`cpasim.cli.commands`)."""
+    from cpasim.cli import commands
     from cpasim.cli.root import app, plain_help
 
+    commands.register(args)
     plain_help(app)
 
 
@@ -48,6 +52,10 @@ def main(argv: list[str] | None = None) -> None:
         # A name from a file or a file name of undecodable bytes that reaches
         # stdout unescaped is written escaped, never a UnicodeEncodeError.
         _reconfigure(sys.stdout)
+        # The process is the command's: numba compiles nothing in it but the kernel,
+        # and nothing in it does linear algebra that a pool of threads would speed up.
+        blas_probe.skip_in_this_process()
+        _one_blas_thread()
     _settle_run_folders(0)  # folders made before this command are not its own
     try:
         with interrupts.handled():
@@ -57,6 +65,21 @@ def main(argv: list[str] | None = None) -> None:
         if program:  # what is left is the interpreter's shutdown
             interrupts.exit_at_once()
     raise SystemExit(code)
+
+
+#: The variables OpenBLAS (numpy's and scipy's BLAS) reads its number of threads from.
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def _one_blas_thread() -> None:
+    """One BLAS thread in the command's process and the processes it starts, unless
+    the user chose a number.  OpenBLAS starts a pool of threads, one per core, as
+    numpy loads: about 50 ms of every command's start-up on two cores, for no
+    command's work (the only linear algebra is a calibration's least-squares fit
+    of a few parameters, far below the sizes OpenBLAS splits between threads), and
+    a sweep's workers would each start a pool."""
+    if not any(name in os.environ for name in BLAS_THREADS):
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 
 def _settle_run_folders(code: int) -> None:
@@ -73,7 +96,7 @@ def _settle_run_folders(code: int) -> None:
 def _run(argv: list[str] | None) -> int:
     """The command's exit status."""
     try:
-        _register()
+        _register(sys.argv[1:] if argv is None else argv)
         from cpasim.cli.root import app
 
         code = app(args=argv, standalone_mode=False)

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cpasim import interrupts, run_outputs
-from cpasim.capture import DEFAULT_SNAPLEN
 from cpasim.cli import app
 from cpasim.cli import outputs as outs
 from cpasim.config import load_scenario
 from cpasim.errors import CpasimError
 from cpasim.files import is_stream
+from cpasim.model.flow_kinds import flow_kind
+from cpasim.pcap_spec import DEFAULT_SNAPLEN
 from cpasim.predict.runs import analysed_run, write_run_record
 from cpasim.progress import activity
 from cpasim.verdict import explain, explain_flows, explain_run, flow_lines, idle_line
@@ -305,17 +306,20 @@ def _flow_line(e: dict) -> str:
     """One flow: its kind and congestion control, then what it measured."""
     head = f"{e['kind']} {e['cc']}" if e["cc"] else e["kind"]
     parts = [f"{head:12}"]
-    if e["kind"] == "ping":
+    kind = flow_kind(e["kind"])
+    if not kind.tcp:
         lat = e.get("latency_ns")
         parts.append(_quantiles(lat) + (f"  ({lat['count']} replies)" if lat else ""))
     else:
         parts.append(f"{_si(e['goodput_bps'], 'b/s'):>11}")
         parts.append(f"retransmits {e['retransmits']}")
-        if e["kind"] == "rpc":
+        if not kind.bulk:
             lat = e.get("latency_ns")
-            parts.append(_quantiles(lat, "latency") + (f"  ({lat['count']} calls)" if lat else ""))
+            parts.append(
+                _quantiles(lat, kind.latency) + (f"  ({lat['count']} calls)" if lat else "")
+            )
         else:
-            parts.append(_quantiles(e["rtt_ns"]))
+            parts.append(_quantiles(e["rtt_ns"], kind.latency))
         if e.get("completion_ns") is not None:
             parts.append(f"done at {_ns(e['completion_ns'])}")
     return "  ".join(parts)
@@ -327,9 +331,10 @@ def _table_line(entries: list[dict]) -> str:
     e = entries[0]
     head = f"{e['kind']} {e['cc']}" if e["cc"] else e["kind"]
     parts = [f"{head:12}"]
-    key = "latency_ns" if e["kind"] != "bulk" else "rtt_ns"
+    kind = flow_kind(e["kind"])
+    key = "rtt_ns" if kind.bulk else "latency_ns"
     qs = [x[key] for x in entries if x.get(key)]
-    if e["kind"] != "ping":
+    if kind.tcp:
         values = sorted(x["goodput_bps"] for x in entries)
         from cpasim.model.flows import jain
 
@@ -343,11 +348,7 @@ def _table_line(entries: list[dict]) -> str:
         parts.append(f"retransmits {sum(x['retransmits'] for x in entries)}")
     if qs:
         median = {p: float(statistics.median([q[p] for q in qs])) for p in ("p50", "p90", "p99")}
-        parts.append(
-            ("latency" if e["kind"] == "rpc" else "rtt")
-            + " median of flows' "
-            + _quantiles(median, "").strip()
-        )
+        parts.append(kind.latency + " median of flows' " + _quantiles(median, "").strip())
     return "  ".join(parts)
 
 

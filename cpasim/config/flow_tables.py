@@ -40,23 +40,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cpasim.config import resolve
+from cpasim.config import resolve, rules
 from cpasim.config.params import FLOW_SPECS, FLOW_WORKLOAD_KEYS, HOSTS, SPECS
 from cpasim.errors import CpasimError
-from cpasim.protocol import PING_HEADERS
+from cpasim.model.flow_kinds import FLOW_KINDS, flow_kind
+from cpasim.model.workloads import WORKLOADS
 
 #: The scenario key of the tables.
 KEY = "flows"
 #: Flows one scenario may hold (as ``workload.connections``).
 MAX_FLOWS = SPECS["workload.connections"].hi
 
-#: The keys each kind of flow uses beyond its own table's ``count``, ``start`` and
-#: ``kind``; ``tcp`` stands for every ``tcp.*`` key.
-USES = {
-    "bulk": ("tcp", "workload.bytes", "workload.write_size", "workload.read_size"),
-    "ping": ("workload.interval", "workload.ping_size"),
-    "rpc": ("tcp", "workload.request_size", "workload.response_size", "workload.think_time"),
-}
+#: A table's own workload keys, which only some kinds of flow use (a ping's interval).
+OWN_WORKLOAD_KEYS = tuple(k for k in FLOW_SPECS if k.startswith("workload."))
 
 
 @dataclass(frozen=True)
@@ -95,7 +91,7 @@ def _uses(kind: str, key: str) -> bool:
     """Does a flow of ``kind`` use scenario key ``key`` (a full key)?"""
     if key.startswith("hosts."):
         key = key.split(".", 2)[2]
-    uses = USES[kind]
+    uses = flow_kind(kind).uses
     return key in uses or ("tcp" in uses and key.startswith("tcp."))
 
 
@@ -151,7 +147,7 @@ def _check_use(kind: str, key: str, here: str) -> None:
     if not _uses(kind, key):
         raise CpasimError(
             f"{here}: {key} does nothing for a flow of kind {kind!r}; "
-            f"a {kind} flow uses {', '.join(USES[kind]).replace('tcp', 'tcp.*')}"
+            f"a {kind} flow uses {', '.join(flow_kind(kind).uses).replace('tcp', 'tcp.*')}"
         )
 
 
@@ -160,9 +156,10 @@ def _group(own: Mapping[str, Any], sets: Mapping[str, Any], here: str) -> FlowGr
     kind = own["kind"]
     for full in sets:
         _check_use(kind, full, here)
-    for key in ("workload.interval", "workload.ping_size"):
-        if kind != "ping" and own[key] != FLOW_SPECS[key].default:
-            raise CpasimError(f"{here}: {key} is for flows of kind 'ping', not {kind!r}")
+    for key in OWN_WORKLOAD_KEYS:
+        if not _uses(kind, key) and own[key] != FLOW_SPECS[key].default:
+            users = " or ".join(repr(k.name) for k in FLOW_KINDS.values() if key in k.uses)
+            raise CpasimError(f"{here}: {key} is for flows of kind {users}, not {kind!r}")
     return FlowGroup(
         count=own["count"],
         start=own["start"],
@@ -226,8 +223,8 @@ def _changed(group: FlowGroup, key: str, raw: Any, where: str, g: int) -> FlowGr
         own[key] = resolve.coerce(FLOW_SPECS[key], raw, f"{here}: {key}")
         if key == "kind":  # what the old kind used and the new one does not goes
             sets = {k: v for k, v in sets.items() if _uses(own["kind"], k)}
-            if own["kind"] != "ping":
-                for k in ("workload.interval", "workload.ping_size"):
+            for k in OWN_WORKLOAD_KEYS:
+                if not _uses(own["kind"], k):
                     own[k] = FLOW_SPECS[k].default
     elif _is_override(key):
         _check_use(own["kind"], key, here)
@@ -256,7 +253,7 @@ def flat_of(flat: Mapping[str, Any], group: FlowGroup) -> dict[str, Any]:
 
 def sized(flat: Mapping[str, Any], groups: tuple[FlowGroup, ...]) -> bool:
     """Does the run end when its transfers do: every bulk flow has a size (and one exists)?"""
-    bulk = [g for g in groups if g.kind == "bulk"]
+    bulk = [g for g in groups if flow_kind(g.kind).bulk]
     return bool(bulk) and all(flat_of(flat, g)["workload.bytes"] > 0 for g in bulk)
 
 
@@ -264,9 +261,10 @@ def check(flat: Mapping[str, Any], groups: tuple[FlowGroup, ...], where: str) ->
     """What cannot work with these groups; each message names the table and the keys."""
     if not groups:
         return
-    if flat["workload.kind"] != "tcp_stream":
+    if not WORKLOADS[flat["workload.kind"]].flows:
+        kinds = " or ".join(f'"{k.name}"' for k in WORKLOADS.values() if k.flows)
         raise CpasimError(
-            f'{where}: [[flows]] needs workload.kind = "tcp_stream" (each table\'s kind '
+            f"{where}: [[flows]] needs workload.kind = {kinds} (each table's kind "
             f"says what its flows do), got {flat['workload.kind']!r}"
         )
     if flat["workload.connections"] != 1:
@@ -283,18 +281,13 @@ def check(flat: Mapping[str, Any], groups: tuple[FlowGroup, ...], where: str) ->
     duration = flat["sim.duration"]
     for g, group in enumerate(groups):
         here = _table_where(where, g)
-        if group.kind == "ping" and group.ping_size + PING_HEADERS > flat["link.mtu"]:
-            raise CpasimError(
-                f"{here}: workload.ping_size ({group.ping_size} B) and its {PING_HEADERS} B "
-                f"of headers exceed link.mtu ({flat['link.mtu']} B): an echo request must "
-                "fit one packet (fragmented ICMP is not modelled)"
-            )
+        flow_kind(group.kind).check(flat, group, here)
         if timed and group.start >= duration:
             raise CpasimError(
                 f"{here}: start ({FLOW_SPECS['start'].format(group.start)}) is not before "
                 f"the end of the run (sim.duration = {SPECS['sim.duration'].format(duration)})"
             )
-        resolve.check(flat_of(flat, group), here)
+        rules.check(flat_of(flat, group), here)
 
 
 def first_index(groups: tuple[FlowGroup, ...], g: int) -> int:

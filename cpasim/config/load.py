@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from cpasim.config import flow_tables as flows
-from cpasim.config import resolve
+from cpasim.config import resolve, rules
 from cpasim.config.resolved import Config
 from cpasim.errors import CpasimError
 from cpasim.inputs import InputError, read_bytes
@@ -23,20 +23,20 @@ def load_scenario(path: str | Path | None = None, sets: Iterable[str] = ()) -> C
     groups: tuple = ()
     source = None if path is None else str(path)
     where = "scenario"
-    fw: set[str] = set()
+    named: dict[str, str] = {}
     if path is not None:
         where = source
         entries, tables = flows.split(read_entries(path))
-        flat = resolve.apply(flat, entries, source, once=True, explicit=fw)
+        flat = resolve.apply(flat, entries, source, once=True, named=named)
         groups = flows.apply(groups, tables, source)
     for text in sets:
         key, value = parse_set(text)
         if key.startswith(flows.KEY + "."):
             groups = flows.apply(groups, [(key, value)], "--set")
         else:
-            flat = resolve.apply(flat, [(key, value)], "--set", explicit=fw)
+            flat = resolve.apply(flat, [(key, value)], "--set", named=named)
         where = f"{source} with --set" if source else "--set"
-    resolve.check(flat, where, fw)
+    rules.check(flat, where, named)
     flows.check(flat, groups, where)
     return Config.from_flat(flat, source, groups)
 
@@ -55,10 +55,10 @@ def scenario_config(
         cfg = scenario
     elif isinstance(scenario, Mapping):
         where = "scenario dict"
-        fw: set[str] = set()
+        named: dict[str, str] = {}
         entries, tables = flows.split(resolve.flatten_toml(dict(scenario), where))
-        flat = resolve.apply(resolve.default_flat(), entries, where, once=True, explicit=fw)
-        resolve.check(flat, where, fw)
+        flat = resolve.apply(resolve.default_flat(), entries, where, once=True, named=named)
+        rules.check(flat, where, named)
         groups = flows.apply((), tables, where)
         flows.check(flat, groups, where)
         cfg = Config.from_flat(flat, None, groups)

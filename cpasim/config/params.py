@@ -13,16 +13,33 @@ what it runs (:func:`hosts_of`): its devices, IP forwarding, CPU, bus and memory
 
 To add a parameter, add one field to its section below; loading, ``--set``,
 ``cpasim params``, the digest and ``to_toml`` all pick it up from here.
+
+A section's ``rules`` (:mod:`cpasim.config.rules`) refuse combinations of values that
+cannot work; a parameter that chooses a kind (``workload.kind``, ``bus.kind`` ...)
+takes its choices from the kinds' registry, whose chosen kind adds its own rules.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from cpasim import units
-from cpasim.protocol import ETHERNET_FRAMING, MAC_HEADER, MAX_PING_PAYLOAD, TCP_TIMESTAMPS
+from cpasim.model.buses import BUSES
+from cpasim.model.cc import ALGORITHMS
+from cpasim.model.detail import LEVELS
+from cpasim.model.flow_kinds import FLOW_KINDS
+from cpasim.model.workloads import WORKLOADS
+from cpasim.protocol import (
+    ETHERNET_FRAMING,
+    MAC_HEADER,
+    MAX_PING_PAYLOAD,
+    TCP_TIMESTAMPS,
+    frame_bytes,
+    mss_for,
+)
 
 #: The end hosts: every workload runs between them.
 HOSTS = ("tx", "rx")
@@ -120,11 +137,41 @@ def section(cls: type) -> Any:
     return field(default_factory=cls, metadata={"section": True})
 
 
+#: A rule on a scenario's values (:class:`cpasim.config.rules.Values`): it refuses a
+#: combination that cannot work by calling ``v.refuse(message)``.
+Rule = Callable[[Any], None]
+
+
+def kind_rules(key: str, kinds: Mapping[str, Any]) -> Rule:
+    """The rule that applies the chosen kind's own rules: ``kinds[v[key]].check``."""
+
+    def rule(v) -> None:
+        kinds[v[key]].check(v)
+
+    rule.__name__ = rule.__qualname__ = f"rules of the chosen {key}"
+    return rule
+
+
+def _no_rules(v) -> None:
+    pass
+
+
 # --- global sections -----------------------------------------------------------------
+
+
+def _warmup_before_the_end(v) -> None:
+    # A timed run measures from its warm-up on; a sized one until its bytes arrive.
+    if v["workload.bytes"] == 0 and v["sim.warmup"] >= v["sim.duration"]:
+        v.refuse(
+            f"sim.warmup ({v.show('sim.warmup')}) must be shorter than "
+            f"sim.duration ({v.show('sim.duration')})"
+        )
 
 
 @dataclass(frozen=True)
 class SimParams:
+    rules: ClassVar = (_warmup_before_the_end,)
+
     duration: float = param(
         "20ms", TIME, "simulated time when workload.bytes is 0", lo="1ns", hi="1000s"
     )
@@ -132,13 +179,21 @@ class SimParams:
     seed: int = param(1, INT, "seed of the run's random generator", lo=0)
 
 
+def _file_sizes_in_order(v) -> None:
+    lo, hi = "workload.file_size_min", "workload.file_size_max"
+    if v[lo] > v[hi]:
+        v.refuse(f"{lo} ({v.show(lo)}) is larger than {hi} ({v.show(hi)})")
+
+
 @dataclass(frozen=True)
 class WorkloadParams:
+    rules: ClassVar = (_file_sizes_in_order, kind_rules("workload.kind", WORKLOADS))
+
     kind: str = param(
         "tcp_stream",
         ENUM,
         "traffic pattern",
-        choices=("tcp_stream", "udp_stream", "pingpong", "rpc", "webserver", "udp_gbn"),
+        choices=tuple(WORKLOADS),
     )
     bytes: int = param(0, SIZE, "bytes to transfer; 0 = run for sim.duration", lo=0)
     write_size: int = param("64KiB", SIZE, "bytes per application write()", lo=1, hi="1GiB")
@@ -214,16 +269,75 @@ class WorkloadParams:
     )
 
 
+def _no_bottleneck_beside_the_forwarder(v) -> None:
+    for key in ("bottleneck.rate", "bottleneck.reverse_rate"):
+        if v[key]:
+            v.refuse(
+                f'{key} ({v.show(key)}) cannot be used with topology.kind = "forward": '
+                "the forwarding host is the router between the hosts; set one of them"
+            )
+
+
+def _no_forwarder_keys(v) -> None:
+    """Without a forwarding host its keys change nothing: one named with its prefix
+    and set apart from its default and from the end hosts is a mistake.  A value it
+    inherited from a key without prefix is not (the end hosts may have been set one
+    by one since), nor are its own keys (cpu.cost.forward): "every cost 0" sets them."""
+    fw = f"hosts.{FORWARDER}."
+    for full in sorted(k for k, written in v.named.items() if k.startswith(fw) and written == k):
+        key = full[len(fw) :]
+        ends = [v[f"hosts.{h}.{key}"] for h in HOSTS if h in SPECS[key].hosts]
+        if ends and v[full] != SPECS[key].default and v[full] not in ends:
+            v.refuse(
+                f'{full} is set, but topology.kind = "direct" has no forwarding host '
+                '(set topology.kind = "forward")'
+            )
+
+
+@dataclass(frozen=True)
+class Topology:
+    """One value of ``topology.kind``: how the hosts are joined."""
+
+    name: str
+    #: The hosts in the run: the end hosts, and the forwarding host between them or not.
+    hosts: tuple[str, ...]
+    #: The rules a scenario with this topology must keep (:mod:`cpasim.config.rules`).
+    check: Rule = _no_rules
+
+    @property
+    def forwards(self) -> bool:
+        """A forwarding host stands between tx and rx, a link on each side."""
+        return FORWARDER in self.hosts
+
+    @property
+    def links(self) -> int:
+        """Links a packet crosses from tx to rx."""
+        return 2 if self.forwards else 1
+
+
+#: The topologies (:mod:`cpasim.model.system` builds them); nothing else compares
+#: ``topology.kind`` to a name.
+TOPOLOGIES: dict[str, Topology] = {
+    t.name: t
+    for t in (
+        Topology("direct", HOSTS, check=_no_forwarder_keys),
+        Topology("forward", ALL_HOSTS, check=_no_bottleneck_beside_the_forwarder),
+    )
+}
+
+
 @dataclass(frozen=True)
 class TopologyParams:
-    """How the hosts are joined (:mod:`cpasim.model.system`)."""
+    """How the hosts are joined (:data:`TOPOLOGIES`, :mod:`cpasim.model.system`)."""
+
+    rules: ClassVar = (kind_rules("topology.kind", TOPOLOGIES),)
 
     kind: str = param(
         "direct",
         ENUM,
         "direct = tx and rx back to back on one link; forward = a forwarding host fw "
         "between them (two NICs on its one I/O bus, IP forwarding), a link on each side",
-        choices=("direct", "forward"),
+        choices=tuple(TOPOLOGIES),
     )
 
 
@@ -235,9 +349,29 @@ class LinkParams:
     loss: float = param(0.0, FLOAT, "probability that a frame is lost", lo=0.0, hi=1.0)
 
 
+def _bottleneck_holds_a_packet(v) -> None:
+    if not (v["bottleneck.rate"] or v["bottleneck.reverse_rate"]):
+        return
+    mtu, overhead = v["link.mtu"], v["bottleneck.overhead"]
+    packet = mtu + overhead
+    if v["bottleneck.queue"] < packet:
+        v.refuse(
+            f"bottleneck.queue ({v.show('bottleneck.queue')}) cannot hold one full-size "
+            f"packet ({packet} B from link.mtu = {mtu} B and bottleneck.overhead = {overhead} B)"
+        )
+    if 0 < v["bottleneck.burst"] < packet:
+        # tbf refuses a bucket that cannot pass its largest packet.
+        v.refuse(
+            f"bottleneck.burst ({v.show('bottleneck.burst')}) must be 0 or hold one "
+            f"full-size packet ({packet} B)"
+        )
+
+
 @dataclass(frozen=True)
 class BottleneckParams:
     """A router between the hosts that queues and shapes (:mod:`cpasim.model.bottleneck`)."""
+
+    rules: ClassVar = (_bottleneck_holds_a_packet,)
 
     rate: float = param(
         0, RATE, "shaped rate tx->rx; 0 = no bottleneck (hosts back to back)", lo=0, hi="10Tbps"
@@ -283,8 +417,31 @@ class BottleneckParams:
 # --- per-host sections -----------------------------------------------------------------
 
 
+def _one_buffer_rule(v) -> None:
+    p = v.prefix
+    for new, old in (("tcp.sndbuf", "tcp.wmem"), ("tcp.rcvbuf", "tcp.rmem")):
+        if v[old] and v[new]:
+            v.refuse(
+                f"{p}{new} (Linux's socket-buffer request) cannot be used with {p}{old} "
+                "(cpasim's fixed buffer); set one of them"
+            )
+
+
+def _fixed_buffers_hold_a_segment(v) -> None:
+    p, mtu = v.prefix, v["link.mtu"]
+    mss = mss_for(mtu, v["tcp.timestamps"])
+    for buf in ("tcp.wmem", "tcp.rmem"):
+        if v[buf] and v[buf] < mss:
+            v.refuse(
+                f"{p}{buf} ({v[buf]} B) is smaller than one MSS ({mss} B from link.mtu = "
+                f"{mtu} B and {p}tcp.timestamps)"
+            )
+
+
 @dataclass(frozen=True)
 class TcpParams:
+    rules: ClassVar = (_one_buffer_rule, _fixed_buffers_hold_a_segment)
+
     # Socket buffers: Linux's rules (cpasim.model.sockbuf) unless tcp.wmem/tcp.rmem
     # ask for cpasim's fixed buffers.
     sndbuf: int = param(
@@ -355,7 +512,7 @@ class TcpParams:
         ENUM,
         "congestion control (Linux's tcp_congestion_control); reno|newreno with sack=false"
         " is the classic RFC 5681/6582 sender, every other combination Linux's sender",
-        choices=("reno", "newreno", "cubic", "bbr"),
+        choices=tuple(ALGORITHMS),
     )
     sack: bool = param(
         True, BOOL, "selective acknowledgements (RFC 2018, Linux's tcp_sack), if both hosts allow"
@@ -418,8 +575,29 @@ class DriverParams:
     )
 
 
+def _fifos_hold_a_frame(v) -> None:
+    p, mtu = v.prefix, v["link.mtu"]
+    frame = frame_bytes(mtu)
+    for fifo in ("nic.tx_fifo", "nic.rx_fifo"):
+        if v[fifo] < frame:
+            v.refuse(
+                f"{p}{fifo} ({v.show(fifo)}) cannot hold one frame "
+                f"({frame} B from link.mtu = {mtu} B)"
+            )
+
+
+def _throttle_needs_a_fixed_itr(v) -> None:
+    if v["nic.throttle_usecs"] and v["nic.itr"] != "fixed":
+        v.refuse(
+            f"{v.prefix}nic.throttle_usecs applies only with nic.itr=fixed "
+            f"(nic.itr is {v['nic.itr']!r})"
+        )
+
+
 @dataclass(frozen=True)
 class NicParams:
+    rules: ClassVar = (_fifos_hold_a_frame, _throttle_needs_a_fixed_itr)
+
     tx_ring: int = param(256, INT, "TX descriptor ring entries", lo=2, hi=65536)
     rx_ring: int = param(256, INT, "RX descriptor ring entries", lo=2, hi=65536)
     desc_size: int = param("16B", SIZE, "DMA descriptor size", lo="4B", hi="256B")
@@ -544,6 +722,8 @@ class PcieParams:
 
 @dataclass(frozen=True)
 class BusParams:
+    rules: ClassVar = (kind_rules("bus.kind", BUSES),)
+
     kind: str = param(
         "pcie",
         ENUM,
@@ -552,7 +732,7 @@ class BusParams:
         "Saidi 2009's simulator, one shared split-transaction bus with pcie's bandwidth "
         "behind a bridge of pcie.latency, where the CPU's register writes queue behind "
         "the DMA traffic (cpasim.model.m5bus)",
-        choices=("pcie", "pci", "on_die", "m5"),
+        choices=tuple(BUSES),
     )
     pci_width: int = param(
         64, INT, "legacy PCI (bus.kind = pci) data width", choices=(32, 64), unit="bit"
@@ -804,8 +984,25 @@ class CpuCacheParams:
     )
 
 
+def _irq_preemption(v) -> None:
+    p = v.prefix
+    if not v["cpu.irq_preempt"]:
+        return
+    if v["ip.send_path"] != "2.6.13":
+        # Only that path's system call is modelled as interruptible work.
+        v.refuse(f'{p}cpu.irq_preempt needs {p}ip.send_path = "2.6.13", got {v["ip.send_path"]!r}')
+    if v["cpu.irq_cores"]:
+        # Interrupts then run on cores of their own and preempt nobody.
+        v.refuse(
+            f"{p}cpu.irq_preempt needs {p}cpu.irq_cores = 0 (interrupts on cores of their "
+            f"own preempt nobody), got {v['cpu.irq_cores']}"
+        )
+
+
 @dataclass(frozen=True)
 class CpuParams:
+    rules: ClassVar = (_irq_preemption,)
+
     cores: int = param(1, INT, "CPU cores", lo=1, hi=1024)
     irq_cores: int = param(
         0,
@@ -963,6 +1160,8 @@ class CopyEngineParams:
 class HostDetailParams:
     """How much of the host is simulated (:mod:`cpasim.model.ideal`, docs/detail-levels.md)."""
 
+    rules: ClassVar = (kind_rules("host.detail", LEVELS),)
+
     detail: str = param(
         "full",
         ENUM,
@@ -970,7 +1169,7 @@ class HostDetailParams:
         "ns-3 keeps: application, socket buffers, TCP with its timers, IP and the qdisc, "
         "with no CPU cost and a packet on the link as the qdisc releases it (the cpu, "
         "memory, bus, pcie, nic, driver and copy_engine keys then do not apply)",
-        choices=("full", "ideal"),
+        choices=tuple(LEVELS),
         digest_neutral=True,
     )
 
@@ -1029,7 +1228,7 @@ class FlowParams:
         "bulk = a TCP stream as workload.kind = tcp_stream; ping = an ICMP echo request "
         "every workload.interval, answered by the peer's kernel; rpc = request/response "
         "over TCP (workload.request_size, workload.response_size, workload.think_time)",
-        choices=("bulk", "ping", "rpc"),
+        choices=tuple(FLOW_KINDS),
     )
     workload: FlowWorkloadParams = section(FlowWorkloadParams)
 

@@ -23,14 +23,12 @@ from cpasim.config.params import (
     ENUM,
     FLOAT,
     FORWARDER,
-    HOSTS,
     INT,
     QUANTITIES,
     SPECS,
     ParamSpec,
 )
 from cpasim.errors import CpasimError
-from cpasim.protocol import MAX_UDP_PAYLOAD, frame_bytes, mss_for
 from cpasim.units import show
 
 #: (key as written, raw value) pairs of one layer.
@@ -280,17 +278,17 @@ def apply(
     where: str,
     *,
     once: bool = False,
-    explicit: set[str] | None = None,
+    named: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """``flat`` with one layer of raw entries applied (validated); ``flat`` is not changed.
 
     ``once``: a key may appear only once in this layer (a scenario file).
-    ``explicit``: updated with the forwarding host's full keys this layer names with
-    its ``hosts.fw.`` prefix, less those a key without prefix sets after them (what
-    :func:`check` may hold against a run without a forwarding host).
+    ``named``: updated with the full keys this layer sets, each with the key as written
+    (``tcp.wmem`` or ``hosts.fw.nic.rx_ring``), as the values are: a key with a host
+    prefix over one without (what a rule may hold against a key set to no effect).
     """
-    generic: list[tuple[list[str], Any]] = []
-    specific: list[tuple[list[str], Any]] = []
+    generic: list[tuple[str, list[str], Any]] = []
+    specific: list[tuple[str, list[str], Any]] = []
     seen: set[str] = set()
     for key, raw in entries:
         if once and key in seen:
@@ -298,15 +296,13 @@ def apply(
         seen.add(key)
         full, spec = targets(key, where)
         value = coerce(spec, raw, f"{where}: {key}")
-        (specific if key.startswith("hosts.") else generic).append((full, value))
+        (specific if key.startswith("hosts.") else generic).append((key, full, value))
     out = dict(flat)
-    for full, value in generic + specific:
+    for key, full, value in generic + specific:
         for k in full:
             out[k] = value
-    if explicit is not None:
-        fw = f"hosts.{FORWARDER}."
-        explicit.difference_update(k for full, _ in generic for k in full)
-        explicit.update(k for full, _ in specific for k in full if k.startswith(fw))
+            if named is not None:
+                named[k] = key
     return out
 
 
@@ -339,183 +335,3 @@ def flatten_toml(doc: dict[str, Any], where: str) -> list[tuple[str, Any]]:
 def _host_leaf(key: str) -> bool:
     parts = key.split(".", 2)
     return len(parts) == 3 and parts[0] == "hosts" and parts[1] in ALL_HOSTS and parts[2] in SPECS
-
-
-def check(flat: dict[str, Any], where: str, explicit: Iterable[str] = ()) -> None:
-    """Combinations of values that cannot work; each message names every key involved.
-
-    ``explicit``: the forwarding host's keys the layers checked named with its prefix
-    (see :func:`apply`)."""
-    mtu = flat["link.mtu"]
-    duration, warmup = flat["sim.duration"], flat["sim.warmup"]
-    if flat["workload.bytes"] == 0 and warmup >= duration:
-        raise CpasimError(
-            f"{where}: sim.warmup ({_fmt('sim.warmup', warmup)}) must be shorter than "
-            f"sim.duration ({_fmt('sim.duration', duration)})"
-        )
-    lo, hi = flat["workload.file_size_min"], flat["workload.file_size_max"]
-    if lo > hi:
-        raise CpasimError(
-            f"{where}: workload.file_size_min ({_fmt('workload.file_size_min', lo)}) is larger "
-            f"than workload.file_size_max ({_fmt('workload.file_size_max', hi)})"
-        )
-    if (
-        flat["workload.kind"] == "webserver"
-        and flat["workload.processes"] > flat["hosts.tx.cpu.cores"]
-        and flat["hosts.tx.host.detail"] == "full"  # an ideal host has no cores to share
-    ):
-        raise CpasimError(
-            f"{where}: workload.processes ({flat['workload.processes']}) must not exceed "
-            f"hosts.tx.cpu.cores ({flat['hosts.tx.cpu.cores']})"
-        )
-    kind = flat["workload.kind"]
-    if kind in ("udp_stream", "udp_gbn") and flat["workload.message_size"] > MAX_UDP_PAYLOAD:
-        raise CpasimError(
-            f"{where}: workload.message_size ({flat['workload.message_size']} B) exceeds the "
-            f"largest UDP datagram ({MAX_UDP_PAYLOAD} B) for workload.kind = {kind}"
-        )
-    if kind == "udp_gbn" and flat["workload.ack_every"] > flat["workload.window"]:
-        # Each window would end in a retransmission timeout: its last datagrams are never
-        # acknowledged.
-        raise CpasimError(
-            f"{where}: workload.ack_every ({flat['workload.ack_every']}) must not exceed "
-            f"workload.window ({flat['workload.window']})"
-        )
-    if flat["workload.kind"] == "rpc":
-        for key in ("workload.request_size", "workload.response_size"):
-            if flat[key] > MAX_UDP_PAYLOAD:
-                raise CpasimError(
-                    f"{where}: {key} ({flat[key]} B) exceeds the largest UDP datagram "
-                    f"({MAX_UDP_PAYLOAD} B) for workload.kind = rpc"
-                )
-        if flat["link.loss"]:
-            # A call waits for its reply forever: rpc has no retransmission.
-            raise CpasimError(
-                f"{where}: workload.kind = rpc needs a lossless link (link.loss = "
-                f"{flat['link.loss']}): a lost request or reply is never sent again"
-            )
-    _check_topology(flat, where, explicit)
-    for host in ALL_HOSTS:
-        h = f"hosts.{host}."
-        if flat.get(h + "bus.kind") == "m5" and flat.get(h + "memory.bandwidth"):
-            # M5's bridge times a DMA's memory access itself (bus.m5_memory_latency).
-            raise CpasimError(
-                f"{where}: {h}bus.kind = m5 times memory by bus.m5_memory_latency: "
-                f"expected {h}memory.bandwidth = 0"
-            )
-        if flat.get(h + "cpu.irq_preempt") and flat.get(h + "ip.send_path") != "2.6.13":
-            # Only that path's system call is modelled as interruptible work.
-            raise CpasimError(
-                f'{where}: {h}cpu.irq_preempt needs {h}ip.send_path = "2.6.13", '
-                f"got {flat.get(h + 'ip.send_path')!r}"
-            )
-        if flat.get(h + "cpu.irq_preempt") and flat.get(h + "cpu.irq_cores"):
-            # Interrupts then run on cores of their own and preempt nobody.
-            raise CpasimError(
-                f"{where}: {h}cpu.irq_preempt needs {h}cpu.irq_cores = 0 (interrupts on "
-                f"cores of their own preempt nobody), got {flat.get(h + 'cpu.irq_cores')}"
-            )
-        lo, hi = flat.get(h + "bus.m5_backoff_min"), flat.get(h + "bus.m5_backoff_max")
-        if flat.get(h + "bus.kind") == "m5" and hi < lo:
-            # The back-off doubles from its minimum up to its maximum.
-            raise CpasimError(
-                f"{where}: {h}bus.m5_backoff_max ({_fmt('bus.m5_backoff_max', hi)}) must be "
-                f"at least {h}bus.m5_backoff_min ({_fmt('bus.m5_backoff_min', lo)})"
-            )
-    if flat["bottleneck.rate"] or flat["bottleneck.reverse_rate"]:
-        packet = mtu + flat["bottleneck.overhead"]
-        if flat["bottleneck.queue"] < packet:
-            raise CpasimError(
-                f"{where}: bottleneck.queue ({_fmt('bottleneck.queue', flat['bottleneck.queue'])})"
-                f" cannot hold one full-size packet ({packet} B from link.mtu = {mtu} B and "
-                f"bottleneck.overhead = {flat['bottleneck.overhead']} B)"
-            )
-        if 0 < flat["bottleneck.burst"] < packet:
-            # tbf refuses a bucket that cannot pass its largest packet.
-            raise CpasimError(
-                f"{where}: bottleneck.burst ({_fmt('bottleneck.burst', flat['bottleneck.burst'])})"
-                f" must be 0 or hold one full-size packet ({packet} B)"
-            )
-    _check_ideal(flat, where)
-    for host in HOSTS:
-        h = f"hosts.{host}."
-        mss = mss_for(mtu, flat[h + "tcp.timestamps"])
-        fixed = [k for k in ("tcp.wmem", "tcp.rmem") if flat[h + k]]
-        for new, old in (("tcp.sndbuf", "tcp.wmem"), ("tcp.rcvbuf", "tcp.rmem")):
-            if flat[h + old] and flat[h + new]:
-                raise CpasimError(
-                    f"{where}: {h}{new} (Linux's socket-buffer request) cannot be used with "
-                    f"{h}{old} (cpasim's fixed buffer); set one of them"
-                )
-        for buf in fixed:
-            if flat[h + buf] < mss:
-                raise CpasimError(
-                    f"{where}: {h}{buf} ({flat[h + buf]} B) is smaller than one MSS "
-                    f"({mss} B from link.mtu = {mtu} B and {h}tcp.timestamps)"
-                )
-    forward = flat["topology.kind"] == "forward"
-    for host in ALL_HOSTS if forward else HOSTS:
-        h = f"hosts.{host}."
-        frame = frame_bytes(mtu)
-        for fifo in ("nic.tx_fifo", "nic.rx_fifo"):
-            if flat[h + fifo] < frame:
-                raise CpasimError(
-                    f"{where}: {h}{fifo} ({_fmt(fifo, flat[h + fifo])}) cannot hold one frame "
-                    f"({frame} B from link.mtu = {mtu} B)"
-                )
-        itr = flat[h + "nic.itr"]
-        if flat[h + "nic.throttle_usecs"] and itr != "fixed":
-            raise CpasimError(
-                f"{where}: {h}nic.throttle_usecs applies only with nic.itr=fixed "
-                f"(nic.itr is {itr!r})"
-            )
-
-
-def _check_ideal(flat: dict[str, Any], where: str) -> None:
-    """An ideal host (``host.detail``, :mod:`cpasim.model.ideal`) cannot run what needs
-    the hardware it does not have."""
-    for host in HOSTS:
-        h = f"hosts.{host}."
-        if flat[h + "host.detail"] != "ideal":
-            continue
-        if flat[h + "ip.send_path"] == "2.6.13":
-            raise CpasimError(
-                f'{where}: {h}ip.send_path = "2.6.13" runs the driver\'s transmit in the '
-                f'sender, and {h}host.detail = "ideal" has no driver; expected '
-                'ip.send_path = "modern" or host.detail = "full"'
-            )
-        if flat[h + "copy_engine.enabled"]:
-            raise CpasimError(
-                f"{where}: {h}copy_engine.enabled is hardware, and {h}host.detail = "
-                '"ideal" has none; expected copy_engine.enabled = false or host.detail = "full"'
-            )
-
-
-def _check_topology(flat: dict[str, Any], where: str, explicit: Iterable[str]) -> None:
-    fw = f"hosts.{FORWARDER}."
-    if flat["topology.kind"] == "forward":
-        for key in ("bottleneck.rate", "bottleneck.reverse_rate"):
-            if flat[key]:
-                raise CpasimError(
-                    f"{where}: {key} ({_fmt(key, flat[key])}) cannot be used with "
-                    f'topology.kind = "forward": the forwarding host is the router between '
-                    "the hosts; set one of them"
-                )
-        return
-    # Without a forwarding host its keys change nothing: one named with its prefix
-    # and set apart from its default and from the end hosts is a mistake.  A value it
-    # inherited from a key without prefix is not (the end hosts may have been set one
-    # by one since), nor are its own keys (cpu.cost.forward): "every cost 0" sets them.
-    for full in sorted(explicit):
-        if full.startswith(fw):
-            value, key = flat[full], full[len(fw) :]
-            ends = [flat[f"hosts.{h}.{key}"] for h in HOSTS if f"hosts.{h}.{key}" in flat]
-            if ends and value != SPECS[key].default and value not in ends:
-                raise CpasimError(
-                    f'{where}: {full} is set, but topology.kind = "direct" has no '
-                    f'forwarding host (set topology.kind = "forward")'
-                )
-
-
-def _fmt(key: str, value: Any) -> str:
-    return spec_of(key).format(value)

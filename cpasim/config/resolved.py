@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cpasim.config import flow_tables as flows_mod
-from cpasim.config import resolve
+from cpasim.config import resolve, rules
 from cpasim.config.flow_tables import FlowGroup
 from cpasim.config.params import (
     ALL_HOSTS,
     FORWARDER,
     GLOBAL_SECTIONS,
     SPECS,
+    TOPOLOGIES,
     BottleneckParams,
     HostParams,
     LinkParams,
@@ -143,7 +144,7 @@ class Config:
         if key.startswith(flows_mod.KEY + "."):
             return self._flow_value(key)
         full, _ = resolve.targets(key, "config")
-        if self.topology.kind != "forward":  # the forwarding host is not in the run
+        if not TOPOLOGIES[self.topology.kind].forwards:  # the forwarding host is not in the run
             full = [k for k in full if not k.startswith(f"hosts.{FORWARDER}.")] or full
         values = {self._flat[k] for k in full}
         if len(values) != 1:
@@ -217,10 +218,10 @@ class Config:
     def _derive(self, entries, where: str) -> Config:
         """A copy with one layer of raw ``entries`` applied and checked."""
         # This config passed its checks: only what these entries name can clash now.
-        fw: set[str] = set()
+        named: dict[str, str] = {}
         entries, flow_entries = flows_mod.split(entries)
-        flat = resolve.apply(self._flat, entries, where, explicit=fw)
-        resolve.check(flat, where, fw)
+        flat = resolve.apply(self._flat, entries, where, named=named)
+        rules.check(flat, where, named)
         groups = flows_mod.apply(self.flows, flow_entries, where)
         flows_mod.check(flat, groups, where)
         return Config.from_flat(flat, self.source, groups)
@@ -235,7 +236,7 @@ class Config:
         """
         shared: list[tuple[str, str]] = []
         per_host: list[tuple[str, str]] = []
-        forward = self.topology.kind == "forward"
+        forward = TOPOLOGIES[self.topology.kind].forwards
         for key, spec in SPECS.items():
             if not spec.per_host:
                 shared.append((key, _toml_value(spec, self._flat[key])))

@@ -114,21 +114,23 @@ def file_read(sm, cpu, nbytes: int):
 # -- tcp_stream ------------------------------------------------------------------------------
 def tcp_source(sm, cpu, sock, wl, stats, conn):
     sm.identify(conn)
+    user = cpu.cycles("user")
     while True:
         n = stats.sent_budget(wl.write_size)
         if n == 0:
             return
         yield from cpu.take(sm)
-        yield from sock.write(sm, n, user=cpu.cycles("user"))
+        yield from sock.write(sm, n, user=user)
         cpu.release(sm)
         stats.written += n
 
 
 def tcp_sink(sm, cpu, sock, wl, stats, conn):
     sm.identify(conn)
+    user, size = cpu.cycles("user"), wl.read_size
     while True:
         yield from cpu.take(sm)
-        n = yield from sock.read(sm, wl.read_size, user=cpu.cycles("user"))
+        n = yield from sock.read(sm, size, user=user)
         cpu.release(sm)
         stats.delivered(n, conn)
 

@@ -30,7 +30,6 @@ more than 100%.
 from __future__ import annotations
 
 from cpasim.model.pcie import BusTiming, Occupancy
-from cpasim.tracing import TracedPool
 
 
 class BusStats:
@@ -83,7 +82,13 @@ class Bus:
     queues_writes = False
 
     def __init__(self, env, sys: str, timing: BusTiming, tracer):
+        # SimPy's, imported by a run alone: a prediction reads the bus kinds
+        # (cpasim.model.buses) without SimPy.
+        from cpasim.model.environment import sleeper
+        from cpasim.tracing.primitives import TracedPool
+
         self.env = env
+        self._sleep = sleeper(env)  # an access's hold (no event when nothing comes first)
         self.timing = timing
         self.stats = BusStats()
         self.measure_from = 0.0
@@ -110,7 +115,7 @@ class Bus:
         pool = self.down
         if not pool.acquire_now(sm):
             yield pool.acquire(sm)
-        yield self.env.timeout(occ.wait_ns + occ.down_ns)
+        yield self._sleep(occ.wait_ns + occ.down_ns)
         pool.release(sm)
         self._count(occ, False, occ.down_ns)
 
@@ -131,7 +136,7 @@ class Bus:
         pool = self.up
         if not pool.acquire_now(sm):
             yield pool.acquire(sm)
-        yield self.env.timeout(busy)
+        yield self._sleep(busy)
         pool.release(sm)
         if more is None:
             self._count(occ, True, busy)
@@ -206,7 +211,7 @@ class MemoryBus(Bus):
         own = occ.wait_ns + data
         # With dma_holds the memory streams at the bus's pace for the whole transfer.
         held = mem.hold(nbytes, data, own) if mem.dma_holds else mem.access(nbytes, own)
-        yield self.env.timeout(held + latency)
+        yield self._sleep(held + latency)
         pool.release(sm)
         self._count(occ, False, data)
 
@@ -227,9 +232,9 @@ class MemoryBus(Bus):
         # Posted: the memory's latency delays nobody, its bandwidth does.
         mem = self.memory
         if mem.dma_holds:
-            yield self.env.timeout(mem.hold(nbytes + then, busy, busy))
+            yield self._sleep(mem.hold(nbytes + then, busy, busy))
         else:
-            yield self.env.timeout(mem.access(nbytes + then, busy))
+            yield self._sleep(mem.access(nbytes + then, busy))
         pool.release(sm)
         if more is None:
             self._count(occ, True, occ.up_ns)

@@ -6,23 +6,29 @@ interconnect (the NIC on the processor die, Saidi 2009's figure 6.6b) or M5's I/
 (Saidi 2009's simulator, :mod:`cpasim.model.m5bus`).  A :class:`BusKind` holds what
 differs between them: the timing built from the host's ``bus`` and ``pcie`` sections,
 the bus object the host gets, and what a what-if, the utilisation bound and a verdict
-need to know of it.  Nothing else in the package compares ``bus.kind`` to a name:
-it asks :func:`bus_kind` for the kind and reads its fields.
+need to know of it, its own ``bus.*`` keys and the rules a scenario must keep with it.
+Nothing else in the package compares ``bus.kind`` to a name: it asks
+:func:`bus_kind` for the kind and reads its fields.
 
 ``Lookup`` functions (``v("pcie.latency")``) give one host's resolved values, as
 :mod:`cpasim.predict.transforms_table` passes them.
+
+The configuration reads this module to list the kinds and check a scenario before
+anything is simulated, so it loads none of the simulator: a bus's SimPy parts are
+imported when it is built.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cpasim.model.bus import Bus, MemoryBus
 from cpasim.model.bus_rules import read_round_trip_ns
-from cpasim.model.m5bus import M5Bus, m5_timing
 from cpasim.model.pcie import BusTiming, PcieTiming, PciTiming
+
+if TYPE_CHECKING:
+    from cpasim.model.bus import Bus
 
 Lookup = Callable[[str], Any]
 
@@ -30,6 +36,9 @@ Lookup = Callable[[str], Any]
 #: and pays one header cycle.
 ON_DIE_BLOCK = 64
 ON_DIE_HEADER_CYCLES = 1.0
+#: The on-die interconnect's keys: the NIC's bus with ``bus.kind = "on_die"``, and an
+#: on-die copy engine's whatever the NIC's bus.
+ON_DIE_KEYS = ("bus.on_die_width", "bus.on_die_clock")
 
 
 def on_die_timing(bus) -> PciTiming:
@@ -69,17 +78,47 @@ def _pci_timing(bus, pcie) -> BusTiming:
     )
 
 
+def _m5_timing(bus, pcie) -> BusTiming:
+    from cpasim.model.m5bus import m5_timing
+
+    return m5_timing(bus, pcie)
+
+
 def plain_bus(env, sys: str, timing: BusTiming, tracer, memory) -> Bus:
     """A bus whose DMA also takes its share of the host's memory when one is modelled."""
+    from cpasim.model.bus import Bus, MemoryBus
+
     if memory is None:
         return Bus(env, sys, timing, tracer)
     return MemoryBus(env, sys, timing, tracer, memory)
 
 
 def _m5_bus(env, sys: str, timing: BusTiming, tracer, memory) -> Bus:
+    from cpasim.model import m5bus
+
     # M5's bridge times a DMA's memory access itself (bus.m5_memory_latency): the
     # configuration refuses memory.bandwidth with this bus, so memory is None here.
-    return M5Bus(env, sys, timing, tracer)
+    return m5bus.M5Bus(env, sys, timing, tracer)
+
+
+def _no_rules(v) -> None:
+    pass
+
+
+def _m5_rules(v) -> None:
+    p = v.prefix
+    if v["memory.bandwidth"]:
+        # M5's bridge times a DMA's memory access itself (bus.m5_memory_latency).
+        v.refuse(
+            f"{p}bus.kind = m5 times memory by bus.m5_memory_latency: "
+            f"expected {p}memory.bandwidth = 0"
+        )
+    if v["bus.m5_backoff_max"] < v["bus.m5_backoff_min"]:
+        # The back-off doubles from its minimum up to its maximum.
+        v.refuse(
+            f"{p}bus.m5_backoff_max ({v.show('bus.m5_backoff_max')}) must be "
+            f"at least {p}bus.m5_backoff_min ({v.show('bus.m5_backoff_min')})"
+        )
 
 
 def _no_time(v: Lookup) -> float:
@@ -140,6 +179,10 @@ class BusKind:
     #: values by ``show(key)``), and the change that makes it faster.
     words: Callable[[Callable[[str], str]], str]
     faster: Callable[[Lookup], dict[str, Any]]
+    #: The ``bus.*`` keys that are its own (``bus.pci_clock``): no other kind reads them.
+    keys: tuple[str, ...] = ()
+    #: The rules a host with this bus must keep (:mod:`cpasim.config.rules`).
+    check: Callable[[Any], None] = _no_rules
 
 
 BUSES: dict[str, BusKind] = {
@@ -170,6 +213,13 @@ BUSES: dict[str, BusKind] = {
             write_fixed=_no_time,
             words=lambda show: f"PCI bus ({show('bus.pci_clock')})",
             faster=_twice("bus.pci_clock"),
+            keys=(
+                "bus.pci_width",
+                "bus.pci_clock",
+                "bus.pci_burst",
+                "bus.pci_burst_overhead",
+                "bus.pci_read_wait",
+            ),
         ),
         BusKind(
             "on_die",
@@ -183,10 +233,11 @@ BUSES: dict[str, BusKind] = {
             write_fixed=_no_time,
             words=lambda show: f"on-die bus ({show('bus.on_die_clock')})",
             faster=_twice("bus.on_die_clock"),
+            keys=ON_DIE_KEYS,
         ),
         BusKind(
             "m5",
-            m5_timing,
+            _m5_timing,
             _m5_bus,
             on_die=False,
             pcie_bandwidth=True,
@@ -199,6 +250,15 @@ BUSES: dict[str, BusKind] = {
                 f"I/O bus (M5's I/O bus at gen {show('pcie.gen')} x{show('pcie.lanes')})"
             ),
             faster=_lanes_then_gen,
+            keys=(
+                "bus.m5_header_cycles",
+                "bus.m5_memory_latency",
+                "bus.m5_bridge_buffer",
+                "bus.m5_nack_delay",
+                "bus.m5_backoff_min",
+                "bus.m5_backoff_max",
+            ),
+            check=_m5_rules,
         ),
     )
 }
@@ -207,6 +267,20 @@ BUSES: dict[str, BusKind] = {
 def bus_kind(name: str) -> BusKind:
     """The registered kind ``name`` (the configuration allows no other)."""
     return BUSES[name]
+
+
+def unread_keys(v: Lookup) -> list[str]:
+    """The kinds' own ``bus.*`` keys that a host's bus does not read (an on-die copy
+    engine reads the on-die interconnect's, whatever the NIC's bus)."""
+    read = set(bus_kind(v("bus.kind")).keys)
+    if v("copy_engine.enabled") and v("copy_engine.location") == "on_die":
+        read.update(ON_DIE_KEYS)
+    return [key for kind in BUSES.values() for key in kind.keys if key not in read]
+
+
+def owner(key: str) -> BusKind:
+    """The kind whose own key ``key`` is."""
+    return next(kind for kind in BUSES.values() if key in kind.keys)
 
 
 def bus_timing(bus, pcie) -> BusTiming:

@@ -71,6 +71,7 @@ from __future__ import annotations
 from collections import deque
 
 from cpasim.model.bus_rules import COPY_ENGINE_STATES
+from cpasim.model.environment import sleeper
 from cpasim.protocol import IOAT_COMPLETION_BYTES, IOAT_NEXT_POINTER_BYTES
 from cpasim.tracing import TracedContainer
 
@@ -88,6 +89,7 @@ class CopyEngine:
     def __init__(self, env, sys: str, tracer, *, params, bus_mmio_latency, cpu, port) -> None:
         p = params
         self.env = env
+        self._sleep = sleeper(env)  # set-up, reports and the rate's hold
         self.cpu = cpu
         self.port = port
         on_bus = p.location == "io_bus"
@@ -257,7 +259,7 @@ class CopyEngine:
     # --- the engine ---------------------------------------------------------------------
 
     def _run(self):
-        sm, ring, env, port = self.sm, self.ring, self.env, self.port
+        sm, ring, port = self.sm, self.ring, self.port
         s_next, s_desc, s_read, s_write, s_status = self.states
         # The channel starts on the driver's null descriptor: the first append finds
         # the chain's end.
@@ -283,7 +285,7 @@ class CopyEngine:
             # Its next pointer is set if the driver had linked another one by now.
             chained = ring.level > 0 or self.linked > 0
             sm.begin("set-up")
-            yield env.timeout(self.latency)
+            yield self._sleep(self.latency)
             n = self.sizes.popleft()
             owner = self.owners.popleft()
             last = n < 0
@@ -297,7 +299,7 @@ class CopyEngine:
                 sm.begin(s_status)
                 yield from port.dma_write(sm, IOAT_COMPLETION_BYTES)
                 sm.begin("report")
-                yield env.timeout(self.completion_latency)
+                yield self._sleep(self.completion_latency)
             self.copies += 1
             self.bytes += n
             owner.give(1, sm)
@@ -312,4 +314,4 @@ class CopyEngine:
         yield from dma
         left = n * self.ns_per_byte - (self.env._now - start)
         if left > 0:
-            yield self.env.timeout(left)
+            yield self._sleep(left)

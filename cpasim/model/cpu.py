@@ -35,6 +35,7 @@ import weakref
 
 from cpasim.errors import CpasimError
 from cpasim.model.cache import Cache
+from cpasim.model.environment import sleeper
 from cpasim.tracing import TracedPool
 
 CATEGORIES = ("copy", "stack", "driver", "interrupt", "buffer", "user")
@@ -96,6 +97,7 @@ class Cpu:
         # take their bytes' share of it (stall).
         self.memory = None
         self.release = self.cores.release
+        self._sleep = sleeper(env)  # work's wait (no event when nothing comes first)
         self.irq_preempt = params.irq_preempt
         # cpu.irq_preempt: the processes whose work an interrupt may preempt (processes,
         # not SM handles, as for _irq_procs), their work in progress (oldest first), and
@@ -137,9 +139,15 @@ class Cpu:
             cpu.measure_from, cpu.measure_until = since, until
 
     def take(self, sm):
-        """Generator: a core for ``sm``, without a SimPy event when one is free."""
-        if not self.cores.acquire_now(sm):
-            yield self.cores.acquire(sm)
+        """What the calling process yields from for a core for ``sm``: when one is free,
+        nothing (no SimPy event, and not even a generator: this is called for every
+        stretch of work), else the wait for one."""
+        if self.cores.acquire_now(sm):
+            return ()
+        return self._wait_for_core(sm)
+
+    def _wait_for_core(self, sm):
+        yield self.cores.acquire(sm)
 
     def cycles(self, name: str, nbytes: int = 0) -> float:
         """Cycles of cost ``name`` for ``nbytes`` bytes: fixed + per-byte part."""
@@ -195,7 +203,9 @@ class Cpu:
             self.busy_ns[category] += spin
 
     def work(self, category: str, cycles: float):
-        """Timeout event: ``cycles`` of busy time on the held core, accounted to ``category``."""
+        """What the calling process yields for ``cycles`` of busy time on the held core,
+        accounted to ``category`` (a timeout, or none needed: :meth:`Kernel.sleep
+        <cpasim.model.environment.Kernel.sleep>`)."""
         env = self.env
         ns = cycles * self.ns_per_cycle
         start = env._now
@@ -204,10 +214,11 @@ class Cpu:
             self.busy_ns[category] += ns
         elif end > self.measure_from and start < self.measure_until:
             self.busy_ns[category] += min(end, self.measure_until) - max(start, self.measure_from)
-        return env.timeout(ns)
+        return self._sleep(ns)
 
     def spend(self, sm, state: str, **cycles: float):
-        """Enter ``state`` and work there; cycles given per category, one timeout."""
+        """Enter ``state`` and work there; cycles given per category.  What the calling
+        process yields at once: one wait, as :meth:`work`'s."""
         sm.begin(state)
         env = self.env
         start = env._now
@@ -226,7 +237,7 @@ class Cpu:
             self._clip(start, cycles, since, self.measure_until, 1.0)
         if self._interruptible and env.active_process in self._interruptible:
             return self._start(sm, start, total, cycles)
-        return env.timeout(total)
+        return self._sleep(total)
 
     def interruptible(self) -> None:
         """With ``cpu.irq_preempt``, the calling process's :meth:`spend` is work an
@@ -298,13 +309,14 @@ class Cpu:
         return value
 
     def put(self, sm, queue, item):
-        """Generator: put ``item`` into a store, giving the core up while the store is full.
+        """Put ``item`` into a store, giving the core up while the store is full; returns
+        what to ``yield from``.
 
-        With room, the item goes in at once, without a SimPy event."""
-        if len(queue.items) >= queue.capacity:
-            yield from self.block(sm, queue.put(item, sm))
-        else:
+        With room, the item goes in at once, without a SimPy event (nor a generator)."""
+        if len(queue.items) < queue.capacity:
             queue.put_now(item, sm)
+            return ()
+        return self.block(sm, queue.put(item, sm))
 
     def utilization(self, elapsed_ns: float) -> dict[str, float]:
         """Share of the cores' time per category over ``elapsed_ns``, plus ``idle``."""

@@ -2,13 +2,57 @@
 ideal one would be wrong.
 
 ``full`` simulates every state machine of a host; ``ideal`` (:mod:`cpasim.model.ideal`)
-keeps what ns-3 keeps.  This module is light (no model import), for the configuration
-checks, ``predict`` and the verdict.
+keeps what ns-3 keeps.  Each is a :class:`DetailLevel` of :data:`LEVELS`; nothing else
+compares ``host.detail`` to a name.  This module is light (no model import), for the
+configuration's rules, ``predict`` and the verdict.
 """
 
 from __future__ import annotations
 
-FULL, IDEAL = "full", "ideal"
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+def _no_rules(v) -> None:
+    pass
+
+
+def _ideal_rules(v) -> None:
+    """An ideal host cannot run what needs the hardware it does not have."""
+    p = v.prefix
+    if v["ip.send_path"] == "2.6.13":
+        v.refuse(
+            f'{p}ip.send_path = "2.6.13" runs the driver\'s transmit in the sender, and '
+            f'{p}host.detail = "ideal" has no driver; expected ip.send_path = "modern" or '
+            'host.detail = "full"'
+        )
+    if v["copy_engine.enabled"]:
+        v.refuse(
+            f'{p}copy_engine.enabled is hardware, and {p}host.detail = "ideal" has none; '
+            'expected copy_engine.enabled = false or host.detail = "full"'
+        )
+
+
+@dataclass(frozen=True)
+class DetailLevel:
+    """One value of ``host.detail``."""
+
+    name: str
+    #: It simulates the host's hardware: CPU cores, memory, bus, NIC, driver, copy engine.
+    hardware: bool
+    #: The rules a host at this level must keep (:mod:`cpasim.config.rules`).
+    check: Callable[[Any], None] = _no_rules
+
+
+#: The levels, the parameter's choices in this order.
+LEVELS: dict[str, DetailLevel] = {
+    level.name: level
+    for level in (
+        DetailLevel("full", hardware=True),
+        DetailLevel("ideal", hardware=False, check=_ideal_rules),
+    )
+}
 
 #: Sections of a host's keys that an ideal host has no part for, and what it lacks.
 ABSENT = {
@@ -24,7 +68,7 @@ ABSENT = {
 
 def is_ideal(cfg, host: str) -> bool:
     """Whether end host ``host`` of ``cfg`` is simulated ideal."""
-    return cfg.host(host).host.detail == IDEAL
+    return not LEVELS[cfg.host(host).host.detail].hardware
 
 
 def absent(key: str) -> str | None:
@@ -114,7 +158,10 @@ def ideal_would_differ(cfg, result, trace=None, *, tolerance: float = AGREEMENT)
 
 def _saturated(data) -> str | None:
     """The link direction or bottleneck that limits a stream (busy >= SATURATED)."""
-    if data.get("workload") not in ("tcp_stream", "udp_stream", "udp_gbn"):
+    # Imported here: the workloads' rules read this module's levels.
+    from cpasim.model.workloads import workload_kind
+
+    if not workload_kind(data["workload"]).stream:
         return None
     busy = {**(data.get("bottleneck_utilization") or {}), **(data.get("link_utilization") or {})}
     for name in ("tx_to_rx", "tx_to_fw", "fw_to_rx"):

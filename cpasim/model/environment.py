@@ -1,4 +1,5 @@
-"""A leaner SimPy environment for the model: the same events in the same order.
+"""A leaner SimPy environment for the model: the same events in the same order, but
+for the waits that need none.
 
 :class:`Kernel` is a :class:`simpy.Environment` whose two hot constructors do
 less work per event: :meth:`Kernel.timeout` builds the timeout and pushes it on
@@ -16,17 +17,33 @@ passes through; :func:`timer` asks a plain Environment for a timeout instead.  A
 tracer bound to a Kernel hands it its
 buffer (:meth:`Kernel.note_times`): the Kernel notes each new time there before the
 event runs, so that the records themselves never read the clock.
+
+:meth:`Kernel.sleep` is what a process yields to wait a while (a state's work, a
+DMA's hold): a timeout, unless that timeout would be the very next event processed,
+with nothing left to run before it; then the clock moves on at once and the process
+goes on without one.  Sparing that event changes nothing that happens, only what it
+costs: the same records come at the same times, in the same order, and the events
+after it keep their order (their ids move down by one).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from heapq import heappop, heappush
 
 import simpy
 from simpy.core import StopSimulation
-from simpy.events import NORMAL, PENDING, Initialize, Process, Timeout
+from simpy.events import NORMAL, PENDING, Event, Initialize, Process, Timeout
 
 _new = object.__new__
+
+#: What :meth:`Kernel.sleep` returns when the process goes on at once: an event
+#: already processed, which a process that yields it passes straight through.
+GONE_ON = _new(Event)
+GONE_ON.env, GONE_ON.callbacks, GONE_ON._ok, GONE_ON._value = None, None, True, None
+
+#: The callbacks of "no event being processed": nobody's resumption is last in them.
+_NO_CALLBACKS = (None,)
 
 
 class _Process(Process):
@@ -81,6 +98,10 @@ class Kernel(simpy.Environment):
     """The model's environment (see the module docstring)."""
 
     _notes = None  # a tracer's buffer: (mark, append, buffer, flush); see note_times
+    # While run_until runs: its bound, and the callbacks of the event it processes
+    # (what sleep needs to know that nothing else would run first).
+    _until = float("-inf")
+    _callbacks = _NO_CALLBACKS
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -88,6 +109,16 @@ class Kernel(simpy.Environment):
         # of the queue's own entries: see timer).
         self._timers: list = []
         self._timers_queued: list = []
+        self._lines: list[Line] = []  # the Lines of events made on it
+
+    def queued(self) -> int:
+        """Events scheduled and not processed yet: on the event queue, or in a
+        :class:`Line` behind its oldest."""
+        waiting = 0
+        for line in self._lines:
+            if line.waiting:
+                waiting += len(line.waiting) - 1  # the oldest is on the queue
+        return len(self._queue) + len(self._timers) + waiting
 
     def note_times(self, notes) -> None:
         """Note the simulated time in a tracer's buffer before each event (None: stop).
@@ -186,17 +217,63 @@ class Kernel(simpy.Environment):
             heappush(queued, entry)
             heappush(self._queue, entry)
 
+    def sleep(self, delay: float):
+        """What the active process yields to wait ``delay`` from now: a timeout, or,
+        when that timeout would be the next event processed anyway, nothing to wait
+        for: the clock moves on by ``delay`` at once and the process goes on.
+
+        That is the case when nothing is due before the timeout (its time would be
+        the earliest in the queue, and SimPy serves equal times in the order they
+        were scheduled, so an event already due at that time goes first), the process
+        is the last to be resumed by the event being processed (nothing else runs
+        between its yield and the next event) and the time is inside the current
+        :meth:`run_until` (outside it, a paused run would have ended first).  The
+        tracer's buffer is flushed and the new time noted as between two events.
+        Only for a process that yields the result at once; the events after it keep
+        their order (only the ids SimPy gives them move down by one)."""
+        t = self._now + delay
+        if t < self._until and delay >= 0:
+            queue = self._queue
+            if not queue or queue[0][0] > t:
+                proc = self._active_proc
+                if proc is not None and self._callbacks[-1] is proc._resume:
+                    if self._notes is not None:
+                        self._jump_noted(t)
+                    self._now = t
+                    return GONE_ON
+        return self.timeout(delay)
+
+    def _jump_noted(self, t: float) -> None:
+        """The tracer's side of a jump to ``t`` (:meth:`sleep`): the end of one event
+        and the start of the next, as :meth:`_run_until_noted` does them."""
+        mark, note, buffer, flush = self._notes
+        if len(buffer) >= mark[1]:
+            flush()
+        if t != mark[0]:
+            mark[0] = t
+            mark[1] += 1
+            note(t)
+
     def run_until(self, t: float) -> bool:
         """Process every event scheduled before ``t``, as repeated ``step()`` would.
 
         Returns False when an event stopped the simulation (``StopSimulation``), whose
         remaining callbacks are then rescheduled, as ``step()`` does."""
-        if self._notes is not None:
-            return self._run_until_noted(t)
+        self._until = t
+        try:
+            if self._notes is not None:
+                return self._run_until_noted(t)
+            return self._run_until(t)
+        finally:
+            self._until = float("-inf")
+            self._callbacks = _NO_CALLBACKS
+
+    def _run_until(self, t: float) -> bool:
         queue = self._queue
         while queue and queue[0][0] < t:
             self._now, _, _, event = heappop(queue)
             callbacks, event.callbacks = event.callbacks, None
+            self._callbacks = callbacks
             try:
                 for callback in callbacks:
                     callback(event)
@@ -227,6 +304,7 @@ class Kernel(simpy.Environment):
                 mark[1] += 1
                 note(now)
             callbacks, event.callbacks = event.callbacks, None
+            self._callbacks = callbacks
             try:
                 for callback in callbacks:
                     callback(event)
@@ -246,10 +324,58 @@ def timer(env, delay: float) -> Timeout:
     return make(delay) if make is not None else env.timeout(delay)
 
 
+class Line:
+    """Events that happen in the order they are scheduled, each ``delay`` after (the
+    frames a wire carries): only the oldest waits on the event queue, the others in
+    line behind it, so that the queue every event goes through stays short (a wire
+    holds tens of frames).  Each keeps the id SimPy gives an event scheduled when it
+    is, so events happen at the same times and in the same order as on SimPy's queue
+    alone.  Works on a plain SimPy environment too (only a :class:`Kernel` counts
+    what waits in line among its queued events).
+
+    :meth:`advance` must be the first thing the oldest event's processing does."""
+
+    __slots__ = ("env", "delay", "waiting")
+
+    def __init__(self, env, delay: float) -> None:
+        self.env = env
+        self.delay = delay
+        self.waiting: deque[tuple] = deque()  # queue entries, oldest (the one queued) first
+        if isinstance(env, Kernel):
+            env._lines.append(self)
+
+    def schedule(self, event) -> None:
+        """``event`` happens ``delay`` from now (it has its value, as a timeout has)."""
+        env = self.env
+        entry = (env._now + self.delay, NORMAL, next(env._eid), event)
+        waiting = self.waiting
+        if not waiting:
+            heappush(env._queue, entry)
+        waiting.append(entry)
+
+    def advance(self) -> None:
+        """The oldest is being processed: the next in line takes its place."""
+        waiting = self.waiting
+        waiting.popleft()
+        if waiting:
+            heappush(self.env._queue, waiting[0])
+
+
+def sleeper(env):
+    """How a component's process waits a while on ``env``: :meth:`Kernel.sleep` on the
+    model's Kernel, ``timeout`` on a plain SimPy environment (which drives the
+    components in unit tests)."""
+    sleep = getattr(env, "sleep", None)
+    if sleep is not None:
+        return sleep
+    return lambda delay: env.timeout(delay)  # looked up when waited: a stand-in env may have none
+
+
 def pending(env) -> int:
-    """Events scheduled and not yet processed (the queue's, and a Kernel's timers
-    waiting to enter it)."""
-    return len(env._queue) + len(getattr(env, "_timers", ()))
+    """Events scheduled and not yet processed (the queue's, and on a Kernel its timers
+    and the events of its Lines waiting to enter it: :meth:`Kernel.queued`)."""
+    queued = getattr(env, "queued", None)
+    return queued() if queued is not None else len(env._queue)
 
 
 def wake_sooner(env, process, delay: float):

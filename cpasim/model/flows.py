@@ -2,17 +2,9 @@
 
 :func:`build` gives every flow its endpoints and applications, as
 :class:`~cpasim.model.system.System` does for identical connections, each with the
-``tcp`` and ``workload`` values of its own table (``Config.flow_config``).  Flow
-``i`` is connection ``c<i>``: its state machines are instance ``i``.
-
-* ``bulk``: ``tcp_stream``'s source on tx (``tx:App#i``) and sink on rx
-  (``rx:App#i``), ``workload.bytes`` being this flow's own transfer;
-* ``rpc``: a client on tx (``tx:App#i``) writes ``workload.request_size`` bytes,
-  reads the ``workload.response_size``-byte response, records the round trip and
-  thinks ``workload.think_time``; the server on rx (``rx:App#i``) answers.  Over
-  TCP, so it survives the losses of a shared bottleneck;
-* ``ping``: ``tx:Ping#i`` sends an ICMP echo request every ``workload.interval``
-  (:mod:`cpasim.model.icmp`); rx's kernel answers.
+``tcp`` and ``workload`` values of its own table (``Config.flow_config``) and the
+applications of its kind (:mod:`cpasim.model.flow_kinds`: ``bulk``, ``rpc``,
+``ping``).  Flow ``i`` is connection ``c<i>``: its state machines are instance ``i``.
 
 A flow's applications begin ``start`` ns into the run (its connection is set up
 at 0, as every connection here).  Each flow counts what it delivered
@@ -29,10 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cpasim.config import flow_tables as flow_config
-from cpasim.model import app
-from cpasim.model.environment import timer
-from cpasim.model.icmp import EchoResponder, PingSocket
-from cpasim.model.sockbuf import syn_window
+from cpasim.model.flow_kinds import flow_kind
 
 
 class FlowStats:
@@ -99,8 +88,8 @@ class Flow:
 
     @property
     def cc(self) -> str | None:
-        """The sender's congestion control (None for ping)."""
-        return self.cfg.tx.tcp.cc if self.kind != "ping" else None
+        """The sender's congestion control (None without TCP: a ping)."""
+        return self.cfg.tx.tcp.cc if flow_kind(self.kind).tcp else None
 
 
 def build(system) -> list[Flow]:
@@ -109,7 +98,7 @@ def build(system) -> list[Flow]:
     sized = [
         i
         for i, g in flow_config.expand(cfg.flows)
-        if cfg.flows[g].kind == "bulk" and cfg.flow_config(g).workload.bytes
+        if flow_kind(cfg.flows[g].kind).bulk and cfg.flow_config(g).workload.bytes
     ]
     ends_run = flow_config.sized(cfg.flat(), cfg.flows)
     left = [len(sized)]
@@ -122,82 +111,13 @@ def build(system) -> list[Flow]:
     out = []
     for index, table in flow_config.expand(cfg.flows):
         group, fcfg = cfg.flows[table], cfg.flow_config(table)
-        target = fcfg.workload.bytes if group.kind == "bulk" else 0
+        kind = flow_kind(group.kind)
+        target = fcfg.workload.bytes if kind.bulk else 0
         stats = FlowStats(system.stats, target=target, on_done=done)
         flow = Flow(index, table, group.kind, fcfg, stats, group.start)
-        _START[group.kind](system, flow, group)
+        kind.start(system, flow, group)
         out.append(flow)
     return out
-
-
-def _run(system, flow: Flow, gen) -> None:
-    """Start an application process, after the flow's start delay."""
-    env = system.env
-    env.process(_after(env, flow.start, gen) if flow.start else gen)
-
-
-def _after(env, delay: float, gen):
-    yield timer(env, delay)  # many flows may wait for their start: kept apart
-    yield from gen
-
-
-def _tcp_pair(system, flow: Flow):
-    """The flow's connection: tx's socket and rx's, with the table's tcp sections.
-    The ends that send data note their RTT samples: tx's, and rx's for an rpc flow."""
-    fcfg, mtu, i = flow.cfg, system.cfg.link.mtu, flow.index
-    tx, rx = system.tx, system.rx
-    a = tx.open_tcp(
-        i, peer_window=syn_window(fcfg.rx.tcp, mtu), peer_sack=fcfg.rx.tcp.sack, tcp=fcfg.tx.tcp
-    )
-    b = rx.open_tcp(
-        i, peer_window=syn_window(fcfg.tx.tcp, mtu), peer_sack=fcfg.tx.tcp.sack, tcp=fcfg.rx.tcp
-    )
-    flow.tcp = [a.conn, b.conn]
-    a.conn.rtt_log = []
-    if flow.kind == "rpc":
-        b.conn.rtt_log = []
-    return a, b
-
-
-def _bulk(system, flow: Flow, group) -> None:
-    a, b = _tcp_pair(system, flow)
-    wl, i, conn, stats = flow.cfg.workload, flow.index, flow.conn, flow.stats
-    tx, rx = system.tx, system.rx
-    _run(system, flow, app.tcp_source(system._app_sm("tx", i), tx.cpu, a, wl, stats, conn))
-    _run(system, flow, app.tcp_sink(system._app_sm("rx", i), rx.cpu, b, wl, stats, conn))
-
-
-def _rpc(system, flow: Flow, group) -> None:
-    a, b = _tcp_pair(system, flow)
-    wl, i, conn, stats = flow.cfg.workload, flow.index, flow.conn, flow.stats
-    tx, rx = system.tx, system.rx
-    sizes = {"request": wl.request_size, "response": wl.response_size}
-    client = app.request_client(
-        system._app_sm("tx", i), tx.cpu, a, stats, conn, think=wl.think_time, count=True, **sizes
-    )
-    server = app.request_server(system._app_sm("rx", i), rx.cpu, b, stats, conn, **sizes)
-    _run(system, flow, client)
-    _run(system, flow, server)
-
-
-def _ping(system, flow: Flow, group) -> None:
-    tx, rx, i = system.tx, system.rx, flow.index
-    sock = PingSocket(
-        system.env,
-        "tx",
-        i,
-        size=group.ping_size,
-        tracer=system.tracer,
-        cpu=tx.cpu,
-        ip=tx.ip,
-        on_reply=flow.stats.reply,
-    )
-    EchoResponder(system.env, i, cpu=rx.cpu, ip=rx.ip)
-    sm = system.tracer.sm("tx", "Ping", str(i))
-    _run(system, flow, app.pinger(sm, tx.cpu, sock, group.interval, flow.stats, flow.conn))
-
-
-_START = {"bulk": _bulk, "rpc": _rpc, "ping": _ping}
 
 
 # -- what the flows measured, as plain data -----------------------------------------------------
@@ -266,7 +186,7 @@ def result(flow: Flow, *, warmup: float, elapsed: float, losses) -> dict:
     causes = losses.by_conn.get(flow.conn)
     if causes:
         entry["retransmit_causes"] = dict(sorted(causes.items()))
-    if flow.kind != "bulk":
+    if not flow_kind(flow.kind).bulk:
         entry["latency_ns"] = percentiles(stats.latencies, mean=True)
     elif stats.target:
         entry["completion_ns"] = stats.end_ns
@@ -275,7 +195,7 @@ def result(flow: Flow, *, warmup: float, elapsed: float, losses) -> dict:
 
 def aggregate(entries: list[dict]) -> dict:
     """The run's flows together: goodput, and Jain's index over the bulk flows."""
-    bulk = [e["goodput_bps"] for e in entries if e["kind"] == "bulk"]
+    bulk = [e["goodput_bps"] for e in entries if flow_kind(e["kind"]).bulk]
     return {
         "flows": len(entries),
         "goodput_bps": sum(e["goodput_bps"] for e in entries),

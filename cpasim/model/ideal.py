@@ -34,8 +34,8 @@ from simpy.events import Event
 from cpasim.config.params import CpuCostParams
 from cpasim.model.detail import is_ideal
 from cpasim.model.host import Host
-from cpasim.model.qdisc import make_qdisc
 from cpasim.tracing import TracedStore
+from cpasim.tracing.primitives import _UntracedStore
 
 #: Zero cycles for every CPU cost, for code that reads ``cpu.cost.<name>`` itself.
 NO_COSTS = CpuCostParams(**{f.name: 0.0 for f in dataclasses.fields(CpuCostParams)})
@@ -80,7 +80,20 @@ class IdealCpu:
     def cycles(self, name: str, nbytes: int = 0) -> float:
         return 0.0
 
-    def spend(self, sm, state: str, **cycles: float):
+    # The categories as parameters (cpasim.model.cpu.CATEGORIES), not ``**cycles``: no
+    # dict made per call for cycles that are never looked at.
+    def spend(
+        self,
+        sm,
+        state: str,
+        *,
+        copy=0.0,
+        stack=0.0,
+        driver=0.0,
+        interrupt=0.0,
+        buffer=0.0,
+        user=0.0,
+    ):
         sm.begin(state)  # the state exists; it lasts no time
         return self._done
 
@@ -98,11 +111,37 @@ class IdealCpu:
         return (yield event)
 
     def put(self, sm, queue, item):
-        """Generator: put ``item`` into a store, waiting while it is full."""
-        if len(queue.items) >= queue.capacity:
-            yield queue.put(item, sm)
-        else:
+        """Put ``item`` into a store, waiting while it is full; returns what to ``yield
+        from`` (nothing when there is room)."""
+        if len(queue.items) < queue.capacity:
             queue.put_now(item, sm)
+            return ()
+        return self.block(sm, queue.put(item, sm))
+
+
+class _Qdisc:
+    """What an ideal host's ``qdisc`` adds to a store: a packet put into it while the
+    link's MAC is idle goes to the MAC in the put (:class:`~cpasim.model.link.QdiscMac`).
+    A put that waits for room is served when the MAC takes a packet: it is busy then."""
+
+    mac = None  # the QdiscMac it feeds
+
+    def put_now(self, item, sm=None) -> None:
+        super().put_now(item, sm)
+        if self.mac.idle:
+            self.mac.put()
+
+
+class _TracedQdisc(_Qdisc, TracedStore):
+    pass
+
+
+class _UntracedQdisc(_TracedQdisc, _UntracedStore):  # a _TracedQdisc: __init__ runs
+    pass
+
+
+_TracedQdisc._untraced = _UntracedQdisc
+_UntracedQdisc._untraced = _UntracedQdisc
 
 
 class IdealDevice:
@@ -122,14 +161,14 @@ class IdealDevice:
 
     def __init__(self, env, sys: str, tracer, *, qdisc, port, inst: str = "0") -> None:
         self.env = env
-        self.qdisc = make_qdisc(env, sys, qdisc, tracer, inst)
+        self.qdisc = _TracedQdisc(env, tracer, sys, "qdisc", inst, capacity=qdisc.len)
         self.backlog = TracedStore(env, tracer, sys, "RX backlog", inst)
         self.qid = self.backlog.qid
         self.traced = tracer.enabled  # untraced, no record is written: none is made
         self.ip = None  # the IpLayer packets go up to (bind)
         self.sm = None
         self.busy = False  # a delivery waits (in a process of its own)
-        port.attach(self.qdisc, self)
+        self.qdisc.mac = port.attach_qdisc(self.qdisc, self)
 
     def bind(self, ip) -> None:
         """Hand received packets to ``ip`` (the host's :class:`IpLayer`), whose ``IP
@@ -158,14 +197,19 @@ class IdealDevice:
 
     def _deliver(self, pkt) -> bool:
         """Deliver ``pkt`` now; False when the delivery has to wait, and goes on in a
-        process of its own."""
+        process of its own.
+
+        IP's delivery runs until it is done or yields an event that has not happened
+        yet.  The events it yields that have happened are an :class:`IdealCpu`'s work,
+        whose value is None: the delivery goes on at once, as SimPy would resume it
+        (iterating passes it the None, and ends without a StopIteration raised)."""
         delivery = self.ip.deliver(self.sm, pkt)
-        event = run_until_blocked(delivery)
-        if event is None:
-            return True
-        self.busy = True
-        self.env.process(self._finish(delivery, event))
-        return False
+        for event in delivery:
+            if event.callbacks is not None:
+                self.busy = True
+                self.env.process(self._finish(delivery, event))
+                return False
+        return True
 
     def _drain(self) -> None:
         """Deliver what queued behind a delivery that waited, in order, until the
@@ -188,21 +232,6 @@ class IdealDevice:
             value = yield event
         self.busy = False
         self._drain()
-
-
-def run_until_blocked(generator):
-    """Run a model generator until it yields an event that has not happened yet; that
-    event, or None once the generator is done.  (An event that has happened, such as
-    an :class:`IdealCpu`'s work, is passed its value at once, as SimPy would.)"""
-    value = None
-    while True:
-        try:
-            event = generator.send(value)
-        except StopIteration:
-            return None
-        if event.callbacks is not None:
-            return event
-        value = event._value
 
 
 class IdealHost(Host):

@@ -58,6 +58,14 @@ class IpLayer:
 
     # -- output ------------------------------------------------------------------------
     def output(self, sm, pkt: Packet, state: str = "dev_queue_xmit"):
+        """Send ``pkt`` (run by the sender holding a core); returns what to ``yield
+        from``: a packet IP has no work for goes to the qdisc without a generator."""
+        if self.netfilter or (pkt.length > self.mtu and pkt.proto == "udp"):
+            return self._output(sm, pkt, state)
+        sm.begin(state)
+        return self.cpu.put(sm, self.dev.qdisc, pkt)
+
+    def _output(self, sm, pkt: Packet, state: str):
         cpu = self.cpu
         if self.netfilter:
             yield cpu.spend(sm, "nf_hook", stack=cpu.cycles("netfilter"))
@@ -107,7 +115,16 @@ class IpLayer:
             cpu.release(sm)
 
     def deliver(self, sm, pkt: Packet):
-        """Generator run by ``IP Recv`` (its SM ``sm``, holding a core): one packet up."""
+        """Generator run by ``IP Recv`` (its SM ``sm``, holding a core): one packet up.
+
+        A packet IP has no work for (no netfilter, not a fragment) is its handler's
+        ``receive`` itself, without a generator of IP's around it."""
+        if self.netfilter or pkt.more_frags or pkt.frag_off:
+            return self._deliver(sm, pkt)
+        handler = self.handlers.get((pkt.proto, pkt.conn))
+        return _nothing() if handler is None else handler.receive(sm, pkt)
+
+    def _deliver(self, sm, pkt: Packet):
         cpu = self.cpu
         if self.netfilter:
             yield cpu.spend(sm, "nf_hook", stack=cpu.cycles("netfilter"))
@@ -142,3 +159,9 @@ class IpLayer:
             frag_off=0,
             more_frags=False,
         )
+
+
+def _nothing():
+    """A delivery with nothing to do (no handler for the packet)."""
+    return
+    yield

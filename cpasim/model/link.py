@@ -14,7 +14,7 @@ interface ``0`` faces tx, ``1`` faces rx, and the port's state machines take
 that instance (``fw:MAC#1``, carriers ``fw:Link#1.k``).  Per port:
 
 ``MAC`` (``sys:MAC:0``)
-    ``idle`` — waits on the NIC's ``TX FIFO`` for a frame;
+    ``idle`` — waits on the NIC's ``TX FIFO`` (an ideal host's ``qdisc``) for a frame;
     ``transmit`` — waits out what is left of the previous frame's inter-frame
     gap, serializes the frame with its preamble at ``link.rate``, then hands it
     to a free carrier through that carrier's ``wire`` queue.
@@ -32,7 +32,9 @@ Carriers make propagation a named state (``tx:Link:propagate``) instead of
 time a frame spends in a queue the receiver already waits on.  A carrier is
 driven by one timeout callback instead of a process of its own (same records,
 half the events); carriers are created on demand and reused in FIFO order, up
-to :data:`SPARE_CARRIERS` per frame in flight.
+to :data:`SPARE_CARRIERS` per frame in flight.  The MAC of an ideal host's port
+(:class:`QdiscMac`) is likewise driven by calls and a timeout per frame, with the
+same records and timing as the process a NIC's port runs.
 
 A packet capture (:mod:`cpasim.capture`) watches a port through :meth:`Port.tap`;
 without one nothing here does any work for it.
@@ -43,6 +45,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from simpy.events import NORMAL, Event
+
+from cpasim.model.environment import Line, sleeper
 from cpasim.model.nic import instance
 from cpasim.protocol import IFG, PREAMBLE_SFD, frame_bytes, wire_bytes
 
@@ -127,16 +132,28 @@ class Port:
         self._free: deque[_Carrier] = deque()
         self._carriers = 0
         self.in_flight: deque[_Carrier] = deque()  # oldest first: arrivals are in order
+        # Their arrivals: one propagation delay after each is sent, in the order sent.
+        self.arrivals = Line(self.env, link.delay)
         self._sent = None  # event for a receiver waiting on an idle line
 
     def attach(self, tx_fifo, receiver) -> None:
         """Connect the host's NIC: frames to send come from ``tx_fifo``; frames
         from the peer go to ``receiver.arrive(frame, carrier_sm)``."""
+        self._connect(receiver)
+        self.env.process(self._mac(tx_fifo))
+
+    def attach_qdisc(self, qdisc, receiver) -> QdiscMac:
+        """:meth:`attach` for an ideal host (:mod:`cpasim.model.ideal`), whose ``qdisc``
+        feeds the MAC directly: the MAC is a :class:`QdiscMac`, which ``qdisc`` must
+        hand a packet put into it while the MAC is idle (:meth:`QdiscMac.put`)."""
+        self._connect(receiver)
+        return QdiscMac(self, qdisc)
+
+    def _connect(self, receiver) -> None:
         self.receiver = receiver
         peer = self.link.ports[self.peer]
         if peer.sink is None:  # no bottleneck inserted before this end
             peer.sink = receiver
-        self.env.process(self._mac(tx_fifo))
 
     def tap(self, on_send, on_arrive) -> None:
         """Report every frame this port's MAC puts on the wire (``on_send(frame)``,
@@ -169,6 +186,7 @@ class Port:
 
     def _mac(self, fifo):
         env, sm, stats = self.env, self.mac, self.stats
+        sleep = sleeper(env)
         rate = self.link.rate
         gap_ns = IFG * 8e9 / rate
         line_free = 0.0  # the end of the last frame's inter-frame gap
@@ -176,7 +194,7 @@ class Port:
         # Set by the system after the link was built, before this process first runs.
         since = self.link.measure_from
         while True:
-            frame = fifo.take_now(1, sm)[0] if fifo.items else (yield fifo.get(sm))
+            frame = fifo.take_one(sm) if fifo.items else (yield fifo.get(sm))
             sm.begin("transmit")
             # The frame has arrived once its last bit is on the wire; the gap after
             # it only keeps the next frame back (a frame sent back to back waits out
@@ -185,7 +203,7 @@ class Port:
             wb = arrived + IFG  # wire_bytes
             ns = arrived * 8e9 / rate
             wait = line_free - env._now
-            yield env.timeout(ns + wait if wait > 0 else ns)
+            yield sleep(ns + wait if wait > 0 else ns)
             # The frame and its gap hold the line; the part before the warm-up's end
             # (measure_from) is left out.
             early = since - (env._now - ns)
@@ -198,18 +216,95 @@ class Port:
             sm.begin("idle")
 
     def _carrier(self) -> _Carrier:
-        in_flight = self._carriers - len(self._free)
-        if len(self._free) > (SPARE_CARRIERS - 1) * in_flight:
+        free = len(self._free)
+        if free > (SPARE_CARRIERS - 1) * (self._carriers - free):  # in flight: the others
             return self._free.popleft()
         carrier = self.carrier_class(self, instance(self.inst, self._carriers))
         self._carriers += 1
         return carrier
 
 
+class QdiscMac:
+    """The ``MAC`` of a port fed by an ideal host's qdisc: :meth:`Port._mac`'s states,
+    records and timing, driven by calls instead of a process.
+
+    A packet put into the qdisc while the MAC is ``idle`` is handed over in the put
+    (:meth:`put`), where the process would wait for its get to be served in an event
+    of its own; the end of a frame's serialization is a timer's callback, which takes
+    the next packet from the qdisc, if any.  A frame starts at the instant it would
+    start on the process: the packet leaves the qdisc when put either way.  One timer
+    event serves every frame (one frame is serialized at a time), rescheduled each."""
+
+    __slots__ = ("port", "fifo", "env", "sm", "traced", "rate", "gap_ns", "line_free")
+    __slots__ += ("frame", "bytes", "ns", "idle", "_timer", "_callbacks")
+
+    def __init__(self, port: Port, fifo) -> None:
+        self.port = port
+        self.fifo = fifo
+        self.env = env = port.env
+        self.sm = port.mac
+        self.traced = port.link.tracer.enabled  # untraced, no record is made
+        self.rate = port.link.rate
+        self.gap_ns = IFG * 8e9 / self.rate
+        self.line_free = 0.0  # the end of the last frame's inter-frame gap
+        self.frame = None  # the frame being serialized: its wire bytes and time to send
+        self.bytes = 0
+        self.ns = 0.0
+        self.idle = True
+        self._timer = timer = Event(env)  # an event that has happened, each time it is due
+        timer._ok, timer._value = True, None
+        self._callbacks = [self.sent]
+        self.sm.begin("idle")
+        self.sm.wait_empty(fifo.qid, 1)  # as the get of an idle MAC records
+
+    def put(self) -> None:
+        """A packet was put into the idle MAC's qdisc: take it and start the frame."""
+        self.idle = False
+        self._start(self.fifo.take_one(self.sm))
+
+    def _start(self, frame) -> None:
+        if self.traced:
+            self.sm.begin("transmit")
+        self.frame = frame
+        # As Port._mac: the frame has arrived once its last bit is on the wire; the gap
+        # after it only keeps the next frame back.
+        self.bytes = arrived = frame_bytes(frame.length) + PREAMBLE_SFD  # transmit_ns's bytes
+        self.ns = ns = arrived * 8e9 / self.rate
+        env = self.env
+        wait = self.line_free - env._now
+        timer = self._timer
+        timer.callbacks = self._callbacks
+        env.schedule(timer, NORMAL, ns + wait if wait > 0 else ns)
+
+    def sent(self, _event) -> None:
+        """The frame's last bit is on the wire: the carrier takes it; the next one starts."""
+        env, port, frame, sm, ns = self.env, self.port, self.frame, self.sm, self.ns
+        # The frame and its gap hold the line; the part before the warm-up's end
+        # (measure_from) is left out.
+        stats = port.stats
+        early = port.link.measure_from - (env._now - ns)
+        busy = ns + self.gap_ns
+        stats.busy_ns += busy if early <= 0 else max(0.0, busy - early)
+        stats.bytes += self.bytes + IFG
+        stats.frames += 1
+        port._carrier().send(frame, sm)
+        self.frame = None
+        self.line_free = env._now + self.gap_ns
+        fifo = self.fifo
+        if fifo.items:
+            if self.traced:
+                sm.begin("idle")
+            self._start(fifo.take_one(sm))
+        else:
+            self.idle = True
+            sm.begin("idle")
+            sm.wait_empty(fifo.qid, 1)
+
+
 class _Carrier:
     """A frame in flight: ``sys:Link:k`` (see the module docstring)."""
 
-    __slots__ = ("port", "sm", "wire", "frame", "arrival", "_arrive")
+    __slots__ = ("port", "sm", "wire", "traced", "frame", "arrival", "_timer", "_arrive")
 
     def __init__(self, port: Port, inst: str):
         tracer = port.link.tracer
@@ -217,18 +312,25 @@ class _Carrier:
         self.sm = tracer.sm(port.sys, "Link", inst)
         self.wire = tracer.queue(port.sys, "wire", inst)
         tracer.declare(self.wire, self.sm, 1, True)
+        self.traced = tracer.enabled  # untraced, no record is written: none is made
         self.frame = None
-        self.arrival = None  # the timeout that ends the propagation
+        self.arrival = None  # the event that ends the propagation (while in flight)
+        # One frame at a time: one event, rescheduled for each (it has happened when
+        # due, as a timeout has), and no timeout made and freed per frame.
+        self._timer = timer = Event(port.env)
+        timer._ok, timer._value = True, None
         self._arrive = self.arrive  # bound once: a callback per frame
 
     def send(self, frame, mac) -> None:
-        mac.enq(self.wire, 1)
-        self.sm.deq(self.wire, 1)
-        self.sm.begin("propagate")
+        if self.traced:
+            mac.enq(self.wire, 1)
+            self.sm.deq(self.wire, 1)
+            self.sm.begin("propagate")
         self.frame = frame
         port = self.port
-        self.arrival = port.env.timeout(port.link.delay)
-        self.arrival.callbacks.append(self._arrive)
+        self.arrival = arrival = self._timer
+        arrival.callbacks = [self._arrive]  # a NIC waiting on the arrival adds its own
+        port.arrivals.schedule(arrival)
         port.in_flight.append(self)
         if port._sent is not None:
             port._sent.succeed()
@@ -237,6 +339,7 @@ class _Carrier:
     def arrive(self, _event) -> None:
         port, frame, sm = self.port, self.frame, self.sm
         self.frame = self.arrival = None
+        port.arrivals.advance()
         port.in_flight.popleft()
         link = port.link
         if link.loss and link.rng.random() < link.loss:
@@ -245,10 +348,11 @@ class _Carrier:
                 link.on_drop(frame, port)
         else:
             port.sink.arrive(frame, sm)
-        # Idle means blocked on the own wire queue, so that idle time is never
-        # mistaken for work on the critical path.
-        sm.begin("idle")
-        sm.wait_empty(self.wire, 1)
+        if self.traced:
+            # Idle means blocked on the own wire queue, so that idle time is never
+            # mistaken for work on the critical path.
+            sm.begin("idle")
+            sm.wait_empty(self.wire, 1)
         port._free.append(self)
 
 

@@ -368,15 +368,15 @@ class M5Bus(Bus):
         the write crosses the bridge, waits in its queue for the bus, crosses it, and
         the device's answer comes back the same way, the core stalled meanwhile (busy
         time of ``driver``).  The bus records nothing."""
-        env, pool = self.env, self.up
+        sleep, pool = self._sleep, self.up
         sm.begin(MMIO_WAIT)
-        start = env._now
-        yield env.timeout(self._bridge_ns)
+        start = self.env._now
+        yield sleep(self._bridge_ns)
         if not pool.take_untraced():
             yield pool.wait_untraced()
-        yield env.timeout(self._register_ns)
+        yield sleep(self._register_ns)
         pool.release_untraced()
-        yield env.timeout(self._bridge_ns)
+        yield sleep(self._bridge_ns)
         cpu.stalled("driver", start)
 
     def _dma(self, port: DmaPort, sm, nbytes: int, write: bool):
@@ -387,21 +387,21 @@ class M5Bus(Bus):
         tl = self._timelines.get(key)
         if tl is None:
             tl = self._timelines[key] = replay(self.timing, nbytes, write, port.backoff)
-        env, pool = self.env, self.up
+        sleep, pool = self._sleep, self.up
         # The bytes count once, with the first run.
         occ = Occupancy(0.0, 0.0, nbytes, 0, 0.0)
         for k, run in enumerate(tl.runs):
             if run.gap_ns:
-                yield env.timeout(run.gap_ns)
+                yield sleep(run.gap_ns)
             if not pool.acquire_now(sm):
                 yield pool.acquire(sm)
-            yield env.timeout(run.busy_ns)
+            yield sleep(run.busy_ns)
             pool.release(sm)
             self._count(occ, write, run.busy_ns)
             occ = _NO_BYTES
             idle = run.span_ns - run.busy_ns
             if idle > 0:
-                yield env.timeout(idle)
+                yield sleep(idle)
             if k == tl.port_run:
                 port.backoff = tl.backoff_ps
                 port._give()

@@ -68,6 +68,7 @@ from collections import deque
 
 from cpasim.model.desc_fetch import TxDescFetch
 from cpasim.model.desc_writeback import TxDescWriteback
+from cpasim.model.environment import sleeper
 from cpasim.model.moderation import ARM, FIRE, AdaptiveItr, Moderation
 from cpasim.protocol import MAC_HEADER, frame_bytes
 from cpasim.tracing import TracedStore
@@ -176,6 +177,7 @@ class Nic:
 
     def __init__(self, env, sys: str, tracer, *, params, bus, rings, irq, stats, port, inst="0"):
         self.env = env
+        self._sleep = sleeper(env)  # the controller's latency
         self.bus = bus
         self.rings = rings
         self.irq = irq
@@ -253,7 +255,7 @@ class Nic:
             yield from bus.dma_read(sm, MAC_HEADER + pkt.hdr + pkt.payload)
             if tx_latency:
                 sm.begin("controller")
-                yield self.env.timeout(tx_latency)
+                yield self._sleep(tx_latency)
             sm.begin("queue packet")
             for seg in pkt.split_tso() if pkt.segs > 1 else (pkt,):
                 if len(fifo.items) < fifo.capacity:
@@ -331,7 +333,7 @@ class Nic:
         yield from self.bus.dma_read(sm, MAC_HEADER + pkt.hdr + pkt.payload)
         if self.tx_latency:
             sm.begin("controller")
-            yield self.env.timeout(self.tx_latency)
+            yield self._sleep(self.tx_latency)
         sm.begin("queue packet")
         for seg in pkt.split_tso() if pkt.segs > 1 else (pkt,):
             if len(fifo.items) < fifo.capacity:
@@ -375,7 +377,7 @@ class Nic:
             frame = fifo.take_now(1, sm)[0]
             if self.rx_latency:
                 sm.begin("controller")
-                yield self.env.timeout(self.rx_latency)
+                yield self._sleep(self.rx_latency)
             if not self.rx_cached:
                 k = rings.rx_free.grab(self.batch, sm)
                 if not k:

@@ -33,12 +33,14 @@ class Packet:
     ack: int = 0  # TCP: cumulative ACK (next byte expected)
     wnd: int = 0  # TCP: advertised receive window, bytes
     flags: int = 0  # TCP flag bits (ACK, PSH)
+    # TCP's segments are built with their fields in this order, positionally (each
+    # segment is one: keywords cost more than the rest of the construction).
+    sent_ns: float = 0.0  # time the sending layer created it
+    retrans: bool = False  # TCP: this is a retransmission
     frag_id: int = 0  # IP: datagram id shared by its fragments
     frag_off: int = 0  # IP: payload offset of this fragment in the datagram, bytes
     more_frags: bool = False  # IP: more fragments follow
-    sent_ns: float = 0.0  # time the sending layer created it
     dgram_len: int = 0  # UDP: whole datagram payload (fragments carry a share)
-    retrans: bool = False  # TCP: this is a retransmission
     sack: tuple[tuple[int, int], ...] | None = None  # TCP: SACK blocks (start, end), or None
 
     def split_tso(self) -> list[Packet]:

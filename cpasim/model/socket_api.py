@@ -52,6 +52,10 @@ class TcpSocket:
     def __init__(self, conn, cpu) -> None:
         self.conn = conn
         self.cpu = cpu
+        # read()'s fixed costs, looked up once: it runs for every segment a reader gets.
+        self.c_syscall = cpu.cycles("syscall")
+        self.c_wake = cpu.cycles("context_switch")
+        self.c_free = cpu.cycles("skb_free")
 
     def write(self, sm, nbytes: int, *, block: bool = True, user: float = 0.0):
         """Copy ``nbytes`` into the send buffer; returns the bytes taken.
@@ -136,14 +140,14 @@ class TcpSocket:
     def read(self, sm, nbytes: int, *, user: float = 0.0):
         """Wait for data, then copy up to ``nbytes`` of it out; returns the bytes read."""
         c, cpu = self.conn, self.cpu
-        extra = cpu.cycles("syscall") + user
+        extra = self.c_syscall + user
         if c.netdma is not None:  # the copies are the engine's
             return (yield from c.netdma.read(sm, nbytes, extra))
         taken = 0
         if c.rcvbuf.level < 1:
             sm.begin("sk_wait_data")
             yield from cpu.block(sm, c.rcvbuf.get(1, sm))
-            extra += cpu.cycles("context_switch")
+            extra += self.c_wake
             taken = 1
         got = c.copy_out(sm, nbytes, taken)
         segs = -(-got // c.mss)
@@ -155,7 +159,7 @@ class TcpSocket:
             "TcpRecvMsg: copy",
             stack=extra,
             copy=copy,
-            buffer=cpu.cycles("skb_free") * segs,  # the copied buffers are freed
+            buffer=self.c_free * segs,  # the copied buffers are freed
         )
         c.copied_out(got)
         if c.window_update_due():

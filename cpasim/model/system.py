@@ -3,8 +3,8 @@ them, the workload.
 
 :class:`System` builds everything from a :class:`~cpasim.config.Config` on a
 given SimPy environment and tracer, and starts the application processes of
-``workload.kind`` (see :mod:`cpasim.model.app`).  Running it is the business
-of :func:`cpasim.simulate.simulate`.
+``workload.kind`` (:mod:`cpasim.model.workloads`, :mod:`cpasim.model.app`).  Running
+it is the business of :func:`cpasim.simulate.simulate`.
 
 With ``[[flows]]`` the flows of :mod:`cpasim.model.flows` replace the workload's
 identical connections.  Every drop and retransmission is told to the run's
@@ -23,32 +23,19 @@ import numpy as np
 
 from cpasim.config import FORWARDER
 from cpasim.config import flow_tables as flow_config
+from cpasim.config.params import TOPOLOGIES
 from cpasim.model import app, bottleneck, flows
 from cpasim.model.app import AppStats, WebServer
+from cpasim.model.cc import ALGORITHMS
 from cpasim.model.forwarder import INTERFACES, Forwarder
 from cpasim.model.host import Host
 from cpasim.model.ideal import make_host
 from cpasim.model.link import Link, LinkStats
 from cpasim.model.losses import LossLog
 from cpasim.model.sockbuf import syn_window
+from cpasim.model.workloads import workload_kind
 
 HOSTS = ("tx", "rx")
-
-#: Default start and end state machines of the critical path, per workload.
-ANALYSIS_ENDS = {
-    "tcp_stream": (("tx", "App"), ("rx", "App")),
-    "udp_stream": (("tx", "App"), ("rx", "App")),
-    "pingpong": (("tx", "App"), ("rx", "App")),
-    "rpc": (("tx", "App"), ("rx", "App")),
-    "webserver": (("rx", "App"), ("rx", "App")),
-    "udp_gbn": (("tx", "App"), ("rx", "App")),
-}
-#: The UDP workloads: kind -> (sender, receiver) processes.
-UDP_APPS = {
-    "udp_stream": (app.udp_source, app.udp_sink),
-    "rpc": (app.rpc_client, app.rpc_server),
-    "udp_gbn": (app.gbn_source, app.gbn_sink),
-}
 
 
 def random_draws(cfg) -> list[str]:
@@ -60,10 +47,12 @@ def random_draws(cfg) -> list[str]:
     if cfg.link.loss > 0:
         out.append(f"link.loss = {cfg.link.loss:g}")
     wl = cfg.workload
-    if wl.kind == "webserver" and wl.file_size_max > wl.file_size_min:
+    kind = workload_kind(wl.kind)
+    if kind.random_files and wl.file_size_max > wl.file_size_min:
         out.append("the webserver's file sizes")
-    if wl.kind not in UDP_APPS:
-        out += [f"hosts.{h}.tcp.cc = bbr" for h in HOSTS if cfg.host(h).tcp.cc == "bbr"]
+    if not kind.udp:
+        ccs = {h: cfg.host(h).tcp.cc for h in HOSTS}
+        out += [f"hosts.{h}.tcp.cc = {cc}" for h, cc in ccs.items() if ALGORITHMS[cc].takes_seed]
     return out
 
 
@@ -73,7 +62,7 @@ class System:
         self.env = env
         self.tracer = tracer
         self.rng = np.random.default_rng(cfg.sim.seed)
-        if cfg.topology.kind == "forward":
+        if TOPOLOGIES[cfg.topology.kind].forwards:
             self._forwarding_hosts()
         else:
             self.link = Link(env, params=cfg.link, tracer=tracer, rng=self.rng)
@@ -174,45 +163,32 @@ class System:
         return self.tracer.sm(host, "App", str(i))
 
     def _start_workload(self) -> None:
-        wl, env, tx, rx, stats = self.cfg.workload, self.env, self.tx, self.rx, self.stats
-        kind = wl.kind
-        for i in range(wl.connections):
-            conn = f"c{i}"
-            if kind in UDP_APPS:
-                send, recv = UDP_APPS[kind]
-                poll = wl.receive == "poll" or kind == "udp_gbn"  # DP's layer reads the pool
-                if poll and kind == "udp_stream":
-                    recv = app.poll_sink
-                a, b = tx.open_udp(i, poll=poll), rx.open_udp(i, poll=poll)
-                env.process(send(self._app_sm("tx", i), tx.cpu, a, wl, stats, conn))
-                env.process(recv(self._app_sm("rx", i), rx.cpu, b, wl, stats, conn))
-                if wl.duplex and kind != "rpc":  # the stream the other way: rx sends to tx
-                    back = f"r{i}"
-                    c = rx.open_udp(i, poll=poll, name=back)
-                    d = tx.open_udp(i, poll=poll, name=back)
-                    sm = self.tracer.sm("rx", "App", back)
-                    env.process(send(sm, rx.cpu, c, wl, stats, back))
-                    sm = self.tracer.sm("tx", "App", back)
-                    env.process(recv(sm, tx.cpu, d, wl, stats, back))
-                continue
-            # Each side starts with the window the other's handshake offered.
-            mtu = self.cfg.link.mtu
-            a = tx.open_tcp(i, peer_window=syn_window(rx.hc.tcp, mtu), peer_sack=rx.hc.tcp.sack)
-            b = rx.open_tcp(i, peer_window=syn_window(tx.hc.tcp, mtu), peer_sack=tx.hc.tcp.sack)
-            if kind == "tcp_stream":
-                env.process(app.tcp_source(self._app_sm("tx", i), tx.cpu, a, wl, stats, conn))
-                env.process(app.tcp_sink(self._app_sm("rx", i), rx.cpu, b, wl, stats, conn))
-            elif kind == "pingpong":
-                env.process(app.ping_client(self._app_sm("tx", i), tx.cpu, a, wl, stats, conn))
-                env.process(app.ping_server(self._app_sm("rx", i), rx.cpu, b, wl, stats, conn))
-            elif kind == "webserver":
-                self._web_conn(i, a, b)
-            else:  # the config's enum admits only the kinds above
-                raise ValueError(f"unknown workload.kind {kind!r}")
-        if kind == "webserver":
-            self._start_servers()
+        """Every connection's sockets and applications (:mod:`cpasim.model.workloads`)."""
+        kind = workload_kind(self.cfg.workload.kind)
+        for i in range(self.cfg.workload.connections):
+            kind.start(self, i)
+        kind.serve(self)
 
-    def _web_conn(self, i, server_sock, client_sock) -> None:
+    def tcp_pair(self, i: int):
+        """Connection ``c<i>`` over TCP: tx's socket and rx's, each side starting with
+        the window the other's handshake offered."""
+        tx, rx, mtu = self.tx, self.rx, self.cfg.link.mtu
+        a = tx.open_tcp(i, peer_window=syn_window(rx.hc.tcp, mtu), peer_sack=rx.hc.tcp.sack)
+        b = rx.open_tcp(i, peer_window=syn_window(tx.hc.tcp, mtu), peer_sack=tx.hc.tcp.sack)
+        return a, b
+
+    def run_app(self, host: str, i: int | str, process, sock) -> None:
+        """Start application ``process`` (:mod:`cpasim.model.app`) on ``host`` with
+        socket ``sock``: state machine ``<host>:App#<i>`` of connection ``c<i>``, or of
+        ``i`` itself when it is a name (``r0``, the way back of a duplex stream)."""
+        conn = f"c{i}" if isinstance(i, int) else i
+        sm = self.tracer.sm(host, "App", str(i))
+        h = self.hosts[host]
+        self.env.process(process(sm, h.cpu, sock, self.cfg.workload, self.stats, conn))
+
+    def web_connection(self, i: int, server_sock, client_sock) -> None:
+        """Connection ``c<i>`` of the web server: its client on rx starts now, its
+        server side waits for :meth:`start_servers`."""
         sizes: deque = deque()
         self._web_socks[i] = server_sock
         self._web_sizes[i] = sizes
@@ -223,7 +199,8 @@ class System:
             )
         )
 
-    def _start_servers(self) -> None:
+    def start_servers(self) -> None:
+        """The web server's event loops, the connections dealt among them."""
         wl = self.cfg.workload
         nproc = min(wl.processes, wl.connections)
         for k in range(nproc):

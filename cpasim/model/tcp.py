@@ -210,9 +210,9 @@ class TcpConnection:
         self.send_touch = send_touch(self.sw_csum, tp.csum_copy)
         # SACK is used only when both ends permit it (negotiated on the SYNs).
         sack = tp.sack and peer_sack
-        # The classic RFC sender when asked for (reno|newreno without SACK or pacing),
-        # Linux's otherwise.
-        self.linux = sack or tp.cc not in ("reno", "newreno") or tp.pacing == "on"
+        # The classic RFC sender when the algorithm has one and neither SACK nor
+        # pacing is on, Linux's otherwise.
+        self.linux = sack or not cc.ALGORITHMS[tp.cc].classic or tp.pacing == "on"
         if self.linux:
             self.sender = LinuxSender(
                 mss=mss,
@@ -344,8 +344,13 @@ class TcpConnection:
         """The window the buffer rules offer, never shrinking the right edge already
         advertised."""
         r = self.receiver
-        free = self.bufs.window(int(self.rcvbuf.level) + self.rcv_in_copy + r.ofo_bytes)
-        return max(free, self.announced_edge - r.rcv_nxt, 0)
+        held = int(self.rcvbuf.level) + self.rcv_in_copy
+        if r.ofo:
+            held += r.ofo_bytes
+        free = self.bufs.window(held)
+        edge = self.announced_edge - r.rcv_nxt  # what is left of the window advertised
+        win = free if free >= edge else edge
+        return win if win > 0 else 0
 
     def end_state(self) -> dict:
         """Where this end stands when the run stops: its windows, what it has in
@@ -381,7 +386,9 @@ class TcpConnection:
 
         As Linux's ``tcp_cleanup_rbuf``: when the advertised window left is at most
         half the buffer and the window now offered is at least twice that."""
-        left = max(0, self.announced_edge - self.receiver.rcv_nxt)
+        left = self.announced_edge - self.receiver.rcv_nxt
+        if left < 0:
+            left = 0
         if 2 * left > self.bufs.window_clamp:
             return False
         new = self.receive_window()
@@ -541,27 +548,29 @@ class TcpConnection:
             while ends and ends[0] <= seq + n:
                 ends.popleft()
             flags |= PSH
-        return Packet(
-            conn=self.conn,
-            proto="tcp",
-            length=n + segs * self.hdr,
-            payload=n,
-            hdr=self.hdr,
-            mss=self.mss,
-            segs=segs,
-            seq=seq,
-            ack=r.rcv_nxt,
-            wnd=wnd,
-            flags=flags,
-            sent_ns=now,
-            retrans=retrans,
+        hdr = self.hdr
+        return Packet(  # conn, proto, length, payload, hdr, mss, segs, seq, ack, wnd, ...
+            self.conn,
+            "tcp",
+            n + segs * hdr,
+            n,
+            hdr,
+            self.mss,
+            segs,
+            seq,
+            r.rcv_nxt,
+            wnd,
+            flags,
+            now,  # sent_ns
+            retrans,
         )
 
     def _sync_window(self, sm) -> None:
         """Make the Send window's level equal the credits the sender has now."""
         taken = self._win_n if self._win_ev is not None and self._win_ev.triggered else 0
-        taken += self._grabbed
-        target = max(0, self.sender.usable() - taken)
+        target = self.sender.usable() - (taken + self._grabbed)
+        if target < 0:
+            target = 0
         level = int(self.window.level)
         if target > level:
             self.window.give(target - level, sm)
@@ -634,7 +643,7 @@ class TcpConnection:
             queued = int(self.rcvbuf.level) + self.rcv_in_copy + r.ofo_bytes
             self.bufs.on_data(pkt.payload, queued, r.rcv_nxt, self.env._now)
         if ack_now:
-            yield from self._send_ack(sm, charge=False)
+            yield from self._ack_now(sm)  # its cost is in the receive path's
         elif self.receiver.ack_pending:
             self._arm_delack(sm)
         if self.notify is not None and (out.acked or pkt.payload):
@@ -670,9 +679,13 @@ class TcpConnection:
             yield self.cpu.spend(sm, "tcp_retransmit_skb", stack=self.cpu.cycles("tx_packet"))
         yield from self.ip.output(sm, self._segment(seq, n, now, retrans=True))
 
-    def _send_ack(self, sm, charge: bool = True):
-        if charge:
-            yield self.cpu.spend(sm, "tcp_send_ack", stack=self.cpu.cycles("tx_packet"))
+    def _send_ack(self, sm):
+        yield self.cpu.spend(sm, "tcp_send_ack", stack=self.cpu.cycles("tx_packet"))
+        yield from self._ack_now(sm)
+
+    def _ack_now(self, sm):
+        """A pure ACK, sent now (its cost charged by the caller); returns what to
+        ``yield from``."""
         pkt = self._segment(self.sender.snd_nxt, 0, self.env._now)
         pkt.length = self.hdr
         pkt.segs = 1
@@ -680,7 +693,7 @@ class TcpConnection:
             blocks = tuple(self.receiver.sacks[: self.sack_max])
             pkt.sack = blocks
             pkt.hdr = pkt.length = self.hdr + TCP_SACK_BASE + TCP_SACK_PERBLOCK * len(blocks)
-        yield from self.ip.output(sm, pkt)
+        return self.ip.output(sm, pkt)
 
     # -- timers ------------------------------------------------------------------------------
     def _arm_delack(self, sm) -> None:

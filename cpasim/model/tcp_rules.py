@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from cpasim.model.cc import ALGORITHMS
 from cpasim.protocol import TCP_NUM_SACKS
 
 #: RFC 6298's initial RTO, before any RTT sample (no handshake sample either).
@@ -45,9 +46,10 @@ class AckOutcome:
 class RenoSender:
     """The sending half of one TCP connection (byte counts, ints).
 
-    ``cc`` is ``"reno"`` (leave fast recovery on the first new ACK) or
-    ``"newreno"`` (stay until everything outstanding at the loss is acked,
-    retransmitting the next hole on each partial ACK, RFC 6582).
+    ``cc`` names a classic algorithm (:data:`cpasim.model.cc.ALGORITHMS`): Reno
+    leaves fast recovery on the first new ACK, NewReno stays until everything
+    outstanding at the loss is acked, retransmitting the next hole on each partial
+    ACK (RFC 6582; the algorithm's ``partial_acks``).
     """
 
     def __init__(
@@ -60,10 +62,12 @@ class RenoSender:
         rto_min_ns: float,
         dupack_threshold: int = 3,
     ) -> None:
-        if cc not in ("reno", "newreno"):
+        algorithm = ALGORITHMS.get(cc)
+        if algorithm is None or not algorithm.classic:
             raise ValueError(f"unknown congestion control {cc!r}")
         self.mss = mss
         self.cc = cc
+        self.partial_acks = algorithm.partial_acks
         self.dupack_threshold = dupack_threshold
         self.snd_una = 0  # oldest unacknowledged byte
         self.snd_nxt = 0  # next new byte to send
@@ -98,8 +102,10 @@ class RenoSender:
         return min(self.cwnd, self.snd_wnd)
 
     def usable(self) -> int:
-        """New bytes that may be sent now."""
-        return max(0, self.window() - self.flight)
+        """New bytes that may be sent now: the window less the flight, at least 0.
+        (On every segment received: written out, without the calls.)"""
+        room = min(self.cwnd, self.snd_wnd) - (self.snd_nxt - self.snd_una)
+        return room if room > 0 else 0
 
     @property
     def ca_open(self) -> bool:
@@ -110,7 +116,9 @@ class RenoSender:
         """Record ``nbytes`` of new data sent; returns its first sequence number."""
         seq = self.snd_nxt
         self.snd_nxt += nbytes
-        self._max_flight = max(self._max_flight, self.snd_nxt - self.snd_una)
+        flight = self.snd_nxt - self.snd_una
+        if flight > self._max_flight:
+            self._max_flight = flight
         self.outstanding.append([seq, self.snd_nxt, now, False])
         return seq
 
@@ -178,7 +186,7 @@ class RenoSender:
             out.rtt_ns = now - sample_sent
             self._rtt_sample(out.rtt_ns)
         if self.in_recovery:
-            if ack >= self.recover or self.cc == "reno":
+            if ack >= self.recover or not self.partial_acks:
                 self.in_recovery = False
                 self.cwnd = self.ssthresh  # deflate; no growth on this ACK
                 self.dupacks = 0

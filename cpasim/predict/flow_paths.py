@@ -1,8 +1,8 @@
 """The critical path of each flow of a traced run with ``[[flows]]``.
 
 Flow ``i`` is connection ``c<i>``; its path runs between the records of its own
-application (:data:`ENDS`, by its kind), and the analyzer keeps one path per
-connection, so one pass over the trace gives every flow of a kind:
+application (its kind's ``ends``, :mod:`cpasim.model.flow_kinds`), and the analyzer
+keeps one path per connection, so one pass over the trace gives every flow of a kind:
 
 * a bulk flow: from its writer's first record (``tx:App#i``) to its reader's last
   (``rx:App#i``), as a stream's path;
@@ -25,14 +25,8 @@ from collections.abc import Callable, Iterable, Mapping
 from cpasim.analysis import AnalysisResult, PathResult, analyze_many
 from cpasim.analysis.transforms import Transforms
 from cpasim.errors import CpasimError
+from cpasim.model.flow_kinds import flow_kind
 from cpasim.predict.runs import MIN_SHARE, TOP, PathSummary, merge_instances
-
-#: (start SM, end SM) of each kind of flow's path; the flow's instance is its index.
-ENDS = {
-    "bulk": (("tx", "App"), ("rx", "App")),
-    "rpc": (("tx", "App"), ("tx", "App")),
-    "ping": (("tx", "Ping"), ("tx", "Ping")),
-}
 
 
 def path_summary(path: PathResult, what: str) -> PathSummary:
@@ -66,7 +60,7 @@ def flow_paths(
         by_kind.setdefault(f["kind"], []).append(int(f["index"]))
     out: dict[int, PathSummary] = {}
     for kind, indexes in by_kind.items():
-        start, end = ENDS[kind]
+        start, end = flow_kind(kind).ends
         (res,) = analyze_many(source(), start, end, [Transforms()], details=False, engine=engine)
         paths = _paths_of(res)
         for i in indexes:

@@ -24,11 +24,14 @@ sidecar never vouches for another run's trace.
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
@@ -37,6 +40,7 @@ from cpasim.config import Config
 from cpasim.errors import CpasimError, shown
 from cpasim.files import check_writable, write_text_atomically
 from cpasim.inputs import InputError, open_input, read_bytes
+from cpasim.model.workloads import WORKLOADS, workload_kind
 from cpasim.predict.bounds import busy, holding
 from cpasim.predict.transforms_table import reference, state_active, state_means
 from cpasim.predict.window import WINDOW_COMMIT_EVERY, Window, analyses, make_window
@@ -50,17 +54,6 @@ SIDECAR_FORMAT = "cpasim-run/6"
 TOP = 10
 MIN_SHARE = 0.01
 _INSTANCE = re.compile(r"#\w+")
-
-#: Workload kind → (metric, True when higher is better).  Streams are judged by
-#: goodput, request/response workloads by mean latency.
-METRICS = {
-    "tcp_stream": ("goodput_bps", True),
-    "udp_stream": ("goodput_bps", True),
-    "udp_gbn": ("goodput_bps", True),
-    "pingpong": ("latency_ns", False),
-    "rpc": ("latency_ns", False),
-    "webserver": ("latency_ns", False),
-}
 
 
 def state_entries(source: TraceSource) -> dict[str, int]:
@@ -142,7 +135,10 @@ def recorded_conns(trace: Path, start: str, end: str) -> list[str] | None:
 
 
 def metric_of(kind: str) -> tuple[str, bool]:
-    return METRICS[kind]
+    """The figure a run of workload ``kind`` is judged by, and whether higher is better:
+    a stream's goodput, a request/response workload's mean latency."""
+    workload = workload_kind(kind)
+    return workload.metric, workload.stream
 
 
 def metric_value(result: dict) -> float:
@@ -455,12 +451,12 @@ def analysed_run(
 #: a window are no sample of their mix) analyse the whole measured interval.
 WINDOW_MEASURE = 20e6  # ns
 WINDOW_LEAD = 2e6  # ns
-WINDOW_WORKLOADS = ("tcp_stream", "udp_stream")
 
 
 def window_span(cfg: Config) -> tuple[float, float] | None:
-    """``(t0, t_measure)`` of the window predictions analyse, or ``None`` for all."""
-    if cfg.workload.kind not in WINDOW_WORKLOADS or cfg.workload.bytes:
+    """``(t0, t_measure)`` of the window predictions analyse, or ``None`` for all (a
+    workload that is no steady stream, :attr:`~cpasim.model.workloads.WorkloadKind.steady`)."""
+    if not workload_kind(cfg.workload.kind).steady or cfg.workload.bytes:
         return None
     end = cfg.sim.duration
     t_measure = end - WINDOW_MEASURE
@@ -538,27 +534,51 @@ _ANALYSED = {
 _SHARE_SLACK = 1e-9
 
 
+def _number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: What a value of each named schema must be.
+_LEAVES = {
+    _NUM: _number,
+    _AMOUNT: lambda v: _number(v) and v >= 0,
+    _POSITIVE: lambda v: _number(v) and v > 0,
+    _SHARE: lambda v: _number(v) and 0 <= v <= 1 + _SHARE_SLACK,
+    _INT: _integer,
+    _COUNT: lambda v: _integer(v) and v >= 0,
+}
+
+
+def _leaf(schema) -> Callable[[object], bool] | None:
+    """Whether a value fits ``schema``, where it is one value's (a name or a type)."""
+    if isinstance(schema, str):
+        return _LEAVES[schema]
+    if isinstance(schema, type):
+        return lambda v: isinstance(v, schema)
+    return None
+
+
 def _fits(value, schema) -> str | None:
     """Where ``value`` breaks ``schema`` (a dotted field, or ``""`` for itself); None if
-    it fits."""
-    if schema in (_NUM, _AMOUNT, _SHARE, _POSITIVE):
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        ok = ok and math.isfinite(value)
-        if ok and schema == _AMOUNT:
-            ok = value >= 0
-        elif ok and schema == _POSITIVE:
-            ok = value > 0
-        elif ok and schema == _SHARE:
-            ok = 0 <= value <= 1 + _SHARE_SLACK
-        return None if ok else ""
-    if schema in (_INT, _COUNT):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        return None if ok and (schema == _INT or value >= 0) else ""
-    if isinstance(schema, type):
-        return None if isinstance(value, schema) else ""
+    it fits.  The items of a list or a mapping of single values are checked in one
+    loop: a sidecar holds thousands (its window's preamble, the states' means)."""
+    leaf = _leaf(schema)
+    if leaf is not None:
+        return None if leaf(value) else ""
     if isinstance(schema, list):
         if not isinstance(value, list):
             return ""
+        leaf = _leaf(schema[0])
+        if leaf is not None and all(map(leaf, value)):
+            return None
+        if isinstance(schema[0], list) and (leaf := _leaf(schema[0][0])) is not None:
+            rows = all(isinstance(row, list) for row in value)  # a table: one loop
+            if rows and all(map(leaf, itertools.chain.from_iterable(value))):
+                return None
         for i, item in enumerate(value):
             where = _fits(item, schema[0])
             if where is not None:
@@ -567,6 +587,9 @@ def _fits(value, schema) -> str | None:
     if isinstance(schema, tuple) and schema[:1] == (dict,):
         if not isinstance(value, dict):
             return ""
+        leaf = _leaf(schema[1])
+        if leaf is not None and all(map(leaf, value.values())):
+            return None
         for name, item in value.items():
             if _fits(item, schema[1]) is not None:
                 return f".{shown(name, 40)}"
@@ -586,14 +609,13 @@ def _fits(value, schema) -> str | None:
     return None
 
 
-def _check_sidecar(data: dict, side: Path, cfg: Config | None = None) -> None:
-    """Refuse a sidecar whose fields are of the wrong type or sense (``cfg``: the
-    configuration the run must be of, whose window its own must be)."""
+def _check_sidecar(data: dict, side: Path) -> None:
+    """Refuse a sidecar whose fields are of the wrong type or sense."""
     schema = _ANALYSED if data.get("analysed") is True else {"result": _RESULT}
     where = None if isinstance(data.get("analysed"), bool) else ".analysed"
     where = where or _fits(data, schema)
     result = data.get("result")
-    if where is None and result["workload"] not in METRICS:
+    if where is None and result["workload"] not in WORKLOADS:
         where = ".result.workload"
     if where is None and (len(result["analysis_start"]) != 2 or len(result["analysis_end"]) != 2):
         where = ".result.analysis_start"
@@ -603,14 +625,23 @@ def _check_sidecar(data: dict, side: Path, cfg: Config | None = None) -> None:
             where = ".window.origins"
         elif any(len(r) != 5 for r in window["preamble"]):
             where = ".window.preamble"
-        elif cfg is not None and (window["t0"], window["t_measure"]) != window_span(cfg):
-            # The window is the config's (window_span): one elsewhere is not this run's.
-            where = ".window.t0"
     if where is not None:
-        raise CpasimError(
-            f"{side}: malformed run sidecar (field {where.lstrip('.')}); record the trace "
-            "again with 'cpasim run --trace'"
-        )
+        _malformed(side, where)
+
+
+def _check_window_of(data: dict, side: Path, cfg: Config) -> None:
+    """Refuse a checked sidecar (:func:`_check_sidecar`) whose window is not ``cfg``'s:
+    the window is the config's (window_span), one elsewhere is not this run's."""
+    window = data["window"] if data["analysed"] else None
+    if window is not None and (window["t0"], window["t_measure"]) != window_span(cfg):
+        _malformed(side, ".window.t0")
+
+
+def _malformed(side: Path, where: str) -> NoReturn:
+    raise CpasimError(
+        f"{side}: malformed run sidecar (field {where.lstrip('.')}); record the trace "
+        "again with 'cpasim run --trace'"
+    )
 
 
 def read_record(trace: Path) -> dict:
@@ -655,7 +686,7 @@ def load_run(cfg: Config, trace: Path) -> TracedRun:
             f"the scenario and --set options resolve to {cfg.digest}; predict from a trace "
             "of this configuration (or pass a new --trace path to record one)"
         )
-    _check_sidecar(data, side, cfg)
+    _check_window_of(data, side, cfg)  # read_record checked the rest
     if not data["analysed"]:
         # Recorded by a plain traced run: analyse it once, keep the analysis beside it.
         return analysed_run(cfg, trace, data["result"], digest=digest)

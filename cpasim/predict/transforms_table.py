@@ -53,12 +53,14 @@ from typing import Any
 from cpasim.analysis import Transforms
 from cpasim.analysis.transforms import sm_display
 from cpasim.config import ALL_HOSTS, FORWARDER, HOSTS, Config, spec_of
+from cpasim.config.params import TOPOLOGIES
 from cpasim.errors import CpasimError
 from cpasim.model.bus_rules import BUS_STATES, COPY_ENGINE_STATES, MMIO_WAIT, READ
 from cpasim.model.buses import BusKind, bus_kind
 from cpasim.model.detail import absent, is_ideal
 from cpasim.model.pcie import pcie_bytes_per_ns
 from cpasim.model.sockbuf import SOCK_MIN_SNDBUF, largest_window, setsockopt_buf
+from cpasim.model.workloads import workload_kind
 from cpasim.protocol import frame_bytes, mss_for, wire_bytes
 
 SCALE, CAPACITY, BOUND = "scale", "capacity", "bound"
@@ -303,7 +305,7 @@ def _no_reverse_bottleneck(old: Lookup, new: Lookup) -> str | None:
 def _full_size_overhead(old: Lookup, new: Lookup) -> str | None:
     if old("bottleneck.rate") == 0:
         return "the baseline has no bottleneck (bottleneck.rate = 0): nothing counts the overhead"
-    if old("bottleneck.reverse_rate") or old("workload.kind") != "tcp_stream":
+    if old("bottleneck.reverse_rate") or not workload_kind(old("workload.kind")).full_size:
         return (
             "the factor is exact only for full-size packets (a TCP stream's data through "
             "bottleneck.rate); here packets of other sizes (ACKs through "
@@ -757,9 +759,8 @@ def plan_change(
     the whole state.
     """
     diffs = old.changes(new)
-    hosts = ALL_HOSTS
-    if old.topology.kind != "forward":  # no forwarding host: its keys change nothing
-        hosts = HOSTS
+    hosts = TOPOLOGIES[old.topology.kind].hosts
+    if FORWARDER not in hosts:  # its keys change nothing
         diffs = {k: v for k, v in diffs.items() if _split(k)[0] != FORWARDER}
     per_flow = {k: v for k, v in diffs.items() if _flow_split(k)[0] is not None}
     diffs = {k: v for k, v in diffs.items() if k not in per_flow}

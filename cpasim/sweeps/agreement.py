@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from cpasim.model.detail import FULL
+from cpasim.model.detail import LEVELS
 from cpasim.sweeps.table import AGREEMENT
 
 #: The column of an ideal row: its figure against the full one's, ideal / full - 1.
@@ -36,10 +36,10 @@ def add_agreement(rows: Sequence[dict], keys: Sequence[str]) -> bool:
     others = [k for k in keys if k not in levels]
     full: dict[tuple, Mapping] = {}
     for row in rows:
-        if all(str(row.get(k)) == FULL for k in levels):
+        if all(LEVELS[str(row[k])].hardware for k in levels):
             full[_ident(row, others)] = row
     for row in rows:
-        if all(str(row.get(k)) == FULL for k in levels):
+        if all(LEVELS[str(row[k])].hardware for k in levels):
             continue
         partner = full.get(_ident(row, others))
         figure = _figure(row, partner) if partner is not None else None

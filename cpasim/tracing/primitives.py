@@ -212,6 +212,16 @@ class TracedStore(_Untraceable, simpy.Store):
             self._trigger_put(None)
         return out
 
+    def take_one(self, sm):
+        """Remove the head item now (one ``deq``) and return it; there must be one.
+        (``take_now(1)``, without the list: a MAC takes its frames one by one.)"""
+        item = self.items.pop(0)
+        code = self._deq_codes.get(sm) or _code(self, self._deq_codes, DEQ, sm, _packed_one)
+        self._emit(code)
+        if self.put_queue:
+            self._trigger_put(None)
+        return item
+
     # SimPy's generic trigger loops, specialised: a store serves at most one request
     # per trigger (its _do_put/_do_get return None).  The same request is served at
     # the same moment, without a ``triggered`` check per request.
@@ -266,6 +276,12 @@ class _UntracedStore(TracedStore):
         if self.put_queue:
             self._trigger_put(None)
         return out
+
+    def take_one(self, sm=None):
+        item = self.items.pop(0)
+        if self.put_queue:
+            self._trigger_put(None)
+        return item
 
     def get(self, sm=None) -> StoreGet:
         return _get_request(StoreGet, self)

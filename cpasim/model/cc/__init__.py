@@ -12,13 +12,9 @@ from cpasim.model.cc.bbr import Bbr
 from cpasim.model.cc.cubic import Cubic
 from cpasim.model.cc.reno import NewReno, Reno
 
-#: Name (as ``tcp.cc`` spells it, Linux's ``tcp_congestion_control``) -> class.
-ALGORITHMS: dict[str, type[CongestionOps]] = {
-    "reno": Reno,
-    "newreno": NewReno,
-    "cubic": Cubic,
-    "bbr": Bbr,
-}
+#: Name (as ``tcp.cc`` spells it, Linux's ``tcp_congestion_control``) -> class: the
+#: parameter's choices (:mod:`cpasim.config.params`) are these names.
+ALGORITHMS: dict[str, type[CongestionOps]] = {cls.name: cls for cls in (Reno, NewReno, Cubic, Bbr)}
 
 
 def make(name: str, seed: int = 0) -> CongestionOps:
@@ -34,7 +30,7 @@ def make(name: str, seed: int = 0) -> CongestionOps:
         raise ValueError(
             f"unknown congestion control {name!r}: expected one of {choices}"
         ) from None
-    return cls(seed=seed) if getattr(cls, "takes_seed", False) else cls()
+    return cls(seed=seed) if cls.takes_seed else cls()
 
 
 __all__ = ["ALGORITHMS", "CongestionOps", "make"]

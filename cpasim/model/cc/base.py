@@ -117,13 +117,24 @@ class CongestionOps:
 
     Subclasses set ``name`` and override what their kernel module implements.
     ``cong_control`` returns False when the algorithm does not take full control
-    (the sender then runs the ``cong_avoid`` path). ``needs_pacing`` is True
-    for algorithms that ask for ``SK_PACING_NEEDED`` (BBR): with no ``fq``
-    qdisc, TCP then paces internally at ``tp.pacing_rate``.
+    (the sender then runs the ``cong_avoid`` path).  The class attributes below say
+    what the sender and the run need to know of an algorithm.
     """
 
     name = "base"
+    #: It asks for ``SK_PACING_NEEDED`` (BBR): with no ``fq`` qdisc, TCP then paces
+    #: internally at ``tp.pacing_rate``.
     needs_pacing = False
+    #: Its constructor takes a ``seed``: it draws random numbers (BBR's first
+    #: PROBE_BW phase), so ``sim.seed`` changes the run.
+    takes_seed = False
+    #: The classic RFC 5681 sender (:class:`~cpasim.model.tcp_rules.RenoSender`) runs
+    #: it when the connection has neither SACK nor pacing; Linux's sender otherwise.
+    classic = False
+    #: With the classic sender: stay in fast recovery until everything outstanding
+    #: at the loss is acknowledged, resending the next hole on each partial ACK
+    #: (RFC 6582's NewReno), rather than leave it on the first new ACK.
+    partial_acks = False
 
     def init(self, tp: TcpState) -> None:
         pass

@@ -3,8 +3,8 @@
 Linux has one "reno" module; what RFC 6582 calls NewReno (staying in fast
 recovery until everything outstanding at the loss is acknowledged) is the
 *sender's* recovery, not the congestion-control module.  So :class:`NewReno`
-shares every op with :class:`Reno` and differs only in ``name``, which the
-sender reads to choose its recovery.
+shares every op with :class:`Reno` and differs only in ``partial_acks``, which the
+classic sender reads to choose its recovery.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ class Reno(CongestionOps):
     """``tcp_reno``: Jacobson's slow start and congestion avoidance (SIGCOMM '88)."""
 
     name = "reno"
+    classic = True
 
     def __init__(self) -> None:
         # tp->prior_cwnd: Linux's sender sets it to cwnd just before calling
@@ -54,3 +55,4 @@ class NewReno(Reno):
     """Reno's ops; the sender pairs them with NewReno partial-ACK recovery."""
 
     name = "newreno"
+    partial_acks = True

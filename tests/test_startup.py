@@ -1,0 +1,155 @@
+"""A fresh ``cpasim`` process loads what its command needs and no more.
+
+``cpasim predict --trace`` answers from a trace without simulating: its process
+must not import the simulator (SimPy, the model's components), the other commands'
+modules, or scipy's linear algebra, which numba would probe for BLAS while it loads
+the compiled analyzer (:mod:`cpasim.blas_probe`).  ``bench/bench_startup.py``
+measures what that buys; these tests guard it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+
+import cpasim.cli
+from cpasim import blas_probe
+from cpasim.cli import commands
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Modules a command that reads a trace never needs: the simulator, the capture
+#: writer, the plotting and sweeping libraries, scipy.
+SIMULATOR = ("simpy", "cpasim.simulate", "cpasim.model.system", "cpasim.capture")
+HEAVY = ("scipy", "numba", "matplotlib", "dask", "pandas")
+
+
+def _loaded(code: str) -> list[str]:
+    """The modules of interest loaded after running ``code`` in a fresh interpreter."""
+    probe = (
+        f"{code}\nimport json, sys\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('cpasim.cli.')"
+        f" or m.split('.')[0] in {HEAVY!r} or m.startswith({SIMULATOR!r}))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_the_predict_command_imports_no_simulator_and_no_other_command():
+    loaded = _loaded("from cpasim.cli import _register\n_register(['predict', '--help'])")
+    assert loaded == [
+        "cpasim.cli.commands",
+        "cpasim.cli.outputs",
+        "cpasim.cli.predict_cmd",
+        "cpasim.cli.root",
+    ]
+
+
+def test_a_command_line_imports_the_module_of_the_command_it_names():
+    assert commands.needed(["predict", "--trace", "t.cpt", "s.toml"]) == ("predict_cmd",)
+    assert commands.needed(["plot", "x.json"]) == ("sweep",)
+    assert commands.needed(["trace", "info", "t.cpt"]) == ("trace_tools",)
+    assert commands.needed(["--version"]) == ()
+    # A help that lists the commands, a name that is none, no arguments: all of them.
+    for args in ([], ["--help"], ["--help", "predict"], ["prdict"], None):
+        assert commands.needed(args) == commands.COMMAND_MODULES
+
+
+def test_completion_sees_every_command(monkeypatch):
+    monkeypatch.setenv("_CPASIM_COMPLETE", "complete_bash")
+    assert commands.needed(["predict"]) == commands.COMMAND_MODULES
+
+
+def test_the_table_names_every_command_its_module_and_the_help_order():
+    cpasim.cli._register()
+    app = cpasim.cli.app
+    defined = {info.name: info.callback.__module__ for info in app.registered_commands}
+    defined |= {
+        info.name: info.typer_instance.registered_commands[0].callback.__module__
+        for info in app.registered_groups
+    }
+    assert defined == {name: f"cpasim.cli.{m}" for name, m in commands.COMMANDS.items()}
+    assert set(commands.COMMAND_MODULES) == set(commands.COMMANDS.values())
+    group = typer.main.get_command(app)
+    assert group.list_commands(typer.Context(group)) == list(commands.COMMANDS)
+
+
+def test_the_probe_is_skipped_only_where_asked(monkeypatch):
+    monkeypatch.setattr(blas_probe, "_skipped", False)
+    blas_probe.before_numba_loads()  # a program that imports cpasim: numba as it is
+    assert sys.modules.get(blas_probe.BLAS_MODULE, "absent") is not None
+    blas_probe.skip_in_this_process()
+    assert blas_probe._skipped
+
+
+@pytest.mark.slow  # importing numba: half a second of CPU
+def test_numba_loads_without_scipy_linalg_where_the_probe_is_skipped():
+    code = (
+        "from cpasim import blas_probe\n"
+        "blas_probe.skip_in_this_process()\n"
+        "blas_probe.before_numba_loads()\n"
+        "import sys, numba.np.arraymath as a\n"
+        "assert not a._HAVE_BLAS\n"
+        "assert blas_probe.BLAS_MODULE not in sys.modules  # importable again\n"
+    )
+    assert "scipy.linalg" not in _loaded(code)
+
+
+def test_one_blas_thread_in_the_command_process_unless_the_user_chose(monkeypatch):
+    monkeypatch.setattr(os, "environ", {"PATH": "/bin"})
+    cpasim.cli._one_blas_thread()
+    assert os.environ == {"PATH": "/bin", "OPENBLAS_NUM_THREADS": "1"}
+    for name in cpasim.cli.BLAS_THREADS:
+        monkeypatch.setattr(os, "environ", {name: "4"})
+        cpasim.cli._one_blas_thread()
+        assert os.environ == {name: "4"}
+
+
+FAST = """
+[sim]
+duration = "6ms"
+warmup = "1ms"
+"""
+
+
+@pytest.mark.slow
+def test_predict_from_a_trace_loads_no_simulator_and_answers_the_same(tmp_path):
+    """The command as a user runs it (its own process, skipping numba's probe for
+    BLAS) gives the answer of an ordinary process, without loading the simulator."""
+    from cpasim.config import load_scenario
+    from cpasim.predict.runs import traced_run
+    from cpasim.predict.whatif import changed_config, predict
+
+    scenario = tmp_path / "fast.toml"
+    scenario.write_text(FAST)
+    trace = tmp_path / "base.cpt"
+    cfg = load_scenario(scenario)
+    run = traced_run(cfg, trace)
+    here = predict(run, changed_config(cfg, {"link.rate": "10Gbps"}))
+    args = ["predict", "--trace", str(trace), str(scenario), "--change", "link.rate=10Gbps"]
+    code = (
+        "import sys\n"
+        f"sys.argv = ['cpasim', *{[*args, '--json']!r}]\n"
+        "from cpasim.cli import main\n"
+        "try:\n    main()\nexcept SystemExit as end:\n    assert not end.code, end.code\n"
+    )
+    loaded = _loaded(code)
+    assert not [m for m in loaded if m.startswith(SIMULATOR) or m.startswith("scipy.linalg")]
+    assert "numba" in loaded  # the compiled analyzer did the work
+    done = subprocess.run(
+        [sys.executable, "-m", "cpasim", *args, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
+    assert json.loads(done.stdout)["predicted_goodput_bps"] == here.predicted
