@@ -80,6 +80,7 @@ class Cpu:
         self.measure_from = 0.0
         self.measure_until = float("inf")
         self._costs: dict[str, tuple[float, float]] = {}  # name -> (fixed, per byte)
+        self._fixed: dict[str, float] = {}  # name -> cycles for no bytes (cycles_of)
         # The data cache's misses, folded into each cost as it is first priced.
         self.cache = Cache(params.cache) if params.cache.size else None
         # The copies of each direction: copy_per_byte unless the direction has its own.
@@ -161,6 +162,14 @@ class Cpu:
                 cost = self.cache.price(name, *cost)
             self._costs[name] = cost
         return cost[0] + cost[1] * nbytes
+
+    def cycles_of(self, name: str) -> float:
+        """:meth:`cycles` of ``name`` for no bytes, the same float object at every call:
+        what each of many connections keeps, one object for all of them."""
+        got = self._fixed.get(name)
+        if got is None:
+            got = self._fixed[name] = self.cycles(name)
+        return got
 
     def stall(self, cycles: float, nbytes: int) -> float:
         """``cycles`` of work that moves ``nbytes`` through memory, stretched while the

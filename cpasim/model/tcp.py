@@ -55,6 +55,7 @@ shrinking window),
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 
 from cpasim.model import cc
@@ -83,6 +84,19 @@ TSO_WIN_DIVISOR = 3
 #: What a retransmission sent by Linux's retransmission timer answers, by the timer
 #: armed (cpasim.model.losses): the RTO, a tail loss probe, RACK's reordering timer.
 TIMER_TRIGGER = {TIMER_RTO: "timeout", TIMER_TLP: "probe", TIMER_REO: "fast"}
+
+
+@functools.cache
+def _segmenting(mtu: int, timestamps: bool, tso: bool) -> tuple[int, int, int, int, int]:
+    """A connection's header bytes, MSS, the most bytes one ``tcp_write_xmit`` pass
+    sends (``burst``), the most one packet carries (``maxseg``) and the MSS its peer
+    announces (the MSS option carries no timestamp allowance).  The same number
+    objects for every connection alike: with many connections, each one's own copies
+    would be as many more cache lines to miss."""
+    hdr = tcp_header(timestamps)
+    mss = mss_for(mtu, timestamps)
+    burst = max(mss, (TSO_MAX_BYTES - hdr) // mss * mss)
+    return hdr, mss, burst, burst if tso else mss, mss_for(mtu, False)
 
 
 class TcpConnection:
@@ -179,19 +193,15 @@ class TcpConnection:
         self.conn = f"c{idx}"
         self.cpu = cpu
         # The receive path's costs per packet, looked up once: it runs for every segment.
-        self.c_rx_packet = cpu.cycles("rx_packet")
-        self.c_tx_packet = cpu.cycles("tx_packet")
-        self.c_ack = cpu.cycles("ack")
+        self.c_rx_packet = cpu.cycles_of("rx_packet")
+        self.c_tx_packet = cpu.cycles_of("tx_packet")
+        self.c_ack = cpu.cycles_of("ack")
         self.ip = ip
         self.params = tp = params
-        self.hdr = tcp_header(tp.timestamps)
-        self.mss = mss = mss_for(mtu, tp.timestamps)
-        # Most bytes one tcp_write_xmit pass sends; one packet carries maxseg of them.
-        self.burst = max(mss, (TSO_MAX_BYTES - self.hdr) // mss * mss)
-        self.maxseg = self.burst if tso else mss
+        self.hdr, mss, self.burst, self.maxseg, peer_mss = _segmenting(mtu, tp.timestamps, tso)
+        self.mss = mss
         self.nagle = tp.nagle
-        # The MSS option the peer announces carries no timestamp allowance.
-        self.bufs = bufs = SocketBuffers(tp, mss, mss_for(mtu, False))
+        self.bufs = bufs = SocketBuffers(tp, mss, peer_mss)
         self.linux_rcv = not bufs.fixed_rcv  # window and buffer follow the data
         self.grow_sndbuf = not bufs.snd_locked  # send-buffer autotuning
         self.sndbuf_size = bufs.sndbuf  # free + unacked + in copy
