@@ -112,6 +112,10 @@ def _run(argv: list[str] | None) -> int:
     """The command's exit status."""
     try:
         _register(sys.argv[1:] if argv is None else argv)
+        if argv is None:
+            # The process is the command's: the modules it has imported live as long as
+            # it does, and no cycle collection need walk them again.
+            gc.freeze()
         from cpasim.cli.root import app
 
         code = app(args=argv, standalone_mode=False)
