@@ -17,8 +17,9 @@ clock (best / median / worst) and the median CPU time (user + system):
 Then where the predict command's time goes, in as many fresh processes under
 ``python -X importtime`` (which adds its own overhead; medians): the time spent
 importing, by the package of each module imported (its own time, not its
-imports'), the kernel's machine code loaded from numba's on-disk cache, and the rest
-of the command (reading the trace's tail, analysing it, predicting, printing).
+imports'), the kernel's machine code loaded from numba's on-disk cache, the rest
+of the command (reading the trace's tail, analysing it, predicting, printing), and
+before and after it the interpreter starting and shutting down.
 Python keeps the bytecode it compiles (a first, untimed run writes it), whatever
 this process was told, as a user's installation does.
 """
@@ -46,10 +47,13 @@ CPASIM = [str(Path(sys.executable).with_name("cpasim"))]
 
 #: Runs the predict command in this process, timing numba's loads from its cache and
 #: noting the modules imported during them; prints ``{"wall": s, "cache_load": s,
-#: "loads": n, "imported": [module, ...]}`` on the real stdout at the end.
+#: "loads": n, "imported": [module, ...], "began": t, "ended": t}`` (``time.time()``
+#: as the driver begins and once the command is over) on the real stdout at the end.
 DRIVER = r"""
-import contextlib, io, json, sys, time
+import time
+began = time.time()
 t0 = time.perf_counter()
+import contextlib, io, json, sys
 import cpasim.analysis.numba_cache as nc
 spent = {"cache_load": 0.0, "loads": 0, "imported": []}
 _import_kernel = nc.import_kernel
@@ -78,15 +82,17 @@ with contextlib.redirect_stdout(io.StringIO()):
     except SystemExit as end:
         assert not end.code, end.code
 spent["wall"] = time.perf_counter() - t0
+spent["began"], spent["ended"] = began, time.time()
 print(json.dumps(spent), file=out)
 """
 
 #: Packages whose import time is shown on a line of its own; the rest is "other".
 PACKAGES = {
     "cpasim": "cpasim",
-    "typer": "typer, click, rich",
-    "click": "typer, click, rich",
-    "rich": "typer, click, rich",
+    **dict.fromkeys(
+        ("typer", "click", "rich", "pydantic", "pydantic_core", "annotated_types"),
+        "typer (its pydantic), click, rich",
+    ),
     "numpy": "numpy",
     "numba": "numba, llvmlite",
     "llvmlite": "numba, llvmlite",
@@ -149,10 +155,14 @@ def where(cmd: list[str], repeat: int) -> tuple[dict[str, float], dict]:
     run = [sys.executable, "-X", "importtime", "-c", DRIVER, *cmd]
     splits, figures = [], []
     for _ in range(repeat):
+        started = time.time()
         _, _, done = timed(run)
+        over = time.time()
         own = own_times(done.stderr)
         splits.append(import_split(own))
         got = json.loads(done.stdout.splitlines()[-1])
+        got["start"] = got.pop("began") - started
+        got["shutdown"] = over - got.pop("ended")
         got["load_imports"] = sum(own.get(m, 0.0) for m in got.pop("imported"))
         got["cache_load"] -= got["load_imports"]
         figures.append(got)
@@ -197,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     imports = sum(split.values())
     print(f"where cpasim predict's time goes (python -X importtime, median of {args.repeat}):")
     for group, s in sorted(split.items(), key=lambda kv: -kv[1]):
-        print(f"  importing {group:<30} {ms(s)}")
+        print(f"  {'importing ' + group:<40} {ms(s)}")
     print(f"  {'imports in all':<40} {ms(imports)}")
     print(
         f"  {'  of which while numba loads the kernel':<40} {ms(figures['load_imports'])}"
@@ -210,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     rest = figures["wall"] - imports - figures["cache_load"]
     print(f"  {'the command besides (read, analyse, ...)':<40} {ms(max(0.0, rest))}")
     print(f"  {'from the first import to the end':<40} {ms(figures['wall'])}")
+    print(f"  {'before it: starting the interpreter':<40} {ms(figures['start'])}")
+    print(f"  {'after it: the interpreter shutting down':<40} {ms(figures['shutdown'])}")
     print(f"load (uptime) {os.getloadavg()[0]:.2f} at end")
     return 0
 

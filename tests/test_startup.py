@@ -104,6 +104,27 @@ def test_numba_loads_without_scipy_linalg_where_the_probe_is_skipped():
     assert "scipy.linalg" not in _loaded(code)
 
 
+def test_the_command_process_leaves_its_objects_to_the_system_at_exit():
+    """A command run as the process's own (``cpasim ...``) freezes what lives when it
+    ends, so that the interpreter's shutdown does not walk it again and again; called
+    with arguments (a test, a program of its own), it leaves the process as it was."""
+    code = (
+        "import gc, sys\n"
+        "from cpasim.cli import main\n"
+        "sys.argv = ['cpasim', '--version']\n"
+        "try:\n    main()\nexcept SystemExit as end:\n    assert end.code == 0\n"
+        "frozen = gc.get_freeze_count()\n"
+        "gc.unfreeze()\n"
+        "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+        "print(frozen > 1000, gc.get_freeze_count())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["cpasim 0.1.0", "cpasim 0.1.0", "True 0"]
+
+
 def test_one_blas_thread_in_the_command_process_unless_the_user_chose(monkeypatch):
     monkeypatch.setattr(os, "environ", {"PATH": "/bin"})
     cpasim.cli._one_blas_thread()
