@@ -80,6 +80,9 @@ class IdealCpu:
     def cycles(self, name: str, nbytes: int = 0) -> float:
         return 0.0
 
+    def cycles_of(self, name: str) -> float:
+        return 0.0
+
     # The categories as parameters (cpasim.model.cpu.CATEGORIES), not ``**cycles``: no
     # dict made per call for cycles that are never looked at.
     def spend(
