@@ -1,8 +1,9 @@
 """Where numba keeps the compiled analyzer, when it compiles it again, and what
 happens when it cannot keep it.
 
-The kernel's functions are compiled with ``cache=True``: numba keeps the
-machine code in ``__pycache__`` beside each module of
+The kernel's entry points (the functions Python calls) are compiled with
+``cache=True``, each with the machine code of what it calls: numba keeps it in
+``__pycache__`` beside each module of
 :mod:`cpasim.analysis.kernel`, or in the user's cache directory
 (``NUMBA_CACHE_DIR``, else ``~/.cache/numba``).
 
