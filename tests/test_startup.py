@@ -25,9 +25,17 @@ from cpasim.cli import commands
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: Modules a command that reads a trace never needs: the simulator, the capture
-#: writer, the plotting and sweeping libraries, scipy.
-SIMULATOR = ("simpy", "cpasim.simulate", "cpasim.model.system", "cpasim.capture")
+#: Modules a command that reads a trace never needs: the simulator, what
+#: re-simulates (validate, ladder), the capture writer, the plotting and sweeping
+#: libraries, scipy.
+SIMULATOR = (
+    "simpy",
+    "cpasim.simulate",
+    "cpasim.model.system",
+    "cpasim.capture",
+    "cpasim.predict.validation",
+    "cpasim.predict.ladder",
+)
 HEAVY = ("scipy", "numba", "matplotlib", "dask", "pandas")
 
 
