@@ -42,6 +42,11 @@ def skip_in_this_process() -> None:
     _skipped = True
 
 
+def in_command_process() -> bool:
+    """Whether this process is the command line's (:func:`skip_in_this_process`)."""
+    return _skipped
+
+
 def before_numba_loads() -> None:
     """Where this process skips the probe, load :mod:`numba.np.arraymath` now with
     scipy's BLAS module hidden, and PyYAML too unless numba has a file to read.
