@@ -1,5 +1,6 @@
 """numba's probe for BLAS, and its look for a configuration file, skipped where
-numba compiles nothing but cpasim's kernel.
+numba compiles nothing but cpasim's kernel; and that process's modules loaded
+without collecting cycles (:func:`uncollected`).
 
 Loading a function from numba's cache loads every implementation numba has of
 Python's and numpy's functions (``BaseContext.refresh``), among them
@@ -22,6 +23,8 @@ always.  A program that imports cpasim keeps numba as numba sets itself up.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import sys
 
@@ -42,9 +45,26 @@ def skip_in_this_process() -> None:
     _skipped = True
 
 
-def in_command_process() -> bool:
-    """Whether this process is the command line's (:func:`skip_in_this_process`)."""
-    return _skipped
+@contextlib.contextmanager
+def uncollected():
+    """Where this process is the command line's (:func:`skip_in_this_process`), run
+    the block without collecting cycles, then freeze what it made (``gc.freeze``).
+
+    Loading modules (the command's, numba's, the kernel's machine code) makes
+    objects by the hundred thousand that live as long as the process; Python's
+    collector, which runs every 700 allocations and walks ever more of them, spent
+    45-100 ms of a prediction's start-up on them for nothing.  Frozen, they are out
+    of later collections; collection resumes for the command's own work.  A program
+    that imports cpasim keeps its collector as it is."""
+    if not _skipped:
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 def before_numba_loads() -> None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import gc
 import hashlib
 import importlib
 import os
@@ -67,24 +66,14 @@ def import_kernel():
 
 @contextlib.contextmanager
 def loading_uncollected():
-    """In the command line's process, while the kernel is not loaded yet, run the
-    block (numba and the kernel loading) without collecting cycles, then freeze
-    what it made (``gc.freeze``).
-
-    numba's modules, its registries of what it compiles and the kernel's machine
-    code are objects by the hundred thousand that live as long as the process;
-    Python's collector, which runs every 700 allocations and walks ever more of
-    them, spent 30-40 ms of a prediction's start-up on them for nothing.  A program
-    that imports cpasim keeps its collector as it is."""
-    if _MODULE in sys.modules or not blas_probe.in_command_process():
+    """Run the block (numba and the kernel loading) without collecting cycles in the
+    command line's process, while the kernel is not loaded yet
+    (:func:`cpasim.blas_probe.uncollected`)."""
+    if _MODULE in sys.modules:
         yield
         return
-    gc.disable()
-    try:
+    with blas_probe.uncollected():
         yield
-    finally:
-        gc.freeze()
-        gc.enable()
 
 
 @functools.cache

@@ -149,8 +149,9 @@ def _settle_run_folders(code: int) -> None:
 def _run(argv: list[str] | None) -> int:
     """The command's exit status."""
     try:
-        with _imported_uncollected(argv is None):
-            _register(sys.argv[1:] if argv is None else argv)
+        program = argv is None  # main(args), called by a program, leaves its collector be
+        with blas_probe.uncollected() if program else contextlib.nullcontext():
+            _register(sys.argv[1:] if program else argv)
         from cpasim.cli.root import app
 
         code = app(args=argv, standalone_mode=False)
@@ -179,27 +180,6 @@ def _run(argv: list[str] | None) -> int:
         # with status 130, silently unless the command said what it kept.
         return _interrupted()
     return code
-
-
-@contextlib.contextmanager
-def _imported_uncollected(program: bool):
-    """Import the command's modules without collecting cycles, where the process is
-    the command's.
-
-    Importing creates objects by the hundred thousand, nearly all of which live as
-    long as the process: Python's collector, which runs every 700 allocations and
-    walks ever more of them, spent 25-40 ms of a prediction's start-up on them for
-    nothing.  Afterwards they are frozen (``gc.freeze``) out of later collections,
-    and collection resumes for the command's own work."""
-    if not program:
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        gc.enable()
 
 
 def _interrupted() -> int:
