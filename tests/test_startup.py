@@ -9,6 +9,7 @@ measures what that buys; these tests guard it.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -24,9 +25,17 @@ from cpasim.cli import commands
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: Modules a command that reads a trace never needs: the simulator, the capture
-#: writer, the plotting and sweeping libraries, scipy.
-SIMULATOR = ("simpy", "cpasim.simulate", "cpasim.model.system", "cpasim.capture")
+#: Modules a command that reads a trace never needs: the simulator, what
+#: re-simulates (validate, ladder), the capture writer, the plotting and sweeping
+#: libraries, scipy.
+SIMULATOR = (
+    "simpy",
+    "cpasim.simulate",
+    "cpasim.model.system",
+    "cpasim.capture",
+    "cpasim.predict.validation",
+    "cpasim.predict.ladder",
+)
 HEAVY = ("scipy", "numba", "matplotlib", "dask", "pandas")
 
 
@@ -37,11 +46,16 @@ def _loaded(code: str) -> list[str]:
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('cpasim.cli.')"
         f" or m.split('.')[0] in {HEAVY!r} or m.startswith({SIMULATOR!r}))))"
     )
+    return json.loads(_python(probe).splitlines()[-1])
+
+
+def _python(code: str, cwd: Path = ROOT) -> str:
+    """The output of ``code`` run in a fresh interpreter, which must succeed."""
     done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=False
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, check=False
     )
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
+    return done.stdout
 
 
 def test_the_predict_command_imports_no_simulator_and_no_other_command():
@@ -97,11 +111,52 @@ def test_numba_loads_without_scipy_linalg_where_the_probe_is_skipped():
         "from cpasim import blas_probe\n"
         "blas_probe.skip_in_this_process()\n"
         "blas_probe.before_numba_loads()\n"
-        "import sys, numba.np.arraymath as a\n"
+        "import sys, numba.np.arraymath as a, numba.core.config as c\n"
         "assert not a._HAVE_BLAS\n"
         "assert blas_probe.BLAS_MODULE not in sys.modules  # importable again\n"
+        "assert not c._HAVE_YAML and blas_probe.YAML_MODULE not in sys.modules\n"
     )
     assert "scipy.linalg" not in _loaded(code)
+
+
+@pytest.mark.slow  # importing numba: half a second of CPU
+def test_numba_reads_its_configuration_file_where_there_is_one(tmp_path):
+    (tmp_path / blas_probe.NUMBA_CONFIG_FILE).write_text("debug_cache: 0\n")
+    code = (
+        "from cpasim import blas_probe\n"
+        "blas_probe.skip_in_this_process()\n"
+        "blas_probe.before_numba_loads()\n"
+        "import numba.core.config as c\n"
+        "assert c._HAVE_YAML\n"
+    )
+    _python(code, cwd=tmp_path)
+
+
+def test_the_kernel_caches_the_functions_python_calls_and_no_other():
+    """Each cached function costs every process that loads the kernel a third of a
+    millisecond to set up; one Python calls uncached is compiled in every process.
+    Python calls the package's exports (``kernel.__all__``); what they call is held
+    in their machine code."""
+    kernel = ROOT / "cpasim" / "analysis" / "kernel"
+    init = ast.parse((kernel / "__init__.py").read_text())
+    exported = next(
+        ast.literal_eval(node.value)
+        for node in init.body
+        if isinstance(node, ast.Assign) and node.targets[0].id == "__all__"
+    )
+    cached, compiled = set(), set()
+    for path in kernel.glob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            for deco in getattr(node, "decorator_list", []):
+                call = deco if isinstance(deco, ast.Call) else None
+                func = call.func if call else deco
+                if isinstance(func, ast.Name) and func.id == "njit":
+                    compiled.add(node.name)
+                    if call and any(k.arg == "cache" for k in call.keywords):
+                        cached.add(node.name)
+    assert len(compiled) > 50  # the whole kernel was read
+    assert {"run", "new_state", "finish", "set_factors"} <= cached
+    assert cached == compiled & set(exported)
 
 
 def test_the_command_process_leaves_its_objects_to_the_system_at_exit():
@@ -118,11 +173,87 @@ def test_the_command_process_leaves_its_objects_to_the_system_at_exit():
         "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
         "print(frozen > 1000, gc.get_freeze_count())\n"
     )
-    done = subprocess.run(
+    assert _python(code).splitlines() == ["cpasim 0.1.0", "cpasim 0.1.0", "True 0"]
+
+
+def test_a_command_line_is_parsed_without_pydantic_or_rich():
+    """typer from 0.29 coerces every option through pydantic, a tenth of a second of
+    every command's start-up (pyproject.toml keeps typer below it); rich draws help,
+    errors and progress on a terminal, none of which a successful command needs."""
+    code = (
+        "import sys\nfrom cpasim.cli import main\n"
+        "try:\n    main(['params', 'tcp.wmem'])\nexcept SystemExit as end:\n"
+        "    assert end.code == 0, end.code\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'rich'}))\n"
+    )
+    assert _python(code).splitlines()[-1] == "[]"
+
+
+#: A process that runs the console script's function, with an exit handler.
+CONSOLE = """
+import atexit, sys
+{setup}
+atexit.register(print, "exit handler ran")
+sys.argv = ["cpasim", *{args!r}]
+from cpasim.cli import console
+console()
+"""
+
+
+def _console(args: list[str], setup: str = "") -> subprocess.CompletedProcess:
+    code = CONSOLE.format(setup=setup, args=args)
+    return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False
     )
+
+
+def test_the_console_script_ends_its_process_once_exit_handlers_ran_and_output_is_out():
+    done = _console(["--version"])
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["cpasim 0.1.0", "cpasim 0.1.0", "True 0"]
+    assert done.stdout.splitlines() == ["cpasim 0.1.0", "exit handler ran"]
+    bad = _console(["params", "no.such.key"])
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("cpasim: error: ") and bad.stderr.count("\n") == 1
+    assert bad.stdout.splitlines() == ["exit handler ran"]
+
+
+def test_the_console_script_leaves_a_process_with_a_running_thread_to_python():
+    """Python waits for a thread that is not a daemon; so does the console script."""
+    waits = (
+        "import threading, time\n"
+        "def late():\n    time.sleep(0.2)\n    print('thread done', flush=True)\n"
+        "threading.Thread(target=late).start()"
+    )
+    done = _console(["--version"], waits)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["cpasim 0.1.0", "thread done", "exit handler ran"]
+
+
+@pytest.mark.parametrize("command_process", [False, True])
+def test_the_command_process_loads_without_collecting_cycles(monkeypatch, command_process):
+    """What loads (the command's modules, numba) lives as long as the process: the
+    command's process does not walk it while it loads (45-100 ms of a prediction),
+    and freezes it after; numba's loading only while the kernel is not loaded."""
+    import gc
+
+    from cpasim.analysis import numba_cache
+
+    monkeypatch.setattr(blas_probe, "_skipped", command_process)
+    monkeypatch.delitem(sys.modules, numba_cache._MODULE, raising=False)
+    frozen = gc.get_freeze_count()
+    try:
+        for block in (blas_probe.uncollected, numba_cache.loading_uncollected):
+            with block():
+                collecting = gc.isenabled()
+                made = [[] for _ in range(1000)]
+            assert gc.isenabled()
+            assert collecting is not command_process
+            assert (gc.get_freeze_count() >= frozen + len(made)) is command_process
+        monkeypatch.setitem(sys.modules, numba_cache._MODULE, numba_cache)
+        with numba_cache.loading_uncollected():
+            assert gc.isenabled()
+    finally:
+        gc.unfreeze()
 
 
 def test_one_blas_thread_in_the_command_process_unless_the_user_chose(monkeypatch):

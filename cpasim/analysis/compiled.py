@@ -69,7 +69,11 @@ class CompiledPass:
         source_name: str = "<trace>",
         commit_every: int = COMMIT_EVERY,
     ):
-        k = _kernel()
+        from cpasim.analysis.numba_cache import loading_uncollected
+
+        with loading_uncollected():  # the first pass: numba loads, and its registries
+            k = _kernel()
+            state = k.new_state()
         self.k = k
         self.tf = transforms
         self.start = start
@@ -80,7 +84,7 @@ class CompiledPass:
         self.key: TraceKey | None = None
         self.records = 0
         self.meta = k.new_meta(max(0, listing_limit), max(1, commit_every), lenient)
-        self.state = k.new_state()
+        self.state = state
         self.sms = np.zeros(0, k.SM)
         self.factored: set[int] = set()  # (sm << 21 | state index) whose factor is known
         self.conns = _new_conns(k, 1)

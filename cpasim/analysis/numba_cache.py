@@ -1,8 +1,9 @@
 """Where numba keeps the compiled analyzer, when it compiles it again, and what
 happens when it cannot keep it.
 
-The kernel's functions are compiled with ``cache=True``: numba keeps the
-machine code in ``__pycache__`` beside each module of
+The kernel's entry points (the functions Python calls) are compiled with
+``cache=True``, each with the machine code of what it calls: numba keeps it in
+``__pycache__`` beside each module of
 :mod:`cpasim.analysis.kernel`, or in the user's cache directory
 (``NUMBA_CACHE_DIR``, else ``~/.cache/numba``).
 
@@ -26,6 +27,7 @@ process skips that probe (:mod:`cpasim.blas_probe`).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import hashlib
 import importlib
@@ -60,6 +62,18 @@ def import_kernel():
         file=sys.stderr,
     )
     return importlib.import_module(_MODULE)
+
+
+@contextlib.contextmanager
+def loading_uncollected():
+    """Run the block (numba and the kernel loading) without collecting cycles in the
+    command line's process, while the kernel is not loaded yet
+    (:func:`cpasim.blas_probe.uncollected`)."""
+    if _MODULE in sys.modules:
+        yield
+        return
+    with blas_probe.uncollected():
+        yield
 
 
 @functools.cache

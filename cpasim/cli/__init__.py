@@ -11,10 +11,12 @@ need, are imported — an interrupt during those imports is one line too.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import os
 import sys
+import threading
 
 from cpasim import blas_probe, interrupts
 from cpasim.errors import CpasimError, one_line
@@ -69,6 +71,42 @@ def main(argv: list[str] | None = None) -> None:
     raise SystemExit(code)
 
 
+def console() -> None:
+    """The ``cpasim`` console script, and ``python -m cpasim``: :func:`main` as the
+    process's own command, after which the process ends without tearing its modules
+    down (:func:`_end_process`).  A program that calls :func:`main` keeps its process."""
+    try:
+        main()
+    except SystemExit as end:
+        _end_process(end.code)
+        raise
+
+
+def _end_process(code) -> None:
+    """End the process with status ``code`` now that its command is over, skipping
+    the interpreter's teardown of every module (30 ms after a prediction that loaded
+    numba; what :func:`_leave_objects_to_the_system` leaves of it).
+
+    What an exit owes is paid first: the exit handlers run (the temporary cache of
+    :mod:`cpasim.analysis.numba_cache`, temporary directories' finalizers, logging's
+    flush), then the standard streams are flushed.  The command's outputs are in
+    place already (:mod:`cpasim.files` closes and renames each before the command
+    returns).  Left to Python's own exit, which does the same and more: a status
+    that is not a number, another thread still running (Python waits for it), a
+    stream that cannot be flushed (Python reports it, with status 120).
+    """
+    if not isinstance(code, int) or threading.active_count() > 1:
+        return
+    atexit._run_exitfuncs()  # and forgets them: an exit after this runs none twice
+    streams = (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)
+    try:
+        for stream in dict.fromkeys(s for s in streams if s is not None):
+            stream.flush()
+    except (OSError, ValueError):
+        return
+    os._exit(code)
+
+
 def _leave_objects_to_the_system() -> None:
     """Keep the interpreter's shutdown from walking every object again and again.
 
@@ -111,11 +149,9 @@ def _settle_run_folders(code: int) -> None:
 def _run(argv: list[str] | None) -> int:
     """The command's exit status."""
     try:
-        _register(sys.argv[1:] if argv is None else argv)
-        if argv is None:
-            # The process is the command's: the modules it has imported live as long as
-            # it does, and no cycle collection need walk them again.
-            gc.freeze()
+        program = argv is None  # main(args), called by a program, leaves its collector be
+        with blas_probe.uncollected() if program else contextlib.nullcontext():
+            _register(sys.argv[1:] if program else argv)
         from cpasim.cli.root import app
 
         code = app(args=argv, standalone_mode=False)

@@ -1,5 +1,5 @@
 """``python -m cpasim.cli``: the command line."""
 
-from cpasim.cli import main
+from cpasim.cli import console
 
-main()
+console()

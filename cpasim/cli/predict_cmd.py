@@ -16,9 +16,7 @@ from cpasim.cli.outputs import OutOpt, OverwriteOpt
 from cpasim.config import load_scenario
 from cpasim.errors import CpasimError, printable
 from cpasim.files import write_text_atomically
-from cpasim.predict import ladder as ladder_mod
 from cpasim.predict.runs import PathSummary, baseline
-from cpasim.predict.validation import validate
 from cpasim.predict.whatif import changed_config, parse_changes, predict
 from cpasim.progress import activity
 from cpasim.verdict import Verdict
@@ -183,6 +181,8 @@ def validate_cmd(
     with the reason the prediction was refused.  With --out DIR: DIR/config.toml
     (the baseline), DIR/changed.toml, DIR/result.json (what --json prints) and
     DIR/report.html."""
+    from cpasim.predict.validation import validate  # here: predict needs none of it
+
     cfg, new_cfg = _configs(scenario, change, set_, predictable=False)
     if out_dir is not None:
         runfolder.prepare(out_dir, overwrite)
@@ -243,6 +243,8 @@ def ladder_cmd(
     With --out DIR: DIR/config.toml, DIR/result.json (what --json prints),
     DIR/report.html, DIR/ladder.md and DIR/ladder.png unless --markdown/--plot say
     otherwise."""
+    from cpasim.predict import ladder as ladder_mod  # here: predict needs none of it
+
     cfg = load_scenario(scenario, sets=list(set_ or []))
     outs.warn_if_huge(cfg, ".cpt")
     if out_dir is not None:

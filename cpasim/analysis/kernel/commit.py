@@ -23,12 +23,12 @@ from cpasim.analysis.kernel.summaries import copy_summary, fold
 from cpasim.analysis.pathlog import SPLIT_MIN
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _active(sms, s, since):
     return sms[s].has_last and sms[s].last_rec >= since
 
 
-@njit(cache=True)
+@njit
 def _holders(keyed, tables, scratch, layers, since):
     """Every handle of an inactive holder, into ``scratch.holders``; returns how many."""
     sms = keyed.sms
@@ -61,7 +61,7 @@ def _holders(keyed, tables, scratch, layers, since):
     return n
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _walk(nodes, marks, h, stamp):
     """Walk up from ``h`` to the first node this commit marked, or a summary
     handle: ``(where it stopped, nodes walked)``."""
@@ -73,7 +73,7 @@ def _walk(nodes, marks, h, stamp):
     return x, n
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _mark(nodes, marks, h, n, stamp, g, meet):
     """Mark the ``n`` nodes walked up from ``h`` as in group ``g``, meeting at ``meet``."""
     y = h
@@ -84,7 +84,7 @@ def _mark(nodes, marks, h, n, stamp, g, meet):
         y = nodes[y].parent
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _meet_of(nodes, marks, x):
     """Group and meeting depth of marked node ``x`` (-2 = on the main chain: its own)."""
     meet = marks[x].meet
@@ -93,7 +93,7 @@ def _meet_of(nodes, marks, x):
     return marks[x].group, meet
 
 
-@njit(cache=True)
+@njit
 def _new_group(nodes, sums, scratch, h, root, stamp, ngroups):
     """A group for the chains under summary ``root``, ``h``'s its main chain."""
     g = ngroups
@@ -109,7 +109,7 @@ def _new_group(nodes, sums, scratch, h, root, stamp, ngroups):
     return g
 
 
-@njit(cache=True)
+@njit
 def _group_active(nodes, marks, sums, scratch, sms, since, stamp):
     """Group the active SMs' chains by root summary and find where each group's
     chains meet: ``(groups, nodes walked)``."""
@@ -141,7 +141,7 @@ def _group_active(nodes, marks, sums, scratch, sms, since, stamp):
     return ngroups, nseen
 
 
-@njit(cache=True)
+@njit
 def _mark_holders(nodes, marks, sums, scratch, nholders, stamp):
     """Walk the inactive holders; a group one of them does not descend from the
     fold point of keeps the old summary's view (``shared``: fold into a copy).
@@ -169,7 +169,7 @@ def _mark_holders(nodes, marks, sums, scratch, nholders, stamp):
     return nseen
 
 
-@njit(cache=True)
+@njit
 def _fold_group(keyed, tables, sums, scratch, m, g):
     """Fold group ``g``'s settled prefix into its root summary (a copy if
     shared) and hang the fold point under it; returns the nodes folded."""
@@ -202,7 +202,7 @@ def _fold_group(keyed, tables, sums, scratch, m, g):
     return nchain
 
 
-@njit(cache=True)
+@njit
 def commit(keyed, state, m, rec):
     """Fold the settled prefix of the live paths; returns the nodes left unsettled
     (``m``: the pass's counters)."""
@@ -235,7 +235,7 @@ def commit(keyed, state, m, rec):
     return max(0, nseen - folded)
 
 
-@njit(cache=True)
+@njit
 def _branches(nodes, marks, scratch, nact, g, at, stamp):
     """The children of ``at`` that active handles of group ``g`` descend from,
     into ``scratch.branches``, each marked with the depth of its deepest head;
@@ -273,7 +273,7 @@ def _branches(nodes, marks, scratch, nact, g, at, stamp):
     return nchild
 
 
-@njit(cache=True)
+@njit
 def split(keyed, tables, sums, scratch, m, nact, g):
     """:func:`cpasim.analysis.pathlog._split` for commit group ``g``: hang every long
     branch below its fold point under a copy of the summary down to it; returns

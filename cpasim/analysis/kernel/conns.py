@@ -12,7 +12,7 @@ from cpasim.analysis.kernel.nodes import drop, hold
 from cpasim.analysis.snapshot import ON_LINK
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def switch(sms, conns, layers, worked, sm, conn):
     """SM ``sm`` now works for connection ``conn``: its path in the connection it
     leaves is put aside (``layers``), the one it had in ``conn`` taken up."""
@@ -32,7 +32,7 @@ def switch(sms, conns, layers, worked, sm, conn):
     s.conn = conn
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def linked_dep(v, m, inter, layers, worked, sm):
     """The dependency a pending link gives the SM: ``(node, its cp, edge weight,
     edge code)``.  The linked node is held until the end of the record."""
@@ -50,7 +50,7 @@ def linked_dep(v, m, inter, layers, worked, sm):
     return dep, v.nodes.table[dep].cp, 0.0, inter_code(v.edges, m, inter, dsm, sm, 0)
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def link(nodes, sms, m, sm, a, new, t):
     """``link``: SM ``a``'s next record depends on this one (``new``, one more
     holder); the caller waits until some SM links back to it."""
@@ -67,7 +67,7 @@ def link(nodes, sms, m, sm, a, new, t):
     s.wait_t = t
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def end(nodes, sms, conns, m, sm, new, t):
     """A record of an end SM: ``new`` (one more holder) is, for now, its
     connection's end."""

@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def lent_since_last(sms, sm, t):
     """The time the SM had its core lent between its last record and ``t``, taken
     out of its running total (0 before its first record: no edge to charge)."""
@@ -25,7 +25,7 @@ def lent_since_last(sms, sm, t):
     return lent
 
 
-@njit(cache=True)
+@njit
 def run_on(sms, sm, a, t):
     """``run(to)``: from ``t`` on, SM ``sm`` runs on the core SM ``a`` holds
     (``a == sm``: on its own again)."""

@@ -16,7 +16,7 @@ from cpasim.analysis.kernel.layout import CACHE, K_INTER, K_INTRA, NONE
 from cpasim.tracing.records import DEQ, PEEK
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def add_code(edges, m, kind, x, y, z):
     c = m.ncodes
     code = edges.codes[c]
@@ -28,7 +28,7 @@ def add_code(edges, m, kind, x, y, z):
     return c
 
 
-@njit(cache=True)
+@njit
 def _inter_code_miss(edges, m, inter, psm, csm, qi, key, slot):
     if key in inter:
         c = inter[key]
@@ -40,7 +40,7 @@ def _inter_code_miss(edges, m, inter, psm, csm, qi, key, slot):
     return c
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def inter_code(edges, m, inter, psm, csm, qi):
     """Code id of the edge ``psm -> csm`` through queue index ``qi`` (0 = link)."""
     key = (psm << 42) | (csm << 21) | qi
@@ -50,7 +50,7 @@ def inter_code(edges, m, inter, psm, csm, qi):
     return _inter_code_miss(edges, m, inter, psm, csm, qi, key, slot)
 
 
-@njit(cache=True)
+@njit
 def new_cell(edges, m, cells, factors, sm, si):
     """The cell of SM ``sm``'s state index ``si`` (made on first use; its factor
     from ``factors``, which the caller filled for every state a chunk enters)."""
@@ -68,7 +68,7 @@ def new_cell(edges, m, cells, factors, sm, si):
     return c
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def intra(sms, edges, m, sm, cell, t, rec):
     """The SM's time in its state since its last record (NaN at its first), that
     time weighted by the (SM, state) ``cell``'s factor, and the intra edge's code
@@ -86,7 +86,7 @@ def intra(sms, edges, m, sm, cell, t, rec):
     return dt, w, ic
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def transition_cached(edges, sms, sm, a):
     """The index of the transition a ``begin`` of state ``a + 1`` makes, if cached
     (else -1), and its cache slot."""
@@ -100,7 +100,7 @@ def transition_cached(edges, sms, sm, a):
     return -1, slot
 
 
-@njit(cache=True)
+@njit
 def transition_index(edges, m, lookups, sm, frm, si, to, slot):
     """The index of transition ``(sm, frm, si, to)`` (made on first use), cached."""
     tkey = (sm, frm, si, to)
@@ -125,7 +125,7 @@ def transition_index(edges, m, lookups, sm, frm, si, to, slot):
     return k
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def begin(sms, edges, sm, a, t, k):
     """``begin``: count transition ``k`` and the time spent in the state left,
     and enter state ``a + 1``."""
@@ -141,7 +141,7 @@ def begin(sms, edges, sm, a, t, k):
     s.has_enter = 1
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def queue_op_cached(edges, sm, a, op):
     """Who adds to (enq, reserve, resize) and takes from (deq, peek) each queue:
     the index of this (SM, queue, direction) if cached (else -1), its key and
@@ -154,7 +154,7 @@ def queue_op_cached(edges, sm, a, op):
     return -1, key, slot
 
 
-@njit(cache=True)
+@njit
 def queue_op_index(edges, m, qops, key, slot):
     """The index of queue op ``key`` (made on first use), cached."""
     if key in qops:
@@ -170,7 +170,7 @@ def queue_op_index(edges, m, qops, key, slot):
     return k
 
 
-@njit(cache=True)
+@njit
 def pick(nodes, queues, sms, m, q, sm, cur, c):
     """CriticalPathPass._edge_pick: ``(node, its SM, weight)`` among the candidate
     edges from queue ``q`` (edgewise) to SM ``sm`` working for ``cur``."""

@@ -12,7 +12,7 @@ from cpasim.analysis.kernel.state import grown, view
 from cpasim.tracing.records import BEGIN, IDENTIFY, LINK
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def room(v, m, op, a):
     """Whether every table has room for what this record may add (else note in
     ``m`` what is missing for :func:`grow`)."""
@@ -52,7 +52,7 @@ def room(v, m, op, a):
     return ok
 
 
-@njit(cache=True)
+@njit
 def _move_ring(tables, m, rings, q, r, newcap):
     """Give ring ``r`` of queue ``q`` a region of ``newcap`` segments in the store.
 
@@ -89,7 +89,7 @@ def _move_ring(tables, m, rings, q, r, newcap):
     m.store_used = off
 
 
-@njit(cache=True)
+@njit
 def _grow_pool(tables, m):
     """Twice the node pool.  Uninitialised: a node's fields are all set when it
     leaves the pool, and zeroing megabytes of fresh pool costs as much as
@@ -108,7 +108,7 @@ def _grow_pool(tables, m):
     m.nfree = nfree + old
 
 
-@njit(cache=True)
+@njit
 def _grow_rings(tables, m, rings, q):
     """Rings of queue ``q`` big enough for what :func:`room` found it needs."""
     for r in range(3):
@@ -121,7 +121,7 @@ def _grow_rings(tables, m, rings, q):
             _move_ring(tables, m, rings, q, r, new)
 
 
-@njit(cache=True)
+@njit
 def _grow_tables(tables, m, rings):
     """Grow whatever :func:`room` found too small for the next record."""
     if m.nfree < 2:
@@ -146,7 +146,7 @@ def _grow_tables(tables, m, rings):
         _grow_rings(tables, m, rings, m.grow_q)
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def grow(keyed, tables, m):
     """Grow what the next record needs and return a fresh view of every table:
     the caller rebinds it, so a view of a replaced array cannot survive a grow.

@@ -16,14 +16,14 @@ from numba import njit
 from cpasim.analysis.kernel.summaries import release_summary
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def hold(nodes, x):
     """One more holder of node ``x`` (nothing for ``NONE``)."""
     if x >= 0:
         nodes.table[x].refs += 1
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def drop(nodes, m, x):
     """Release one reference to node ``x`` at the end of the current record."""
     if x >= 0:
@@ -32,7 +32,7 @@ def drop(nodes, m, x):
         m.npend = k + 1
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def free_chain(nodes, m, x):
     """Release a reference to node ``x``, freeing it and then each parent left
     without holders; returns the summary handle whose count the caller must
@@ -51,7 +51,7 @@ def free_chain(nodes, m, x):
     return x
 
 
-@njit(cache=True)
+@njit
 def release(nodes, sums, m, h):
     """Release one reference to handle ``h`` now (a node, a summary ``<= -2``, or
     ``NONE``)."""
@@ -61,7 +61,7 @@ def release(nodes, sums, m, h):
         release_summary(sums, m, -2 - h)
 
 
-@njit(cache=True)
+@njit
 def hold_handle(nodes, sums, h):
     """One more holder of handle ``h`` (a node or a summary)."""
     if h >= 0:
@@ -70,7 +70,7 @@ def hold_handle(nodes, sums, h):
         sums.table[-2 - h].refs += 1
 
 
-@njit(cache=True)
+@njit
 def reparent(nodes, sums, m, x, h):
     """Hang node ``x`` under handle ``h``, releasing its old parent."""
     hold_handle(nodes, sums, h)
@@ -79,7 +79,7 @@ def reparent(nodes, sums, m, x, h):
     release(nodes, sums, m, old)
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def new_node(nodes, m, parent, depth, code, inc, wait, cp, loser, margin, lent):
     """A node under node ``parent``, with no holder yet (a summary parent's count
     is the caller's)."""

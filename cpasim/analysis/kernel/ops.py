@@ -29,7 +29,7 @@ from cpasim.tracing.records import (
 )
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _warn(queues, m, kind, q, rec, held, n, cap, sm, op):
     """Count a warning of ``kind`` about queue ``q``; keep the first one's details."""
     queues.warned[q, kind] += 1
@@ -48,7 +48,7 @@ def _warn(queues, m, kind, q, rec, held, n, cap, sm, op):
     m.nwarn = k + 1
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _units_taken(queues, m, sm, op, a, n, rec):
     """How many units a ``deq``/``peek`` of ``n`` takes (``n < 0``: all held);
     more than held is an error (``-1``, details in ``m``) unless lenient,
@@ -69,7 +69,7 @@ def _units_taken(queues, m, sm, op, a, n, rec):
     return n
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _take_dep(v, m, sm, op, a, n, t, wk):
     """``deq``/``peek`` of ``n > 0`` units: take them (``deq``); the candidate
     the taker depends on ``(best, its SM, edge weight, edgewise)`` and the
@@ -99,7 +99,7 @@ def _take_dep(v, m, sm, op, a, n, t, wk):
     return best, bsm, w2, edgewise, cur
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _slot_dep(v, m, sm, a, n, wk, t):
     """``enq``/``reserve`` of ``n > 0`` units into a bounded queue: the candidate
     the adder depends on (whose slot it reuses): ``(best, its SM, edge weight,
@@ -117,7 +117,7 @@ def _slot_dep(v, m, sm, a, n, wk, t):
     return best, bsm, w2, edgewise
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def queue_candidate(v, m, sm, op, a, n, t, wk, rec):
     """What a queue op offers as a dependency: ``(ok, n, best, its SM, edge
     weight, edgewise, connection)``.  A ``deq``/``peek`` takes its units (``n``
@@ -148,7 +148,7 @@ def queue_candidate(v, m, sm, op, a, n, t, wk, rec):
     return True, n, best, bsm, w2, edgewise, conn
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def later(v, a, edgewise, best, w2, dep):
     """Whether queue ``a``'s candidate ``best`` (not through a broken queue), over
     an edge of weight ``w2``, ends later than the dependency so far ``(node, its
@@ -158,7 +158,7 @@ def later(v, a, edgewise, best, w2, dep):
     return dep[0] == NONE or v.nodes.table[best].cp + w2 > dep[1] + dep[2]
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _wait(v, m, sm, op, a, n, t, rec):
     """``wait_empty``/``wait_full``: the SM now waits on queue ``a`` (a wait the
     queue's content does not explain is a warning); returns the new wait kind."""
@@ -182,7 +182,7 @@ def _wait(v, m, sm, op, a, n, t, rec):
     return wk
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _stop_waiting(sms, sm, a, wk, on):
     """The SM's wait of kind ``on`` on queue ``a`` (if that is its wait) is over."""
     if wk == on and sms[sm].wait_q == a:
@@ -191,7 +191,7 @@ def _stop_waiting(sms, sm, a, wk, on):
     return wk
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def effects(v, m, flags, sm, op, a, n, t, rec, new, wk, linked):
     """What the record does to its queue and to the SM's wait, once its node
     ``new`` is known (state transitions were counted before); false for a

@@ -18,7 +18,7 @@ from cpasim.analysis.kernel.layout import FREED, LIVE, NONE, PAST
 from cpasim.analysis.kernel.nodes import drop, hold
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def ring_at(rings, q, r, j):
     """Store index of the ``j``-th segment of ring ``r`` of queue ``q``."""
     ring = rings[q, r]
@@ -28,7 +28,7 @@ def ring_at(rings, q, r, j):
     return ring.off + idx
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _push(queues, q, r, first, end, node, conn, sm, t):
     n = queues.rings[q, r].n
     seg = queues.segments[ring_at(queues.rings, q, r, n)]
@@ -41,7 +41,7 @@ def _push(queues, q, r, first, end, node, conn, sm, t):
     queues.rings[q, r].n = n + 1
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _popleft(rings, q, r):
     ring = rings[q, r]
     h = ring.head + 1
@@ -51,7 +51,7 @@ def _popleft(rings, q, r):
     ring.n -= 1
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _occupancy(row, t):
     """Add the units held since the last change to the queue's occupancy area."""
     if row.has_occ == 0:
@@ -62,7 +62,7 @@ def _occupancy(row, t):
     row.occ_t = t
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def put(nodes, queues, q, n, node, t, conn, sm):
     """``n`` units from ``node`` (one more holder) at the tail of queue ``q``."""
     row = queues.table[q]
@@ -83,7 +83,7 @@ def put(nodes, queues, q, n, node, t, conn, sm):
     row.enq_t1 = t
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def put_freed(nodes, queues, q, n, node, t, sm):
     """The ``n`` slots a ``deq`` just freed remember who freed them (``node``, one
     more holder)."""
@@ -92,7 +92,7 @@ def put_freed(nodes, queues, q, n, node, t, sm):
     _push(queues, q, FREED, head - n, head, node, -1, sm, t)
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _forget(nodes, queues, m, q, r, floor):
     """Drop the oldest segments of ring ``r`` that end at or before position ``floor``."""
     while queues.rings[q, r].n > 0:
@@ -103,14 +103,14 @@ def _forget(nodes, queues, m, q, r, floor):
         _popleft(queues.rings, q, r)
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def trim_freed(nodes, queues, m, q):
     """Forget the slots no future ``enq`` can depend on (after the tail moved)."""
     row = queues.table[q]
     _forget(nodes, queues, m, q, FREED, row.tail - row.cap - row.extra)
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def resize(nodes, queues, m, q, n, t, sm):
     """QueueState.resize; False if ``n`` is negative."""
     if n < 0:
@@ -141,7 +141,7 @@ def resize(nodes, queues, m, q, n, t, sm):
     return True
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def candidate(queues, m, node, sm, conn):
     """One more edge for ``edges.pick``."""
     k = m.ncand
@@ -152,7 +152,7 @@ def candidate(queues, m, node, sm, conn):
     m.ncand = k + 1
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _offer(nodes, queues, m, seg, cur, collect, best, best_cp, best_sm):
     """Segment ``seg`` offered to a consumer working for connection ``cur``: one
     more candidate edge (with ``collect``), and the best producer so far,
@@ -167,7 +167,7 @@ def _offer(nodes, queues, m, seg, cur, collect, best, best_cp, best_sm):
     return best, best_cp, best_sm
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def shifted(nodes, queues, m, q, lo, hi, cur, collect):
     """QueueState.shifted: best producer among positions ``[lo, hi)`` of the history."""
     best = NONE
@@ -188,7 +188,7 @@ def shifted(nodes, queues, m, q, lo, hi, cur, collect):
     return best, best_sm
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _keep_past(nodes, queues, q, pos, first, seg):
     """The credit what-if: what a take consumed stays matchable (the part of
     ``seg`` from ``first`` to ``pos``)."""
@@ -196,7 +196,7 @@ def _keep_past(nodes, queues, q, pos, first, seg):
     _push(queues, q, PAST, first, pos, seg.node, seg.conn, seg.sm, seg.t)
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def take(nodes, queues, m, q, count, remove, cur, t, collect):
     """QueueState.take: ``(best node, its SM, newest arrival, connection)``; with
     ``collect``, each run's producer goes to the candidates too."""
@@ -250,7 +250,7 @@ def take(nodes, queues, m, q, count, remove, cur, t, collect):
     return best, best_sm, newest, cur
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _freed_at(queues, q, pos, f0, last):
     """Index in the freed ring of the segment at or before position ``pos``."""
     i = pos - f0
@@ -261,7 +261,7 @@ def _freed_at(queues, q, pos, f0, last):
     return i
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _freed_best(nodes, queues, m, q, i, last, hi, collect):
     """The best producer among the freed slots from index ``i`` up to position
     ``hi``: ``(node, its SM)``."""
@@ -282,7 +282,7 @@ def _freed_best(nodes, queues, m, q, i, last, hi, collect):
     return best, best_sm
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def slots(nodes, queues, m, q, n, since, collect):
     """QueueState.slots: ``(best node, its SM, t_free, has t_free)``."""
     best = NONE

@@ -183,7 +183,7 @@ def new_meta(limit: int, commit_every: int, lenient: bool) -> np.ndarray:
     return meta
 
 
-@njit(cache=True)
+@njit
 def _empty_slots(dtype, n):
     """A lookup cache of ``n`` empty slots (every field -1)."""
     a = np.zeros(n, dtype)
@@ -245,7 +245,7 @@ def _data(typingctx, arr):
     return sig, codegen
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def as_view(a):
     """``a`` without its reference count: the per-record helpers then pass it for
     free (numba otherwise increments and decrements an atomic count per call).
@@ -253,7 +253,7 @@ def as_view(a):
     return carray(_data(a), a.shape)
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def view(keyed, tables):
     """Views of every table a record works on (see :func:`as_view`).
 
@@ -282,7 +282,7 @@ def view(keyed, tables):
     return View(nodes, queues, edges, as_view(keyed.sms), as_view(keyed.conns))
 
 
-@njit(cache=True)
+@njit
 def grown(a, need):
     """``a`` copied into a zeroed array of at least ``need`` rows (doubling)."""
     n = len(a)
@@ -293,7 +293,7 @@ def grown(a, need):
     return b
 
 
-@njit(cache=True)
+@njit
 def pushed(a, pos, x):
     """``a`` with ``a[pos] = x``: ``a`` itself, or a grown copy if too short."""
     if pos >= len(a):

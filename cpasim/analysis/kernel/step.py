@@ -36,7 +36,7 @@ from cpasim.analysis.kernel.summaries import new_summary, release_summary
 from cpasim.tracing.records import BEGIN, IDENTIFY, LINK, RUN, WAIT_EMPTY
 
 
-@njit(cache=True)
+@njit
 def _commit(keyed, state, m, rec):
     """Commit, and schedule the next one.  A long unsettled stretch (an idle SM
     pins its branch point) is walked again by every commit: space them out to
@@ -50,7 +50,7 @@ def _commit(keyed, state, m, rec):
 NO_DEP = (NONE, 0.0, 0.0, -1)
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _intra_edge(v, m, sm, cell, t, rec):
     """The record's intra edge (``CriticalPathPass._prepare``): ``(the SM's time
     in its state since its last record (NaN at its first), that time weighted,
@@ -60,7 +60,7 @@ def _intra_edge(v, m, sm, cell, t, rec):
     return dt, w, lent, ic
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _node(nodes, cells, m, node, cell, wk, intra_edge, dependency):
     """The record's path node: the later of the intra edge (see :func:`_intra_edge`)
     from the SM's ``node`` and the ``dependency`` (see :data:`NO_DEP`), the
@@ -95,7 +95,7 @@ def _node(nodes, cells, m, node, cell, wk, intra_edge, dependency):
     return NONE
 
 
-@njit(cache=True)
+@njit
 def _start_path(v, sums, m, sm, t):
     """The first node of a path: cp = 0 at a start SM's first record (a new
     summary as its root)."""
@@ -110,7 +110,7 @@ def _start_path(v, sums, m, sm, t):
     return new
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _starts(v, sm, node, new):
     """Whether this record starts its connection's path."""
     s = v.sms[sm]

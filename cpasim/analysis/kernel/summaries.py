@@ -16,7 +16,7 @@ from cpasim.analysis.kernel.layout import EDGE, K_INTER, LISTING
 from cpasim.analysis.kernel.state import grown, pushed
 
 
-@njit(cache=True)
+@njit
 def new_summary(sums, m, start):
     """A new summary of a path that started at ``start``, with no holder yet."""
     nfree = m.sfree
@@ -46,7 +46,7 @@ def new_summary(sums, m, start):
     return s
 
 
-@njit(cache=True)
+@njit
 def copy_summary(sums, m, s):
     """A new summary with summary ``s``'s content."""
     c = new_summary(sums, m, sums.table[s].start)
@@ -62,7 +62,7 @@ def copy_summary(sums, m, s):
     return c
 
 
-@njit(cache=True)
+@njit
 def free_summary(sums, m, s):
     sums.edges[s] = np.zeros(0, EDGE)
     sums.first[s] = np.zeros(0, np.int64)
@@ -71,7 +71,7 @@ def free_summary(sums, m, s):
     m.sfree += 1
 
 
-@njit(cache=True)
+@njit
 def release_summary(sums, m, s):
     """Release one reference to summary ``s`` (freed when it has no holder left)."""
     row = sums.table[s]
@@ -80,7 +80,7 @@ def release_summary(sums, m, s):
         free_summary(sums, m, s)
 
 
-@njit(cache=True)
+@njit
 def _edges_for(sums, s, ncodes):
     """Summary ``s``'s edge totals, with a row for each of ``ncodes`` codes."""
     edges = sums.edges[s]
@@ -90,7 +90,7 @@ def _edges_for(sums, s, ncodes):
     return edges
 
 
-@njit(cache=True)
+@njit
 def _longer_listing(sums, s, listing, nlist, limit):
     """Summary ``s``'s listing grown to hold entry ``nlist`` (at most ``limit``)."""
     n = len(listing)
@@ -104,7 +104,7 @@ def _longer_listing(sums, s, listing, nlist, limit):
     return longer
 
 
-@njit(cache=True)
+@njit
 def _first_for(sums, s, b):
     """Summary ``s``'s first-visit table, holding base SM ``b``."""
     fv = sums.first[s]
@@ -119,7 +119,7 @@ def _first_for(sums, s, b):
     return fv
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _add_edge(edges, node, norder):
     """Add ``node``'s edge to the totals; returns the new length of the order."""
     e = edges[node.code]
@@ -138,7 +138,7 @@ def _add_edge(edges, node, norder):
     return norder
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _visit(fv, b, nfirst):
     """Note base SM ``b``'s first visit; returns the next visit number."""
     if fv[b] < 0:
@@ -147,7 +147,7 @@ def _visit(fv, b, nfirst):
     return nfirst
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _visits(codes, sms, sums, s, fv, edges, code, nfirst):
     """The first visits of the SMs of edge ``code``, and a loop back upstream to
     an SM the path reached before; returns the first-visit table and the next
@@ -173,7 +173,7 @@ def _visits(codes, sms, sums, s, fv, edges, code, nfirst):
     return fv, nfirst
 
 
-@njit(cache=True, inline="always")
+@njit(inline="always")
 def _slack(edges, node):
     """The margin by which ``node``'s losing edge lost, if the least so far."""
     loser = node.loser
@@ -185,7 +185,7 @@ def _slack(edges, node):
             e.has_slack = 1
 
 
-@njit(cache=True)
+@njit
 def fold(nodes, codes, sms, sums, m, s, chain, nchain):
     """Summary.fold of ``chain[nchain-1], ..., chain[0]`` (root side last in ``chain``)."""
     edges = _edges_for(sums, s, m.ncodes)
