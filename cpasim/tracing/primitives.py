@@ -95,6 +95,22 @@ def _get_request(cls, queue, code=None, amount=None):
     return event
 
 
+def _put_request(queue, item):
+    """A put request of ``item`` on the store ``queue``, as SimPy's ``StorePut`` makes
+    it (the same attributes, callbacks and order), built in place: with many
+    connections a full qdisc has hundreds of senders queued on it, each putting."""
+    event = _new(StorePut)
+    event.item = item
+    event.env = env = queue._env
+    event.callbacks = [queue._trigger_get]
+    event._value = PENDING
+    event.resource = queue
+    event.proc = env._active_proc
+    queue.put_queue.append(event)
+    queue._trigger_put(None)
+    return event
+
+
 def _succeed(event, value=None) -> None:
     """``event.succeed(value)``, which the queue serving a pending request does
     often: scheduled as SimPy schedules it, without the checks and the second call."""
@@ -280,7 +296,7 @@ class _UntracedStore(TracedStore):
     __slots__ = _RESOURCE_SLOTS + ("items",)
 
     def put(self, item, sm=None) -> StorePut:
-        return StorePut(self, item)
+        return _put_request(self, item)
 
     def put_now(self, item, sm=None) -> None:
         items = self.items
