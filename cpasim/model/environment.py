@@ -49,6 +49,11 @@ _NO_CALLBACKS = (None,)
 class _Process(Process):
     """A SimPy process with a cheaper resumption; failures take SimPy's own path."""
 
+    # Slots, for what every resumption reads: with many connections (three processes
+    # each) the next one to resume is a cold one.
+    __slots__ = ("env", "callbacks", "_value", "_ok", "_generator", "_send", "_resume")
+    __slots__ += ("_target",)
+
     def __init__(self, env, generator) -> None:
         self.env = env
         self.callbacks = []

@@ -27,6 +27,10 @@ from cpasim.model.flow_kinds import flow_kind
 class FlowStats:
     """What one flow's applications measured; bytes are counted into ``run`` too."""
 
+    # Slots, as TcpConnection's: with many flows every read meets a cold one.
+    __slots__ = ("run", "env", "warmup", "target", "written", "read", "read_measured")
+    __slots__ += ("latencies", "trips", "trips_ns", "end_ns", "_on_done")
+
     def __init__(self, run, *, target: int, on_done) -> None:
         self.run = run
         self.env = run.env

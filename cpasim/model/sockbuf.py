@@ -233,6 +233,13 @@ class SocketBuffers:
     is the memory the receive path charges for one full-sized segment
     (``skb->truesize``), which sets ``scaling_ratio``."""
 
+    # Slots, as TcpConnection's: with many connections every segment meets a cold one.
+    __slots__ = ("mss", "truesize", "rmem_max", "wmem_max", "seg_size", "snd_locked", "sndbuf")
+    __slots__ += ("ratio", "fixed_rcv", "rmem", "window_clamp", "rcv_wnd", "syn_window")
+    __slots__ += ("rcv_locked", "rcvbuf", "autotune_rcv", "wscale", "rcv_ssthresh")
+    __slots__ += ("rcvq_space", "rcvq_seq", "rcvq_time", "rtt_ns", "rtt_seq", "rtt_time")
+    __slots__ += ("measured",)
+
     def __init__(self, tp, mss: int, mss_clamp: int) -> None:
         self.mss = mss
         self.truesize = tp.rx_truesize

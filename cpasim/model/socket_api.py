@@ -49,6 +49,8 @@ COPY_SEGMENTS = 4
 class TcpSocket:
     """The application's handle on one :class:`~cpasim.model.tcp.TcpConnection`."""
 
+    __slots__ = ("conn", "cpu", "c_syscall", "c_wake", "c_free")  # as TcpConnection's
+
     def __init__(self, conn, cpu) -> None:
         self.conn = conn
         self.cpu = cpu

@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from cpasim.model.cc.base import (
     CA_CWR,
@@ -698,8 +699,10 @@ class LinuxSender:
         now = tp.now_ns
         lost = []
         timeout = 0.0
+        rack_ns, rack_end = self.rack_ns, self.rack_end
         for s in self.tsorted.values():
-            if not _sent_after(self.rack_ns, self.rack_end, s.tx_ns, s.end):
+            tx_ns = s.tx_ns  # _sent_after(rack_ns, rack_end, tx_ns, s.end), inline
+            if not (rack_ns > tx_ns or (rack_ns == tx_ns and rack_end > s.end)):
                 break
             remaining = self.rack_rtt_ns + reo_wnd - (now - s.tx_ns)
             if remaining <= 0:
@@ -806,13 +809,19 @@ class LinuxSender:
         """``tcp_xmit_retransmit_queue``: resend lost segments while cwnd allows."""
         tp, q = self.tp, self.q
         out = []
+        # cwnd - packets in flight, and lost - retransmitted: each segment resent adds
+        # one to retrans_out, so both go down by one, and nothing else moves them here.
+        room = tp.snd_cwnd - tp.packets_in_flight
+        unsent = tp.lost_out - tp.retrans_out
         for i in range(self.h, len(q)):
-            if tp.snd_cwnd - tp.packets_in_flight <= 0 or tp.retrans_out >= tp.lost_out:
+            if room <= 0 or unsent <= 0:
                 break
             s = q[i]
             if s.sacked & LOST and not s.sacked & (SACKED | RETRANS):
                 s.sacked |= RETRANS | EVER_RETRANS
                 tp.retrans_out += 1
+                room -= 1
+                unsent -= 1
                 out.append((s.seq, s.end - s.seq))
         return out
 
@@ -935,8 +944,9 @@ class _RttTrack:
         self.last_end = 0  # end of the segment the rate sample is taken from
 
 
-def _seq(s: Seg) -> int:
-    return s.seq
+#: A segment's sequence number: the retransmission queue's sort key (a C function,
+#: called at every step of a search).
+_seq = attrgetter("seq")
 
 
 def _sent_after(t1: float, seq1: int, t2: float, seq2: int) -> bool:

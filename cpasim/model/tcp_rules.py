@@ -252,6 +252,10 @@ class Receiver:
     range that just grew first, then the others most recent first.
     """
 
+    # Slots, as TcpConnection's: with many connections every segment meets a cold one.
+    __slots__ = ("mss", "delayed_ack", "sack", "sacks", "rcv_nxt", "ofo", "ofo_bytes")
+    __slots__ += ("unacked_segs", "ack_pending")
+
     def __init__(self, *, mss: int, delayed_ack: bool, sack: bool = False) -> None:
         self.mss = mss
         self.delayed_ack = delayed_ack
@@ -271,9 +275,9 @@ class Receiver:
             self.ack_pending = True
             return 0, True
         if seq > self.rcv_nxt:  # a hole before it: keep it, duplicate-ACK at once
-            self._store_ofo(seq, end)
+            block = self._store_ofo(seq, end)
             if self.sack:
-                self._sack_new(seq)
+                self._sack_new(block)
             self.ack_pending = True
             return 0, True
         delivered = end - self.rcv_nxt
@@ -293,22 +297,34 @@ class Receiver:
         now = filled_hole or not self.delayed_ack or self.unacked_segs >= 2
         return delivered, now
 
-    def _store_ofo(self, seq: int, end: int) -> None:
-        merged = []
-        for s, e in self.ofo:
-            if e < seq or s > end:
-                merged.append((s, e))
-            else:
-                seq, end = min(s, seq), max(e, end)
-        merged.append((seq, end))
-        merged.sort()
-        self.ofo = merged
-        self.ofo_bytes = sum(e - s for s, e in merged)
+    def _store_ofo(self, seq: int, end: int) -> tuple[int, int]:
+        """Keep ``[seq, end)`` out of order, merged with the ranges it overlaps or
+        touches; returns the range that holds it now.  The ranges are sorted and
+        disjoint, so the ones it meets are consecutive: found by a walk from the
+        front (a few ranges), replaced in place, their bytes counted as they go."""
+        ofo = self.ofo
+        n = len(ofo)
+        i = 0
+        while i < n and ofo[i][1] < seq:
+            i += 1
+        j = i
+        gone = 0
+        while j < n and ofo[j][0] <= end:
+            s, e = ofo[j]
+            gone += e - s
+            if s < seq:
+                seq = s
+            if e > end:
+                end = e
+            j += 1
+        block = (seq, end)
+        ofo[i:j] = (block,)
+        self.ofo_bytes += end - seq - gone
+        return block
 
-    def _sack_new(self, seq: int) -> None:
-        """The out-of-order range holding ``seq`` becomes the first block; blocks it
-        swallowed go, and only the ``TCP_NUM_SACKS`` most recent stay."""
-        first = next(b for b in self.ofo if b[0] <= seq < b[1])
+    def _sack_new(self, first: tuple[int, int]) -> None:
+        """The out-of-order range ``first`` (the one that just grew) becomes the first
+        block; blocks it swallowed go, and only the ``TCP_NUM_SACKS`` most recent stay."""
         rest = [b for b in self.sacks if b[1] < first[0] or b[0] > first[1]]
         self.sacks = [first, *rest][:TCP_NUM_SACKS]
 

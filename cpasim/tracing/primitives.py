@@ -95,6 +95,22 @@ def _get_request(cls, queue, code=None, amount=None):
     return event
 
 
+def _put_request(queue, item):
+    """A put request of ``item`` on the store ``queue``, as SimPy's ``StorePut`` makes
+    it (the same attributes, callbacks and order), built in place: with many
+    connections a full qdisc has hundreds of senders queued on it, each putting."""
+    event = _new(StorePut)
+    event.item = item
+    event.env = env = queue._env
+    event.callbacks = [queue._trigger_get]
+    event._value = PENDING
+    event.resource = queue
+    event.proc = env._active_proc
+    queue.put_queue.append(event)
+    queue._trigger_put(None)
+    return event
+
+
 def _succeed(event, value=None) -> None:
     """``event.succeed(value)``, which the queue serving a pending request does
     often: scheduled as SimPy schedules it, without the checks and the second call."""
@@ -102,6 +118,11 @@ def _succeed(event, value=None) -> None:
     event._value = value
     env = event.env
     heappush(env._queue, (env._now, NORMAL, next(env._eid), event))
+
+
+#: The attributes of an untraced queue (SimPy's and :func:`_setup`'s).
+_RESOURCE_SLOTS = ("_env", "_capacity", "put_queue", "get_queue", "tracer", "name", "qid")
+_RESOURCE_SLOTS += ("_puts_wait",)
 
 
 class _Untraceable:
@@ -113,6 +134,19 @@ class _Untraceable:
         if not tracer.enabled:
             cls = cls._untraced
         return object.__new__(cls)
+
+
+def _resource(queue, env, capacity) -> None:
+    """What SimPy's ``BaseResource.__init__`` sets, without its ``bind_early``: that binds
+    the ``BoundClass`` attributes of the queue's own class, and these classes have none
+    (their put and get are methods).  A system of many connections builds a dozen
+    queues each, and the binding was a tenth of its building."""
+    if capacity <= 0:
+        raise ValueError('"capacity" must be > 0.')
+    queue._env = env
+    queue._capacity = capacity
+    queue.put_queue = []
+    queue.get_queue = []
 
 
 def _setup(queue, tracer, name, owner, capacity, conn_flow):
@@ -163,7 +197,8 @@ class TracedStore(_Untraceable, simpy.Store):
         conn_flow: bool = True,
         owner=None,
     ):
-        super().__init__(env, INF if capacity is None else capacity)
+        _resource(self, env, INF if capacity is None else capacity)
+        self.items = []
         _setup(self, tracer, (qsys, q, qinst), owner, capacity, conn_flow)
 
     def put(self, item, sm) -> StorePut:
@@ -255,8 +290,13 @@ class TracedStore(_Untraceable, simpy.Store):
 
 
 class _UntracedStore(TracedStore):
+    # Slots: a run of many connections has a dozen of these each, met by every
+    # segment; an attribute in a slot is read from the object itself, not from the
+    # values of its dictionary, one cache line further.
+    __slots__ = _RESOURCE_SLOTS + ("items",)
+
     def put(self, item, sm=None) -> StorePut:
-        return StorePut(self, item)
+        return _put_request(self, item)
 
     def put_now(self, item, sm=None) -> None:
         items = self.items
@@ -323,7 +363,12 @@ class TracedContainer(_Untraceable, simpy.Container):
         conn_flow: bool = True,
         owner=None,
     ):
-        super().__init__(env, INF if capacity is None else capacity, init)
+        _resource(self, env, INF if capacity is None else capacity)
+        if init < 0:
+            raise ValueError('"init" must be >= 0.')
+        if init > self._capacity:
+            raise ValueError('"init" must be <= "capacity".')
+        self._level = init
         declared = capacity if self._declare_capacity else None
         owner = _setup(self, tracer, (qsys, q, qinst), owner, declared, conn_flow)
         owner.resize(self.qid, init)
@@ -463,7 +508,7 @@ class _PlainContainerOps:
 
 
 class _UntracedContainer(_PlainContainerOps, TracedContainer):
-    pass
+    __slots__ = _RESOURCE_SLOTS + ("_level",)  # as _UntracedStore's
 
 
 TracedContainer._untraced = _UntracedContainer

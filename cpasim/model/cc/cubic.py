@@ -115,6 +115,12 @@ class Cubic(CongestionOps):
     hystart_low_window = 16  # packets: HyStart only above this window
     hystart_ack_delta_us = 2000  # ACKs closer than this form a train
 
+    # Slots, for the state every ACK reads (with many connections, a cold one); the
+    # parameters above may still be set on an instance (its dictionary holds them).
+    __slots__ = ("prior_cwnd", "cnt", "last_max_cwnd", "last_cwnd", "last_time", "ack_cnt")
+    __slots__ += ("bic_origin_point", "bic_K", "delay_min", "epoch_start", "tcp_cwnd")
+    __slots__ += ("found", "round_start", "end_seq", "last_ack", "curr_rtt", "sample_cnt")
+
     def __init__(self) -> None:
         self.prior_cwnd = 0  # tp->prior_cwnd for tcp_reno_undo_cwnd (see Reno)
         self._reset()
