@@ -3,7 +3,7 @@
 ``cpasim predict --trace`` answers from a trace without simulating: its process
 must not import the simulator (SimPy, the model's components), the other commands'
 modules, or scipy's linear algebra, which numba would probe for BLAS while it loads
-the compiled analyzer (:mod:`cpasim.blas_probe`).  ``bench/bench_startup.py``
+the compiled analyzer (:mod:`cpasim.cli_process`).  ``bench/bench_startup.py``
 measures what that buys; these tests guard it.
 """
 
@@ -20,7 +20,7 @@ import pytest
 import typer
 
 import cpasim.cli
-from cpasim import blas_probe
+from cpasim import cli_process
 from cpasim.cli import commands
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,34 +98,34 @@ def test_the_table_names_every_command_its_module_and_the_help_order():
 
 
 def test_the_probe_is_skipped_only_where_asked(monkeypatch):
-    monkeypatch.setattr(blas_probe, "_skipped", False)
-    blas_probe.before_numba_loads()  # a program that imports cpasim: numba as it is
-    assert sys.modules.get(blas_probe.BLAS_MODULE, "absent") is not None
-    blas_probe.skip_in_this_process()
-    assert blas_probe._skipped
+    monkeypatch.setattr(cli_process, "_skipped", False)
+    cli_process.before_numba_loads()  # a program that imports cpasim: numba as it is
+    assert sys.modules.get(cli_process.BLAS_MODULE, "absent") is not None
+    cli_process.skip_in_this_process()
+    assert cli_process._skipped
 
 
 @pytest.mark.slow  # importing numba: half a second of CPU
 def test_numba_loads_without_scipy_linalg_where_the_probe_is_skipped():
     code = (
-        "from cpasim import blas_probe\n"
-        "blas_probe.skip_in_this_process()\n"
-        "blas_probe.before_numba_loads()\n"
+        "from cpasim import cli_process\n"
+        "cli_process.skip_in_this_process()\n"
+        "cli_process.before_numba_loads()\n"
         "import sys, numba.np.arraymath as a, numba.core.config as c\n"
         "assert not a._HAVE_BLAS\n"
-        "assert blas_probe.BLAS_MODULE not in sys.modules  # importable again\n"
-        "assert not c._HAVE_YAML and blas_probe.YAML_MODULE not in sys.modules\n"
+        "assert cli_process.BLAS_MODULE not in sys.modules  # importable again\n"
+        "assert not c._HAVE_YAML and cli_process.YAML_MODULE not in sys.modules\n"
     )
     assert "scipy.linalg" not in _loaded(code)
 
 
 @pytest.mark.slow  # importing numba: half a second of CPU
 def test_numba_reads_its_configuration_file_where_there_is_one(tmp_path):
-    (tmp_path / blas_probe.NUMBA_CONFIG_FILE).write_text("debug_cache: 0\n")
+    (tmp_path / cli_process.NUMBA_CONFIG_FILE).write_text("debug_cache: 0\n")
     code = (
-        "from cpasim import blas_probe\n"
-        "blas_probe.skip_in_this_process()\n"
-        "blas_probe.before_numba_loads()\n"
+        "from cpasim import cli_process\n"
+        "cli_process.skip_in_this_process()\n"
+        "cli_process.before_numba_loads()\n"
         "import numba.core.config as c\n"
         "assert c._HAVE_YAML\n"
     )
@@ -238,11 +238,11 @@ def test_the_command_process_loads_without_collecting_cycles(monkeypatch, comman
 
     from cpasim.analysis import numba_cache
 
-    monkeypatch.setattr(blas_probe, "_skipped", command_process)
+    monkeypatch.setattr(cli_process, "_skipped", command_process)
     monkeypatch.delitem(sys.modules, numba_cache._MODULE, raising=False)
     frozen = gc.get_freeze_count()
     try:
-        for block in (blas_probe.uncollected, numba_cache.loading_uncollected):
+        for block in (cli_process.uncollected, numba_cache.loading_uncollected):
             with block():
                 collecting = gc.isenabled()
                 made = [[] for _ in range(1000)]

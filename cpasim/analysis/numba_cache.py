@@ -21,7 +21,7 @@ analysis works.
 
 Loading the kernel loads numba's implementations of numpy's functions, one of
 which probes for BLAS by importing scipy's linear algebra; the command line's
-process skips that probe (:mod:`cpasim.blas_probe`).
+process skips that probe (:mod:`cpasim.cli_process`).
 """
 
 from __future__ import annotations
@@ -36,14 +36,14 @@ import shutil
 import sys
 import tempfile
 
-from cpasim import blas_probe
+from cpasim import cli_process
 
 _MODULE = "cpasim.analysis.kernel"
 
 
 def import_kernel():
     """:mod:`cpasim.analysis.kernel`, with a temporary cache if numba has no other."""
-    blas_probe.before_numba_loads()
+    cli_process.before_numba_loads()
     try:
         return importlib.import_module(_MODULE)
     except RuntimeError as exc:
@@ -68,11 +68,11 @@ def import_kernel():
 def loading_uncollected():
     """Run the block (numba and the kernel loading) without collecting cycles in the
     command line's process, while the kernel is not loaded yet
-    (:func:`cpasim.blas_probe.uncollected`)."""
+    (:func:`cpasim.cli_process.uncollected`)."""
     if _MODULE in sys.modules:
         yield
         return
-    with blas_probe.uncollected():
+    with cli_process.uncollected():
         yield
 
 

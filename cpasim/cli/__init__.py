@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 
-from cpasim import blas_probe, interrupts
+from cpasim import cli_process, interrupts
 from cpasim.errors import CpasimError, one_line
 
 
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
         _reconfigure(sys.stdout)
         # The process is the command's: numba compiles nothing in it but the kernel,
         # and nothing in it does linear algebra that a pool of threads would speed up.
-        blas_probe.skip_in_this_process()
+        cli_process.skip_in_this_process()
         _one_blas_thread()
     _settle_run_folders(0)  # folders made before this command are not its own
     try:
@@ -150,7 +150,7 @@ def _run(argv: list[str] | None) -> int:
     """The command's exit status."""
     try:
         program = argv is None  # main(args), called by a program, leaves its collector be
-        with blas_probe.uncollected() if program else contextlib.nullcontext():
+        with cli_process.uncollected() if program else contextlib.nullcontext():
             _register(sys.argv[1:] if program else argv)
         from cpasim.cli.root import app
 

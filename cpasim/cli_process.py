@@ -1,6 +1,7 @@
-"""numba's probe for BLAS, and its look for a configuration file, skipped where
-numba compiles nothing but cpasim's kernel; and that process's modules loaded
-without collecting cycles (:func:`uncollected`).
+"""What the command line's own process does differently from a program that
+imports cpasim: numba's probe for BLAS, and its look for a configuration file,
+skipped (numba compiles nothing there but cpasim's kernel); and the process's
+modules loaded without collecting cycles (:func:`uncollected`).
 
 Loading a function from numba's cache loads every implementation numba has of
 Python's and numpy's functions (``BaseContext.refresh``), among them
