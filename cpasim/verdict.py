@@ -197,6 +197,7 @@ STATE_WORDS: tuple[tuple[str, str], ...] = (
     ("TcpSend:tcp_write_xmit", "TCP building segments"),
     ("NAPI:poll", "the driver's receive polling"),
     ("Driver TX:xmit", "the driver posting packets to the NIC"),
+    ("IRQ Coalesce Timer:countdown", "holding interrupts back (interrupt moderation)"),
 )
 
 
@@ -551,23 +552,37 @@ def _from_diagnosis(cfg: Config, result: dict, path, d: Diagnosis) -> Verdict:
     )
 
 
-def _round_trip(cfg: Config, result: dict, path) -> Verdict | None:
-    """Request/response: the answer waits for the round trip over the link."""
+#: Another entry on a round trip's path named beside its propagation, from this share.
+ROUND_TRIP_ALSO = 0.1
+
+
+def _round_trip(cfg: Config, result: dict, path, *, replay: bool = False) -> Verdict | None:
+    """The path waits for the round trip over the link: request/response, whose answer
+    does, or (``replay``) a prediction's replayed path that no resource made wait."""
     if path is None or not path.most_critical:
         return None
     prop = sum(m["share"] for m in path.most_critical if m["name"].endswith(":Link:propagate"))
     if prop < 0.5:
         return None
     delay = human(cfg.link.delay, TIME)
+    if replay:
+        why = (
+            f"propagation is {prop:.0%} of the replayed critical path, and no window, queue "
+            "or core on it made it wait"
+        )
+    else:
+        why = f"one request at a time waits for its answer: propagation is {prop:.0%} of the"
+        why += " critical path"
+    also = [
+        f"{plain_state(m['name'])}: {m['share']:.0%} of the critical path"
+        for m in path.most_critical
+        if not m["name"].endswith(":Link:propagate") and m["share"] >= ROUND_TRIP_ALSO
+    ]
     return _make(
         "link",
         f"the round trip over the link ({delay} each way)",
         "",
-        [
-            f"one request at a time waits for its answer: propagation is {prop:.0%} of the "
-            "critical path",
-            *_utilisation(cfg, result),
-        ],
+        [why, *also, *_utilisation(cfg, result)],
         {"link.delay": cfg.link.delay / 2},
     )
 
@@ -576,9 +591,10 @@ def explain(cfg: Config, result: dict, path=None, *, fallback: bool = True) -> V
     """The verdict of one run: ``result`` is its ``to_json()`` with ``end_state``, ``path``
     the :class:`~cpasim.predict.runs.PathSummary` of its trace (None: untraced).  None
     when nothing is saturated and no path says more; with ``fallback``, a path that
-    names no resource a parameter sizes is the application's.  The path is the whole
-    measured run's (:attr:`TracedRun.path`): its resource loops are counted over all of
-    it, where a window's tail may hold too few to tell."""
+    names no resource a parameter sizes is the application's, without it (a
+    prediction's replayed path) the round trip's when propagation is most of it.  The
+    path is the whole measured run's (:attr:`TracedRun.path`): its resource loops are
+    counted over all of it, where a window's tail may hold too few to tell."""
     stall = Stall.of(cfg, result)
     if stall is not None:
         return _stalled(cfg, result, stall)
@@ -596,7 +612,8 @@ def explain(cfg: Config, result: dict, path=None, *, fallback: bool = True) -> V
         d = diagnose(path, exclude=("window",))
     if d is None:
         if not fallback:
-            return None
+            # A prediction's path: what its replay waits for is the round trip.
+            return _round_trip(cfg, result, path, replay=True)
         if result.get("retransmits"):
             return _loss(cfg, result, "", _utilisation(cfg, result))
         return _make(

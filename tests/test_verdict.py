@@ -208,6 +208,32 @@ def test_propagation_is_never_the_answer_by_itself(cfg):
     assert "propagat" not in v.resource
 
 
+#: A prediction's replayed path (a larger send buffer at 1 Gb/s, 1 ms each way): the
+#: round trips and the ACKs' interrupt moderation, the wire 2% of it.
+REPLAYED = [
+    ("tx:Link:propagate", 0.40),
+    ("rx:Link:propagate", 0.33),
+    ("tx:IRQ Coalesce Timer:countdown", 0.24),
+    ("tx:MAC:transmit", 0.02),
+]
+
+
+def test_a_sliver_of_serialization_names_no_link(cfg):
+    """The link is named from its serialization only when that is a tenth of the path
+    or more: a replayed path of round trips is the round trip's, the interrupt
+    moderation on it named; a run's own path without a resource stays the
+    application's."""
+    v = explain(cfg, _result(), _path(REPLAYED), fallback=False)
+    assert v.kind == "link" and "round trip over the link (350 us each way)" in v.resource
+    assert v.change == {"link.delay": "175us"}
+    assert any("interrupt moderation" in e and "24%" in e for e in v.evidence)
+    assert not any("putting frames on the wire" in e for e in v.evidence)
+    assert explain(cfg, _result(), _path(REPLAYED)).kind == "app"
+    wire = [("tx:Link:propagate", 0.5), ("tx:MAC:transmit", 0.12)]
+    v = explain(cfg, _result(), _path(wire), fallback=False)
+    assert v.kind == "link" and v.resource.startswith("the link (")
+
+
 def test_request_response_waits_for_the_round_trip(cfg):
     ping = cfg.with_overrides({"workload.kind": "pingpong"})
     r = _result(workload="pingpong")

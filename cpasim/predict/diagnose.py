@@ -26,7 +26,8 @@ Propagation (``*:Link:propagate``) and the communication latency through the
 wire are out of a designer's hands: when one of them is the most critical
 entry, the resource loops of the path say which resource makes the path wait
 for the round trip (Saidi 6.2.2: the TCP window), and that resource is the
-bottleneck.  Entries nothing here recognises are skipped in favour of the next.
+bottleneck.  Entries nothing here recognises are skipped in favour of the next, and
+so is a serialization (the link's, the router's) on less than a tenth of the path.
 What the kinds mean to a user, and the kinds that need more than the path
 (loss, a retransmission timeout), are :mod:`cpasim.verdict`'s.
 """
@@ -77,6 +78,11 @@ QUEUE_KINDS: tuple[tuple[str, str], ...] = (
 
 #: Resources whose busy-time bound (cpasim.predict.bounds) can set a path's length.
 RESOURCE_KINDS: tuple[tuple[str, str], ...] = (("*:CPU cores", "cores"), ("*:PCIe *", "bus"))
+
+#: A link's or router's serialization on less of the path than this does not bound
+#: it: the path waits elsewhere (a saturated link or router is named by its
+#: utilisation before any path is read).
+MIN_SERIALIZATION_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,8 @@ def diagnose(path: PathSummary, exclude: tuple[str, ...] = ()) -> Diagnosis | No
         else:
             kind = _kind(name, STATE_KINDS)
         if kind is None or kind in exclude:
+            continue
+        if kind in ("link", "bottleneck") and entry["share"] < MIN_SERIALIZATION_SHARE:
             continue
         sys = name.split(":", 1)[0]
         found = _loop(path, exclude)

@@ -39,6 +39,12 @@ overhead counted, whichever is lower).  A change that moves the bottleneck elsew
 (CPU, bus) leaves ``pace`` as it was, where BBR's estimate would follow: a known
 limit.
 
+Congestion window.  A send buffer that held the flow left Linux's ``cwnd`` where it
+was (it grows only while it limits the flow: ``tcp_is_cwnd_limited``), and the
+replay gives each segment the ``Send window`` credits it took in the baseline, so a
+larger buffer is predicted at the baseline's ``cwnd``, where slow start would grow
+it: a known limit.
+
 On an ideal host (``host.detail = "ideal"``) the keys of the parts it does not have
 act on nothing, and a change of one is refused with the part that is missing.
 """
