@@ -587,14 +587,17 @@ def _round_trip(cfg: Config, result: dict, path, *, replay: bool = False) -> Ver
     )
 
 
-def explain(cfg: Config, result: dict, path=None, *, fallback: bool = True) -> Verdict | None:
+def explain(
+    cfg: Config, result: dict, path=None, *, fallback: bool = True, replayed: bool = False
+) -> Verdict | None:
     """The verdict of one run: ``result`` is its ``to_json()`` with ``end_state``, ``path``
     the :class:`~cpasim.predict.runs.PathSummary` of its trace (None: untraced).  None
     when nothing is saturated and no path says more; with ``fallback``, a path that
-    names no resource a parameter sizes is the application's, without it (a
-    prediction's replayed path) the round trip's when propagation is most of it.  The
-    path is the whole measured run's (:attr:`TracedRun.path`): its resource loops are
-    counted over all of it, where a window's tail may hold too few to tell."""
+    names no resource a parameter sizes is the application's.  ``replayed``: ``path`` is
+    a prediction's, whose replay the round trip holds when propagation is most of it
+    and no resource made it wait.  The path is the whole measured run's
+    (:attr:`TracedRun.path`): its resource loops are counted over all of it, where a
+    window's tail may hold too few to tell."""
     stall = Stall.of(cfg, result)
     if stall is not None:
         return _stalled(cfg, result, stall)
@@ -611,9 +614,10 @@ def explain(cfg: Config, result: dict, path=None, *, fallback: bool = True) -> V
         # The send buffer is full of data not yet sent: what holds it is downstream.
         d = diagnose(path, exclude=("window",))
     if d is None:
-        if not fallback:
-            # A prediction's path: what its replay waits for is the round trip.
+        if replayed:
             return _round_trip(cfg, result, path, replay=True)
+        if not fallback:
+            return None
         if result.get("retransmits"):
             return _loss(cfg, result, "", _utilisation(cfg, result))
         return _make(
@@ -995,7 +999,9 @@ def detail_note(v: Verdict, run) -> Verdict:
 def of_prediction(run, new: Config, p) -> Verdict | None:
     """What the changed configuration ``new`` would be limited by, as the prediction
     ``p`` from ``run`` says (its path, and the link busy in proportion)."""
-    return explain(new, _predicted_result(run, p, new), p.predicted_path, fallback=False)
+    return explain(
+        new, _predicted_result(run, p, new), p.predicted_path, fallback=False, replayed=True
+    )
 
 
 def baseline_and_change(run, new: Config):

@@ -223,12 +223,13 @@ def test_a_sliver_of_serialization_names_no_link(cfg):
     or more: a replayed path of round trips is the round trip's, the interrupt
     moderation on it named; a run's own path without a resource stays the
     application's."""
-    v = explain(cfg, _result(), _path(REPLAYED), fallback=False)
+    v = explain(cfg, _result(), _path(REPLAYED), fallback=False, replayed=True)
     assert v.kind == "link" and "round trip over the link (350 us each way)" in v.resource
     assert v.change == {"link.delay": "175us"}
     assert any("interrupt moderation" in e and "24%" in e for e in v.evidence)
     assert not any("putting frames on the wire" in e for e in v.evidence)
     assert explain(cfg, _result(), _path(REPLAYED)).kind == "app"
+    assert explain(cfg, _result(), _path(REPLAYED), fallback=False) is None
     wire = [("tx:Link:propagate", 0.5), ("tx:MAC:transmit", 0.12)]
     v = explain(cfg, _result(), _path(wire), fallback=False)
     assert v.kind == "link" and v.resource.startswith("the link (")
