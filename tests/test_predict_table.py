@@ -21,6 +21,7 @@ from cpasim.predict.transforms_table import (
     plan_change,
     predictable_keys,
 )
+from cpasim.predict.whatif import changed_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -152,6 +153,49 @@ def test_locked_sndbuf_grows_the_send_buffer_by_the_doubled_request(cfg):
     assert plan_change(at_max, at_max.with_overrides({"tcp.sndbuf": "8MiB"})).effects == ()
     with pytest.raises(Refused, match=r"shrinks tx:Send buffer\* by 24576 units"):
         plan_change(locked, locked.with_overrides({"hosts.tx.tcp.sndbuf": "4KiB"}))
+
+
+def _end(conn, *, slow_start, flight=40_000, cwnd=100_000, peer_window=1_000_000):
+    return {
+        "conn": conn,
+        "slow_start": slow_start,
+        "flight": flight,
+        "cwnd": cwnd,
+        "peer_window": peer_window,
+    }
+
+
+def test_a_larger_send_buffer_grows_cwnd_in_slow_start_only(cfg):
+    """A Linux sender in slow start grows cwnd to twice what it has out, so the window
+    follows a larger buffer there, up to the peer's window; in congestion avoidance,
+    with nothing out, or without the baseline's end state, it does not."""
+    fixed = cfg.with_overrides({"tcp.wmem": "64KiB"})
+    new = fixed.with_overrides({"hosts.tx.tcp.wmem": "1MiB"})
+    growth = (1024 - 64) * 1024
+    senders = {
+        "tx": [
+            _end("c0", slow_start=True),  # the peer's window leaves 900,000 above cwnd
+            _end("c1", slow_start=True, peer_window=150_000),
+            _end("c2", slow_start=False),
+            _end("c3", slow_start=True, flight=0),
+        ]
+    }
+    plan = plan_change(fixed, new, senders=senders)
+    assert plan.transforms.capacity == [
+        ("tx:Send buffer*", growth),
+        ("tx:Send window", 900_000),
+        ("tx:Send window#1", 50_000),
+    ]
+    assert plan_change(fixed, new).transforms.capacity == [("tx:Send buffer*", growth)]
+    # One flow's buffer (flows-buffers: flows 0 and 1 are c0 and c1): its own
+    # connection's window only.
+    flows = load_scenario(ROOT / "scenarios" / "flows-buffers.toml")
+    plan = plan_change(flows, changed_config(flows, {"flows.1.tcp.wmem": "1MiB"}), senders=senders)
+    assert sorted(plan.transforms.capacity) == [
+        ("rx:Send buffer#1", growth),
+        ("tx:Send buffer#1", growth),
+        ("tx:Send window#1", 50_000),
+    ]
 
 
 def test_refused_keys_give_their_own_reason(cfg):

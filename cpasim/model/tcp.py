@@ -362,6 +362,9 @@ class TcpConnection:
             "flight": int(s.flight),
             "unsent": max(0, int(self.bytes_queued - s.snd_nxt)),
             "cwnd": int(s.cwnd),
+            # Linux's sender grows cwnd in slow start up to twice what it has out
+            # (tcp_is_cwnd_limited), whatever else holds the flow.
+            "slow_start": self.linux and s.tp.in_slow_start(),
             "peer_window": int(s.snd_wnd),
             "sndbuf": int(self.sndbuf_size),
             "sndbuf_free": int(self.sndbuf.level),

@@ -41,9 +41,11 @@ limit.
 
 Congestion window.  A send buffer that held the flow left Linux's ``cwnd`` where it
 was (it grows only while it limits the flow: ``tcp_is_cwnd_limited``), and the
-replay gives each segment the ``Send window`` credits it took in the baseline, so a
-larger buffer is predicted at the baseline's ``cwnd``, where slow start would grow
-it: a known limit.
+replay gives each segment the ``Send window`` credits it took in the baseline.  In
+slow start Linux grows ``cwnd`` to twice what is out, so a larger send buffer grows
+the ``Send window`` of each connection the baseline left in slow start as well (up
+to the peer's window: ``_CWND_FOLLOWS``, from the run's end state); in congestion
+avoidance the baseline's ``cwnd`` stays, a known limit.
 
 On an ideal host (``host.detail = "ideal"``) the keys of the parts it does not have
 act on nothing, and a change of one is refused with the part that is missing.
@@ -51,7 +53,7 @@ act on nothing, and a change of one is refused with the part that is missing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
@@ -218,6 +220,10 @@ class Target:
         None
     )
     writes_scale: bool = True
+    #: A connection's ``Send window`` (capacity): grown only where the baseline's
+    #: Linux sender was still in slow start with data out, by at most what the peer's
+    #: window leaves above its cwnd (:func:`_cwnd_follows`).
+    slow_start: bool = False
 
 
 @dataclass(frozen=True)
@@ -236,6 +242,13 @@ class Rule:
 
 def _ratio(key: str) -> Callable[[Lookup, Lookup], float]:
     return lambda old, new: old(key) / new(key)
+
+
+#: A larger send buffer lets a flow it held have more out, and Linux's sender in slow
+#: start grows cwnd to twice what it has out (tcp_is_cwnd_limited), so cwnd follows
+#: the buffer there; elsewhere cwnd grows only while it limits, which a replay cannot
+#: show, and the baseline's stays (docs/predictions.md, "Known limits").
+_CWND_FOLLOWS = Target("{sys}:Send window*", slow_start=True)
 
 
 def _growth(key: str) -> Callable[[Lookup, Lookup], float]:
@@ -523,9 +536,10 @@ RULES: tuple[Rule, ...] = (
     Rule(
         ("tcp.wmem",),
         CAPACITY,
-        (Target("{sys}:Send buffer*"),),
+        (Target("{sys}:Send buffer*"), _CWND_FOLLOWS),
         _growth("tcp.wmem"),
-        "more send-buffer bytes the writer may fill before ACKs free them",
+        "more send-buffer bytes the writer may fill before ACKs free them (and, in slow "
+        "start, as much more congestion window)",
         _fixed_buffers_only("tcp.wmem"),
     ),
     Rule(
@@ -539,9 +553,10 @@ RULES: tuple[Rule, ...] = (
     Rule(
         ("tcp.sndbuf", "tcp.core_wmem_max"),
         CAPACITY,
-        (Target("{sys}:Send buffer*"),),
+        (Target("{sys}:Send buffer*"), _CWND_FOLLOWS),
         lambda old, new: _sndbuf(new) - _sndbuf(old),
-        "a locked send buffer of twice the request (at most net.core.wmem_max)",
+        "a locked send buffer of twice the request (at most net.core.wmem_max; and, in "
+        "slow start, as much more congestion window)",
         _locked_only("tcp.sndbuf", "tcp.wmem"),
     ),
     Rule(
@@ -756,13 +771,16 @@ def plan_change(
     new: Config,
     state_means: Mapping[str, float] | None = None,
     state_entries: Mapping[str, int] | None = None,
+    senders: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> Plan:
     """Transforms that turn the dependence graph of a run of ``old`` into one of ``new``.
 
     ``state_means``: mean active time per visit of each ``sys:sm:state`` in the
     baseline (:func:`state_means`), and ``state_entries`` its ``begin`` records per
     state; needed to keep fixed parts fixed, without them a rule's factor applies to
-    the whole state.
+    the whole state.  ``senders``: each host's TCP connection ends as the baseline
+    left them (its result's ``end_state["tcp"]``), which a slow-start target needs
+    (without them it grows nothing).
     """
     diffs = old.changes(new)
     hosts = TOPOLOGIES[old.topology.kind].hosts
@@ -797,6 +815,12 @@ def plan_change(
         first = sum(g.count for g in old.flows[:table])
         for target in rule.targets:
             pattern = target.pattern.format(sys=host, peer=peer)
+            if target.slow_start:
+                mine = range(first, first + old.flows[table].count)
+                for one, grow in _cwnd_follows(senders, host, pattern, amount, mine):
+                    capacity.append((one, grow))
+                    effects.append(Effect(full, old_text, new_text, CAPACITY, one, grow))
+                continue
             if amount < 0:
                 raise Refused(
                     f"cannot predict {full} {old_text} → {new_text}: it shrinks {pattern} by "
@@ -827,6 +851,11 @@ def plan_change(
             if rule.kind == BOUND:
                 effects.append(Effect(label, old_text, new_text, BOUND, pattern, amount))
                 continue
+            if rule.kind == CAPACITY and target.slow_start:
+                for one, grow in _cwnd_follows(senders, host, pattern, amount):
+                    capacity.append((one, grow))
+                    effects.append(Effect(label, old_text, new_text, CAPACITY, one, grow))
+                continue
             if rule.kind == CAPACITY:
                 if amount < 0:
                     raise Refused(
@@ -847,6 +876,25 @@ def plan_change(
                     effects.append(Effect(label, old_text, new_text, SCALE, name, factor))
     transforms = Transforms(scale=scale, capacity=capacity, breaks=list(REORDERED_POOLS))
     return Plan(transforms, tuple(effects))
+
+
+def _cwnd_follows(senders, host, queue: str, amount: float, conns=None) -> list[tuple[str, int]]:
+    """``(queue of one connection, growth)`` for each connection of ``host`` (of
+    ``conns``, connection indices, when given) whose Linux sender the baseline left in
+    slow start with data out: its ``queue`` (``tx:Send window``) grows by ``amount``,
+    at most by what the peer's window leaves above its cwnd."""
+    out = []
+    if amount < 1:
+        return out
+    sys_, name = queue.rstrip("*").split(":", 1)
+    for end in (senders or {}).get(host, ()):
+        index = int(end["conn"][1:])
+        if not end.get("slow_start") or not end["flight"] or (conns and index not in conns):
+            continue
+        grow = int(min(amount, end["peer_window"] - end["cwnd"]))
+        if grow >= 1:
+            out.append((sm_display(sys_, name, str(index)), grow))
+    return out
 
 
 def _check_ideal_hosts(old: Config, new: Config, diffs) -> None:

@@ -145,7 +145,8 @@ def predict_many(
     """Predict every config in ``configs`` from ``run`` in one pass over its trace:
     over the run's window (the tail of the trace) when it has one, over the whole
     measured interval with ``whole`` or without a window."""
-    plans = [plan_change(run.cfg, c, run.state_means, run.state_entries) for c in configs]
+    senders = (run.result.get("end_state") or {}).get("tcp")
+    plans = [plan_change(run.cfg, c, run.state_means, run.state_entries, senders) for c in configs]
     if not plans:
         return []
     window = None if whole else run.window
