@@ -556,23 +556,25 @@ def _from_diagnosis(cfg: Config, result: dict, path, d: Diagnosis) -> Verdict:
 ROUND_TRIP_ALSO = 0.1
 
 
-def _round_trip(cfg: Config, result: dict, path, *, replay: bool = False) -> Verdict | None:
+def _round_trip(cfg: Config, result: dict, path, *, replayed: bool = False) -> Verdict | None:
     """The path waits for the round trip over the link: request/response, whose answer
-    does, or (``replay``) a prediction's replayed path that no resource made wait."""
+    does, or (``replayed``) a prediction's replayed path that no resource made wait."""
     if path is None or not path.most_critical:
         return None
     prop = sum(m["share"] for m in path.most_critical if m["name"].endswith(":Link:propagate"))
     if prop < 0.5:
         return None
     delay = human(cfg.link.delay, TIME)
-    if replay:
+    if replayed:
         why = (
             f"propagation is {prop:.0%} of the replayed critical path, and no window, queue "
             "or core on it made it wait"
         )
     else:
-        why = f"one request at a time waits for its answer: propagation is {prop:.0%} of the"
-        why += " critical path"
+        why = (
+            f"one request at a time waits for its answer: propagation is {prop:.0%} of the "
+            "critical path"
+        )
     also = [
         f"{plain_state(m['name'])}: {m['share']:.0%} of the critical path"
         for m in path.most_critical
@@ -615,7 +617,7 @@ def explain(
         d = diagnose(path, exclude=("window",))
     if d is None:
         if replayed:
-            return _round_trip(cfg, result, path, replay=True)
+            return _round_trip(cfg, result, path, replayed=True)
         if not fallback:
             return None
         if result.get("retransmits"):

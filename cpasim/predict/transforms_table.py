@@ -886,10 +886,11 @@ def _cwnd_follows(senders, host, queue: str, amount: float, conns=None) -> list[
     out = []
     if amount < 1:
         return out
-    sys_, name = queue.rstrip("*").split(":", 1)
+    sys_, name = queue[:-1].split(":", 1)  # "tx:Send window*": one connection's, below
     for end in (senders or {}).get(host, ()):
         index = int(end["conn"][1:])
-        if not end.get("slow_start") or not end["flight"] or (conns and index not in conns):
+        mine = conns is None or index in conns
+        if not (mine and end.get("slow_start") and end["flight"]):
             continue
         grow = int(min(amount, end["peer_window"] - end["cwnd"]))
         if grow >= 1:
